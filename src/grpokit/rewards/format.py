@@ -1,40 +1,128 @@
-"""The `format` reward: reasoning lines before a single final-answer line.
+"""The `format` reward: reasoning before a single, usable final-answer line.
 
 Following the 0.6B-Base article: at least `min_reasoning_lines` non-empty
-lines before the answer line, and exactly one answer line carrying a value.
+lines of reasoning, then exactly one answer line (the last non-empty line)
+carrying one value. With `require_think` (Qwen3 thinking mode) the reasoning
+sits in one well-formed `<think>…</think>` block before the answer (the
+`<think>` opener may be in the prompt, as Qwen3's template puts it there).
+
+The article's lesson is that a format bonus alone is gamed ("最终答案：不知道"
+earned it), so the answer line must also carry a usable value (not a refusal,
+hedge or list: `grpokit.rewards.math.classify_answer`), and the reasoning must
+look like text: mostly letters/digits (`_MIN_WORD_FRACTION`, against symbol
+garbage) and not degenerate repetition (zlib ratio below
+`_MIN_COMPRESSION_RATIO`, against padding). Neither check judges whether the
+reasoning is *right*; that is the correctness reward's job.
+
+Run: `grpokit rewards score --reward format --input rows.jsonl`.
 """
 from __future__ import annotations
 
-from grpokit.rewards.math import DEFAULT_MARKERS
+import zlib
+from dataclasses import dataclass
+
+from grpokit.rewards.math import DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, classify_answer, extract_final_answer, marker_pattern
 from grpokit.rewards.registry import register
 
+_MIN_WORD_FRACTION = 0.5  # honest prose/maths is mostly letters and digits; "!!!\n###" garbage is not
+_MIN_COMPRESSION_RATIO = 0.12  # honest text compresses to ~30-50%; a phrase repeated 1000x to <5%
+_COMPRESSION_MIN_CHARS = 400  # below this zlib's header dominates the ratio
+_DECORATION = "*#>-_ \t`"  # markdown around an answer line: "**Final answer:** 3", "## 最终答案：3"
 
-def format_ok(text: str, markers: tuple[str, ...], min_reasoning_lines: int) -> bool:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    answer_idx = [i for i, ln in enumerate(lines) if any(ln.lower().startswith(m.lower()) for m in markers)]
-    if len(answer_idx) != 1:
-        return False
-    i = answer_idx[0]
-    line = lines[i]
-    marker = next(m for m in markers if line.lower().startswith(m.lower()))
-    value = line[len(marker):].strip()
-    return bool(value) and i >= min_reasoning_lines and i == len(lines) - 1
+
+@dataclass(frozen=True)
+class FormatVerdict:
+    ok: bool
+    reason: str  # "" when ok, else what is wrong
+
+
+def check_format(
+    text: str,
+    markers: tuple[str, ...] = DEFAULT_MARKERS,
+    min_reasoning_lines: int = 1,
+    require_think: bool = False,
+) -> FormatVerdict:
+    opens, closes = text.count(THINK_OPEN), text.count(THINK_CLOSE)
+    if opens > 1 or closes > 1:
+        return FormatVerdict(False, "several think blocks")
+    if opens and not closes:
+        return FormatVerdict(False, "think block never closed")
+    if require_think and not closes:
+        return FormatVerdict(False, "no </think> before the answer")
+    think, region = "", text
+    if closes:
+        close = text.index(THINK_CLOSE)
+        open_ = text.find(THINK_OPEN)
+        if open_ > close:
+            return FormatVerdict(False, "</think> before <think>")
+        if open_ >= 0 and text[:open_].strip():
+            return FormatVerdict(False, "text before <think>")
+        think = text[open_ + len(THINK_OPEN) if open_ >= 0 else 0: close]
+        region = text[close + len(THINK_CLOSE):]
+        if require_think and not think.strip():
+            return FormatVerdict(False, "empty think block")
+
+    lines = [ln.strip() for ln in region.splitlines() if ln.strip()]
+    pattern = marker_pattern(tuple(markers))
+    marked = [i for i, ln in enumerate(lines) if pattern.search(ln)]
+    if not marked:
+        return FormatVerdict(False, "no final-answer line")
+    if len(marked) > 1:
+        return FormatVerdict(False, f"{len(marked)} final-answer lines")
+    i = marked[0]
+    if i != len(lines) - 1:
+        return FormatVerdict(False, "text after the final-answer line")
+    line = lines[i].lstrip(_DECORATION)
+    m = pattern.match(line)
+    if m is None:
+        return FormatVerdict(False, "final-answer line does not start with the marker")
+    problem = classify_answer(line[m.end():].strip(_DECORATION))
+    if problem:
+        return FormatVerdict(False, f"final answer is not a single value ({problem})")
+    if extract_final_answer(text, markers) is None:  # e.g. a \boxed{} elsewhere that disagrees
+        return FormatVerdict(False, "several different final answers")
+
+    reasoning_lines = [ln for ln in think.splitlines() if ln.strip()] + lines[:i]
+    if len(reasoning_lines) < min_reasoning_lines:
+        return FormatVerdict(False, f"{len(reasoning_lines)} reasoning line(s), need {min_reasoning_lines}")
+    reasoning = "\n".join(reasoning_lines)
+    visible = [ch for ch in reasoning if not ch.isspace()]
+    if visible and sum(ch.isalnum() for ch in visible) / len(visible) < _MIN_WORD_FRACTION:
+        return FormatVerdict(False, "reasoning is mostly symbols")
+    raw = reasoning.encode("utf-8")
+    if len(raw) >= _COMPRESSION_MIN_CHARS and len(zlib.compress(raw)) / len(raw) < _MIN_COMPRESSION_RATIO:
+        return FormatVerdict(False, "reasoning is repetitive padding")
+    return FormatVerdict(True, "")
+
+
+def format_ok(text: str, markers: tuple[str, ...], min_reasoning_lines: int, require_think: bool = False) -> bool:
+    return check_format(text, tuple(markers), min_reasoning_lines, require_think).ok
 
 
 @register(
     "format",
-    description="1.0 when the completion has reasoning lines followed by exactly one final-answer line "
-    "(the last line) with a value after the marker, else 0.0.",
+    description="1.0 when the completion has reasoning (optionally in a <think> block) followed by exactly one "
+    "final-answer line, the last line, carrying a single value (no refusal or hedge), else 0.0.",
     columns=(),
     params={
-        "markers": "answer-line markers (default: Final answer:, 最终答案：, 最终答案:)",
-        "min_reasoning_lines": "non-empty lines required before the answer line (default 1)",
+        "markers": "answer-line markers, case-insensitive (default: Final answer:, 最终答案：, 最终答案:)",
+        "min_reasoning_lines": "non-empty reasoning lines required before the answer line (default 1)",
+        "require_think": "Qwen3 thinking mode: require one well-formed <think>…</think> before the answer (default false)",
     },
 )
-def get_format_reward(markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS, min_reasoning_lines: int = 1):
+def get_format_reward(
+    markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS,
+    min_reasoning_lines: int = 1,
+    require_think: bool = False,
+):
     markers = tuple(markers)
 
     def score(completions: list[str], **_columns) -> list[float]:
-        return [1.0 if format_ok(c, markers, min_reasoning_lines) else 0.0 for c in completions]
+        return [1.0 if check_format(c, markers, min_reasoning_lines, require_think).ok else 0.0 for c in completions]
 
+    def explain(completion: str, **_row) -> dict:
+        v = check_format(completion, markers, min_reasoning_lines, require_think)
+        return {"reward": 1.0 if v.ok else 0.0, "reason": v.reason or "ok"}
+
+    score.explain = explain
     return score

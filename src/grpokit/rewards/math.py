@@ -2,41 +2,293 @@
 
 This module is the single verifier used by the `math_correctness` reward and by
 evaluation (`grpokit.evaluate`), so training and evaluation cannot drift apart.
+`check_math` gives the verdict with its reason; `score_math` is its reward;
+`extract_final_answer` + `answers_match` give the same answer in two steps.
 
-What is covered: the answer line (`Final answer:`, `最终答案：`/`最终答案:`,
-case-insensitive), the LAST such line wins; numbers with thousands separators,
-`$`, trailing units; integer/decimal/fraction equivalence (2.50 = 2.5,
-1/2 = 0.5). What is not (yet): LaTeX, refusals and hedges, units in the
-middle of text — see the reward library issue.
+Covered:
+- answers after the LAST `</think>` only; an unclosed `<think>` gives no answer;
+- answer lines `Final answer:`, `最终答案：`/`最终答案:` (case-insensitive; the
+  value may sit on the next line) and `\\boxed{...}`; several candidates must
+  all agree, otherwise there is no answer ("several answers");
+- equivalence through whitespace, CJK and ASCII punctuation, full-width
+  characters (NFKC), thousands separators, `$`, `$...$`/`\\(...\\)`, `\\text{}`
+  units, trailing units and measure words (元 个 只 米 小时 km kg dollars ...),
+  2.50 = 2.5, 1/2 = 0.5 = \\frac{1}{2}; other forms (2\\sqrt{3} = \\sqrt{12},
+  sets, expressions) through math-verify;
+- no credit for refusals (不知道, I don't know ...), hedges (`38 或 39`,
+  `38, 39`, ranges including `38-40`, "about 39", "not 39"), or a number that only contains or
+  is contained in the gold one (390 or 3 for 39: numbers are whole tokens).
+
+Bounded time and thread safety: the completion is scanned linearly, at most
+`_MAX_CANDIDATES` answers are looked at, an answer longer than
+`_MAX_ANSWER_CHARS` earns nothing, and math-verify runs with its SIGALRM
+timeout disabled (it only works in the main thread) on screened input only
+(`_symbolic_safe`: short, no exponent towers or huge factorials, which are
+what can make sympy run for minutes).
+
+Not covered: answers given only in words ("thirty-nine"), unit conversion
+(2 hours vs 120 minutes), percent vs fraction (50% vs 0.5), mixed numbers
+("1 1/2"), answers with no marker and no \\boxed.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import re
+import unicodedata
+from dataclasses import dataclass
 from fractions import Fraction
 
 from grpokit.rewards.registry import register
 
 DEFAULT_MARKERS = ("Final answer:", "最终答案：", "最终答案:")
-_ANSWER_TAIL_CHARS = 2000  # regexes on 100k-char completions are slow; the answer line sits at the end
-_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)(/\d+)?$")
-_GSM8K_GOLD = re.compile(r"####\s*(.+?)\s*$", re.S)
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+_MAX_ANSWER_CHARS = 200  # a final answer is a value, not a paragraph; also bounds the symbolic path
+_MAX_SYMBOLIC_CHARS = 120  # sympy time grows quickly with expression size
+_MAX_CANDIDATES = 16  # no honest completion states 16 final answers; bounds work on 100k-char inputs
+_GSM8K_GOLD = re.compile(r"####\s*([^\n]+?)\s*$")
+
+# Refusals: the article's "最终答案：不知道" earned a format bonus; here it is no answer at all.
+_REFUSAL = re.compile(
+    r"不知道|不清楚|不确定|无法确定|无法计算|无法判断|无法得出|无法回答|无法求|无法得知|不能确定|条件不足|信息不足|"
+    r"没有足够|未知|没有答案|无答案|"
+    r"\bi\s*(?:do\s*n[o']?t|don't|dont)\s+know\b|\bcannot\s+(?:be\s+)?determine|\bcan'?t\s+(?:be\s+)?determine|"
+    r"\bcan\s?not\s+be\s+(?:determined|calculated|computed|known)|\bundetermined\b|\bunknown\b|\bnot\s+sure\b|"
+    r"\bunsure\b|\bnot\s+enough\s+information\b|\binsufficient\b|\bunable\s+to\b|\bno\s+answer\b|\bn/a\b|^\?+$"
+)
+# Hedges and negations: several values, an approximate value, or "not X" are not an answer.
+_HEDGE = re.compile(
+    r"或|还是|\d\s*[到至]\s*-?\d|约|大概|左右|可能|也许|或许|上下|以上|以下|至少|最多|多于|少于|接近|差不多|不是|不等于|猜|"
+    r"\b(?:or|either|between|about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|probably|"
+    r"possibly|likely|guess|least|most|more\s+than|less\s+than|fewer\s+than|up\s+to|not|neither|nor|"
+    r"somewhere)\b|\d\s*to\s*-?\d|[~≈±∓–—…]|\\(?:pm|mp|approx|sim|lor|neq|ne|leq|geq|le|ge)\b|[<>≤≥≠]|\.\.\."
+    # "38-40": a bare number minus a bare number is read as a range, not as unsimplified arithmetic.
+    r"|(?<![\w.^{])\d+(?:\.\d+)?\s*-\s*\d+(?:\.\d+)?(?![\w.^}])"
+)
+_LATEX_WRAPPERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_LATEX_NOISE = re.compile(r"\\[,;:! ]|\\left|\\right|\\displaystyle|\\\(|\\\)|\\\[|\\\]|\\\$|\$|\*\*|__|`")
+_DEGREE = re.compile(r"\^\s*\{?\\circ\}?")
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}\s*\{\s*(\d+(?:\.\d+)?)\s*\}")
+_FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")  # \frac12
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d])")
+_NUMBER_TOKEN = re.compile(r"(?:\d+(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+(?:\.\d+)?)?")
+_TRAILING_PUNCT = " \t.。!！,，;；:：、?？"
+# What may surround a lone number and still leave it a lone number: words (units,
+# measure words, "x ="), currency, percent. Anything else (\sqrt, ^, +, ...) goes symbolic.
+_WORDY = re.compile(r"[\w\s%=:'’¥￥€£]*")
+_GLUED_VARIABLE = re.compile(r"[xyzabcnijke]\b")  # "3x" is an expression; "3 x" or "5m" stay units
+_OPERATOR = re.compile(r"[-+*/×÷^()\[\]{}\\=]")
+_SYMBOLIC_BANNED = re.compile(r"\*\*|\\(?:binom|choose|sum|prod|int|lim|infty)|\^\s*\{[^}]*[\^{]|\d{3,}\s*!")
+_EXPONENT = re.compile(r"\^\s*(\{[^}]*\}|\S)")
+
+
+@dataclass(frozen=True)
+class MathVerdict:
+    """The outcome of checking one completion: reward, why, and what was compared."""
+
+    reward: float | None  # 1.0 / 0.0, None when the gold answer cannot be parsed
+    reason: str  # correct | wrong | no_answer | unclosed_think | several_answers | refusal | hedge | too_long | gold_unparseable
+    predicted: str | None  # the extracted final answer (truncated), None when there is none
+    gold: str | None  # the parsed gold answer
+
+
+# ---------------------------------------------------------------- extraction
+
+
+def answer_region(text: str) -> str | None:
+    """The part of a completion that may hold the answer: after the last `</think>`.
+
+    None when a `<think>` is never closed: a truncated thought has no answer.
+    """
+    close = text.rfind(THINK_CLOSE)
+    if text.rfind(THINK_OPEN) > close:
+        return None
+    return text if close < 0 else text[close + len(THINK_CLOSE):]
+
+
+@functools.lru_cache(maxsize=64)
+def marker_pattern(markers: tuple[str, ...]) -> re.Pattern:
+    # Longest first so that "最终答案：" wins over a shorter marker that prefixes it.
+    alternatives = sorted((re.escape(m) for m in markers if m), key=len, reverse=True)
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def _marker_values(region: str, markers: tuple[str, ...]) -> list[tuple[int, int, str]]:
+    """(start, end, value) for each answer line; the value may sit on the next non-empty line."""
+    out = []
+    for m in marker_pattern(markers).finditer(region):
+        eol = region.find("\n", m.end())
+        eol = len(region) if eol < 0 else eol
+        value = region[m.end():eol]
+        if not value.strip("* \t"):  # "Final answer:\n72" or "**Final answer:**\n72"
+            nxt = eol + 1
+            while nxt < len(region):
+                nl = region.find("\n", nxt)
+                nl = len(region) if nl < 0 else nl
+                if region[nxt:nl].strip():
+                    value, eol = region[nxt:nl], nl
+                    break
+                nxt = nl + 1
+        out.append((m.start(), eol, value[: _MAX_ANSWER_CHARS + 1]))
+        if len(out) > _MAX_CANDIDATES:
+            break
+    return out
+
+
+def _boxed_values(region: str, limit: int) -> list[tuple[int, str]]:
+    """(start, content) of each `\\boxed{...}` with balanced braces."""
+    out, pos = [], 0
+    while len(out) <= limit:
+        start = region.find("\\boxed", pos)
+        if start < 0:
+            break
+        i = start + len("\\boxed")
+        while i < len(region) and region[i] == " ":
+            i += 1
+        pos = i
+        if i >= len(region) or region[i] != "{":
+            continue
+        depth, j, stop = 0, i, min(len(region), i + _MAX_ANSWER_CHARS + 2)
+        while j < stop:
+            if region[j] == "{":
+                depth += 1
+            elif region[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if depth == 0:
+            out.append((start, region[i + 1: j]))
+        elif j - i > _MAX_ANSWER_CHARS:  # no closing brace within the limit: too long to be an answer
+            out.append((start, region[i + 1: stop]))  # (a box cut off by the end of text is skipped)
+        pos = j + 1
+    return out
+
+
+def answer_candidates(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> list[str] | None:
+    """Every final answer the completion states, in order; None for an unclosed `<think>`."""
+    region = answer_region(text)
+    if region is None:
+        return None
+    lines = _marker_values(region, tuple(markers))
+    boxed = _boxed_values(region, _MAX_CANDIDATES - len(lines))
+    # A \boxed inside an answer line is that line's value, not a second answer.
+    boxed = [(s, v) for s, v in boxed if not any(a <= s < b for a, b, _ in lines)]
+    found = sorted([(a, v) for a, _, v in lines] + boxed)
+    return [v for _, v in found]
 
 
 def extract_final_answer(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> str | None:
-    """The text after the last answer marker, up to the end of that line; None if there is none."""
-    tail = text[-_ANSWER_TAIL_CHARS:]
-    best: tuple[int, str] | None = None
-    low = tail.lower()
-    for marker in markers:
-        pos = low.rfind(marker.lower())
-        if pos >= 0 and (best is None or pos > best[0]):
-            rest = tail[pos + len(marker):].split("\n", 1)[0]
-            best = (pos, rest.strip())
-    return None if best is None else best[1]
+    """The completion's final answer, or None when there is none or its answers disagree."""
+    answer, _reason = _single_answer(text, tuple(markers))
+    return answer
+
+
+def _single_answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str]:
+    candidates = answer_candidates(text, markers)
+    if candidates is None:
+        return None, "unclosed_think"
+    if not candidates:
+        return None, "no_answer"
+    if len(candidates) > _MAX_CANDIDATES:
+        return None, "several_answers"
+    keys = {_candidate_key(c) for c in candidates}
+    if len(keys) > 1:
+        return None, "several_answers"
+    return candidates[-1].strip(), ""
+
+
+def _candidate_key(value: str) -> object:
+    number = parse_number(value)
+    return number if number is not None else clean_answer(value).lower()
+
+
+# ------------------------------------------------------------ normalisation
+
+
+def clean_answer(value: str) -> str:
+    """Case-preserving normal form: NFKC, no `$`/markdown/LaTeX spacing, units unwrapped, no end punctuation."""
+    t = unicodedata.normalize("NFKC", value).replace("−", "-").replace("’", "'")
+    t = t.strip()
+    if t.startswith("\\boxed"):
+        inner = _boxed_values(t, 1)
+        if inner:
+            t = inner[0][1]
+    t = _DEGREE.sub("", t)
+    t = _LATEX_WRAPPERS.sub(r" \1", t)
+    t = t.replace("\\%", "%")
+    t = _LATEX_NOISE.sub(" ", t)
+    t = " ".join(t.split())
+    return t.strip(_TRAILING_PUNCT)
+
+
+def _numeric_form(value: str) -> str:
+    t = _FRAC.sub(r"\1/\2", clean_answer(value))
+    t = _FRAC_SHORT.sub(r"\1/\2", t)
+    return _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), t)
+
+
+def is_refusal(value: str) -> bool:
+    return bool(_REFUSAL.search(clean_answer(value).lower()))
+
+
+def is_hedge(value: str) -> bool:
+    return bool(_HEDGE.search(clean_answer(value).lower()))
+
+
+def parse_number(text: str) -> Fraction | None:
+    """'1,234.50 dollars' -> Fraction(2469, 2); None unless the text is one number plus words."""
+    t = _numeric_form(text)
+    tokens = list(_NUMBER_TOKEN.finditer(t))
+    if len(tokens) != 1:
+        return None
+    m = tokens[0]
+    before, after = t[: m.start()], t[m.end():]
+    sign = ""
+    if before.rstrip().endswith(("-", "+")):
+        sign, before = before.rstrip()[-1], before.rstrip()[:-1]
+    if not (_WORDY.fullmatch(before) and _WORDY.fullmatch(after)):
+        return None
+    if "%" in before or after.startswith(("'", "’")) or _GLUED_VARIABLE.match(after):
+        return None  # "%5", "5'2" and "3x" are not plain numbers
+    try:
+        return Fraction(sign + m.group(0).replace(" ", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+normalize_number = parse_number  # the name of the first version, kept for callers
+
+
+def classify_answer(value: str) -> str:
+    """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers."""
+    cleaned = clean_answer(value)
+    if not cleaned:
+        return "empty"
+    if len(value) > _MAX_ANSWER_CHARS:
+        return "too_long"
+    low = cleaned.lower()
+    if _REFUSAL.search(low):
+        return "refusal"
+    if _HEDGE.search(low):
+        return "hedge"
+    if _several_numbers(_numeric_form(value)):
+        return "several_answers"
+    return ""
+
+
+def _several_numbers(t: str) -> bool:
+    """'38, 39' or '38 39' or '3 apples and 5 pears': numbers with no operator between them."""
+    tokens = list(_NUMBER_TOKEN.finditer(t))
+    return any(not _OPERATOR.search(t[a.end(): b.start()]) for a, b in zip(tokens, tokens[1:]))
+
+
+# --------------------------------------------------------------- comparison
 
 
 def parse_gold(answer: object) -> str | None:
-    """Gold answers may be GSM8K-style ('... #### 72'), numbers, or strings."""
+    """Gold answers may be GSM8K-style ('... #### 72'), numbers, or strings; None when empty."""
     if answer is None:
         return None
     text = str(answer)
@@ -47,40 +299,110 @@ def parse_gold(answer: object) -> str | None:
     return text or None
 
 
-def normalize_number(text: str) -> Fraction | None:
-    """'1,234.50 dollars' -> Fraction(2469, 2); None if the text is not a single number."""
-    t = text.strip().rstrip(".。").replace(",", "").replace("$", "").strip()
-    t = re.sub(r"\s*[A-Za-z\u4e00-\u9fff%]+$", "", t)  # trailing unit / measure word
-    if not _NUMBER.match(t):
+class _BoundedElsewhere(logging.Filter):
+    """Drops math-verify's "timeout is disabled" warning: the bound is `_symbolic_safe` here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Timeout is disabled" not in record.getMessage()
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_BoundedElsewhere())
+
+
+@functools.lru_cache(maxsize=8192)
+def _symbolic(text: str) -> tuple | None:
+    """math-verify's parse of a screened answer (cached: gold answers repeat across a group)."""
+    from math_verify import parse  # sympy import is slow; only paid when a symbolic answer shows up
+
+    if not _symbolic_safe(text):
         return None
-    try:
-        return Fraction(t)
-    except (ValueError, ZeroDivisionError):
+    parsed = parse(f"${text}$", parsing_timeout=None)  # timeout off: SIGALRM breaks in threads
+    return tuple(parsed) if parsed else None
+
+
+def _symbolic_safe(text: str) -> bool:
+    if len(text) > _MAX_SYMBOLIC_CHARS or _SYMBOLIC_BANNED.search(text):
+        return False
+    # Exponents stay small literals: 9^{9^{9^9}} or 10^{10^{10}} keep sympy busy for minutes.
+    for m in _EXPONENT.finditer(text):
+        exp = m.group(1).strip("{} ")
+        if not re.fullmatch(r"-?\d{1,2}|[A-Za-z]|-?\d/\d", exp):
+            return False
+    return True
+
+
+def _symbolic_equal(predicted: str, gold: str) -> bool:
+    from math_verify import verify
+
+    g, p = _symbolic(gold), _symbolic(predicted)
+    if g is None or p is None:
+        return False
+    return bool(verify(list(g), list(p), timeout_seconds=None))
+
+
+@functools.lru_cache(maxsize=8192)
+def _gold_form(gold: str) -> tuple[Fraction | None, str] | None:
+    """(number, cleaned text) of a gold answer; None when it is not a parseable answer."""
+    if len(gold) > _MAX_ANSWER_CHARS:
         return None
+    number = parse_number(gold)
+    cleaned = clean_answer(gold)
+    if number is None and (not cleaned or _symbolic(cleaned) is None):
+        return None
+    return number, cleaned
 
 
 def answers_match(predicted: str | None, gold: str) -> bool:
+    """True when `predicted` (an extracted final answer) is equivalent to `gold` (see module docstring)."""
+    return _compare(predicted, gold) == "correct"
+
+
+def _compare(predicted: str | None, gold: str) -> str:
+    form = _gold_form(gold)
+    if form is None:
+        return "gold_unparseable"
     if predicted is None:
-        return False
-    p, g = normalize_number(predicted), normalize_number(gold)
-    if p is not None and g is not None:
-        return p == g
-    return predicted.strip().lower() == gold.strip().lower()
+        return "no_answer"
+    problem = classify_answer(predicted)
+    gold_number, gold_text = form
+    pred_text = clean_answer(predicted)
+    if problem == "several_answers" and gold_number is None:
+        problem = ""  # a set or tuple gold answer ("1, 2") is compared as a whole
+    if problem:
+        return problem
+    if pred_text.lower() == gold_text.lower():
+        return "correct"
+    pred_number = parse_number(predicted)
+    if gold_number is not None and pred_number is not None:
+        return "correct" if pred_number == gold_number else "wrong"
+    return "correct" if _symbolic_equal(pred_text, gold_text) else "wrong"
+
+
+def check_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAULT_MARKERS) -> MathVerdict:
+    """The full verdict for one completion against one gold answer."""
+    gold = parse_gold(answer)
+    if gold is None or _gold_form(gold) is None:
+        return MathVerdict(None, "gold_unparseable", None, gold)
+    predicted, reason = _single_answer(completion, tuple(markers))
+    if predicted is not None:
+        reason = _compare(predicted, gold)
+    reward = 1.0 if reason == "correct" else 0.0
+    shown = None if predicted is None else predicted[:_MAX_ANSWER_CHARS]
+    return MathVerdict(reward, reason, shown, gold)
 
 
 def score_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAULT_MARKERS) -> float | None:
-    gold = parse_gold(answer)
-    if gold is None:
-        return None
-    return 1.0 if answers_match(extract_final_answer(completion, markers), gold) else 0.0
+    return check_math(completion, answer, markers).reward
 
 
 @register(
     "math_correctness",
-    description="1.0 when the completion's final answer line equals the gold answer (numeric equivalence), else 0.0; "
-    "null when the gold answer cannot be parsed.",
+    description="1.0 when the completion's single final answer (answer line or \\boxed{}, after any <think> block) "
+    "is equivalent to the gold answer (numbers, fractions, units, LaTeX, symbolic via math-verify), else 0.0; "
+    "refusals, hedges and several different answers score 0.0; null when the gold answer cannot be parsed.",
     columns=("answer",),
-    params={"markers": "answer-line markers to look for (default: Final answer:, 最终答案：, 最终答案:)"},
+    params={"markers": "answer-line markers to look for, case-insensitive (default: Final answer:, 最终答案：, 最终答案:)"},
 )
 def get_math_correctness_reward(markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS):
     markers = tuple(markers)
@@ -88,4 +410,9 @@ def get_math_correctness_reward(markers: list[str] | tuple[str, ...] = DEFAULT_M
     def score(completions: list[str], answer: list, **_columns) -> list[float | None]:
         return [score_math(c, a, markers) for c, a in zip(completions, answer)]
 
+    def explain(completion: str, answer: object = None, **_row) -> dict:
+        v = check_math(completion, answer, markers)
+        return {"reward": v.reward, "reason": v.reason, "predicted": v.predicted, "gold": v.gold}
+
+    score.explain = explain
     return score
