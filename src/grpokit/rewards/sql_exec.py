@@ -1,0 +1,147 @@
+"""The `sql_exec` reward: run the completion's SQL read-only on the row's SQLite database and
+compare its result set with the gold query's.
+
+Row columns: `db` (path to a SQLite file) and the gold query in `answer`
+(or in `gold_sql`, which wins when both are present).
+
+Isolation, in layers: the database is opened through a `file:...?mode=ro`
+URI (SQLite refuses writes at the file level); an authorizer allows only
+reads, SELECT, functions and recursive CTEs (so INSERT/UPDATE/DELETE/DDL,
+ATTACH, PRAGMA and transactions are denied before they run); only one
+statement runs (sqlite3 rejects a second); a progress handler aborts a query
+past `timeout_s`; at most `max_rows` rows are fetched. A denied write, an
+error, a timeout or too many rows score 0.0.
+
+Comparison: rows as tuples, floats rounded to `_FLOAT_DIGITS`; order-insensitive
+(a multiset) unless the gold query contains ORDER BY (any ORDER BY, also in a
+subquery: a conservative reading); column names are ignored, column order is not.
+
+Not covered: CPU/memory limits beyond the time limit and row cap (use the
+sandbox for untrusted code), databases other than SQLite, and SQL in prose
+without a fence (the whole answer text is tried as SQL).
+
+Run: `grpokit rewards score --reward sql_exec --input rows.jsonl` (rows need `db` and `answer`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+from grpokit.rewards.math import answer_region
+from grpokit.rewards.registry import register
+
+_FLOAT_DIGITS = 6  # SUM/AVG over floats differ in the last bits between equivalent queries
+_PROGRESS_EVERY = 1000  # SQLite VM instructions between time checks: ~microseconds, cheap
+_FENCE = re.compile(r"```[ \t]*(?:sql|SQL|sqlite)?[ \t]*\n(.*?)```", re.S)
+_ORDER_BY = re.compile(r"\border\s+by\b", re.I)
+_ALLOWED_ACTIONS = {sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+# Functions that allocate on request (zeroblob(1e9)) or touch files; the rest are pure.
+_DENIED_FUNCTIONS = {"zeroblob", "randomblob", "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+_MAX_VALUE_BYTES = 10_000_000  # SQLITE_LIMIT_LENGTH: caps printf('%.*c', 1e9, 'x') and friends
+
+
+class SqlRejected(Exception):
+    """The completion's query was refused or failed: a 0 score, not a reward error."""
+
+
+def extract_sql(completion: str) -> str | None:
+    """The last fenced SQL block after any think block, else the answer text; None if think is unclosed."""
+    region = answer_region(completion)
+    if region is None:
+        return None
+    blocks = _FENCE.findall(region)
+    sql = (blocks[-1] if blocks else region).strip()
+    return sql.rstrip(";").strip() or None
+
+
+def _authorizer(action, arg1, arg2, db_name, trigger):
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK if action in _ALLOWED_ACTIONS else sqlite3.SQLITE_DENY
+
+
+def run_readonly(db_path: str, sql: str, timeout_s: float, max_rows: int) -> list[tuple]:
+    """Rows of `sql` on `db_path`, read-only; raises sqlite3.Error or SqlRejected when it cannot run."""
+    uri = f"file:{quote(os.path.abspath(db_path))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, check_same_thread=False)
+    try:
+        deadline = time.monotonic() + timeout_s
+        conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_EVERY)
+        conn.set_authorizer(_authorizer)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
+        rows = conn.execute(sql).fetchmany(max_rows + 1)
+        if len(rows) > max_rows:
+            raise SqlRejected(f"more than {max_rows} rows")
+        return rows
+    finally:
+        conn.close()
+
+
+def _canonical(rows: list[tuple]) -> list[tuple]:
+    return [tuple(round(v, _FLOAT_DIGITS) if isinstance(v, float) else v for v in row) for row in rows]
+
+
+def _gold_rows(db: str, gold_sql: str, timeout_s: float, max_rows: int) -> list[tuple]:
+    try:
+        return _canonical(run_readonly(db, gold_sql, timeout_s, max_rows))
+    except (sqlite3.Error, SqlRejected) as e:
+        # The gold query is dataset content: its failure is a data bug, raised so the registry reports it.
+        raise ValueError(f"the gold query failed on {db}: {e}") from None
+
+
+def check_sql(completion: str, db: object, gold_sql: object, timeout_s: float = 2.0, max_rows: int = 10_000) -> tuple[float | None, str]:
+    """(reward, reason) for one completion."""
+    if not db or not gold_sql:
+        return None, "no_db_or_gold"
+    db = str(db)
+    if not Path(db).is_file():
+        raise FileNotFoundError(f"the row's db {db!r} does not exist")
+    expected = _gold_rows(db, str(gold_sql), timeout_s, max_rows)
+    sql = extract_sql(completion)
+    if sql is None:
+        return 0.0, "no_sql"
+    try:
+        got = _canonical(run_readonly(db, sql, timeout_s, max_rows))
+    except SqlRejected as e:
+        return 0.0, f"rejected: {e}"
+    except sqlite3.Error as e:  # syntax errors, denied writes ("not authorized"), timeouts ("interrupted")
+        return 0.0, f"error: {e}"
+    if _ORDER_BY.search(str(gold_sql)):
+        same = got == expected
+    else:
+        same = Counter(got) == Counter(expected)
+    return (1.0, "same_result") if same else (0.0, "different_result")
+
+
+@register(
+    "sql_exec",
+    description="1.0 when the completion's SQL, run read-only on the row's SQLite db within a time limit, returns the "
+    "same result set as the gold query (order-insensitive unless it has ORDER BY); a write, error or timeout scores 0.0.",
+    columns=("db", "answer"),
+    params={
+        "timeout_s": "seconds a query may run before it is interrupted (default 2.0)",
+        "max_rows": "rows fetched at most; a larger result scores 0.0 (default 10000)",
+    },
+)
+def get_sql_exec_reward(timeout_s: float = 2.0, max_rows: int = 10_000):
+    def score(completions: list[str], db: list, answer: list | None = None, gold_sql: list | None = None, **_columns):
+        if answer is None and gold_sql is None:
+            raise ValueError("sql_exec needs the gold query in an 'answer' or 'gold_sql' column")
+        n = len(completions)
+        answers, gold_sqls = answer or [None] * n, gold_sql or [None] * n
+        return [
+            check_sql(c, d, g or a, timeout_s, max_rows)[0]
+            for c, d, a, g in zip(completions, db, answers, gold_sqls)
+        ]
+
+    def explain(completion: str, db: object = None, answer: object = None, gold_sql: object = None, **_row) -> dict:
+        reward, reason = check_sql(completion, db, gold_sql or answer, timeout_s, max_rows)
+        return {"reward": reward, "reason": reason}
+
+    score.explain = explain
+    return score
