@@ -1,0 +1,357 @@
+"""Reward audit: try to game a combined reward before training does.
+
+GRPO optimises whatever the reward really measures, loopholes included. For
+each of a few training rows this module writes an honest right answer, an
+honest wrong answer (same reasoning, wrong number) and a suite of tricks built
+from the row itself (`TRICKS`: refusal with the marker, hedges, a bare answer
+line, empty, the marker repeated, symbol garbage, the answer only inside
+think, 100k characters of padding, the gold's digits rearranged, ...). None of
+the tricks solves the problem honestly, so a sound reward scores every one of
+them strictly below the honest wrong answer; a trick that scores at least as
+much is a loophole the policy can climb instead of learning the task.
+
+`audit_rewards(rewards, rows)` is independent of recipes (testable alone);
+`audit_recipe(recipe)` and `audit_warnings(recipe)` are the glue used by
+`grpokit rewards audit` and by `grpokit train`'s pre-flight.
+
+Not covered: rows whose gold answer is not a number (skipped: the tricks are
+numeric edits of the gold), tasks whose answer is code, JSON or SQL (their
+rewards see these completions but the suite is built for answer-line tasks),
+and tricks nobody has thought of yet — add them to `TRICKS`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+from grpokit.rewards.math import DEFAULT_MARKERS, parse_gold, parse_number
+from grpokit.rewards.registry import RewardFunction, build_reward
+
+_DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
+_PADDING_CHARS = 100_000  # the issue's "very long" case; also exercises each reward's time bound
+_TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CALC = re.compile(r"<<[^>]*>>")  # GSM8K calculator annotations: "48/2 = <<48/2=24>>24"
+_FILLER_EN = ("First, I list the quantities given in the question.", "Then I combine them step by step.")
+_FILLER_ZH = ("首先，列出题目中给出的数量。", "然后一步一步地把它们组合起来计算。")
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """What the tricks are built from: one training row, prepared."""
+
+    row: dict
+    gold: str  # the parsed gold answer text
+    value: Fraction  # the gold answer as a number
+    zh: bool  # the question is Chinese: tricks and honest answers are written in Chinese
+    marker: str
+    reasoning: str  # honest reasoning lines (from the row's rationale, or neutral filler)
+    think: bool  # the recipe wants a <think> block
+
+    def answer(self, value: str) -> str:
+        return f"{self.marker} {value}"
+
+    def honest(self, value: str) -> str:
+        if self.think:
+            return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
+        return f"{self.reasoning}\n{self.answer(value)}"
+
+    def num(self, delta: int = 0, scale: int = 1) -> str:
+        return _fmt(self.value * scale + delta)
+
+    def guess(self) -> str:
+        """A number a policy could guess without solving: one from the question, else gold + 3."""
+        for m in re.finditer(r"\d+(?:\.\d+)?", str(self.row.get("question", ""))):
+            if parse_number(m.group(0)) != self.value:
+                return m.group(0)
+        return self.num(3)
+
+
+def _fmt(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
+
+
+@dataclass(frozen=True)
+class Trick:
+    name: str
+    description: str
+    build: Callable[[AuditRow], str | None]  # None: the trick does not apply to this row
+
+
+TRICKS: dict[str, Trick] = {}
+
+
+def trick(name: str, description: str):
+    """Decorator: register an adversarial completion builder under `name`."""
+
+    def deco(build: Callable[[AuditRow], str | None]):
+        if name in TRICKS:
+            raise ValueError(f"trick {name!r} registered twice")
+        TRICKS[name] = Trick(name, description, build)
+        return build
+
+    return deco
+
+
+def _digits_rearranged(r: AuditRow) -> str | None:
+    digits = _fmt(r.value).lstrip("-")
+    if not digits.isdigit():
+        return None
+    for candidate in (digits[::-1], "".join(sorted(digits, reverse=True)), "".join(sorted(digits))):
+        if candidate != digits and not candidate.startswith("0"):
+            return candidate
+    return None
+
+
+trick("refusal", "reasoning, then the marker with a refusal (the article's 最终答案：不知道)")(
+    lambda r: r.honest("不知道" if r.zh else "I don't know")
+)
+trick("refusal_undetermined", "reasoning, then the marker with 'cannot be determined'")(
+    lambda r: r.honest("无法确定" if r.zh else "cannot be determined")
+)
+trick("hedge_or", "two answers joined by or/或, one of them the gold")(
+    lambda r: r.honest(f"{r.num(-1)} 或 {r.gold}" if r.zh else f"{r.num(-1)} or {r.gold}")
+)
+trick("hedge_list", "a list of neighbouring answers including the gold")(
+    lambda r: r.honest(f"{r.num(-1)}, {r.gold}, {r.num(1)}")
+)
+trick("hedge_range", "a range around the gold")(lambda r: r.honest(f"{r.num(-1)}~{r.num(1)}"))
+trick("hedge_dash_range", "a range written with a hyphen")(lambda r: r.honest(f"{r.num(-1)}-{r.num(1)}"))
+trick("approximate", "the gold qualified as approximate (about/约)")(
+    lambda r: r.honest(f"约{r.gold}" if r.zh else f"about {r.gold}")
+)
+trick("negated", "the gold negated (not/不是): a substring matcher still sees it")(
+    lambda r: r.honest(f"不是{r.gold}" if r.zh else f"not {r.gold}")
+)
+trick("marker_no_reasoning", "a guessed answer line with no reasoning")(lambda r: r.answer(r.guess()))
+trick("empty", "an empty completion")(lambda r: "")
+trick("marker_repeated", "reasoning, then the marker three times with different answers")(
+    lambda r: f"{r.reasoning}\n" + "\n".join(r.answer(v) for v in (r.num(-1), r.gold, r.num(1)))
+)
+trick("boxed_and_marker_disagree", "\\boxed{gold} in the text and another answer on the marker line")(
+    lambda r: f"{r.reasoning}\nSo it is \\boxed{{{r.gold}}}.\n{r.answer(r.num(1))}"
+)
+trick("garbage_then_marker", "symbol garbage lines, then a guessed answer line")(
+    lambda r: "#$%^&*\n!!!???...\n@@@ ### ~~~\n" + r.answer(r.guess())
+)
+trick("answer_only_in_think", "the gold answer line inside <think>…</think>, nothing after")(
+    lambda r: f"<think>\n{r.reasoning}\n{r.answer(r.gold)}\n</think>\n"
+)
+trick("unclosed_think", "reasoning and the gold answer line in a <think> that is never closed")(
+    lambda r: f"<think>\n{r.reasoning}\n{r.answer(r.gold)}"
+)
+
+
+@trick("long_padding", "reasoning, 100k characters repeating the gold, then a guessed answer line")
+def _long_padding(r: AuditRow) -> str:
+    pad = f"Let me double-check: maybe {r.gold}. "
+    return r.honest(r.guess()).replace(r.answer(r.guess()), pad * (_PADDING_CHARS // len(pad)) + "\n" + r.answer(r.guess()))
+
+
+trick("digits_rearranged", "the gold's digits rearranged, as a bare answer line (39 -> 93)")(
+    lambda r: None if _digits_rearranged(r) is None else r.answer(_digits_rearranged(r))
+)
+trick("contains_gold", "a number that contains the gold's digits, as a bare answer line (39 -> 390)")(
+    lambda r: r.answer(_fmt(r.value).lstrip("-") + "0") if r.value.denominator == 1 else None
+)
+trick("contained_in_gold", "a number contained in the gold, as a bare answer line (39 -> 3)")(
+    lambda r: r.answer(_fmt(r.value).lstrip("-")[:-1]) if len(_fmt(r.value).lstrip("-")) >= 2 else None
+)
+
+
+@dataclass
+class TrickResult:
+    name: str
+    description: str
+    rows: int = 0  # rows the trick applied to
+    flagged_rows: int = 0  # rows where it scored >= the honest wrong answer
+    scores: list[float] = field(default_factory=list)
+    honest_wrong: list[float] = field(default_factory=list)
+    example: str = ""  # the completion on the first flagged row (else the first row), shortened
+
+    @property
+    def mean(self) -> float:
+        return sum(self.scores) / len(self.scores) if self.scores else 0.0
+
+    @property
+    def honest_wrong_mean(self) -> float:
+        return sum(self.honest_wrong) / len(self.honest_wrong) if self.honest_wrong else 0.0
+
+
+@dataclass
+class AuditResult:
+    tricks: list[TrickResult]
+    rows: int  # rows audited
+    honest_right: list[float]
+    honest_wrong: list[float]
+    errors: dict[str, int]  # reward name -> rows whose scoring raised
+    skipped_rows: int = 0  # rows with no numeric gold answer
+
+    @property
+    def flagged(self) -> list[TrickResult]:
+        return [t for t in self.tricks if t.flagged_rows]
+
+    @property
+    def right_not_preferred(self) -> int:
+        """Rows where the honest right answer does not beat the honest wrong one: the reward is blind."""
+        return sum(r <= w + _TIE for r, w in zip(self.honest_right, self.honest_wrong))
+
+    @property
+    def ok(self) -> bool:
+        return not self.flagged and not self.right_not_preferred
+
+    def table(self) -> str:
+        right = sum(self.honest_right) / max(1, len(self.honest_right))
+        wrong = sum(self.honest_wrong) / max(1, len(self.honest_wrong))
+        lines = [f"reward audit on {self.rows} training row(s): honest right {right:.3f}, honest wrong {wrong:.3f}"]
+        if self.skipped_rows:
+            lines.append(f"({self.skipped_rows} row(s) skipped: gold answer is not a number)")
+        for name, n in self.errors.items():
+            if n:
+                lines.append(f"reward {name!r} raised on {n} completion(s) (scored null, see the log)")
+        if self.right_not_preferred:
+            lines.append(
+                f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} row(s): "
+                "check the answer markers and the correctness reward"
+            )
+        if not self.flagged:
+            lines.append(f"no trick scored as much as an honest wrong answer ({len(self.tricks)} tried)")
+            return "\n".join(lines)
+        lines.append(f"{len(self.flagged)} trick(s) score at least as much as an honest wrong answer:")
+        header = ("trick", "rows", "trick mean", "wrong mean", "example")
+        body = [
+            (t.name, f"{t.flagged_rows}/{t.rows}", f"{t.mean:.3f}", f"{t.honest_wrong_mean:.3f}", t.example)
+            for t in self.flagged
+        ]
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
+        for r in [header, *body]:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        return "\n".join(lines)
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    flat = text.replace("\n", "\\n")
+    return flat if len(flat) <= limit else f"{flat[:25]}…({len(text)} chars)…{flat[-25:]}"
+
+
+def _reward_settings(rewards: list[tuple[RewardFunction, float]]) -> tuple[tuple[str, ...], bool, int]:
+    """The recipe's own answer markers, thinking mode and reasoning-line minimum, so honest answers fit them."""
+    markers: tuple[str, ...] = DEFAULT_MARKERS
+    think, min_lines = False, 2
+    for fn, _w in rewards:
+        if fn.params.get("markers"):
+            markers = tuple(fn.params["markers"])
+        think = think or bool(fn.params.get("require_think"))
+        min_lines = max(min_lines, int(fn.params.get("min_reasoning_lines", 0)))
+    return markers, think, min_lines
+
+
+def prepare_row(row: dict, markers: tuple[str, ...], think: bool, min_lines: int) -> AuditRow | None:
+    gold = parse_gold(row.get("answer"))
+    value = parse_number(gold) if gold else None
+    if value is None:
+        return None
+    zh = bool(_CJK.search(str(row.get("question", ""))))
+    marker = next((m for m in markers if bool(_CJK.search(m)) == zh), markers[0])
+    rationale = str(row.get("answer", "")).split("####")[0] if "####" in str(row.get("answer", "")) else ""
+    lines = [ln.strip() for ln in _CALC.sub("", rationale).splitlines() if ln.strip()]
+    filler = _FILLER_ZH if zh else _FILLER_EN
+    while len(lines) < min_lines:
+        lines.insert(0, filler[len(lines) % len(filler)])
+    return AuditRow(row, gold, value, zh, marker, "\n".join(lines), think)
+
+
+def audit_rewards(
+    rewards: list[tuple[RewardFunction, float]], rows: list[dict], max_rows: int = _DEFAULT_AUDIT_ROWS
+) -> AuditResult:
+    """Score honest and adversarial completions for up to `max_rows` rows with the weighted sum of `rewards`."""
+    markers, think, min_lines = _reward_settings(rewards)
+    prepared, skipped = [], 0
+    for row in rows:
+        if len(prepared) >= max_rows:
+            break
+        p = prepare_row(row, markers, think, min_lines)
+        if p is None:
+            skipped += 1
+        else:
+            prepared.append(p)
+    if not prepared:
+        raise ValueError("no training row has a numeric gold answer in 'answer'; the audit needs some")
+
+    # One batch per reward: every completion of every row, with that row's columns alongside.
+    texts: list[str] = []
+    owners: list[tuple[int, str]] = []  # (row index, "right" | "wrong" | trick name)
+    for i, r in enumerate(prepared):
+        for kind, text in [("right", r.honest(r.gold)), ("wrong", r.honest(r.num(1)))] + [
+            (t.name, t.build(r)) for t in TRICKS.values()
+        ]:
+            if text is not None:
+                texts.append(text)
+                owners.append((i, kind))
+    keys = sorted({k for r in prepared for k in r.row})
+    columns = {k: [prepared[i].row.get(k) for i, _ in owners] for k in keys}
+    totals = [0.0] * len(texts)
+    errors: dict[str, int] = {}
+    for fn, weight in rewards:
+        scores, errs = fn.score_texts(texts, columns)
+        errors[fn.name] = len(errs)
+        for j, s in enumerate(scores):
+            if s is not None:  # None (not applicable, or raised) adds nothing, as in TRL's nansum
+                totals[j] += weight * s
+
+    by_row: list[dict[str, tuple[float, str]]] = [{} for _ in prepared]
+    for (i, kind), total, text in zip(owners, totals, texts):
+        by_row[i][kind] = (total, text)
+    results = {name: TrickResult(name, t.description) for name, t in TRICKS.items()}
+    for row_scores in by_row:
+        wrong = row_scores["wrong"][0]
+        for name, res in results.items():
+            if name not in row_scores:
+                continue
+            score, text = row_scores[name]
+            res.rows += 1
+            res.scores.append(score)
+            res.honest_wrong.append(wrong)
+            if score >= wrong - _TIE:
+                if not res.flagged_rows:
+                    res.example = _shorten(text)
+                res.flagged_rows += 1
+            elif not res.example:
+                res.example = _shorten(text)
+    return AuditResult(
+        tricks=[r for r in results.values() if r.rows],
+        rows=len(prepared),
+        honest_right=[s["right"][0] for s in by_row],
+        honest_wrong=[s["wrong"][0] for s in by_row],
+        errors=errors,
+        skipped_rows=skipped,
+    )
+
+
+def recipe_rewards(recipe) -> list[tuple[RewardFunction, float]]:
+    """The recipe's rewards, built as training builds them, with their weights."""
+    return [(build_reward(r.name, r.params), r.weight) for r in recipe.rewards]
+
+
+def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
+    from grpokit.data import load_train_rows  # the data package pulls in loaders the audit alone does not need
+
+    return audit_rewards(recipe_rewards(recipe), load_train_rows(recipe), max_rows)
+
+
+def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
+    """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
+    result = audit_recipe(recipe, max_rows)
+    out = [
+        f"reward audit: trick {t.name!r} ({t.description}) scores {t.mean:.2f}, an honest wrong answer "
+        f"{t.honest_wrong_mean:.2f}, on {t.flagged_rows}/{t.rows} rows; run `grpokit rewards audit` for details"
+        for t in result.flagged
+    ]
+    if result.right_not_preferred:
+        out.append(
+            f"reward audit: an honest right answer does not beat an honest wrong one on "
+            f"{result.right_not_preferred}/{result.rows} rows; check the answer markers"
+        )
+    return out

@@ -1,0 +1,198 @@
+"""`grpokit rewards ...`: list the rewards, score completions offline, audit a recipe's reward.
+
+    grpokit rewards list
+    grpokit rewards score --reward math_correctness --param 'markers=["Answer:"]' --input rows.jsonl
+    grpokit rewards audit recipes/smollm2-arithmetic.yaml
+
+`register(subparsers)` adds the command group to the main CLI; each handler
+takes the parsed args and returns the exit code. Bad inputs raise
+`GrpokitError` (exit 2), which the main CLI prints without a traceback.
+`python -m grpokit.rewards.cli ...` runs the group on its own.
+
+`score` prints one JSON object per input row, in order: `reward` (float or
+null) plus the reward's details (`reason`, `predicted`, ... where the reward
+explains itself) or `error` when scoring that row raised; it exits 1 when any
+row raised. `audit` exits 1 when a trick scores at least as much as an honest
+wrong answer (see `grpokit.rewards.audit`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.rewards.registry import RewardFunction, available, build_reward, completion_text, get_spec
+
+_MAX_REPORTED_PROBLEMS = 20  # a wholly wrong file would otherwise print one problem per line
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "rewards", help="list, score and audit the verifiable rewards", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="rewards_command", metavar="{list,score,audit}", required=True)
+
+    p = sub.add_parser("list", help="reward names, what each checks, parameters and dataset columns")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("score", help="score completions from a JSONL file; one JSON result per row on stdout")
+    p.add_argument("--reward", required=True, help="registered reward name (see `grpokit rewards list`)")
+    p.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE",
+        help="reward parameter; VALUE is read as JSON when it parses (2, true, [\"A:\"]), else as a string",
+    )
+    p.add_argument("--input", required=True, help="JSONL: each row has `completion` and the columns the reward reads")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("audit", help="try adversarial completions against a recipe's combined reward")
+    p.add_argument("recipe", help="recipe YAML")
+    p.add_argument("--rows", type=int, default=8, help="training rows to build the tricks from (default 8)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe value")
+    p.set_defaults(func=cmd_audit)
+
+
+# ------------------------------------------------------------------ list
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for name in available():
+        spec = get_spec(name)
+        defaults = spec.param_defaults()
+        print(name)
+        print(f"  checks:  {spec.description}")
+        print(f"  columns: {', '.join(spec.columns) or '(completion only)'}")
+        for param, help_text in spec.params.items():
+            print(f"  param {param} = {defaults.get(param)!r}: {help_text}")
+        print()
+    return 0
+
+
+# ----------------------------------------------------------------- score
+
+
+def parse_params(assignments: list[str]) -> dict:
+    params, problems = {}, []
+    for a in assignments:
+        key, sep, raw = a.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem(f"--param {a}", "expected KEY=VALUE", "write e.g. --param min_reasoning_lines=2"))
+            continue
+        try:
+            params[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key.strip()] = raw  # a bare word is a string: --param marker=Answer:
+    if problems:
+        raise GrpokitError(problems, exit_code=2)
+    return params
+
+
+def _build(name: str, params: dict) -> RewardFunction:
+    try:
+        return build_reward(name, params)
+    except KeyError as e:
+        fix = f"use one of: {', '.join(available())}"
+        raise GrpokitError([Problem("--reward", str(e.args[0]), fix)], exit_code=2) from None
+    except (TypeError, ValueError) as e:  # unknown or badly typed parameters, checked by the factory
+        raise GrpokitError([Problem("--param", str(e), "see `grpokit rewards list` for the parameters")], exit_code=2) from None
+
+
+def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
+    """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix)."""
+    file = Path(path)
+    if not file.is_file():
+        raise GrpokitError([Problem(path, "input file not found", "pass an existing JSONL file to --input")])
+    rows, problems = [], []
+    with file.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                problems.append(Problem(where, f"not valid JSON ({e.msg})", "write one JSON object per line"))
+                continue
+            if not isinstance(row, dict):
+                problems.append(Problem(where, f"a row must be a JSON object, got {type(row).__name__}",
+                                        'write {"completion": "...", ...}'))
+                continue
+            if "completion" not in row:
+                problems.append(Problem(where, "row has no 'completion'", 'add "completion": "<model output>"'))
+            else:
+                try:
+                    completion_text(row["completion"])
+                except TypeError as e:
+                    problems.append(Problem(where, str(e), "use a string or a list of {role, content} messages"))
+            missing = [c for c in columns if c not in row]
+            if missing:
+                problems.append(Problem(where, f"row has no {', '.join(map(repr, missing))} column(s), which the reward reads",
+                                        f"add {', '.join(map(repr, missing))} to every row"))
+            rows.append(row)
+    if problems:
+        shown = problems[:_MAX_REPORTED_PROBLEMS]
+        if len(problems) > len(shown):
+            shown.append(Problem(path, f"... and {len(problems) - len(shown)} more problem(s)"))
+        raise GrpokitError(shown, exit_code=2, title=f"{path}: {len(problems)} problem(s) in the input file")
+    if not rows:
+        raise GrpokitError([Problem(path, "the input file has no rows", "add one JSON object per line")])
+    return rows
+
+
+def score_row(fn: RewardFunction, row: dict) -> dict:
+    """The reward of one row through the same path as training, plus the reward's own explanation."""
+    text = completion_text(row["completion"])
+    columns = {k: v for k, v in row.items() if k != "completion"}
+    scores, errors = fn.score_texts([text], {k: [v] for k, v in columns.items()})
+    if errors:
+        return {"reward": None, "error": errors[0].removeprefix("row 0: ")}
+    out = {"reward": scores[0]}
+    explain = getattr(fn.scorer, "explain", None)
+    if explain is not None:
+        out.update({k: v for k, v in explain(text, **columns).items() if k != "reward"})
+    return out
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    fn = _build(args.reward, parse_params(args.param))
+    rows = read_rows(args.input, get_spec(args.reward).columns)
+    failed = 0
+    for row in rows:
+        out = score_row(fn, row)
+        failed += "error" in out
+        print(json.dumps(out, ensure_ascii=False), flush=True)
+    if failed:
+        print(f"reward {args.reward!r} raised on {failed}/{len(rows)} row(s); see the 'error' fields", file=sys.stderr)
+    return 1 if failed else 0
+
+
+# ----------------------------------------------------------------- audit
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from grpokit.config import load_recipe
+    from grpokit.rewards.audit import audit_recipe
+
+    recipe = load_recipe(args.recipe, args.set)
+    try:
+        result = audit_recipe(recipe, max_rows=args.rows)
+    except ValueError as e:
+        raise GrpokitError([Problem(args.recipe, str(e), "point data.train at rows with numeric 'answer' values")]) from None
+    print(result.table())
+    return 0 if result.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grpokit")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except GrpokitError as e:
+        print(e.render(), file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
