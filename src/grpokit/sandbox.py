@@ -1,0 +1,662 @@
+"""Run untrusted (model-written) Python against trusted tests, isolated, and decide the verdict.
+
+    from grpokit.sandbox import TestSpec, run_tests
+    result = run_tests(code, TestSpec.from_asserts(["assert add(1, 2) == 3"]))
+    result.passed, result.total, result.timed_out, result.error
+
+    grpokit sandbox check        # which isolation this machine has
+
+How a run works. Every run is two fresh process trees, each in its own
+bubblewrap (`bwrap`) sandbox:
+
+* the *worker* executes the solution's code and nothing else; it answers
+  "call function NAME with these arguments" requests with the return value;
+* the *judge* executes the trusted test code. The function under test is a
+  proxy in the judge: calling it sends the arguments to the worker and turns
+  the reply back into genuine builtin objects (None/bool/int/float/complex/
+  str/bytes/list/tuple/dict/set/frozenset, nothing else). Every `assert`, every
+  `==`, runs in the judge, which the solution never touches.
+
+The judge reports each test's outcome to this process on its own stdout; the
+verdict is what the judge saw, never the worker's exit status or output. The
+two sandboxes share only the two request/reply pipes, so whatever the solution
+does to its own process (exit 0, `SystemExit`, print "all tests passed",
+monkeypatch builtins, rewrite files, return an object whose `__eq__` is always
+True, forge replies) can at most make it look like a function returning some
+plain value — the same as an honest answer, checked by the judge.
+
+Covered (each item backed by tests/test_sandbox_adversarial.py):
+* a pass is decided in the judge: early exit, SystemExit, printed claims,
+  always-equal objects, builtin subclasses, monkeypatching or overwriting the
+  test code, forged replies all score 0;
+* no network: own network namespace (a listener on the host's loopback is not
+  reachable);
+* filesystem: only /usr, the library dirs and the Python install are visible,
+  read-only; the user's home, the project, /etc and the host's /tmp are not;
+  a private size-capped tmpfs at /tmp;
+* own pid namespace: other processes are invisible; when a run ends its whole
+  tree dies, grandchildren that called setsid() included;
+* an unprivileged uid with no capabilities and no_new_privs (when grpokit runs
+  as root, each run gets a fresh random uid so that RLIMIT_NPROC, which root
+  ignores and which counts per uid, bounds that run only);
+* a clean environment (no secrets from ours), a clean stdin;
+* limits: wall-clock timeout for the whole run, CPU seconds, address space
+  (large allocations raise MemoryError), file size, process count (fork
+  bombs), open files, tmpfs size, no core dumps.
+
+Not covered:
+* total memory of a run is bounded by nproc x memory_mb, not by a cgroup;
+* kernel exploits; a solution running as root-mode's random uid can still
+  create its own user namespace (the non-root path forbids it with
+  --disable-userns);
+* CPU contention: a run may use all cores until its timeout;
+* "unsafe" mode (no bwrap): only the judge/worker split, the clean environment,
+  rlimits and a killed process group — no filesystem, network or pid
+  isolation, and as root no process limit. It warns on every run;
+* inside the sandbox only the standard library of grpokit's own Python is
+  importable (no site-packages: numpy etc. are import failures);
+* arguments that the function under test mutates in place are not copied back
+  to the judge; values that are not plain data cannot be returned.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import json
+import logging
+import os
+import random
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+_STARTUP_GRACE_S = 3.0  # bwrap + two interpreters start in ~0.15 s; on a loaded 2-core box much longer
+_ROOT_UID_BASE = 1_879_048_192  # 0x70000000: far above any real account; root mode draws uids from here
+_ROOT_UID_SPAN = 1 << 20  # random per run, so concurrent runs almost never share an NPROC budget
+_MAX_REPORT_BYTES = 4 << 20  # judge output is one short JSON line per test
+_ERROR_CHARS = 2000  # error text kept in a result
+_REAP_S = 5.0  # after SIGKILL to pid 1, the namespace is torn down in milliseconds
+_HOST_ENV = {"PATH": "/usr/bin:/bin"}  # what bwrap (or, unsafe, the child) inherits: none of our secrets
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the solution): bwrap missing or broken, judge crashed."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one run; each process of the run gets the per-process ones."""
+
+    timeout_s: float = 10.0  # wall clock for the whole run; the tree is killed after it
+    cpu_s: int = 10  # RLIMIT_CPU per process
+    memory_mb: int = 1024  # RLIMIT_AS per process: large allocations raise MemoryError
+    file_size_mb: int = 16  # RLIMIT_FSIZE: larger writes fail with "File too large"
+    nproc: int = 32  # RLIMIT_NPROC for the run's uid: fork bombs stop here
+    nofile: int = 256  # RLIMIT_NOFILE
+    tmp_mb: int = 64  # size of the private /tmp (tmpfs lives in RAM)
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """Trusted test code, split into units the judge runs one by one.
+
+    `prelude` runs first in the judge (HumanEval's prompt: imports and helper
+    functions tests use), then `setup`; then each unit. Units of kind "test"
+    are counted; "setup" units (assignments, imports inside `check`) are not.
+    `proxies` maps names in the judge's namespace to worker functions.
+    """
+
+    __test__ = False  # not a pytest class, despite the name
+
+    units: tuple[tuple[str, str], ...]  # (kind, source)
+    proxies: dict[str, str] = field(default_factory=dict)  # judge name -> solution name; {} = every referenced name
+    prelude: str = ""
+    setup: str = ""
+
+    @property
+    def total(self) -> int:
+        return sum(1 for kind, _ in self.units if kind == "test")
+
+    @classmethod
+    def from_asserts(cls, asserts: list[str], setup: str = "") -> "TestSpec":
+        """MBPP-style: each string is one test; the names it calls are the solution's functions."""
+        units = []
+        for i, src in enumerate(asserts):
+            try:
+                ast.parse(src)
+            except SyntaxError as e:
+                raise ValueError(f"test {i} does not parse: {e}") from None
+            units.append(("test", src))
+        return cls(tuple(units), {}, "", setup)
+
+    @classmethod
+    def from_humaneval(cls, test: str, entry_point: str, prompt: str = "") -> "TestSpec":
+        """HumanEval-style: `test` defines `check(candidate)`; each top-level statement of
+        `check` that asserts something about `candidate` is one test."""
+        tree = ast.parse(test)
+        setup, check = [], None
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "check":
+                check = node
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and getattr(
+                node.value.func, "id", None
+            ) == "check":
+                continue  # a trailing `check(f)` would call the real function; the judge calls it by units
+            else:
+                setup.append(node)
+        if check is None or not check.args.args:
+            raise ValueError("HumanEval test has no `def check(candidate):`")
+        param = check.args.args[0].arg
+        units = []
+        for stmt in check.body:
+            names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
+            # `assert True` says nothing about the solution: run it, don't count it.
+            kind = "test" if has_assert and (param in names or entry_point in names) else "setup"
+            units.append((kind, ast.unparse(stmt)))
+        setup_src = "\n".join(ast.unparse(n) for n in setup)
+        return cls(tuple(units), {param: entry_point, entry_point: entry_point}, prompt, setup_src)
+
+
+@dataclass
+class RunResult:
+    """What the judge saw. `passed`/`total` count tests; everything else explains failures."""
+
+    passed: int = 0
+    total: int = 0
+    compiled: bool = False  # the solution compiled and its top level ran to the end
+    failed_tests: list[str] = field(default_factory=list)  # "source -> reason", in order
+    timed_out: bool = False
+    memory_exceeded: bool = False
+    error: str = ""  # compile/import error, worker death, timeout
+    isolation: str = ""  # "bwrap" or "unsafe"
+    duration_s: float = 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return self.compiled and self.total > 0 and self.passed == self.total
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+
+# ------------------------------------------------------------- sandboxed programs
+# Both run as `python -I -S -c SRC`: isolated mode, no site-packages, no
+# environment-driven imports. They set their own rlimits first, before any
+# untrusted byte is read, and as an unprivileged uid hard limits cannot be raised.
+
+_COMMON_SRC = r'''
+import os, sys, json, resource, select, struct, time
+def _limits(lim):
+    for name, val in lim.items():
+        resource.setrlimit(getattr(resource, name), (val, val))
+_MAX_MSG = 8 << 20
+def _enc(x, depth=0):
+    t = type(x)
+    if depth > 200: raise TypeError("value nested too deeply")
+    if x is None or t in (bool, int, float, str): return x
+    if t is list: return {"L": [_enc(v, depth + 1) for v in x]}
+    if t is tuple: return {"T": [_enc(v, depth + 1) for v in x]}
+    if t is dict: return {"D": [[_enc(k, depth + 1), _enc(v, depth + 1)] for k, v in x.items()]}
+    if t is set: return {"S": [_enc(v, depth + 1) for v in x]}
+    if t is frozenset: return {"F": [_enc(v, depth + 1) for v in x]}
+    if t is bytes: return {"B": x.hex()}
+    if t is complex: return {"C": [x.real, x.imag]}
+    raise TypeError("a value of type %s cannot be passed between judge and solution" % t.__name__)
+def _dec(x):
+    if x is None or type(x) in (bool, int, float, str): return x
+    if type(x) is not dict or len(x) != 1: raise ValueError("malformed value")
+    (tag, v), = x.items()
+    if tag == "L": return [_dec(i) for i in v]
+    if tag == "T": return tuple(_dec(i) for i in v)
+    if tag == "D": return {_dec(k): _dec(w) for k, w in v}
+    if tag == "S": return {_dec(i) for i in v}
+    if tag == "F": return frozenset(_dec(i) for i in v)
+    if tag == "B": return bytes.fromhex(v)
+    if tag == "C": return complex(float(v[0]), float(v[1]))
+    raise ValueError("malformed value")
+'''
+
+_WORKER_SRC = _COMMON_SRC + r'''
+def _main():
+    _limits(json.loads(sys.argv[1]))
+    rd, wr = os.dup(0), os.dup(1)
+    nul = os.open(os.devnull, os.O_RDWR)
+    os.dup2(nul, 0); os.dup2(nul, 1); os.dup2(nul, 2)  # prints cannot reach the channel
+    def recv():
+        head = b""
+        while len(head) < 4:
+            b = os.read(rd, 4 - len(head))
+            if not b: raise SystemExit(0)
+            head += b
+        n = struct.unpack(">I", head)[0]; buf = b""
+        while len(buf) < n:
+            b = os.read(rd, n - len(buf))
+            if not b: raise SystemExit(0)
+            buf += b
+        return json.loads(buf)
+    def send(obj):
+        data = json.dumps(obj).encode()
+        data = struct.pack(">I", len(data)) + data
+        while data: data = data[os.write(wr, data):]
+    def err(e):
+        try: msg = str(e)[:500]
+        except BaseException: msg = "?"
+        return {"raise": type(e).__name__, "msg": msg}
+    code = recv()["code"]
+    ns = {"__name__": "solution", "__builtins__": __builtins__}  # not __main__: demo blocks stay off
+    try:
+        co = compile(code, "<solution>", "exec")
+    except BaseException as e:
+        send({"ok": False, "stage": "compile", **err(e)}); return
+    try:
+        exec(co, ns)
+    except BaseException as e:
+        send({"ok": False, "stage": "import", **err(e)}); return
+    send({"ok": True, "names": sorted(k for k, v in list(ns.items()) if callable(v) and isinstance(k, str))})
+    while True:
+        req = recv()
+        try:
+            fn = ns[req["name"]]
+            reply = {"value": _enc(fn(*_dec(req["args"]), **_dec(req["kwargs"])))}
+        except BaseException as e:
+            reply = err(e)
+        send(reply)
+_main()
+'''
+
+_JUDGE_SRC = _COMMON_SRC + r'''
+import builtins
+class WorkerGone(Exception): pass
+class WorkerTimeout(Exception): pass
+class SolutionError(Exception): pass
+def _main():
+    spec = json.loads(sys.stdin.read())
+    _limits(spec["limits"])
+    deadline = time.monotonic() + spec["timeout_s"]
+    out = os.dup(1)
+    nul = os.open(os.devnull, os.O_RDWR)
+    os.dup2(nul, 0); os.dup2(nul, 1)  # test code that prints cannot corrupt the report
+    def emit(**ev): os.write(out, (json.dumps(ev) + "\n").encode())
+    wr, rd = spec["fds"]
+    os.set_blocking(wr, False)
+    def wait(fd, for_write):
+        left = deadline - time.monotonic()
+        if left <= 0: raise WorkerTimeout()
+        r, w, _ = select.select([] if for_write else [fd], [fd] if for_write else [], [], left)
+        if not (r or w): raise WorkerTimeout()
+    def send(obj):
+        data = json.dumps(obj).encode()
+        data = struct.pack(">I", len(data)) + data
+        while data:
+            wait(wr, True)
+            try: data = data[os.write(wr, data):]
+            except BrokenPipeError: raise WorkerGone("the solution's process exited") from None
+    def read(n):
+        buf = b""
+        while len(buf) < n:
+            wait(rd, False)
+            b = os.read(rd, n - len(buf))
+            if not b: raise WorkerGone("the solution's process exited")
+            buf += b
+        return buf
+    def recv():
+        n = struct.unpack(">I", read(4))[0]
+        if n > _MAX_MSG: raise WorkerGone("reply too large")
+        return json.loads(read(n))
+    class Proxy:
+        def __init__(self, name): self.name = name
+        def __call__(self, *args, **kwargs):
+            send({"name": self.name, "args": _enc(args), "kwargs": _enc(kwargs)})
+            r = recv()
+            if "value" in r: return _dec(r["value"])
+            kind = getattr(builtins, str(r.get("raise")), None)
+            if not (isinstance(kind, type) and issubclass(kind, Exception)): kind = SolutionError
+            if kind is SolutionError: raise kind("%s: %s" % (r.get("raise"), r.get("msg")))
+            raise kind(r.get("msg"))
+    try:
+        send({"code": spec["code"]})
+        ready = recv()
+    except (WorkerGone, WorkerTimeout, ValueError) as e:
+        emit(event="import_error", error="timed out while loading the solution" if isinstance(e, WorkerTimeout) else "the solution did not finish loading: %s" % e,
+             timed_out=isinstance(e, WorkerTimeout)); return
+    if not ready.get("ok"):
+        emit(event="import_error", error="%s error: %s: %s" % (ready.get("stage"), ready.get("raise"), ready.get("msg")),
+             memory=ready.get("raise") == "MemoryError"); return
+    emit(event="ready")
+    ns = {"__name__": "__test__"}
+    exec(compile(spec["prelude"], "<prelude>", "exec"), ns)
+    exec(compile(spec["setup"], "<setup>", "exec"), ns)
+    names = set(ready.get("names") or ())
+    proxies = spec["proxies"] or {n: n for n in spec["referenced"] if n in names}
+    for mine, theirs in proxies.items(): ns[mine] = Proxy(theirs)
+    dead = None
+    for i, (kind, src) in enumerate(spec["units"]):
+        ok, reason = False, ""
+        if dead:
+            reason = "not run: " + dead
+        else:
+            try:
+                exec(compile(src, "<test %d>" % i, "exec"), ns); ok = True
+            except WorkerTimeout:
+                dead = reason = "timed out"
+            except WorkerGone as e:
+                dead = reason = str(e)
+            except AssertionError:
+                reason = "assertion failed"
+            except Exception as e:
+                reason = "%s: %s" % (type(e).__name__, str(e)[:300])
+        if kind == "test": emit(event="test", i=i, ok=ok, reason=reason)
+    emit(event="done")
+_main()
+'''
+
+
+# ------------------------------------------------------------------ isolation
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What this machine offers. `kind` is "bwrap" or "none"; `detail` says how or why not."""
+
+    kind: str
+    detail: str
+    fix: str = ""
+
+
+def _python() -> tuple[str, str]:
+    """The interpreter (not the venv shim) and its installation prefix."""
+    exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    return exe, os.path.realpath(sys.base_prefix)
+
+
+def _bwrap_argv(uid: int | None, limits: Limits, info_fd: int | None = None) -> list[str]:
+    """bwrap arguments up to `--`: a fresh, read-only, offline world."""
+    exe, prefix = _python()
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
+            "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+            "--setenv", "LANG", "C.UTF-8", "--ro-bind", "/usr", "/usr"]
+    if uid is None:  # not root: bwrap makes a user namespace; forbid nested ones (unbounded tmpfs mounts)
+        argv += ["--unshare-user", "--disable-userns"]
+    for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(d):
+            argv += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            argv += ["--ro-bind", d, d]
+    # /etc holds only the loader's cache (readable: the unprivileged uid must find libraries)
+    argv += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+             "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+    if not prefix.startswith("/usr/"):
+        # The install may sit under a private home (pyenv in /root): recreate its parents
+        # world-traversable inside, so the unprivileged uid can reach it, and show nothing else.
+        parts = prefix.strip("/").split("/")
+        for i in range(1, len(parts)):
+            argv += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
+        argv += ["--ro-bind", prefix, prefix]
+    if info_fd is not None:  # bwrap writes the sandbox's pid 1 here: see _stop()
+        argv += ["--info-fd", str(info_fd)]
+    argv += ["--chdir", "/tmp", "--"]
+    if uid is not None:  # root: bwrap keeps root; drop to a fresh uid with no way back
+        argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+                 "--inh-caps=-all", "--bounding-set=-all", "--"]
+    return argv + [exe]
+
+
+def _root_uids() -> tuple[int | None, int | None]:
+    if os.geteuid() != 0:
+        return None, None
+    a = _ROOT_UID_BASE + random.randrange(_ROOT_UID_SPAN)
+    return a, a + _ROOT_UID_SPAN  # judge and worker never share a uid
+
+
+@functools.lru_cache(maxsize=1)
+def detect_isolation() -> Isolation:
+    """Probe once per process: can bwrap start an isolated interpreter here?"""
+    if not sys.platform.startswith("linux"):
+        return Isolation("none", f"bubblewrap needs Linux; this is {sys.platform}")
+    if shutil.which("bwrap") is None:
+        return Isolation("none", "bwrap (bubblewrap) is not installed", "apt-get install -y bubblewrap")
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        return Isolation("none", "running as root but setpriv (util-linux) is missing", "apt-get install -y util-linux")
+    uid, _ = _root_uids()
+    argv = _bwrap_argv(uid, Limits()) + ["-I", "-S", "-c", "import os; print(os.getuid())"]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Isolation("none", f"bwrap failed to start: {e}")
+    if p.returncode != 0:
+        fix = ("allow unprivileged user namespaces (Ubuntu 24.04: sysctl kernel.apparmor_restrict_unprivileged_userns=0)"
+               if uid is None else "")
+        return Isolation("none", f"bwrap cannot run here: {p.stderr.strip()[:300]}", fix)
+    how = f"root: bwrap + setpriv to a fresh uid per run" if uid is not None else "user namespace, --disable-userns"
+    return Isolation("bwrap", f"bubblewrap ({how}); sandboxed uid {p.stdout.strip()}; python {_python()[0]}")
+
+
+def _command(isolation: str, uid: int | None, limits: Limits, src: str, arg: str, info_fd: int) -> list[str]:
+    tail = ["-I", "-S", "-c", src] + ([arg] if arg else [])
+    if isolation == "bwrap":
+        return _bwrap_argv(uid, limits, info_fd) + tail
+    return [_python()[0]] + tail
+
+
+def _rlimits(limits: Limits) -> dict[str, int]:
+    return {"RLIMIT_CPU": limits.cpu_s, "RLIMIT_AS": limits.memory_mb << 20,
+            "RLIMIT_FSIZE": limits.file_size_mb << 20, "RLIMIT_NPROC": limits.nproc,
+            "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
+
+
+def _referenced_names(spec: TestSpec) -> list[str]:
+    names = set()
+    for _, src in spec.units:
+        names |= {n.id for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}
+    return sorted(n for n in names if not hasattr(builtins, n))
+
+
+# ------------------------------------------------------------------------ runs
+
+
+def run_tests(code: str, spec: TestSpec, *, limits: Limits = Limits(), isolation: str = "bwrap") -> RunResult:
+    """Run `code` against `spec` in a fresh judge/worker pair; never raises for what the code does.
+
+    isolation: "bwrap" (raises SandboxError where bwrap cannot run) or "unsafe".
+    """
+    if isolation == "bwrap":
+        found = detect_isolation()
+        if found.kind != "bwrap":
+            raise SandboxError(f"no sandbox: {found.detail}" + (f" (fix: {found.fix})" if found.fix else ""))
+    elif isolation != "unsafe":
+        raise ValueError(f"isolation must be 'bwrap' or 'unsafe', not {isolation!r}")
+    start = time.monotonic()
+    judge_uid, worker_uid = _root_uids() if isolation == "bwrap" else (None, None)
+    rl = _rlimits(limits)
+    req_r, req_w = os.pipe()  # judge -> worker
+    rep_r, rep_w = os.pipe()  # worker -> judge
+    winfo_r, winfo_w = os.pipe()  # bwrap -> us: the pid of each sandbox's pid 1
+    jinfo_r, jinfo_w = os.pipe()
+    fds = [req_r, req_w, rep_r, rep_w, winfo_r, winfo_w, jinfo_r, jinfo_w]
+    payload = {"code": code, "units": [list(u) for u in spec.units], "proxies": spec.proxies,
+               "referenced": _referenced_names(spec), "prelude": spec.prelude, "setup": spec.setup,
+               "limits": rl, "timeout_s": limits.timeout_s, "fds": [req_w, rep_r]}
+    unsafe = isolation == "unsafe"
+    worker = judge = None
+    pidfds: list[int | None] = [None, None]
+    try:
+        with tempfile.TemporaryFile() as spec_file, tempfile.TemporaryFile() as judge_err:
+            spec_file.write(json.dumps(payload).encode())
+            spec_file.seek(0)
+            worker = subprocess.Popen(
+                _command(isolation, worker_uid, limits, _WORKER_SRC, json.dumps(rl), winfo_w),
+                stdin=req_r, stdout=rep_w, stderr=subprocess.DEVNULL, pass_fds=(winfo_w,), env=_HOST_ENV,
+                start_new_session=True)
+            judge = subprocess.Popen(
+                _command(isolation, judge_uid, limits, _JUDGE_SRC, "", jinfo_w), stdin=spec_file,
+                stdout=subprocess.PIPE, stderr=judge_err, pass_fds=(req_w, rep_r, jinfo_w), env=_HOST_ENV,
+                start_new_session=True)
+            for i in (0, 1, 2, 3, 5, 7):  # only the two sandboxes hold the channel now
+                os.close(fds[i])
+                fds[i] = -1
+            soon = time.monotonic() + _STARTUP_GRACE_S
+            pidfds = [_pid1(None if unsafe else info, soon) for info in (winfo_r, jinfo_r)]
+            host_timeout = False
+            try:
+                report, _ = judge.communicate(timeout=limits.timeout_s + _STARTUP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                host_timeout = True
+                _stop(judge, pidfds[1], unsafe)
+                report, _ = judge.communicate()
+            _stop(worker, pidfds[0], unsafe)
+            _stop(judge, pidfds[1], unsafe)  # test code may have left children too
+            judge_err.seek(0)
+            err_text = judge_err.read(_ERROR_CHARS).decode(errors="replace")
+    finally:
+        for p, pidfd in zip((worker, judge), pidfds):
+            if p is not None and p.poll() is None:
+                _stop(p, pidfd, unsafe)
+        for fd in fds + [f for f in pidfds if f is not None]:
+            if fd >= 0:
+                os.close(fd)
+    result = _parse_report(report[:_MAX_REPORT_BYTES], spec, host_timeout, judge.returncode, err_text)
+    result.isolation = isolation
+    result.duration_s = time.monotonic() - start
+    return result
+
+
+def _pid1(info_r: int | None, deadline: float) -> int | None:
+    """A pidfd for the sandbox's pid 1, read from bwrap's --info-fd; None if there is none.
+
+    Taken right after start, while pid 1 certainly exists, and checked against
+    the pid namespace bwrap reported so that a recycled pid is never signalled.
+    """
+    if info_r is None:
+        return None
+    data = b""
+    while not data.rstrip().endswith(b"}"):
+        ready, _, _ = select.select([info_r], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(info_r, 4096) if ready else b""
+        if not chunk:
+            return None  # bwrap died before creating the sandbox, or is stuck
+        data += chunk
+    try:
+        info = json.loads(data)
+        pid, ns = int(info["child-pid"]), info["pid-namespace"]
+        pidfd = os.pidfd_open(pid)
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    try:
+        if os.readlink(f"/proc/{pid}/ns/pid") == f"pid:[{ns}]":
+            return pidfd
+    except OSError:
+        pass
+    os.close(pidfd)  # already gone (so was its namespace) or not ours
+    return None
+
+
+def _stop(proc: subprocess.Popen, pidfd: int | None, unsafe: bool) -> None:
+    """Kill a run's process tree and return only once all of it is gone.
+
+    bwrap: SIGKILL the sandbox's pid 1. The kernel kills every process in its
+    pid namespace (setsid() or not) before pid 1 itself finishes exiting, so
+    the pidfd turning readable means the whole tree is dead. (The outer bwrap
+    may exit earlier than that: it learns the exit status through a pipe.)
+    Unsafe: SIGKILL the process group; a setsid() grandchild escapes it.
+    """
+    if unsafe:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    elif pidfd is not None:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        select.select([pidfd], [], [], _REAP_S)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def _parse_report(report: bytes, spec: TestSpec, host_timeout: bool, rc: int | None, err: str) -> RunResult:
+    res = RunResult(total=spec.total, timed_out=host_timeout)
+    finished = False
+    tests = [src for kind, src in spec.units if kind == "test"]
+    test_no = {unit: n for n, unit in enumerate(i for i, (kind, _) in enumerate(spec.units) if kind == "test")}
+    outcome: dict[int, str] = {}  # test number -> "" when it passed, else why not
+    for line in report.decode(errors="replace").splitlines():
+        ev = json.loads(line)
+        kind = ev.get("event")
+        if kind == "ready":
+            res.compiled = True
+        elif kind == "import_error":
+            res.error = ev["error"][:_ERROR_CHARS]
+            res.timed_out |= bool(ev.get("timed_out"))
+            res.memory_exceeded |= bool(ev.get("memory"))
+            finished = True
+        elif kind == "test":
+            outcome[test_no[ev["i"]]] = "" if ev["ok"] else (ev["reason"] or "failed")
+        elif kind == "done":
+            finished = True
+    if not finished and not host_timeout:
+        raise SandboxError(f"the judge failed (exit {rc}): {err.strip() or 'no output'}")
+    for n, src in enumerate(tests):
+        reason = outcome.get(n, "not run: " + ("timed out" if host_timeout else "the solution did not load"))
+        if reason:
+            res.failed_tests.append(f"{src[:200]} -> {reason}")
+            res.timed_out |= reason.endswith("timed out")
+            res.memory_exceeded |= "MemoryError" in reason
+    res.passed = sum(1 for r in outcome.values() if not r)
+    if not res.error:
+        if res.timed_out:
+            res.error = "timed out"
+        elif any("exited" in r for r in outcome.values()):
+            res.error = "the solution's process exited during the tests"
+    return res
+
+
+def run_many(jobs: list[tuple[str, TestSpec]], *, limits: Limits = Limits(), isolation: str = "bwrap",
+             max_workers: int | None = None) -> list[RunResult]:
+    """Run jobs in parallel, one thread per in-flight run (each run is two processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not jobs:
+        return []
+    workers = max_workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        return list(pool.map(lambda job: run_tests(job[0], job[1], limits=limits, isolation=isolation), jobs))
+
+
+# ------------------------------------------------------------------------- CLI
+
+
+def register(subparsers) -> None:
+    """`grpokit sandbox check`: print which isolation this machine offers (exit 1 if none)."""
+    p = subparsers.add_parser("sandbox", help="the isolated runner for code rewards")
+    sub = p.add_subparsers(dest="sandbox_command", required=True)
+    c = sub.add_parser("check", help="say which isolation is available here and try it")
+    c.set_defaults(func=cmd_check)
+
+
+def cmd_check(args=None) -> int:
+    iso = detect_isolation()
+    if iso.kind == "bwrap":
+        r = run_tests("def f():\n    return 42\n", TestSpec.from_asserts(["assert f() == 42"]), limits=Limits(timeout_s=20))
+        print(f"isolation: bwrap — {iso.detail}")
+        print(f"probe run: {'passed' if r.all_passed else 'FAILED: ' + (r.error or str(r.failed_tests))} "
+              f"in {r.duration_s:.2f} s")
+        return 0 if r.all_passed else 1
+    print(f"isolation: none — {iso.detail}")
+    if iso.fix:
+        print(f"fix: {iso.fix}")
+    print("code rewards refuse to run unless the recipe sets `params: {sandbox: unsafe}` (no isolation).")
+    return 1
