@@ -34,8 +34,13 @@ _PADDING_CHARS = 100_000  # the issue's "very long" case; also exercises each re
 _TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CALC = re.compile(r"<<[^>]*>>")  # GSM8K calculator annotations: "48/2 = <<48/2=24>>24"
-_FILLER_EN = ("First, I list the quantities given in the question.", "Then I combine them step by step.")
-_FILLER_ZH = ("首先，列出题目中给出的数量。", "然后一步一步地把它们组合起来计算。")
+# Neutral reasoning for rows without a rationale; as long as a real short solution, so that a
+# length floor (50 characters in the 4B article) does not punish the honest answers themselves.
+_FILLER_EN = (
+    "First, I list the quantities given in the question and what it asks for.",
+    "Then I combine them step by step, checking each intermediate result.",
+)
+_FILLER_ZH = ("首先，把题目中给出的数量和要求的结果分别列出来。", "然后一步一步地计算，每一步都检查中间结果是否正确。")
 
 
 @dataclass(frozen=True)

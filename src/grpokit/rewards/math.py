@@ -130,7 +130,7 @@ def _marker_values(region: str, markers: tuple[str, ...]) -> list[tuple[int, int
                     value, eol = region[nxt:nl], nl
                     break
                 nxt = nl + 1
-        out.append((m.start(), eol, value[: _MAX_ANSWER_CHARS + 1]))
+        out.append((m.start(), eol, value.strip()[: _MAX_ANSWER_CHARS + 1]))
         if len(out) > _MAX_CANDIDATES:
             break
     return out

@@ -1,0 +1,125 @@
+"""The reward audit: a sound reward passes; each known loophole is caught by name."""
+from __future__ import annotations
+
+import pytest
+
+from grpokit.rewards import build_reward
+from grpokit.rewards.audit import TRICKS, audit_rewards
+from grpokit.rewards.registry import register, REGISTRY
+
+ROWS = [
+    {"question": "Natalia sold clips to 48 friends in April and half as many in May. How many in total?",
+     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"},
+    {"question": "小明有 3 个苹果，又买了 36 个，一共有几个？", "answer": "39"},
+    {"question": "What is 1.5 + 1?", "answer": "2.5"},
+    {"question": "Name the capital of France.", "answer": "Paris"},  # not numeric: skipped
+]
+
+
+def _flagged(rewards, rows=ROWS):
+    return {t.name for t in audit_rewards(rewards, rows).flagged}
+
+
+def _naive_substring(completions, answer, **_):
+    # The classic broken check: the gold string appears somewhere in the completion.
+    return [1.0 if str(a).split("####")[-1].strip() in c else 0.0 for c, a in zip(completions, answer)]
+
+
+def _naive_last_number(completions, answer, **_):
+    # Another classic: the last number in the text, wherever it is (think blocks, hedges, padding...).
+    import re
+
+    out = []
+    for c, a in zip(completions, answer):
+        nums = re.findall(r"\d+(?:\.\d+)?", c)
+        out.append(1.0 if nums and float(nums[-1]) == float(str(a).split("####")[-1]) else 0.0)
+    return out
+
+
+def _marker_only_format(completions, **_):
+    # The article's loophole: any marker line earns the bonus ("最终答案：不知道" included).
+    return [1.0 if ("Final answer:" in c or "最终答案" in c) else 0.0 for c in completions]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def broken_rewards():
+    for name, fn in [("_naive_substring", _naive_substring), ("_naive_last_number", _naive_last_number),
+                     ("_marker_only_format", _marker_only_format)]:
+        register(name, description="test-only broken reward")(lambda fn=fn: fn)
+    yield
+    for name in ("_naive_substring", "_naive_last_number", "_marker_only_format"):
+        REGISTRY.pop(name)
+
+
+def test_sound_recipe_passes():
+    # 0.8 correctness + 0.2 format (the 0.6B article) plus the length safeguards.
+    rewards = [(build_reward("math_correctness"), 0.8), (build_reward("format"), 0.2),
+               (build_reward("length", {"max_completion_length": 512}), 1.0)]
+    result = audit_rewards(rewards, ROWS)
+    assert result.flagged == [] and result.ok
+    assert result.rows == 3 and result.skipped_rows == 1
+    assert result.errors == {"math_correctness": 0, "format": 0, "length": 0}
+    assert "no trick scored" in result.table()
+
+
+def test_thinking_mode_recipe_passes():
+    rewards = [(build_reward("math_correctness"), 0.8), (build_reward("format", {"require_think": True}), 0.2)]
+    assert audit_rewards(rewards, ROWS).ok
+
+
+# (rewards, tricks that must be flagged, tricks that must not)
+CASES = [
+    # substring matching credits hedges, think-only answers, padding and numbers containing the gold
+    ([("_naive_substring", 1.0)], {"hedge_or", "answer_only_in_think", "long_padding", "contains_gold", "negated"}, set()),
+    # "last number" credits ranges, repeated markers and unclosed think
+    ([("_naive_last_number", 1.0)], {"unclosed_think", "answer_only_in_think"}, set()),
+    # the article's marker-only format bonus: refusal with the marker beats an honest wrong answer
+    ([("math_correctness", 0.8), ("_marker_only_format", 0.2)], {"refusal", "refusal_undetermined", "hedge_or", "marker_no_reasoning"}, {"empty"}),
+    # correctness alone cannot tell a refusal from an honest attempt: everything ties at 0
+    ([("math_correctness", 1.0)], {"refusal", "empty", "garbage_then_marker"}, set()),
+    # format without a reasoning requirement lets a bare guessed answer line tie with honest work
+    ([("math_correctness", 0.8), ("format", 0.2)], set(), {"marker_no_reasoning"}),
+]
+
+
+@pytest.mark.parametrize("spec,must,must_not", CASES, ids=[str(i) for i in range(len(CASES))])
+def test_loopholes_are_named(spec, must, must_not):
+    rewards = [(build_reward(name), w) for name, w in spec]
+    flagged = _flagged(rewards)
+    assert must <= flagged, f"missing {must - flagged}"
+    assert not (must_not & flagged)
+
+
+def test_min_reasoning_zero_lets_bare_guess_tie():
+    rewards = [(build_reward("math_correctness"), 0.8), (build_reward("format", {"min_reasoning_lines": 0}), 0.2)]
+    assert "marker_no_reasoning" in _flagged(rewards)
+
+
+def test_table_lists_flagged_tricks():
+    result = audit_rewards([(build_reward("_naive_substring"), 1.0)], ROWS)
+    table = result.table()
+    assert not result.ok
+    assert "hedge_or" in table and "trick mean" in table
+
+
+def test_reward_blind_to_correctness_is_reported():
+    # format alone scores right and wrong answers alike: the audit says the reward cannot tell them apart.
+    result = audit_rewards([(build_reward("format"), 1.0)], ROWS)
+    assert result.right_not_preferred == 3 and not result.ok
+    assert "does not beat the honest wrong one" in result.table()
+
+
+def test_custom_marker_is_used_for_the_honest_answers():
+    # The audit writes its completions with the recipe's own marker, so right still beats wrong.
+    result = audit_rewards([(build_reward("math_correctness", {"markers": ["ANSWER>>"]}), 1.0)], ROWS)
+    assert result.right_not_preferred == 0
+
+
+def test_every_trick_applies_to_a_two_digit_gold():
+    result = audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[1]])
+    assert {t.name for t in result.tricks} == set(TRICKS)
+
+
+def test_no_numeric_rows_is_an_error():
+    with pytest.raises(ValueError, match="numeric gold answer"):
+        audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[3]])

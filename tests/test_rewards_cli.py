@@ -1,0 +1,126 @@
+"""`grpokit rewards list|score|audit`: handlers called directly, plus one real subprocess run."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpokit.errors import GrpokitError
+from grpokit.rewards import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grpokit")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def write_jsonl(path: Path, rows: list) -> str:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
+                    encoding="utf-8")
+    return str(path)
+
+
+def test_list_names_every_reward_with_columns_and_params(capsys):
+    assert run(["rewards", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("math_correctness", "format", "length", "json_schema", "sql_exec"):
+        assert f"\n{name}\n" in f"\n{out}"
+    assert "columns: answer" in out and "param min_reasoning_lines = 1" in out
+
+
+def test_score_prints_one_object_per_row_in_order(tmp_path, capsys):
+    rows = [
+        {"completion": "48/2 = 24.\nFinal answer: 72", "answer": "#### 72"},  # right
+        {"completion": [{"role": "assistant", "content": "想了想。\n最终答案：不知道"}], "answer": "72"},  # chat, refusal
+        {"completion": "Final answer: 72", "answer": ""},  # gold unparseable: null
+    ]
+    assert run(["rewards", "score", "--reward", "math_correctness", "--input", write_jsonl(tmp_path / "r.jsonl", rows)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["reward"] for o in out] == [1.0, 0.0, None]
+    assert [o["reason"] for o in out] == ["correct", "refusal", "gold_unparseable"]
+
+
+def test_score_params_are_parsed_as_json(tmp_path, capsys):
+    rows = [{"completion": "One.\nTwo.\nResult: 5"}]
+    path = write_jsonl(tmp_path / "r.jsonl", rows)
+    assert run(["rewards", "score", "--reward", "format", "--param", 'markers=["Result:"]',
+                "--param", "min_reasoning_lines=2", "--input", path]) == 0
+    assert json.loads(capsys.readouterr().out)["reward"] == 1.0
+
+
+def test_score_row_that_raises_is_reported_not_zeroed(tmp_path, capsys):
+    rows = [{"completion": "{}", "schema": {"type": "no-such-type"}}]
+    assert run(["rewards", "score", "--reward", "json_schema", "--input", write_jsonl(tmp_path / "r.jsonl", rows)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["reward"] is None and "not a valid JSON Schema" in out["error"]
+
+
+# (file lines, where the problem must point, message fragment)
+BAD_FILES = [
+    (['{"completion": "x", "answer": "1"}', "not json"], "r.jsonl:2", "not valid JSON"),  # broken line
+    (["[1, 2]"], "r.jsonl:1", "must be a JSON object"),  # not an object
+    (['{"answer": "1"}'], "r.jsonl:1", "no 'completion'"),  # missing completion
+    (['{"completion": 3, "answer": "1"}'], "r.jsonl:1", "string or a list"),  # completion of the wrong type
+    (['{"completion": "x"}'], "r.jsonl:1", "'answer'"),  # a column the reward reads is missing
+    (["", "  "], "r.jsonl", "no rows"),  # nothing in it
+]
+
+
+@pytest.mark.parametrize("lines,where,message", BAD_FILES, ids=[str(i) for i in range(len(BAD_FILES))])
+def test_bad_input_file_is_exit_2_with_location(tmp_path, lines, where, message):
+    path = write_jsonl(tmp_path / "r.jsonl", lines)
+    with pytest.raises(GrpokitError) as err:
+        run(["rewards", "score", "--reward", "math_correctness", "--input", path])
+    assert err.value.exit_code == 2
+    assert any(p.where.endswith(where) and message in p.message for p in err.value.problems), err.value.render()
+
+
+@pytest.mark.parametrize(
+    "argv,where",
+    [
+        (["--reward", "no_such_reward"], "--reward"),  # unknown reward: lists the valid ones
+        (["--reward", "format", "--param", "min_lines=2"], "--param"),  # unknown parameter
+        (["--reward", "format", "--param", "oops"], "--param oops"),  # not KEY=VALUE
+        (["--reward", "format", "--input", "/no/such.jsonl"], "/no/such.jsonl"),  # missing file
+    ],
+)
+def test_bad_arguments_are_exit_2(argv, where):
+    if "--input" not in argv:
+        argv = [*argv, "--input", "/no/such.jsonl"]
+    with pytest.raises(GrpokitError) as err:
+        run(["rewards", "score", *argv])
+    assert err.value.exit_code == 2 and err.value.problems[0].where == where
+
+
+def test_audit_demo_recipe_passes(capsys):
+    assert run(["rewards", "audit", str(REPO / "recipes" / "smollm2-arithmetic.yaml"), "--rows", "3"]) == 0
+    assert "no trick scored" in capsys.readouterr().out
+
+
+def test_audit_flags_a_correctness_only_recipe(tmp_path, capsys):
+    recipe = (REPO / "recipes" / "smollm2-arithmetic.yaml").read_text(encoding="utf-8")
+    recipe = recipe.replace("  - {name: format, weight: 0.5, params: {min_reasoning_lines: 1}}\n", "")
+    data = REPO / "src" / "grpokit" / "datasets"
+    recipe = recipe.replace("builtin:", f"{data}/")
+    path = tmp_path / "only-correctness.yaml"
+    path.write_text(recipe, encoding="utf-8")
+    assert run(["rewards", "audit", str(path), "--rows", "3"]) == 1
+    assert "refusal" in capsys.readouterr().out
+
+
+def test_subprocess_score_and_bad_file(tmp_path):
+    good = write_jsonl(tmp_path / "good.jsonl", [{"completion": "a\nFinal answer: 3", "answer": "3"}])
+    bad = write_jsonl(tmp_path / "bad.jsonl", ["{oops"])
+    cmd = [sys.executable, "-m", "grpokit.rewards.cli", "rewards", "score", "--reward", "math_correctness", "--input"]
+    ok = subprocess.run([*cmd, good], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["reward"] == 1.0
+    ko = subprocess.run([*cmd, bad], capture_output=True, text=True, timeout=60)
+    assert ko.returncode == 2 and "bad.jsonl:1" in ko.stderr and "Traceback" not in ko.stderr

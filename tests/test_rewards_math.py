@@ -1,0 +1,202 @@
+"""math_correctness: one commented case per edge, English and Chinese (runs in about a second)."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from grpokit.rewards import build_reward
+from grpokit.rewards.math import (
+    DEFAULT_MARKERS,
+    answers_match,
+    check_math,
+    extract_final_answer,
+    parse_gold,
+    score_math,
+)
+
+R = "48/2 = 24 clips in May.\n48 + 24 = 72 clips in total.\n"  # honest reasoning lines
+Z = "五月卖了 48/2 = 24 个。\n一共 48 + 24 = 72 个。\n"
+
+# (completion, gold, expected reward, expected reason)
+CASES = [
+    # --- honest answers, the forms a model writes
+    (R + "Final answer: 72", "72", 1.0, "correct"),
+    (Z + "最终答案：72", "72", 1.0, "correct"),  # full-width colon marker
+    (Z + "最终答案:72", "72", 1.0, "correct"),  # ASCII colon marker
+    (R + "FINAL ANSWER: 72", "72", 1.0, "correct"),  # case-insensitive marker
+    (R + "**Final answer:** 72", "72", 1.0, "correct"),  # markdown bold around the marker
+    (R + "Final answer:\n72", "72", 1.0, "correct"),  # value on the next line
+    (R + "So the total is \\boxed{72}.", "72", 1.0, "correct"),  # \boxed with no marker
+    (R + "Final answer: \\boxed{72}", "72", 1.0, "correct"),  # boxed on the marker line is one answer
+    (R + "That is \\boxed{72}.\nFinal answer: 72", "72", 1.0, "correct"),  # boxed and marker agree
+    (R + "Final answer:   72  ", "72", 1.0, "correct"),  # whitespace
+    (Z + "最终答案：７２", "72", 1.0, "correct"),  # full-width digits
+    (Z + "最终答案：72。", "72", 1.0, "correct"),  # CJK full stop
+    (R + "Final answer: 72.", "72", 1.0, "correct"),  # ASCII full stop
+    (R + "Final answer: 1,234", "1234", 1.0, "correct"),  # thousands separator
+    (Z + "最终答案：1，234", "1234", 1.0, "correct"),  # full-width thousands separator
+    (R + "Final answer: $18", "18", 1.0, "correct"),  # dollar sign
+    (R + "Final answer: $\\$18.00$", "18", 1.0, "correct"),  # LaTeX $...$ with an escaped dollar
+    (R + "Final answer: \\(72\\)", "72", 1.0, "correct"),  # LaTeX \( \)
+    (R + "Final answer: 18 dollars", "18", 1.0, "correct"),  # trailing unit word
+    (R + "Final answer: 5 km", "5", 1.0, "correct"),  # trailing unit
+    (R + "Final answer: 5kg", "5", 1.0, "correct"),  # glued unit
+    (R + "Final answer: 72 \\text{ clips}", "72", 1.0, "correct"),  # \text{} unit
+    (Z + "最终答案：72元", "72", 1.0, "correct"),  # measure word 元
+    (Z + "最终答案：3 个", "3", 1.0, "correct"),  # measure word 个
+    (Z + "最终答案：4只", "4", 1.0, "correct"),  # measure word 只
+    (Z + "最终答案：100米", "100", 1.0, "correct"),  # 米
+    (Z + "最终答案：2小时", "2", 1.0, "correct"),  # 小时
+    (Z + "最终答案：12页", "12", 1.0, "correct"),  # 页
+    (Z + "最终答案：7天", "7", 1.0, "correct"),  # 天
+    (Z + "最终答案：9岁", "9", 1.0, "correct"),  # 岁
+    (Z + "最终答案：30人", "30", 1.0, "correct"),  # 人
+    (R + "Final answer: 25%", "25", 1.0, "correct"),  # percent sign as a unit
+    (R + "Final answer: x = 72", "72", 1.0, "correct"),  # "x =" lead-in
+    (R + "Final answer: 2.50", "2.5", 1.0, "correct"),  # trailing zero
+    (R + "Final answer: 0.5", "1/2", 1.0, "correct"),  # decimal = fraction
+    (R + "Final answer: 1/2", "0.5", 1.0, "correct"),  # fraction = decimal
+    (R + "Final answer: \\frac{1}{2}", "0.5", 1.0, "correct"),  # LaTeX fraction
+    (R + "Final answer: \\dfrac{3}{4}", "0.75", 1.0, "correct"),  # \dfrac
+    (R + "Final answer: -3", "-3", 1.0, "correct"),  # negative
+    (R + "Final answer: −3", "-3", 1.0, "correct"),  # Unicode minus
+    (R + "Final answer: 2\\sqrt{3}", "\\sqrt{12}", 1.0, "correct"),  # symbolic, via math-verify
+    (R + "Final answer: \\frac{\\pi}{2}", "\\pi/2", 1.0, "correct"),  # symbolic with a constant
+    (R + "Final answer: 72", "Natalia sold 48/2 = 24 clips.\n#### 72", 1.0, "correct"),  # GSM8K gold
+    (R + "Final answer: 72", 72, 1.0, "correct"),  # gold given as a number
+    (R + "<think>\nlet me think\n</think>\nFinal answer: 72", "72", 1.0, "correct"),  # answer after think
+    ("48/2 = 24...</think>\n最终答案：72", "72", 1.0, "correct"),  # Qwen3: <think> opened in the prompt
+    # --- honest wrong answers and near misses
+    (R + "Final answer: 73", "72", 0.0, "wrong"),  # wrong number
+    (R + "Final answer: 390", "39", 0.0, "wrong"),  # contains the gold's digits
+    (R + "Final answer: 3", "39", 0.0, "wrong"),  # contained in the gold
+    (R + "Final answer: 93", "39", 0.0, "wrong"),  # digits rearranged
+    (R + "Final answer: 3.9", "39", 0.0, "wrong"),  # decimal point moved
+    (R + "Final answer: 3x", "3", 0.0, "wrong"),  # a glued variable is an expression, not a unit
+    (R + "Final answer: \\sqrt{39}", "39", 0.0, "wrong"),  # an operator around the gold number
+    (R + "Final answer: 9^{9^{9^{9}}}", "39", 0.0, "wrong"),  # exponent tower: never handed to sympy
+    # --- refusals: the article's format-bonus exploit earns no credit
+    (Z + "最终答案：不知道", "72", 0.0, "refusal"),
+    (Z + "最终答案：无法确定", "72", 0.0, "refusal"),
+    (Z + "最终答案：无法计算", "72", 0.0, "refusal"),
+    (R + "Final answer: I don't know", "72", 0.0, "refusal"),
+    (R + "Final answer: cannot be determined", "72", 0.0, "refusal"),
+    (R + "Final answer: The answer cannot be determined from the information.", "72", 0.0, "refusal"),
+    (R + "Final answer: unknown", "72", 0.0, "refusal"),
+    # --- hedges: several values for one question
+    (Z + "最终答案：71 或 72", "72", 0.0, "hedge"),  # 或
+    (R + "Final answer: 71 or 72", "72", 0.0, "hedge"),  # or
+    (R + "Final answer: 71, 72", "72", 0.0, "several_answers"),  # list
+    (Z + "最终答案：71，72", "72", 0.0, "several_answers"),  # full-width comma list
+    (R + "Final answer: 71 72", "72", 0.0, "several_answers"),  # space-separated
+    (R + "Final answer: 3 apples and 72 pears", "72", 0.0, "several_answers"),  # two numbers in words
+    (R + "Final answer: 71-73", "72", 0.0, "hedge"),  # range with a hyphen
+    (R + "Final answer: 71~73", "72", 0.0, "hedge"),  # range with a tilde
+    (Z + "最终答案：71到73", "72", 0.0, "hedge"),  # range 到
+    (R + "Final answer: between 71 and 73", "72", 0.0, "hedge"),  # range in words
+    (R + "Final answer: about 72", "72", 0.0, "hedge"),  # approximate
+    (Z + "最终答案：约72", "72", 0.0, "hedge"),  # 约
+    (Z + "最终答案：72左右", "72", 0.0, "hedge"),  # 左右
+    (R + "Final answer: not 72", "72", 0.0, "hedge"),  # negated
+    (Z + "最终答案：不是72", "72", 0.0, "hedge"),  # 不是
+    (R + "Final answer: 72 \\pm 1", "72", 0.0, "hedge"),  # plus-minus
+    # --- several final answers
+    (R + "Final answer: 71\nFinal answer: 72", "72", 0.0, "several_answers"),  # marker repeated, different
+    (R + "It is \\boxed{71}.\nFinal answer: 72", "72", 0.0, "several_answers"),  # boxed disagrees with marker
+    (R + "\\boxed{71} \\boxed{72}", "72", 0.0, "several_answers"),  # two boxes
+    ("Final answer: 72\n" * 20, "72", 0.0, "several_answers"),  # more answers than an honest completion gives
+    # --- think blocks
+    ("<think>\nFinal answer: 72\n</think>\n", "72", 0.0, "no_answer"),  # answer only inside think
+    ("<think>\nFinal answer: 72\n</think>\nI am not sure.", "72", 0.0, "no_answer"),  # ... and prose after
+    ("<think>\n" + R + "Final answer: 72", "72", 0.0, "unclosed_think"),  # think never closed
+    ("Final answer: 72\n<think>\nhmm", "72", 0.0, "unclosed_think"),  # answer before a think left open
+    # --- no answer at all
+    ("", "72", 0.0, "no_answer"),  # empty
+    (R + "The answer is 72.", "72", 0.0, "no_answer"),  # no marker, no box
+    (R + "Final answer: " + "9" * 300, "72", 0.0, "too_long"),  # a paragraph is not an answer
+    # --- gold answers that cannot be parsed: not applicable
+    (R + "Final answer: 72", "", None, "gold_unparseable"),
+    (R + "Final answer: 72", None, None, "gold_unparseable"),
+    (R + "Final answer: 72", "#### ", None, "gold_unparseable"),
+]
+
+
+@pytest.mark.parametrize("completion,gold,reward,reason", CASES, ids=[f"{i}-{c[0][-24:]!r}" for i, c in enumerate(CASES)])
+def test_math_correctness(completion, gold, reward, reason):
+    verdict = check_math(completion, gold)
+    assert (verdict.reward, verdict.reason) == (reward, reason)
+    assert score_math(completion, gold) == reward
+
+
+@pytest.mark.parametrize(
+    "gold,parsed",
+    [
+        ("Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 72", "72"),  # GSM8K rationale + #### line
+        ("#### 1,000", "1,000"),  # separators kept; the comparison handles them
+        (18, "18"),  # numbers
+        ("  42 ", "42"),  # whitespace
+        ("", None),  # empty
+    ],
+)
+def test_parse_gold(gold, parsed):
+    assert parse_gold(gold) == parsed
+
+
+def test_extract_and_match_agree_with_score():
+    # Evaluation calls extract_final_answer + answers_match; training calls score_math. Same verdicts.
+    for completion, gold, reward, _ in CASES:
+        if reward is None:
+            continue
+        predicted = extract_final_answer(completion)
+        assert (1.0 if answers_match(predicted, parse_gold(gold)) else 0.0) == reward, completion[-40:]
+
+
+def test_custom_markers():
+    # A recipe's own marker replaces the defaults: "Final answer:" is then just text.
+    score = build_reward("math_correctness", {"markers": ["Result:"]})
+    assert score(completions=[R + "Result: 72", R + "Final answer: 72"], answer=["72", "72"]) == [1.0, 0.0]
+    assert DEFAULT_MARKERS == ("Final answer:", "最终答案：", "最终答案:")
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "x" * 100_000 + "\nFinal answer: 72",  # long reasoning, answer at the end
+        "Final answer: 72\n" * 50_000,  # the marker repeated to the end
+        "\\boxed{" * 30_000,  # unbalanced boxes
+        "{" * 100_000,  # braces only
+        "<think>" + "a" * 100_000,  # unclosed think
+        "Final answer: " + "(" * 100_000,  # a 100k-char answer line
+        "7" * 100_000,  # one huge number
+    ],
+    ids=["long", "marker-repeated", "boxes", "braces", "think", "long-line", "big-number"],
+)
+def test_bounded_time_on_100k_chars(completion):
+    start = time.perf_counter()
+    check_math(completion, "72")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_thread_safe_with_symbolic_answers():
+    # math-verify's own timeout uses SIGALRM and raises outside the main thread; ours must not.
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(score_math(R + "Final answer: 2\\sqrt{3}", "\\sqrt{12}"))
+        except Exception as e:  # noqa: BLE001 - collected to fail the test in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and results == [1.0] * 4
+
+
+def test_registered_reward_returns_null_for_unparseable_gold():
+    fn = build_reward("math_correctness")
+    assert fn(prompts=None, completions=[R + "Final answer: 72", R + "Final answer: 72"], answer=["72", ""]) == [1.0, None]
