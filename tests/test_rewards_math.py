@@ -55,6 +55,9 @@ CASES = [
     (Z + "最终答案：30人", "30", 1.0, "correct"),  # 人
     (R + "Final answer: 25%", "25", 1.0, "correct"),  # percent sign as a unit
     (R + "Final answer: x = 72", "72", 1.0, "correct"),  # "x =" lead-in
+    (R + "Final answer: 48 + 24 = 72", "72", 1.0, "correct"),  # worked equation: its result counts
+    (Z + "最终答案：16-3-4=9个", "9", 1.0, "correct"),  # a chain of subtractions is not a range
+    (R + "Final answer: 72 clips (48 in April and 24 in May)", "72", 1.0, "correct"),  # trailing note in words
     (R + "Final answer: 2.50", "2.5", 1.0, "correct"),  # trailing zero
     (R + "Final answer: 0.5", "1/2", 1.0, "correct"),  # decimal = fraction
     (R + "Final answer: 1/2", "0.5", 1.0, "correct"),  # fraction = decimal
@@ -102,6 +105,9 @@ CASES = [
     (R + "Final answer: not 72", "72", 0.0, "hedge"),  # negated
     (Z + "最终答案：不是72", "72", 0.0, "hedge"),  # 不是
     (R + "Final answer: 72 \\pm 1", "72", 0.0, "hedge"),  # plus-minus
+    (R + "Final answer: 72 (73 if rounded up)", "72", 0.0, "hedge"),  # a conditional second answer in a note
+    (R + "Final answer: 71 or 72 = 72", "72", 0.0, "hedge"),  # a hedge before an equals sign still counts
+    (R + "Final answer: 70 + 2 = 71-73", "72", 0.0, "hedge"),  # a range as the result of a calculation
     # --- several final answers
     (R + "Final answer: 71\nFinal answer: 72", "72", 0.0, "several_answers"),  # marker repeated, different
     (R + "It is \\boxed{71}.\nFinal answer: 72", "72", 0.0, "several_answers"),  # boxed disagrees with marker

@@ -13,7 +13,8 @@ Covered:
 - equivalence through whitespace, CJK and ASCII punctuation, full-width
   characters (NFKC), thousands separators, `$`, `$...$`/`\\(...\\)`, `\\text{}`
   units, trailing units and measure words (元 个 只 米 小时 km kg dollars ...),
-  2.50 = 2.5, 1/2 = 0.5 = \\frac{1}{2}; other forms (2\\sqrt{3} = \\sqrt{12},
+  2.50 = 2.5, 1/2 = 0.5 = \\frac{1}{2}; a worked equation counts by its last
+  side ("48 + 24 = 72"), a trailing note in words is dropped ("72 (in May)"); other forms (2\\sqrt{3} = \\sqrt{12},
   sets, expressions) through math-verify;
 - no credit for refusals (不知道, I don't know ...), hedges (`38 或 39`,
   `38, 39`, ranges including `38-40`, "about 39", "not 39"), or a number that only contains or
@@ -62,10 +63,15 @@ _HEDGE = re.compile(
     r"或|还是|\d\s*[到至]\s*-?\d|约|大概|左右|可能|也许|或许|上下|以上|以下|至少|最多|多于|少于|接近|差不多|不是|不等于|猜|"
     r"\b(?:or|either|between|about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|probably|"
     r"possibly|likely|guess|least|most|more\s+than|less\s+than|fewer\s+than|up\s+to|not|neither|nor|"
-    r"somewhere)\b|\d\s*to\s*-?\d|[~≈±∓–—…]|\\(?:pm|mp|approx|sim|lor|neq|ne|leq|geq|le|ge)\b|[<>≤≥≠]|\.\.\."
-    # "38-40": a bare number minus a bare number is read as a range, not as unsimplified arithmetic.
-    r"|(?<![\w.^{])\d+(?:\.\d+)?\s*-\s*\d+(?:\.\d+)?(?![\w.^}])"
+    r"somewhere|if|unless)\b|如果|若|\d\s*to\s*-?\d|[~≈±∓–—…]|\\(?:pm|mp|approx|sim|lor|neq|ne|leq|geq|le|ge)\b|"
+    r"[<>≤≥≠]|\.\.\."
 )
+# "38-40": a bare number minus a bare number is read as a range, not as unsimplified arithmetic
+# (checked on the final side of an equation chain, so "16 - 3 - 4 = 9" is still the answer 9).
+_RANGE = re.compile(r"(?<![\w.^{])\d+(?:\.\d+)?\s*-\s*\d+(?:\.\d+)?(?![\w.^}])")
+# "72 clips (48 in April and 24 in May)": a trailing explanation in words is not part of the value.
+_TRAILING_NOTE = re.compile(r"\s*\([^()]*[A-Za-z\u4e00-\u9fff][^()]*\)$")
+_DIGIT = re.compile(r"\d")
 _LATEX_WRAPPERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _LATEX_NOISE = re.compile(r"\\[,;:! ]|\\left|\\right|\\displaystyle|\\\(|\\\)|\\\[|\\\]|\\\$|\$|\*\*|__|`")
 _DEGREE = re.compile(r"\^\s*\{?\\circ\}?")
@@ -208,6 +214,16 @@ def _candidate_key(value: str) -> object:
 
 
 def clean_answer(value: str) -> str:
+    """The value an answer states: `_clean`, then the last side of a worked equation ("48 + 24 = 72" -> "72")
+    and without a trailing note in words."""
+    t = _clean(value)
+    lhs, eq, rhs = t.rpartition("=")
+    if eq and _DIGIT.search(lhs):  # "x = 72" keeps its lead-in; a calculation gives way to its result
+        t = rhs.strip()
+    return _TRAILING_NOTE.sub("", t).strip(_TRAILING_PUNCT)
+
+
+def _clean(value: str) -> str:
     """Case-preserving normal form: NFKC, no `$`/markdown/LaTeX spacing, units unwrapped, no end punctuation."""
     t = unicodedata.normalize("NFKC", value).replace("−", "-").replace("’", "'")
     t = t.strip()
@@ -227,14 +243,6 @@ def _numeric_form(value: str) -> str:
     t = _FRAC.sub(r"\1/\2", clean_answer(value))
     t = _FRAC_SHORT.sub(r"\1/\2", t)
     return _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), t)
-
-
-def is_refusal(value: str) -> bool:
-    return bool(_REFUSAL.search(clean_answer(value).lower()))
-
-
-def is_hedge(value: str) -> bool:
-    return bool(_HEDGE.search(clean_answer(value).lower()))
 
 
 def parse_number(text: str) -> Fraction | None:
@@ -268,10 +276,10 @@ def classify_answer(value: str) -> str:
         return "empty"
     if len(value) > _MAX_ANSWER_CHARS:
         return "too_long"
-    low = cleaned.lower()
-    if _REFUSAL.search(low):
+    whole = _clean(value).lower()  # refusals and hedges anywhere in the line, notes and equations included
+    if _REFUSAL.search(whole):
         return "refusal"
-    if _HEDGE.search(low):
+    if _HEDGE.search(whole) or _RANGE.search(cleaned):
         return "hedge"
     if _several_numbers(_numeric_form(value)):
         return "several_answers"
