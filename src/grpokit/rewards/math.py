@@ -223,6 +223,7 @@ def clean_answer(value: str) -> str:
     return _TRAILING_NOTE.sub("", t).strip(_TRAILING_PUNCT)
 
 
+@functools.lru_cache(maxsize=65_536)  # called several times per answer; answers repeat across a group
 def _clean(value: str) -> str:
     """Case-preserving normal form: NFKC, no `$`/markdown/LaTeX spacing, units unwrapped, no end punctuation."""
     t = unicodedata.normalize("NFKC", value).replace("−", "-").replace("’", "'")
