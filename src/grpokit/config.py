@@ -1,0 +1,369 @@
+"""The recipe: a typed, validated YAML description of one GRPO experiment.
+
+    grpokit train recipes/smollm2-arithmetic.yaml --set train.learning_rate=2e-5
+
+`load_recipe(path, overrides)` reads the YAML, applies `--set` overrides and
+validates everything before any model loads. Every problem is reported at
+once, each with `file:line field`, what is wrong and the fix (unknown keys
+get a "did you mean"), then `GrpokitError` (exit code 2) is raised.
+
+Sections: `model`, `data`, `rewards`, `train` (TRL's own GRPOConfig names),
+`output_dir`. Relative data paths are resolved against the recipe file's
+folder (so a recipe travels with its data); `output_dir` against the current
+directory. `builtin:<path>` names a file bundled with grpokit
+(`builtin:arithmetic/train.jsonl`), `hf:<dataset id>` a Hugging Face hub
+dataset (needs network).
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grpokit.errors import GrpokitError, Problem
+
+BUILTIN_DATA = Path(__file__).parent / "datasets"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraConfig(_Section):
+    r: int = Field(16, ge=1, description="LoRA rank: the adapter's inner dimension.")
+    alpha: int = Field(32, ge=1, description="LoRA scaling numerator (effective scale alpha/r).")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Module names to adapt, e.g. [q_proj, v_proj], or 'all-linear'."
+    )
+
+
+class ModelConfig(_Section):
+    name: str = Field(
+        "default",
+        description="'default' (the embedded SmolLM2-135M-Instruct), a Hugging Face id such as "
+        "Qwen/Qwen3-0.6B-Base, or a local model folder.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype; 'auto' is float32 on CPU and bfloat16 on a GPU that supports it."
+    )
+    lora: LoraConfig | None = Field(None, description="Train a LoRA adapter instead of all weights.")
+    enable_thinking: bool | None = Field(
+        None, description="Qwen3 chat templates: turn the <think> block on or off (null: template default)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Trade compute for memory; useful for 4B+ models on a GPU, slower on CPU."
+    )
+
+
+class DataConfig(_Section):
+    train: str = Field(..., description="Training rows: a .jsonl path, builtin:<path> or hf:<dataset id>.")
+    eval: str | None = Field(None, description="Held-out rows (same forms as train). If unset, eval_fraction is split off.")
+    eval_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="Share of train held out when eval is unset.")
+    eval_max_rows: int | None = Field(None, ge=1, description="Evaluate on at most this many held-out rows.")
+    hf_config: str | None = Field(None, description="Hub dataset config name (e.g. 'main' for openai/gsm8k).")
+    train_split: str = Field("train", description="Hub split used for training.")
+    eval_split: str | None = Field(None, description="Hub split used for eval (e.g. 'test').")
+    template: Literal["plain_zh", "plain_en", "chat"] = Field(
+        "chat",
+        description="plain_zh / plain_en: the fixed plain-text template for base models; chat: the tokenizer's "
+        "chat template.",
+    )
+    system_prompt: str | None = Field(None, description="System message for the chat template.")
+    question_field: str | None = Field(None, description="Column holding the question (default: question, then prompt).")
+    answer_field: str | None = Field(
+        None, description="Column holding the gold answer (default: answer, then expected_answer)."
+    )
+    skip_bad_rows: bool = Field(False, description="Skip unusable rows (and say how many) instead of refusing the file.")
+    shuffle_seed: int = Field(0, description="Seed of the train/eval split.")
+
+
+class RewardConfig(_Section):
+    name: str = Field(..., description="Registered reward name (grpokit rewards list).")
+    weight: float = Field(1.0, description="Weight in the summed reward.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory.")
+
+
+class TrainConfig(_Section):
+    """GRPO settings, named as in TRL's GRPOConfig and passed through to it."""
+
+    learning_rate: float = Field(1e-6, gt=0, description="Optimizer step size.")
+    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 skips the reference model entirely.")
+    num_generations: int = Field(8, ge=2, description="Completions sampled per prompt (the GRPO group).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature during training.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling during training.")
+    max_prompt_length: int | None = Field(
+        512, ge=1, description="Longer prompts are dropped with a report (TRL 1.16 no longer truncates)."
+    )
+    max_completion_length: int = Field(256, ge=1, description="Most new tokens per completion.")
+    per_device_train_batch_size: int = Field(8, ge=1, description="Completions per device per micro-batch.")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    max_steps: int = Field(-1, ge=-1, description="Optimizer steps; -1 uses num_train_epochs.")
+    num_train_epochs: float = Field(1.0, gt=0, description="Passes over the data when max_steps is -1.")
+    epsilon: float = Field(0.2, gt=0, lt=1, description="PPO-style ratio clip.")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
+        "dapo", description="TRL loss aggregation."
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Advantage normalisation.")
+    lr_scheduler_type: str = Field("constant", description="transformers scheduler name (cosine, linear, constant...).")
+    warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Share of steps spent warming the learning rate up.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
+    logging_steps: int = Field(1, ge=1, description="Write metrics every N steps.")
+    save_steps: int = Field(50, ge=1, description="Save a checkpoint every N steps.")
+    save_total_limit: int | None = Field(None, ge=1, description="Keep at most N checkpoints (oldest deleted).")
+    seed: int = Field(0, description="Seed for sampling and initialisation.")
+    num_samples_logged: int = Field(4, ge=0, description="Completions written to samples.jsonl each logging step.")
+    torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
+
+
+class Recipe(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig
+    rewards: list[RewardConfig] = Field(..., min_length=1)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    output_dir: str = Field("runs/grpokit", description="Run directory (config, metrics, samples, checkpoints).")
+    # Where the recipe came from; used to resolve relative data paths. Not part of the YAML.
+    source: str | None = Field(None, exclude=True)
+
+    def resolve_data_path(self, spec: str) -> str:
+        return resolve_data_path(spec, Path(self.source).parent if self.source else Path.cwd())
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+# ---------------------------------------------------------------- path helpers
+def resolve_data_path(spec: str, base: Path) -> str:
+    if spec.startswith("hf:"):
+        return spec
+    if spec.startswith("builtin:"):
+        return str(BUILTIN_DATA / spec[len("builtin:"):])
+    p = Path(spec).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+# ---------------------------------------------------------------- YAML line map
+def _line_map(text: str) -> dict[tuple, int]:
+    """Map each key path in the YAML to its 1-based line, for error messages."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = (*path, k.value)
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                lines[(*path, i)] = v.start_mark.line + 1
+                walk(v, (*path, i))
+
+    try:
+        walk(yaml.compose(text), ())
+    except yaml.YAMLError:
+        pass
+    return lines
+
+
+# ---------------------------------------------------------------- overrides
+def apply_override(raw: dict, assignment: str) -> None:
+    """`section.key=value` (value parsed as YAML) into the raw recipe dict."""
+    if "=" not in assignment:
+        raise GrpokitError(
+            [Problem(f"--set {assignment}", "expected section.key=value", "e.g. --set train.learning_rate=2e-5")]
+        )
+    dotted, value = assignment.split("=", 1)
+    node = raw
+    keys = dotted.strip().split(".")
+    for k in keys[:-1]:
+        if not isinstance(node.get(k), dict):
+            node[k] = {}
+        node = node[k]
+    node[keys[-1]] = yaml.safe_load(value) if value.strip() else None
+
+
+# ---------------------------------------------------------------- validation
+def _fix_for(err: dict, model_fields: list[str]) -> str:
+    kind, loc, ctx = err["type"], err["loc"], err.get("ctx") or {}
+    field = ".".join(str(x) for x in loc)
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), model_fields, n=1)
+        return f"did you mean '{close[0]}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
+    if kind == "missing":
+        return f"add {field}"
+    for bound, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if bound in ctx:
+            return f"set {field} {word} {ctx[bound]}"
+    if kind == "literal_error":
+        return f"use one of {ctx.get('expected')}"
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        return f"give {field} a value of the right type ({err['msg'].lower()})"
+    return ""
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """Valid keys of the section an error points into (for 'did you mean')."""
+    model: type[BaseModel] = Recipe
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        f = model.model_fields.get(str(part))
+        if f is None:
+            return []
+        ann = f.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        for c in candidates:
+            inner = getattr(c, "__args__", ())
+            for cc in (c, *inner):
+                if isinstance(cc, type) and issubclass(cc, BaseModel):
+                    model = cc
+                    break
+    return [k for k in model.model_fields if k != "source"]
+
+
+def _check_train(t: TrainConfig) -> list[tuple[tuple, str, str]]:
+    out = []
+    gen_batch = t.per_device_train_batch_size * t.gradient_accumulation_steps
+    if gen_batch % t.num_generations:
+        out.append((
+            ("train", "num_generations"),
+            f"the generation batch (per_device_train_batch_size {t.per_device_train_batch_size} x "
+            f"gradient_accumulation_steps {t.gradient_accumulation_steps} = {gen_batch}) is not divisible by "
+            f"num_generations {t.num_generations}; TRL would reject it",
+            f"make per_device_train_batch_size x gradient_accumulation_steps a multiple of {t.num_generations}",
+        ))
+    return out
+
+
+def _check_rewards(rewards: list[RewardConfig]) -> list[tuple[tuple, str, str]]:
+    from grpokit.rewards.registry import available, get_spec
+
+    out = []
+    names = available()
+    for i, r in enumerate(rewards):
+        if r.name not in names:
+            close = difflib.get_close_matches(r.name, names, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            out.append((("rewards", i, "name"), f"unknown reward {r.name!r}", f"{hint}valid rewards: {', '.join(names)}"))
+            continue
+        spec = get_spec(r.name)
+        for p in spec.unknown_params(r.params):
+            valid = ", ".join(sorted(spec.param_defaults())) or "(none)"
+            out.append((("rewards", i, "params", p), f"reward {r.name!r} has no parameter {p!r}", f"valid parameters: {valid}"))
+    if rewards and all(r.weight == 0 for r in rewards):
+        out.append((("rewards",), "every reward weight is 0: nothing to learn from", "give at least one reward a non-zero weight"))
+    return out
+
+
+def _check_data(d: DataConfig, base: Path) -> list[tuple[tuple, str, str]]:
+    out = []
+    for key in ("train", "eval"):
+        spec = getattr(d, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        path = Path(resolve_data_path(spec, base))
+        if not path.is_file():
+            out.append((("data", key), f"file not found: {path}",
+                        "fix the path (relative paths are resolved from the recipe's folder), or create it, "
+                        "e.g. `grpokit data generate arithmetic FILE`"))
+    return out
+
+
+def _check_model(m: ModelConfig, d: DataConfig | None) -> list[tuple[tuple, str, str]]:
+    if m.enable_thinking is not None and d is not None and d.template != "chat":
+        return [(("model", "enable_thinking"), "enable_thinking only applies to the chat template",
+                 "set data.template: chat, or remove model.enable_thinking")]
+    return []
+
+
+def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> list[tuple[tuple, str, str]]:
+    """Cross-field checks TRL or grpokit would reject later, run on every section that parsed."""
+
+    def section(key, model):
+        if key in broken:
+            return None
+        try:
+            return model.model_validate(raw.get(key) or {})
+        except ValidationError:
+            return None
+
+    out = []
+    train = section("train", TrainConfig)
+    data = section("data", DataConfig)
+    model = section("model", ModelConfig)
+    if train is not None:
+        out += _check_train(train)
+    if data is not None:
+        out += _check_data(data, base)
+    if model is not None:
+        out += _check_model(model, data)
+    if "rewards" not in broken and isinstance(raw.get("rewards"), list):
+        try:
+            out += _check_rewards([RewardConfig.model_validate(r) for r in raw["rewards"]])
+        except ValidationError:
+            pass
+    return out
+
+
+def validate_raw(raw: Any, source: str | None = None, text: str = "") -> Recipe:
+    """Validate a raw recipe dict; raise GrpokitError listing every problem."""
+    where = source or "recipe"
+    lines = _line_map(text) if text else {}
+
+    def at(loc: tuple) -> str:
+        line = None
+        for n in range(len(loc), 0, -1):
+            if loc[:n] in lines:
+                line = lines[loc[:n]]
+                break
+        field = ".".join(str(x) for x in loc)
+        return f"{where}:{line} {field}" if line else f"{where} {field}"
+
+    if not isinstance(raw, dict):
+        raise GrpokitError([Problem(where, "the recipe must be a YAML mapping with model/data/rewards/train sections",
+                                    "see recipes/ for examples")])
+    problems: list[Problem] = []
+    broken: set[str] = set()
+    recipe = None
+    try:
+        recipe = Recipe.model_validate({**raw, "source": source})
+    except ValidationError as e:
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            broken.add(str(loc[0]))
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key '{loc[-1]}'"
+            elif "input" in err and err["type"] != "missing":
+                msg = f"{msg} (got {err['input']!r})"
+            problems.append(Problem(at(loc), msg, _fix_for(err, _fields_at(loc))))
+    base = Path(source).parent if source else Path.cwd()
+    problems += [Problem(at(loc), msg, fix) for loc, msg, fix in _semantic_problems(raw, base, broken)]
+    if problems or recipe is None:
+        raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
+    return recipe
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+    """Read, override and validate a recipe file."""
+    path = Path(path)
+    if not path.is_file():
+        raise GrpokitError([Problem(str(path), "recipe file not found", "check the path; examples live in recipes/")])
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise GrpokitError([Problem(where, f"not valid YAML: {getattr(e, 'problem', e)}",
+                                    "fix the indentation / quoting on that line")]) from None
+    if raw is None:
+        raw = {}
+    for o in overrides or []:
+        if isinstance(raw, dict):
+            apply_override(raw, o)
+    return validate_raw(raw, str(path), text)

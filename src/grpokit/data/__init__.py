@@ -1,0 +1,43 @@
+"""Datasets: loading and checking rows (`io`), the generated arithmetic task (`arithmetic`).
+
+`load_datasets(recipe)` is what training and evaluation call: the recipe's
+train rows and held-out rows (its eval file, or a seeded split of train),
+plus notes for the user (skipped rows, questions present in both).
+"""
+from __future__ import annotations
+
+from grpokit.data.io import check_jsonl, load_rows, overlapping_questions, split_rows
+
+
+def _load(recipe, spec: str, split: str):
+    d = recipe.data
+    return load_rows(recipe.resolve_data_path(spec), question_field=d.question_field, answer_field=d.answer_field,
+                     skip_bad_rows=d.skip_bad_rows, hf_config=d.hf_config, split=split)
+
+
+def load_datasets(recipe) -> tuple[list[dict], list[dict], list[str]]:
+    d = recipe.data
+    notes: list[str] = []
+    train, report = _load(recipe, d.train, d.train_split)
+    if report.errors:
+        notes.append(f"skipped {len(report.errors)} unusable row(s) of {d.train} (data.skip_bad_rows is true)")
+    if d.eval is not None or (d.train.startswith("hf:") and d.eval_split):
+        eval_rows, ereport = _load(recipe, d.eval or d.train, d.eval_split or "test")
+        if ereport.errors:
+            notes.append(f"skipped {len(ereport.errors)} unusable eval row(s)")
+    else:
+        train, eval_rows = split_rows(train, d.eval_fraction, d.shuffle_seed)
+    if d.eval_max_rows is not None:
+        eval_rows = eval_rows[: d.eval_max_rows]
+    both = overlapping_questions(train, eval_rows)
+    if both:
+        notes.append(f"{len(both)} eval question(s) also appear in train (e.g. {both[0][:60]!r}); "
+                     "held-out accuracy on them measures memory, not skill")
+    return train, eval_rows, notes
+
+
+def load_train_rows(recipe) -> list[dict]:
+    return load_datasets(recipe)[0]
+
+
+__all__ = ["check_jsonl", "load_datasets", "load_rows", "load_train_rows", "split_rows"]

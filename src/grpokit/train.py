@@ -1,0 +1,342 @@
+"""Train a recipe with TRL's GRPOTrainer and write a readable run directory.
+
+    grpokit train recipes/smollm2-arithmetic.yaml --set train.max_steps=20
+    grpokit train --resume runs/smollm2-arithmetic
+
+The GRPO loop is TRL's; grpokit adds, through callbacks and one small
+subclass:
+- `config.yaml` (the resolved recipe), `metrics.jsonl` (one object per
+  logging step: `step` plus TRL's own key names unchanged), `samples.jsonl`
+  (a few completions and their per-reward scores each logging step),
+  `run.json` (status, timing, notes) and `checkpoints/checkpoint-N/`;
+- a `COMPLETE` marker written into a checkpoint only after the Trainer has
+  finished saving it, so `--resume` never picks up a half-written one;
+- SIGINT / SIGTERM finish the current step, save a checkpoint and exit
+  cleanly (a second Ctrl-C aborts at once);
+- a progress line per logging step: step, reward (and each component), kl.
+
+Not covered here: health detection, evaluation of checkpoints, export (their
+own modules).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from transformers import TrainerCallback
+
+from grpokit.config import Recipe, load_recipe, validate_raw
+from grpokit.errors import GrpokitError, Problem
+from grpokit.templates import PromptTemplate
+
+console = Console(highlight=False, soft_wrap=True)
+COMPLETE_MARKER = "COMPLETE"
+CONFIG_FILE = "config.yaml"
+
+
+# ---------------------------------------------------------------- run directory
+def checkpoints_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def complete_checkpoints(run_dir: Path) -> list[Path]:
+    """Checkpoints fully written (marker present), oldest first."""
+    ckdir = checkpoints_dir(run_dir)
+    if not ckdir.is_dir():
+        return []
+    found = [p for p in ckdir.glob("checkpoint-*") if (p / COMPLETE_MARKER).is_file() and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    done = complete_checkpoints(run_dir)
+    return done[-1] if done else None
+
+
+def _truncate_jsonl(path: Path, max_step: int) -> None:
+    """Drop lines logged after `max_step` (they belong to steps the resume will redo)."""
+    if not path.is_file():
+        return
+    kept = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln).get("step", 0) <= max_step]
+    path.write_text("".join(ln + "\n" for ln in kept))
+
+
+def template_of(recipe: Recipe) -> PromptTemplate:
+    return PromptTemplate(recipe.data.template, recipe.data.system_prompt, recipe.model.enable_thinking)
+
+
+# ---------------------------------------------------------------- data
+def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, max_prompt_length: int | None):
+    """The TRL dataset: each row plus its `prompt`; over-long prompts dropped and counted."""
+    from datasets import Dataset
+
+    out, dropped = [], 0
+    for row in rows:
+        prompt = template.build(row["question"])
+        if max_prompt_length and len(template.encode(tokenizer, prompt)) > max_prompt_length:
+            dropped += 1
+            continue
+        out.append({**row, "prompt": prompt})
+    if not out:
+        raise GrpokitError([Problem("train.max_prompt_length", f"all {len(rows)} prompts are longer than "
+                                    f"{max_prompt_length} tokens", "raise train.max_prompt_length")])
+    return Dataset.from_list(out), dropped
+
+
+# ---------------------------------------------------------------- TRL config
+def grpo_args(recipe: Recipe, run_dir: Path):
+    from trl import GRPOConfig
+
+    t = recipe.train
+    on_gpu = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(checkpoints_dir(run_dir)),
+        learning_rate=t.learning_rate, beta=t.beta, num_generations=t.num_generations,
+        temperature=t.temperature, top_p=t.top_p, max_completion_length=t.max_completion_length,
+        per_device_train_batch_size=t.per_device_train_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        max_steps=t.max_steps, num_train_epochs=t.num_train_epochs, epsilon=t.epsilon, loss_type=t.loss_type,
+        scale_rewards=t.scale_rewards, lr_scheduler_type=t.lr_scheduler_type,
+        warmup_steps=t.warmup_ratio,  # transformers 5 reads a float in [0, 1) as a ratio of the total steps
+        weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+        logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit, seed=t.seed,
+        reward_weights=[r.weight for r in recipe.rewards],
+        chat_template_kwargs=template_of(recipe).chat_template_kwargs() or None,
+        gradient_checkpointing=recipe.model.gradient_checkpointing,
+        bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
+        use_cpu=not on_gpu,
+        report_to="none", disable_tqdm=True, log_completions=False, remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+
+
+# ---------------------------------------------------------------- callbacks
+class RunLogger(TrainerCallback):
+    """metrics.jsonl and the terminal progress line."""
+
+    def __init__(self, run_dir: Path, reward_names: list[str]):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.reward_names = reward_names
+        self.t_last = time.time()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "train_runtime" in logs:
+            return
+        record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        now = time.time()
+        per_step = (now - self.t_last) / max(1, args.logging_steps)
+        self.t_last = now
+        parts = [f"step {state.global_step}/{state.max_steps}"]
+        if "reward" in logs:
+            comps = ", ".join(f"{n} {_fmt(logs.get(f'rewards/{n}/mean'))}" for n in self.reward_names)
+            parts.append(f"reward {_fmt(logs['reward'])} ({comps})")
+        if "kl" in logs:
+            parts.append(f"kl {_fmt(logs['kl'], 4)}")
+        if "completions/mean_length" in logs:
+            parts.append(f"len {logs['completions/mean_length']:.1f}")
+        parts.append(f"{per_step:.1f}s/step")
+        console.print(" | ".join(parts))
+
+
+class CheckpointMarker(TrainerCallback):
+    """Mark a checkpoint complete once the Trainer has finished writing it."""
+
+    def on_save(self, args, state, control, **kwargs):
+        ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if ck.is_dir():
+            (ck / COMPLETE_MARKER).write_text(json.dumps({"step": state.global_step, "time": time.time()}))
+
+
+class GracefulStop(TrainerCallback):
+    """SIGINT/SIGTERM: finish the step, save, stop. A second SIGINT aborts."""
+
+    def __init__(self):
+        self.requested: str | None = None
+        self._previous = {}
+
+    def install(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.getsignal(sig)
+            signal.signal(sig, self._handle)
+
+    def uninstall(self):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame):
+        if self.requested is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+        console.print(f"[yellow]{self.requested}: finishing this step, saving a checkpoint, then stopping "
+                      "(Ctrl-C again to abort without saving)[/]")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+
+
+def _fmt(v, digits=3):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _jsonable(v):
+    if isinstance(v, torch.Tensor):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else str(v)
+    return v
+
+
+def _trainer_class():
+    from trl import GRPOTrainer
+
+    class GrpokitTrainer(GRPOTrainer):
+        """GRPOTrainer that also writes samples.jsonl at each logging step."""
+
+        samples_path: Path | None = None
+        num_samples_logged: int = 4
+
+        def log(self, logs, start_time=None):
+            super().log(logs, start_time)
+            if self.samples_path is None or not self.num_samples_logged or "train_runtime" in logs:
+                return
+            prompts, completions = list(self._logs["prompt"]), list(self._logs["completion"])
+            if not completions:
+                return
+            g = self.num_generations
+            # One completion from each of several groups: different prompts are more telling than one group.
+            idx = list(range(0, len(completions), g))[: self.num_samples_logged]
+            idx += [i for i in range(len(completions)) if i not in idx][: self.num_samples_logged - len(idx)]
+            rewards = {k: list(v) for k, v in self._logs["rewards"].items()}
+            with self.samples_path.open("a") as f:
+                for i in idx:
+                    f.write(json.dumps({
+                        "step": self.state.global_step, "prompt": prompts[i], "completion": completions[i],
+                        "rewards": {k: _jsonable(v[i]) for k, v in rewards.items() if i < len(v)},
+                    }, ensure_ascii=False) + "\n")
+
+    return GrpokitTrainer
+
+
+# ---------------------------------------------------------------- entry points
+def prepare_run_dir(recipe: Recipe, run_dir: Path, overwrite: bool) -> None:
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise GrpokitError([Problem(str(run_dir), "run directory already exists and is not empty",
+                                        f"continue it with `grpokit train --resume {run_dir}`, pick another "
+                                        "--output-dir, or pass --overwrite to start again")])
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG_FILE).write_text(recipe.to_yaml())
+
+
+def load_run_recipe(run_dir: Path) -> Recipe:
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise GrpokitError([Problem(str(run_dir), f"not a grpokit run directory (no {CONFIG_FILE})",
+                                    "pass the output_dir of an earlier `grpokit train`")])
+    recipe = load_recipe(path)
+    # config.yaml is written with absolute data paths, so the run directory can move.
+    return recipe
+
+
+def _resolved(recipe: Recipe, run_dir: Path) -> Recipe:
+    """The recipe as written to the run dir: absolute data paths, the actual output_dir."""
+    data = recipe.data.model_copy(update={
+        k: (recipe.resolve_data_path(v) if v else v) for k, v in (("train", recipe.data.train), ("eval", recipe.data.eval))
+    })
+    return recipe.model_copy(update={"data": data, "output_dir": str(run_dir)})
+
+
+def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
+          model=None, tokenizer=None) -> dict:
+    """Run GRPO for a recipe; returns the run summary written to run.json."""
+    from grpokit import models
+    from grpokit.data import load_datasets
+    from grpokit.rewards import build_reward
+
+    run_dir = Path(run_dir or recipe.output_dir).resolve()
+    resume_from = None
+    if resume:
+        resume_from = latest_checkpoint(run_dir)
+        if resume_from is None:
+            console.print(f"[yellow]no complete checkpoint in {run_dir}; starting from step 0[/]")
+        step0 = int(resume_from.name.split("-")[-1]) if resume_from else 0
+        for name in ("metrics.jsonl", "samples.jsonl"):
+            _truncate_jsonl(run_dir / name, step0)
+    else:
+        recipe = _resolved(recipe, run_dir)
+        prepare_run_dir(recipe, run_dir, overwrite)
+
+    if recipe.train.torch_threads:
+        torch.set_num_threads(recipe.train.torch_threads)
+    template = template_of(recipe)
+    train_rows, eval_rows, notes = load_datasets(recipe)
+    model_path = models.resolve_model_path(recipe.model.name)
+    tokenizer = tokenizer or models.load_tokenizer(model_path)
+    model = model or models.load_model(model_path, recipe.model.dtype)
+    dataset, dropped = build_prompt_dataset(train_rows, template, tokenizer, recipe.train.max_prompt_length)
+    if dropped:
+        notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
+    for n in notes:
+        console.print(f"[yellow]note:[/] {n}")
+
+    reward_funcs = [build_reward(r.name, r.params) for r in recipe.rewards]
+    stopper = GracefulStop()
+    trainer = _trainer_class()(
+        model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
+        processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
+        callbacks=[RunLogger(run_dir, [r.name for r in recipe.rewards]), CheckpointMarker(), stopper],
+    )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
+    trainer.samples_path = run_dir / "samples.jsonl"
+    trainer.num_samples_logged = recipe.train.num_samples_logged
+
+    summary = {"run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
+               "eval_rows": len(eval_rows), "notes": notes, "status": "running",
+               "resumed_from": str(resume_from) if resume_from else None}
+    _write_run_json(run_dir, summary)
+    console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
+                  + (f" (resuming from {resume_from.name})" if resume_from else ""))
+    t0 = time.time()
+    stopper.install()
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    except KeyboardInterrupt:
+        summary.update(status="aborted", seconds=round(time.time() - t0, 1), step=trainer.state.global_step)
+        _write_run_json(run_dir, summary)
+        raise
+    finally:
+        stopper.uninstall()
+    status = f"interrupted ({stopper.requested})" if stopper.requested else "completed"
+    summary.update(status=status, seconds=round(time.time() - t0, 1), step=trainer.state.global_step,
+                   reward_errors={f.name: f.errors for f in reward_funcs},
+                   last_checkpoint=str(latest_checkpoint(run_dir)) if latest_checkpoint(run_dir) else None)
+    _write_run_json(run_dir, summary)
+    console.print(f"{status} at step {trainer.state.global_step} in {summary['seconds']:.0f}s; "
+                  f"last checkpoint: {summary['last_checkpoint']}")
+    if stopper.requested:
+        console.print(f"continue with: grpokit train --resume {run_dir}")
+    summary["trainer"] = trainer  # for in-process callers (demo); not written to disk
+    return summary
+
+
+def _write_run_json(run_dir: Path, summary: dict) -> None:
+    data = {k: v for k, v in summary.items() if k != "trainer"}
+    (Path(run_dir) / "run.json").write_text(json.dumps(data, indent=2))
+
+
+__all__ = ["train", "load_run_recipe", "latest_checkpoint", "complete_checkpoints", "template_of", "validate_raw"]
