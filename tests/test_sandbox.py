@@ -163,3 +163,20 @@ def test_sandbox_check_is_registered_as_a_subcommand():
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["sandbox", "check"])
     assert args.func is cmd_check
+
+
+def test_worker_sandbox_failing_to_start_is_an_error_not_a_penalty(monkeypatch):
+    # If the worker never reaches the solution, the solution must not get the compile penalty.
+    import grpokit.sandbox as sandbox
+
+    real = sandbox._command
+
+    def broken_worker(isolation, uid, limits, src, arg, info_fd):
+        argv = real(isolation, uid, limits, src, arg, info_fd)
+        if src is sandbox._WORKER_SRC:
+            argv[argv.index("-I")] = "--no-such-option"  # the interpreter refuses to start
+        return argv
+
+    monkeypatch.setattr(sandbox, "_command", broken_worker)
+    with pytest.raises(SandboxError, match="failed to start"):
+        run(ADD, ["assert add(1, 2) == 3"])

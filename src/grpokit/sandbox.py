@@ -65,11 +65,13 @@ import builtins
 import functools
 import json
 import logging
+import marshal
 import os
 import random
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -81,7 +83,7 @@ log = logging.getLogger(__name__)
 _STARTUP_GRACE_S = 3.0  # bwrap + two interpreters start in ~0.15 s; on a loaded 2-core box much longer
 _ROOT_UID_BASE = 1_879_048_192  # 0x70000000: far above any real account; root mode draws uids from here
 _ROOT_UID_SPAN = 1 << 20  # random per run, so concurrent runs almost never share an NPROC budget
-_MAX_REPORT_BYTES = 4 << 20  # judge output is one short JSON line per test
+_MAX_REPORT_BYTES = 4 << 20  # judge output is one short record per test
 _ERROR_CHARS = 2000  # error text kept in a result
 _REAP_S = 5.0  # after SIGKILL to pid 1, the namespace is torn down in milliseconds
 _HOST_ENV = {"PATH": "/usr/bin:/bin"}  # what bwrap (or, unsafe, the child) inherits: none of our secrets
@@ -193,84 +195,113 @@ class RunResult:
 # Both run as `python -I -S -c SRC`: isolated mode, no site-packages, no
 # environment-driven imports. They set their own rlimits first, before any
 # untrusted byte is read, and as an unprivileged uid hard limits cannot be raised.
+# They import nothing heavier than struct: `json` alone (via `re`) would double
+# an interpreter's start-up time. Values cross between them in a small tagged
+# binary format that only ever builds builtin objects; marshal is not used on
+# what the worker sends because it is not safe against crafted input.
 
 _COMMON_SRC = r'''
-import os, sys, json, resource, select, struct, time
+import os, sys, resource, select, struct, time, marshal
 def _limits(lim):
-    for name, val in lim.items():
-        resource.setrlimit(getattr(resource, name), (val, val))
+    for name, val in zip(("CPU", "AS", "FSIZE", "NPROC", "NOFILE", "CORE"), lim):
+        resource.setrlimit(getattr(resource, "RLIMIT_" + name), (val, val))
 _MAX_MSG = 8 << 20
-def _enc(x, depth=0):
+_SEQ = {list: b"l", tuple: b"t", set: b"S", frozenset: b"z"}
+def _enc(x, out, depth=0):
     t = type(x)
-    if depth > 200: raise TypeError("value nested too deeply")
-    if x is None or t in (bool, int, float, str): return x
-    if t is list: return {"L": [_enc(v, depth + 1) for v in x]}
-    if t is tuple: return {"T": [_enc(v, depth + 1) for v in x]}
-    if t is dict: return {"D": [[_enc(k, depth + 1), _enc(v, depth + 1)] for k, v in x.items()]}
-    if t is set: return {"S": [_enc(v, depth + 1) for v in x]}
-    if t is frozenset: return {"F": [_enc(v, depth + 1) for v in x]}
-    if t is bytes: return {"B": x.hex()}
-    if t is complex: return {"C": [x.real, x.imag]}
-    raise TypeError("a value of type %s cannot be passed between judge and solution" % t.__name__)
-def _dec(x):
-    if x is None or type(x) in (bool, int, float, str): return x
-    if type(x) is not dict or len(x) != 1: raise ValueError("malformed value")
-    (tag, v), = x.items()
-    if tag == "L": return [_dec(i) for i in v]
-    if tag == "T": return tuple(_dec(i) for i in v)
-    if tag == "D": return {_dec(k): _dec(w) for k, w in v}
-    if tag == "S": return {_dec(i) for i in v}
-    if tag == "F": return frozenset(_dec(i) for i in v)
-    if tag == "B": return bytes.fromhex(v)
-    if tag == "C": return complex(float(v[0]), float(v[1]))
+    if depth > 100: raise TypeError("value nested too deeply")
+    if x is None: out.append(b"N")
+    elif t is bool: out.append(b"T" if x else b"F")
+    elif t is int:
+        s = b"%d" % x; out += [b"i", struct.pack(">I", len(s)), s]
+    elif t is float: out += [b"f", struct.pack(">d", x)]
+    elif t is complex: out += [b"c", struct.pack(">dd", x.real, x.imag)]
+    elif t is str or t is bytes:
+        s = x.encode("utf-8", "surrogatepass") if t is str else x
+        out += [b"s" if t is str else b"b", struct.pack(">I", len(s)), s]
+    elif t in _SEQ:
+        out += [_SEQ[t], struct.pack(">I", len(x))]
+        for v in x: _enc(v, out, depth + 1)
+    elif t is dict:
+        out += [b"d", struct.pack(">I", len(x))]
+        for k, v in x.items(): _enc(k, out, depth + 1); _enc(v, out, depth + 1)
+    else: raise TypeError("a value of type %s cannot be passed between judge and solution" % t.__name__)
+    return out
+def _dec(buf, pos=0, depth=0):
+    # -> (value, next position); ValueError on anything malformed
+    if depth > 100 or pos >= len(buf): raise ValueError("malformed value")
+    tag = buf[pos:pos + 1]; pos += 1
+    if tag == b"N": return None, pos
+    if tag == b"T": return True, pos
+    if tag == b"F": return False, pos
+    if tag == b"f": return struct.unpack_from(">d", buf, pos)[0], pos + 8
+    if tag == b"c": return complex(*struct.unpack_from(">dd", buf, pos)), pos + 16
+    n = struct.unpack_from(">I", buf, pos)[0]; pos += 4
+    if tag in (b"i", b"s", b"b"):
+        raw = buf[pos:pos + n]
+        if len(raw) != n: raise ValueError("malformed value")
+        if tag == b"i":
+            if not raw.lstrip(b"-").isdigit(): raise ValueError("malformed value")
+            return int(raw), pos + n
+        return (raw.decode("utf-8", "surrogatepass") if tag == b"s" else raw), pos + n
+    if n > len(buf): raise ValueError("malformed value")
+    items = []
+    for _ in range(2 * n if tag == b"d" else n):
+        v, pos = _dec(buf, pos, depth + 1); items.append(v)
+    if tag == b"l": return items, pos
+    if tag == b"t": return tuple(items), pos
+    if tag == b"S": return set(items), pos
+    if tag == b"z": return frozenset(items), pos
+    if tag == b"d": return dict(zip(items[::2], items[1::2])), pos
     raise ValueError("malformed value")
+def _decode(buf):
+    v, pos = _dec(buf)
+    if pos != len(buf): raise ValueError("malformed value")
+    return v
+def _frame(obj):
+    data = b"".join(_enc(obj, []))
+    return struct.pack(">I", len(data)) + data
 '''
 
 _WORKER_SRC = _COMMON_SRC + r'''
 def _main():
-    _limits(json.loads(sys.argv[1]))
+    _limits([int(v) for v in sys.argv[1].split(",")])
     rd, wr = os.dup(0), os.dup(1)
     nul = os.open(os.devnull, os.O_RDWR)
     os.dup2(nul, 0); os.dup2(nul, 1); os.dup2(nul, 2)  # prints cannot reach the channel
-    def recv():
-        head = b""
-        while len(head) < 4:
-            b = os.read(rd, 4 - len(head))
-            if not b: raise SystemExit(0)
-            head += b
-        n = struct.unpack(">I", head)[0]; buf = b""
+    def read(n):
+        buf = b""
         while len(buf) < n:
             b = os.read(rd, n - len(buf))
-            if not b: raise SystemExit(0)
+            if not b: raise SystemExit(0)  # the judge is done
             buf += b
-        return json.loads(buf)
+        return buf
+    def recv(): return _decode(read(struct.unpack(">I", read(4))[0]))
     def send(obj):
-        data = json.dumps(obj).encode()
-        data = struct.pack(">I", len(data)) + data
+        data = _frame(obj)
         while data: data = data[os.write(wr, data):]
     def err(e):
         try: msg = str(e)[:500]
         except BaseException: msg = "?"
-        return {"raise": type(e).__name__, "msg": msg}
-    code = recv()["code"]
+        return ("raise", type(e).__name__, msg)
+    code = recv()
     ns = {"__name__": "solution", "__builtins__": __builtins__}  # not __main__: demo blocks stay off
     try:
         co = compile(code, "<solution>", "exec")
     except BaseException as e:
-        send({"ok": False, "stage": "compile", **err(e)}); return
+        send(("compile",) + err(e)[1:]); return
     try:
         exec(co, ns)
     except BaseException as e:
-        send({"ok": False, "stage": "import", **err(e)}); return
-    send({"ok": True, "names": sorted(k for k, v in list(ns.items()) if callable(v) and isinstance(k, str))})
+        send(("import",) + err(e)[1:]); return
+    send(("ready", [k for k, v in list(ns.items()) if type(k) is str and callable(v)]))
     while True:
-        req = recv()
+        name, args, kwargs = recv()
         try:
-            fn = ns[req["name"]]
-            reply = {"value": _enc(fn(*_dec(req["args"]), **_dec(req["kwargs"])))}
+            reply = _frame(("value", ns[name](*args, **kwargs)))
         except BaseException as e:
-            reply = err(e)
-        send(reply)
+            reply = _frame(err(e))
+        while reply: reply = reply[os.write(wr, reply):]
 _main()
 '''
 
@@ -280,13 +311,15 @@ class WorkerGone(Exception): pass
 class WorkerTimeout(Exception): pass
 class SolutionError(Exception): pass
 def _main():
-    spec = json.loads(sys.stdin.read())
+    spec = marshal.loads(sys.stdin.buffer.read())  # from grpokit itself: trusted
     _limits(spec["limits"])
     deadline = time.monotonic() + spec["timeout_s"]
     out = os.dup(1)
     nul = os.open(os.devnull, os.O_RDWR)
     os.dup2(nul, 0); os.dup2(nul, 1)  # test code that prints cannot corrupt the report
-    def emit(**ev): os.write(out, (json.dumps(ev) + "\n").encode())
+    def emit(**ev):
+        data = marshal.dumps(ev)
+        os.write(out, struct.pack(">I", len(data)) + data)
     wr, rd = spec["fds"]
     os.set_blocking(wr, False)
     def wait(fd, for_write):
@@ -295,8 +328,7 @@ def _main():
         r, w, _ = select.select([] if for_write else [fd], [fd] if for_write else [], [], left)
         if not (r or w): raise WorkerTimeout()
     def send(obj):
-        data = json.dumps(obj).encode()
-        data = struct.pack(">I", len(data)) + data
+        data = _frame(obj)
         while data:
             wait(wr, True)
             try: data = data[os.write(wr, data):]
@@ -305,38 +337,41 @@ def _main():
         buf = b""
         while len(buf) < n:
             wait(rd, False)
-            b = os.read(rd, n - len(buf))
+            b = os.read(rd, min(n - len(buf), 1 << 20))
             if not b: raise WorkerGone("the solution's process exited")
             buf += b
         return buf
     def recv():
         n = struct.unpack(">I", read(4))[0]
         if n > _MAX_MSG: raise WorkerGone("reply too large")
-        return json.loads(read(n))
+        msg = _decode(read(n))
+        if type(msg) is not tuple or not msg: raise ValueError("malformed reply")
+        return msg
     class Proxy:
         def __init__(self, name): self.name = name
         def __call__(self, *args, **kwargs):
-            send({"name": self.name, "args": _enc(args), "kwargs": _enc(kwargs)})
+            send((self.name, args, kwargs))
             r = recv()
-            if "value" in r: return _dec(r["value"])
-            kind = getattr(builtins, str(r.get("raise")), None)
-            if not (isinstance(kind, type) and issubclass(kind, Exception)): kind = SolutionError
-            if kind is SolutionError: raise kind("%s: %s" % (r.get("raise"), r.get("msg")))
-            raise kind(r.get("msg"))
+            if r[0] == "value" and len(r) == 2: return r[1]
+            kind = getattr(builtins, str(r[1]) if len(r) == 3 else "", None)
+            if not (isinstance(kind, type) and issubclass(kind, Exception)):
+                raise SolutionError("%s: %s" % tuple(map(str, r[1:3])))
+            raise kind(str(r[2]))
     try:
-        send({"code": spec["code"]})
+        send(spec["code"])
         ready = recv()
-    except (WorkerGone, WorkerTimeout, ValueError) as e:
-        emit(event="import_error", error="timed out while loading the solution" if isinstance(e, WorkerTimeout) else "the solution did not finish loading: %s" % e,
-             timed_out=isinstance(e, WorkerTimeout)); return
-    if not ready.get("ok"):
-        emit(event="import_error", error="%s error: %s: %s" % (ready.get("stage"), ready.get("raise"), ready.get("msg")),
-             memory=ready.get("raise") == "MemoryError"); return
+    except WorkerTimeout:
+        emit(event="import_error", error="timed out while loading the solution", timed_out=True); return
+    except (WorkerGone, ValueError, TypeError, struct.error) as e:
+        emit(event="import_error", error="the solution did not finish loading: %s" % e); return
+    if ready[0] != "ready":
+        what = tuple(map(str, ready + ("?", "?", "?")))[:3]
+        emit(event="import_error", error="%s error: %s: %s" % what, memory=what[1] == "MemoryError"); return
     emit(event="ready")
     ns = {"__name__": "__test__"}
     exec(compile(spec["prelude"], "<prelude>", "exec"), ns)
     exec(compile(spec["setup"], "<setup>", "exec"), ns)
-    names = set(ready.get("names") or ())
+    names = set(ready[1]) if len(ready) == 2 and type(ready[1]) is list else set()
     proxies = spec["proxies"] or {n: n for n in spec["referenced"] if n in names}
     for mine, theirs in proxies.items(): ns[mine] = Proxy(theirs)
     dead = None
@@ -450,10 +485,9 @@ def _command(isolation: str, uid: int | None, limits: Limits, src: str, arg: str
     return [_python()[0]] + tail
 
 
-def _rlimits(limits: Limits) -> dict[str, int]:
-    return {"RLIMIT_CPU": limits.cpu_s, "RLIMIT_AS": limits.memory_mb << 20,
-            "RLIMIT_FSIZE": limits.file_size_mb << 20, "RLIMIT_NPROC": limits.nproc,
-            "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
+def _rlimits(limits: Limits) -> list[int]:
+    # order: CPU, AS, FSIZE, NPROC, NOFILE, CORE (see _limits in _COMMON_SRC)
+    return [limits.cpu_s, limits.memory_mb << 20, limits.file_size_mb << 20, limits.nproc, limits.nofile, 0]
 
 
 def _referenced_names(spec: TestSpec) -> list[str]:
@@ -485,19 +519,22 @@ def run_tests(code: str, spec: TestSpec, *, limits: Limits = Limits(), isolation
     winfo_r, winfo_w = os.pipe()  # bwrap -> us: the pid of each sandbox's pid 1
     jinfo_r, jinfo_w = os.pipe()
     fds = [req_r, req_w, rep_r, rep_w, winfo_r, winfo_w, jinfo_r, jinfo_w]
-    payload = {"code": code, "units": [list(u) for u in spec.units], "proxies": spec.proxies,
+    payload = {"code": code, "units": [tuple(u) for u in spec.units], "proxies": dict(spec.proxies),
                "referenced": _referenced_names(spec), "prelude": spec.prelude, "setup": spec.setup,
                "limits": rl, "timeout_s": limits.timeout_s, "fds": [req_w, rep_r]}
     unsafe = isolation == "unsafe"
     worker = judge = None
     pidfds: list[int | None] = [None, None]
     try:
-        with tempfile.TemporaryFile() as spec_file, tempfile.TemporaryFile() as judge_err:
-            spec_file.write(json.dumps(payload).encode())
+        # worker_err only ever holds bwrap's and the interpreter's own start-up errors: the worker
+        # points fd 2 at /dev/null before it reads the solution.
+        with tempfile.TemporaryFile() as spec_file, tempfile.TemporaryFile() as judge_err, \
+                tempfile.TemporaryFile() as worker_err:
+            spec_file.write(marshal.dumps(payload))
             spec_file.seek(0)
             worker = subprocess.Popen(
-                _command(isolation, worker_uid, limits, _WORKER_SRC, json.dumps(rl), winfo_w),
-                stdin=req_r, stdout=rep_w, stderr=subprocess.DEVNULL, pass_fds=(winfo_w,), env=_HOST_ENV,
+                _command(isolation, worker_uid, limits, _WORKER_SRC, ",".join(map(str, rl)), winfo_w),
+                stdin=req_r, stdout=rep_w, stderr=worker_err, pass_fds=(winfo_w,), env=_HOST_ENV,
                 start_new_session=True)
             judge = subprocess.Popen(
                 _command(isolation, judge_uid, limits, _JUDGE_SRC, "", jinfo_w), stdin=spec_file,
@@ -519,6 +556,8 @@ def run_tests(code: str, spec: TestSpec, *, limits: Limits = Limits(), isolation
             _stop(judge, pidfds[1], unsafe)  # test code may have left children too
             judge_err.seek(0)
             err_text = judge_err.read(_ERROR_CHARS).decode(errors="replace")
+            worker_err.seek(0)
+            worker_text = worker_err.read(_ERROR_CHARS).decode(errors="replace")
     finally:
         for p, pidfd in zip((worker, judge), pidfds):
             if p is not None and p.poll() is None:
@@ -527,6 +566,9 @@ def run_tests(code: str, spec: TestSpec, *, limits: Limits = Limits(), isolation
             if fd >= 0:
                 os.close(fd)
     result = _parse_report(report[:_MAX_REPORT_BYTES], spec, host_timeout, judge.returncode, err_text)
+    if not result.compiled and worker_text.strip():
+        # The worker never got to the solution: our failure, not a compile error to penalise.
+        raise SandboxError(f"the solution's sandbox failed to start: {worker_text.strip()}")
     result.isolation = isolation
     result.duration_s = time.monotonic() - start
     return result
@@ -587,14 +629,25 @@ def _stop(proc: subprocess.Popen, pidfd: int | None, unsafe: bool) -> None:
     proc.wait()
 
 
+def _frames(report: bytes) -> list[dict]:
+    """The judge's length-prefixed marshal records; a record cut off by a kill is dropped."""
+    out, pos = [], 0
+    while pos + 4 <= len(report):
+        (n,) = struct.unpack_from(">I", report, pos)
+        if pos + 4 + n > len(report):
+            break
+        out.append(marshal.loads(report[pos + 4: pos + 4 + n]))  # written by marshal.dumps in the judge
+        pos += 4 + n
+    return out
+
+
 def _parse_report(report: bytes, spec: TestSpec, host_timeout: bool, rc: int | None, err: str) -> RunResult:
     res = RunResult(total=spec.total, timed_out=host_timeout)
     finished = False
     tests = [src for kind, src in spec.units if kind == "test"]
     test_no = {unit: n for n, unit in enumerate(i for i, (kind, _) in enumerate(spec.units) if kind == "test")}
     outcome: dict[int, str] = {}  # test number -> "" when it passed, else why not
-    for line in report.decode(errors="replace").splitlines():
-        ev = json.loads(line)
+    for ev in _frames(report):
         kind = ev.get("event")
         if kind == "ready":
             res.compiled = True
