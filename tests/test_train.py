@@ -1,0 +1,137 @@
+"""Training on a tiny real model: weights move, the run directory is complete, Ctrl-C saves, resume continues."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from conftest import write_jsonl
+from grpokit.cli import main
+from grpokit.data.arithmetic import generate
+from grpokit.rewards.registry import REGISTRY, register
+from grpokit.train import COMPLETE_MARKER, complete_checkpoints
+
+if "test_chars" not in REGISTRY:
+    # A reward with spread on random text, so a tiny untrained model gets non-zero advantages.
+    @register("test_chars", description="test only: completion length / 40", columns=())
+    def get_test_chars_reward():
+        return lambda completions, **_: [min(len(c), 40) / 40 for c in completions]
+
+
+def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
+    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
+    recipe = {
+        "model": {"name": str(model_dir)},
+        "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+        "rewards": rewards,
+        "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
+                  "max_completion_length": 8, "max_steps": 2, "save_steps": 1, "logging_steps": 1,
+                  "temperature": 1.0, "num_samples_logged": 2, **train},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_dir):
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}, {"name": "format", "weight": 0.5}])
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
+
+    for name in ("config.yaml", "metrics.jsonl", "samples.jsonl", "run.json"):
+        assert (run / name).is_file(), name
+    metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for key in ("reward", "reward_std", "rewards/test_chars/mean", "rewards/format/mean", "completions/mean_length",
+                "completions/clipped_ratio", "frac_reward_zero_std", "learning_rate", "entropy"):
+        assert key in metrics[0], key
+    samples = [json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and {"step", "prompt", "completion", "rewards"} <= set(samples[0])
+    assert set(samples[0]["rewards"]) == {"test_chars", "format"}
+    assert [c.name for c in complete_checkpoints(run)] == ["checkpoint-1", "checkpoint-2"]
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert Path(saved["data"]["train"]).is_absolute() and saved["output_dir"] == str(run.resolve())
+
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(run / "checkpoints" / "checkpoint-2" / "model.safetensors")
+    moved = [k for k in before if k in after and not torch.equal(before[k], after[k])]
+    assert moved, "no weight changed after two GRPO steps"
+
+
+def test_lora_run_saves_an_adapter(tmp_path, tiny_model_dir):
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=1)
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit",
+                 "--set", "model.lora.r=4", "--set", "model.lora.target_modules=[q_proj,v_proj]"]) == 0
+    ck = run / "checkpoints" / "checkpoint-1"
+    assert (ck / "adapter_config.json").is_file() and (ck / COMPLETE_MARKER).is_file()
+
+
+def test_existing_run_dir_is_not_clobbered(tmp_path, tiny_model_dir, capsys):
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "format"}])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "keep.txt").write_text("x")
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 2
+    assert "--resume" in capsys.readouterr().err and (run / "keep.txt").is_file()
+
+
+def test_resume_needs_a_run_dir(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    assert "not a grpokit run directory" in capsys.readouterr().err
+
+
+def _wait_for(predicate, timeout: float, proc=None) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process exited early ({proc.returncode}): {proc.stdout.read()}")
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir, sig):
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=6, save_steps=1000)
+    run = tmp_path / "run"
+    # The test reward lives in this module; the child imports it through a tiny launcher.
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_train\n"
+        "from grpokit.cli import main; sys.exit(main(sys.argv[1:]))\n")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(launcher), "train", str(recipe), "--output-dir", str(run),
+                             "--skip-audit"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    metrics = run / "metrics.jsonl"
+    _wait_for(lambda: metrics.is_file() and len(metrics.read_text().splitlines()) >= 2, 120, proc)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == f"interrupted ({sig.name})"
+    stopped_at = status["step"]
+    assert 2 <= stopped_at < 6
+    assert [c.name for c in complete_checkpoints(run)] == [f"checkpoint-{stopped_at}"]
+
+    # A half-written later checkpoint (no marker) must be ignored by resume.
+    (run / "checkpoints" / "checkpoint-99").mkdir()
+    proc = subprocess.run([sys.executable, str(launcher), "train", "--resume", str(run)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"resuming from checkpoint-{stopped_at}" in proc.stdout
+    steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines()]
+    assert steps == list(range(1, 7)), steps
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
