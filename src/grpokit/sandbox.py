@@ -19,11 +19,16 @@ bubblewrap (`bwrap`) sandbox:
 
 The judge reports each test's outcome to this process on its own stdout; the
 verdict is what the judge saw, never the worker's exit status or output. The
-two sandboxes share only the two request/reply pipes, so whatever the solution
-does to its own process (exit 0, `SystemExit`, print "all tests passed",
-monkeypatch builtins, rewrite files, return an object whose `__eq__` is always
-True, forge replies) can at most make it look like a function returning some
-plain value — the same as an honest answer, checked by the judge.
+two sandboxes (separate pid, ipc and network namespaces) share only the two
+request/reply pipes, and the report pipe is not one of them — so no nonce is
+needed: the worker has no way to write where the verdict is read. Whatever the
+solution does to its own process (exit 0, `SystemExit`, print "all tests
+passed", monkeypatch builtins, rewrite files, return an object whose `__eq__`
+is always True, write forged replies ahead of time) can at most make it look
+like a (stateful) function returning some plain value — the same as an honest
+answer, checked by the judge. (A solution that hard-codes the expected
+outputs passes, as it would anywhere: that is the tests' weakness, not an
+escape.)
 
 Covered (each item backed by tests/test_sandbox_adversarial.py):
 * a pass is decided in the judge: early exit, SystemExit, printed claims,
@@ -31,8 +36,9 @@ Covered (each item backed by tests/test_sandbox_adversarial.py):
   test code, forged replies all score 0;
 * no network: own network namespace (a listener on the host's loopback is not
   reachable);
-* filesystem: only /usr, the library dirs and the Python install are visible,
-  read-only; the user's home, the project, /etc and the host's /tmp are not;
+* filesystem: only /usr, the library dirs, /etc/ld.so.cache and the Python
+  install (grpokit's base interpreter, not its venv) are visible, read-only;
+  the user's home, the project, the rest of /etc and the host's /tmp are not;
   a private size-capped tmpfs at /tmp;
 * own pid namespace: other processes are invisible; when a run ends its whole
   tree dies, grandchildren that called setsid() included;
@@ -46,9 +52,10 @@ Covered (each item backed by tests/test_sandbox_adversarial.py):
 
 Not covered:
 * total memory of a run is bounded by nproc x memory_mb, not by a cgroup;
-* kernel exploits; a solution running as root-mode's random uid can still
-  create its own user namespace (the non-root path forbids it with
-  --disable-userns);
+* kernel exploits. When grpokit runs as root, a solution can still create
+  its own user namespace and mount a tmpfs there that no size cap bounds (the
+  non-root path forbids nested namespaces with --disable-userns; a seccomp
+  filter would close it for root too);
 * CPU contention: a run may use all cores until its timeout;
 * "unsafe" mode (no bwrap): only the judge/worker split, the clean environment,
   rlimits and a killed process group — no filesystem, network or pid
