@@ -346,9 +346,19 @@ def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
     return audit_rewards(recipe_rewards(recipe), load_train_rows(recipe), max_rows)
 
 
+ANSWER_LINE_REWARDS = {"math_correctness", "format", "length"}
+
+
 def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
     """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
-    result = audit_recipe(recipe, max_rows)
+    # The tricks are answer-line tricks; on code/JSON/SQL rewards they would only produce noise.
+    other = sorted({r.name for r in recipe.rewards} - ANSWER_LINE_REWARDS)
+    if other:
+        return [f"reward audit skipped: its tricks target answer-line rewards, not {', '.join(other)}"]
+    try:
+        result = audit_recipe(recipe, max_rows)
+    except ValueError as e:
+        return [f"reward audit skipped: {e}"]
     out = [
         f"reward audit: trick {t.name!r} ({t.description}) scores {t.mean:.2f}, an honest wrong answer "
         f"{t.honest_wrong_mean:.2f}, on {t.flagged_rows}/{t.rows} rows; run `grpokit rewards audit` for details"
