@@ -178,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     from grpokit import sandbox
 
     rewards_cli.register(sub)
+    from grpokit import health; health.register(sub)  # noqa: E702 - grpokit doctor
     sandbox.register(sub)
     return p
 

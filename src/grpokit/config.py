@@ -8,7 +8,8 @@ once, each with `file:line field`, what is wrong and the fix (unknown keys
 get a "did you mean"), then `GrpokitError` (exit code 2) is raised.
 
 Sections: `model`, `data`, `rewards`, `train` (TRL's own GRPOConfig names),
-`output_dir`. Relative data paths are resolved against the recipe file's
+`health` (detector thresholds and actions: the one place they are documented),
+`preflight`, `output_dir`. Relative data paths are resolved against the recipe file's
 folder (so a recipe travels with its data); `output_dir` against the current
 directory. `builtin:<path>` names a file bundled with grpokit
 (`builtin:arithmetic/train.jsonl`), `hf:<dataset id>` a Hugging Face hub
@@ -120,11 +121,88 @@ class TrainConfig(_Section):
     torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
 
 
+HEALTH_CODES = (
+    "zero_variance_groups", "reward_plateau", "kl_spike", "length_collapse", "truncation", "empty_completions",
+    "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan",
+)
+HealthAction = Literal["warn", "stop", "rollback"]
+
+
+class HealthActions(_Section):
+    """What the live monitor does when a finding with this code appears (grpokit.health)."""
+
+    zero_variance_groups: HealthAction = Field("warn", description="Action on zero_variance_groups.")
+    reward_plateau: HealthAction = Field("warn", description="Action on reward_plateau.")
+    kl_spike: HealthAction = Field("warn", description="Action on kl_spike (the 0.6B article rolls back by hand).")
+    length_collapse: HealthAction = Field("warn", description="Action on length_collapse.")
+    truncation: HealthAction = Field("warn", description="Action on truncation.")
+    empty_completions: HealthAction = Field("warn", description="Action on empty_completions.")
+    repetition: HealthAction = Field("warn", description="Action on repetition.")
+    format_collapse: HealthAction = Field("warn", description="Action on format_collapse.")
+    reward_hacking_suspected: HealthAction = Field("warn", description="Action on reward_hacking_suspected.")
+    entropy_collapse: HealthAction = Field("warn", description="Action on entropy_collapse.")
+    nan: HealthAction = Field("warn", description="Action on nan (stop or rollback: training on NaN is wasted).")
+
+
+class HealthConfig(_Section):
+    """Training health: every detector threshold lives here, with its reason (the one place they are documented).
+
+    Steps below are logging steps (lines of metrics.jsonl). Detectors ignore the first `warmup_steps`
+    where a trend is needed (plateau, collapse, spike relative to a running level).
+    """
+
+    enabled: bool = Field(True, description="Run the detectors live during training (grpokit doctor always can).")
+    actions: HealthActions = Field(default_factory=HealthActions, description="warn | stop | rollback per code.")
+    max_rollbacks: int = Field(2, ge=0, description="Rollbacks allowed per run; after that a rollback finding stops.")
+    rollback_min_beta: float = Field(
+        0.04, gt=0, description="beta used by a rollback when the run had beta 0 (the 0.6B article's value); "
+        "a reference model is then loaded, which costs one more copy of the weights.")
+    warmup_steps: int = Field(5, ge=0, description="Steps before trend detectors (plateau, collapse, spike) judge.")
+    window: int = Field(5, ge=1, description="Steps a condition must persist, and the size of the running level.")
+    zero_std_frac: float = Field(
+        0.8, ge=0, le=1, description="frac_reward_zero_std at or above this for `window` steps: too few groups "
+        "carry signal (every completion of a prompt scored the same).")
+    plateau_steps: int = Field(30, ge=2, description="Steps the reward must stay flat to count as a plateau.")
+    plateau_delta: float = Field(0.02, ge=0, description="Max spread (max - min of the window mean) of a flat reward.")
+    kl_max: float = Field(0.5, gt=0, description="Absolute kl bound; the articles see runs break beyond a few tenths.")
+    kl_spike_factor: float = Field(5.0, gt=1, description="kl above this many times its running median is a spike.")
+    kl_floor: float = Field(0.01, ge=0, description="kl below this is never a spike (ratios of tiny numbers are noise).")
+    length_drop: float = Field(
+        0.5, gt=0, lt=1, description="Mean completion length below this share of its running peak level is a "
+        "collapse (the 4B article: 2000 -> 300 tokens is the model learning to be lazy).")
+    truncation_frac: float = Field(0.3, ge=0, le=1, description="completions/clipped_ratio at or above this is truncation.")
+    empty_chars: int = Field(5, ge=0, description="A sampled completion with fewer non-blank characters is empty.")
+    empty_frac: float = Field(0.5, ge=0, le=1, description="Share of a step's samples that must be empty to report.")
+    repetition_ngram: int = Field(4, ge=1, description="n of the word n-grams checked for repetition.")
+    repetition_ratio: float = Field(
+        0.5, gt=0, le=1, description="A completion whose share of repeated n-grams reaches this is repetitive.")
+    repetition_frac: float = Field(0.5, ge=0, le=1, description="Share of a step's samples that must be repetitive.")
+    format_learned: float = Field(0.5, ge=0, description="The format reward's running mean must have reached this ...")
+    format_drop: float = Field(0.5, gt=0, lt=1, description="... and then fallen below this share of that peak.")
+    hacking_rise: float = Field(0.2, gt=0, description="Total reward rise over `plateau_steps` that must come ...")
+    hacking_flat: float = Field(0.02, ge=0, description="... with the correctness reward moving less than this.")
+    entropy_min: float = Field(0.05, ge=0, description="Mean token entropy (nats) below this: groups become identical.")
+    entropy_drop: float = Field(0.1, gt=0, lt=1, description="... or below this share of its early level.")
+    correctness_rewards: list[str] = Field(
+        default_factory=lambda: ["math_correctness", "code_tests", "sql_exec", "json_schema"],
+        description="Rewards that check the answer itself (reward_hacking_suspected compares them to the total).")
+    format_rewards: list[str] = Field(default_factory=lambda: ["format"], description="Rewards that check the layout.")
+
+
+class PreflightConfig(_Section):
+    """A short preflight (grpokit.preflight) before `grpokit train`; 0 prompts turns it off."""
+
+    prompts: int = Field(0, ge=0, description="Training prompts sampled before training (0: no preflight).")
+    generations: int | None = Field(None, ge=2, description="Completions per prompt (default: train.num_generations).")
+
+
 class Recipe(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig
     rewards: list[RewardConfig] = Field(..., min_length=1)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Training health detectors and actions.")
+    preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")
     output_dir: str = Field("runs/grpokit", description="Run directory (config, metrics, samples, checkpoints).")
     # Where the recipe came from; used to resolve relative data paths. Not part of the YAML.
     source: str | None = Field(None, exclude=True)

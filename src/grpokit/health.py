@@ -1,0 +1,528 @@
+"""Training health: pathology detectors over metrics.jsonl / samples.jsonl, live and after the fact.
+
+    grpokit doctor runs/smollm2-arithmetic          # a table of findings
+    grpokit doctor runs/smollm2-arithmetic --json   # [{code, severity, step, message, evidence}], [] when healthy
+
+Each detector is a pure function of the metrics logged so far (TRL's key
+names: reward, rewards/<name>/mean, kl, entropy, completions/mean_length,
+completions/clipped_ratio, frac_reward_zero_std, loss, grad_norm) and the
+completions sampled at the latest step; it judges the *latest* step and
+returns a `Finding` or None. The live monitor (`HealthMonitor`, wired into
+training by grpokit.train) calls them after every logging step; `doctor`
+replays a finished run step by step through the same functions, so both
+report the same thing. A finding is reported when its condition starts and
+again only after it has cleared.
+
+Thresholds are the recipe's `health` section (grpokit.config.HealthConfig:
+the one place they are documented, with defaults). Each message carries the
+fix the two source articles give. The actions (warn | stop | rollback) are
+applied by the monitor; rollback itself is carried out by grpokit.train.
+
+Not covered: judging answers (that is evaluation), metrics TRL does not log
+(kl exists only when beta > 0), runs with no metrics.jsonl.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from statistics import mean, median
+from typing import Callable
+
+from grpokit.config import HEALTH_CODES, HealthConfig
+
+SEVERITIES = ("warning", "error")
+_NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: str  # warning | error
+    step: int  # the logging step at which the condition was detected
+    message: str  # what is wrong and the articles' fix
+    evidence: dict = field(default_factory=dict)  # the metric values that triggered it
+    since: int | None = None  # the step the problem began (rollback restores a checkpoint before it)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("since")
+        d["evidence"] = {**self.evidence, "since_step": self.since if self.since is not None else self.step}
+        return d
+
+
+@dataclass
+class Context:
+    reward_names: list[str]
+    evals: list[dict] = field(default_factory=list)  # [{step, accuracy}] from evaluation, if any
+
+
+# ---------------------------------------------------------------- helpers
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _series(m: list[dict], key: str) -> list[tuple[int, float]]:
+    """(step, value) of every record that logged `key` with a finite value."""
+    return [(r["step"], float(r[key])) for r in m if key in r and _finite(r[key])]
+
+
+def _vals(s: list[tuple[int, float]]) -> list[float]:
+    return [v for _, v in s]
+
+
+def _r(x: float, d: int = 4) -> float:
+    return round(float(x), d)
+
+
+def _rolling_peak(s: list[tuple[int, float]], w: int, upto: int) -> tuple[float, int]:
+    """Highest mean of `w` consecutive values among s[:upto], and the index just after that window."""
+    best, end = -math.inf, 0
+    for i in range(0, max(0, upto - w) + 1):
+        mval = mean(_vals(s[i:i + w]))
+        if mval > best:
+            best, end = mval, i + w
+    return best, end
+
+
+def reward_names_in(metrics: list[dict]) -> list[str]:
+    names = []
+    for r in metrics:
+        for k in r:
+            if k.startswith("rewards/") and k.endswith("/mean") and k[8:-5] not in names:
+                names.append(k[8:-5])
+    return names
+
+
+# ---------------------------------------------------------------- detectors (latest step)
+def detect_nan(m, s, cfg: HealthConfig, ctx) -> Finding | None:
+    last = m[-1]
+    bad = {k: last[k] for k in _NON_FINITE_KEYS if k in last and not _finite(last[k])}
+    if not bad:
+        return None
+    return Finding("nan", "error", last["step"],
+                   f"non-finite {', '.join(bad)} at step {last['step']}: the update blew up. Fix: halve the "
+                   "learning_rate (the articles: 1e-6..5e-6 for GRPO, 2e-6 for 4B), check the rewards never return "
+                   "NaN/inf, prefer bfloat16/float32 to float16, and resume from the last checkpoint before it",
+                   {k: str(v) for k, v in bad.items()}, since=last["step"])
+
+
+def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
+    z = _series(m, "frac_reward_zero_std")
+    if len(z) < cfg.window or z[-1][0] != m[-1]["step"]:
+        return None
+    run = 0
+    for _, v in reversed(z):
+        if v < cfg.zero_std_frac:
+            break
+        run += 1
+    if run < cfg.window:
+        return None
+    return Finding("zero_variance_groups", "warning", z[-1][0],
+                   f"{_r(mean(_vals(z[-cfg.window:])) * 100, 1)}% of prompt groups scored every completion the same "
+                   f"for {run} steps: their advantages are 0 and they teach nothing. Fix (0.6B article): raise the "
+                   "format reward's weight so all-wrong groups still differ, raise num_generations (8 -> 12), mix "
+                   "easier prompts in (`grpokit preflight --write-filtered` drops always/never-solved prompts and "
+                   "alternates easy and hard)",
+                   {"frac_reward_zero_std": [_r(v) for v in _vals(z[-cfg.window:])], "steps": run,
+                    "threshold": cfg.zero_std_frac}, since=z[-run][0])
+
+
+def detect_plateau(m, s, cfg, ctx) -> Finding | None:
+    r = [p for p in _series(m, "reward") if p[0] > cfg.warmup_steps]
+    n = cfg.plateau_steps
+    if len(r) < n or r[-1][0] != m[-1]["step"]:
+        return None
+    win = _vals(r[-n:])
+    first, second = mean(win[: n // 2]), mean(win[n // 2:])
+    if abs(second - first) > cfg.plateau_delta:
+        return None
+    return Finding("reward_plateau", "warning", r[-1][0],
+                   f"the reward has not moved for {n} steps (mean {_r(first)} -> {_r(second)}). Fix (0.6B article): "
+                   "if it never moved, groups carry no signal (see zero_variance_groups: more format weight, easier "
+                   "data); if it climbed then stalled, the learning rate is off (the article cut 1e-5 -> 3e-6 when "
+                   "the reward stalled near step 300); evaluate the checkpoints and keep the best rather than the last",
+                   {"window_steps": n, "first_half_mean": _r(first), "second_half_mean": _r(second),
+                    "threshold": cfg.plateau_delta}, since=r[-n][0])
+
+
+def detect_kl_spike(m, s, cfg, ctx) -> Finding | None:
+    k = _series(m, "kl")
+    if not k or k[-1][0] != m[-1]["step"]:
+        return None
+    step, v = k[-1]
+    prev = _vals(k[-1 - cfg.window:-1])
+    level = median(prev) if prev else None
+    absolute = v > cfg.kl_max
+    relative = (level is not None and len(prev) >= cfg.window and step > cfg.warmup_steps and v > cfg.kl_floor
+                and v > cfg.kl_spike_factor * max(level, cfg.kl_floor / cfg.kl_spike_factor))
+    if not (absolute or relative):
+        return None
+    why = f"above the bound {cfg.kl_max}" if absolute else f"{_r(v / max(level, 1e-12), 1)}x its recent median {_r(level)}"
+    return Finding("kl_spike", "error", step,
+                   f"kl jumped to {_r(v)} at step {step} ({why}): the policy is leaving the reference model and "
+                   "its language degrades. Fix: lower the learning rate or raise beta (4B article); the 0.6B article "
+                   "halves the learning rate, raises beta 0.04 -> 0.08 and resumes from the last normal checkpoint "
+                   "(health.actions.kl_spike: rollback does exactly that)",
+                   {"kl": _r(v, 6), "recent_median": None if level is None else _r(level, 6), "kl_max": cfg.kl_max,
+                    "spike_factor": cfg.kl_spike_factor}, since=step)
+
+
+def detect_length_collapse(m, s, cfg, ctx) -> Finding | None:
+    ln = [p for p in _series(m, "completions/mean_length")]
+    w = cfg.window
+    if len(ln) < 2 * w or ln[-1][0] != m[-1]["step"] or ln[-1][0] <= cfg.warmup_steps:
+        return None
+    peak, end = _rolling_peak(ln, w, len(ln) - w)
+    now = mean(_vals(ln[-w:]))
+    if not peak > 0 or now >= cfg.length_drop * peak:
+        return None
+    # Shrinking from completions cut at the length limit is the cure for rambling, not laziness.
+    clip = {st: v for st, v in _series(m, "completions/clipped_ratio")}
+    peak_clip = [clip[st] for st, _ in ln[end - w:end] if st in clip]
+    if peak_clip and mean(peak_clip) >= 0.5:
+        return None
+    return Finding("length_collapse", "warning", ln[-1][0],
+                   f"mean completion length fell from {_r(peak, 1)} to {_r(now, 1)} tokens: the model is learning "
+                   "to be lazy, hitting the reward with the shortest output (4B article: 2000 -> 300). Fix: make "
+                   "correctness dominate the reward, penalise very short answers (the `length` reward's "
+                   "short_penalty), lower the learning rate, and roll back to before the drop",
+                   {"peak_mean_length": _r(peak, 1), "recent_mean_length": _r(now, 1), "drop_threshold": cfg.length_drop},
+                   since=ln[min(end, len(ln) - 1)][0])
+
+
+def detect_truncation(m, s, cfg, ctx) -> Finding | None:
+    c = _series(m, "completions/clipped_ratio")
+    if not c or c[-1][0] != m[-1]["step"]:
+        return None
+    recent = _vals(c[-cfg.window:])
+    if mean(recent) < cfg.truncation_frac:
+        return None
+    return Finding("truncation", "warning", c[-1][0],
+                   f"{_r(mean(recent) * 100, 1)}% of completions hit max_completion_length: cut answers lose their "
+                   "final line and score as wrong. Fix: raise train.max_completion_length to cover the p99 length "
+                   "(`grpokit preflight` measures it; the 0.6B article uses 512 for math, 1024 for logic), or reward "
+                   "brevity with the `length` reward",
+                   {"clipped_ratio": [_r(v) for v in recent], "threshold": cfg.truncation_frac},
+                   since=c[-len(recent)][0])
+
+
+def _blank(text: str, cfg) -> bool:
+    return len("".join(str(text).split())) < cfg.empty_chars
+
+
+def detect_empty(m, s, cfg, ctx) -> Finding | None:
+    step = m[-1]["step"]
+    texts = [x.get("completion", "") for x in s]
+    share = sum(_blank(t, cfg) for t in texts) / len(texts) if texts else 0.0
+    mean_len = m[-1].get("completions/mean_length")
+    if not (texts and share >= cfg.empty_frac) and not (_finite(mean_len) and mean_len < 1):
+        return None
+    return Finding("empty_completions", "error", step,
+                   f"{_r(share * 100, 1)}% of sampled completions are empty or nearly so (mean length "
+                   f"{mean_len}). Fix (4B article): sample with temperature >= 0.9 (low temperature with top_p "
+                   "collapses into empty or looping output) and give very short completions a large negative score "
+                   "(the `length` reward's short_penalty; the article uses < 50 characters)",
+                   {"empty_share": _r(share), "samples": len(texts), "mean_length": mean_len,
+                    "examples": [t[:40] for t in texts if _blank(t, cfg)][:3]}, since=step)
+
+
+def repeated_share(text: str, n: int) -> float:
+    """Share of word n-grams (characters for unspaced text such as Chinese) that repeat an earlier one."""
+    units = str(text).split()
+    if len(units) < 2 * n:
+        units = [c for c in str(text) if not c.isspace()]
+    grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
+    if len(grams) < 4:
+        return 0.0
+    return 1 - len(set(grams)) / len(grams)
+
+
+def detect_repetition(m, s, cfg, ctx) -> Finding | None:
+    texts = [x.get("completion", "") for x in s]
+    if not texts:
+        return None
+    shares = [repeated_share(t, cfg.repetition_ngram) for t in texts]
+    bad = [t for t, r in zip(texts, shares) if r >= cfg.repetition_ratio]
+    if len(bad) / len(texts) < cfg.repetition_frac:
+        return None
+    step = m[-1]["step"]
+    return Finding("repetition", "warning", step,
+                   f"{len(bad)}/{len(texts)} sampled completions repeat the same {cfg.repetition_ngram}-grams. Fix "
+                   "(0.6B article): raise temperature to 0.9 or more, and check max_completion_length (loops run "
+                   "until the limit; see truncation)",
+                   {"repeated_share": [_r(x, 3) for x in shares], "threshold": cfg.repetition_ratio,
+                    "examples": [t[:80] for t in bad[:2]]}, since=step)
+
+
+def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
+    w = cfg.window
+    for name in [n for n in ctx.reward_names if n in cfg.format_rewards]:
+        f = _series(m, f"rewards/{name}/mean")
+        if len(f) < 2 * w or f[-1][0] != m[-1]["step"]:
+            continue
+        peak, end = _rolling_peak(f, w, len(f) - w)
+        now = mean(_vals(f[-w:]))
+        if peak >= cfg.format_learned and now < cfg.format_drop * peak:
+            return Finding("format_collapse", "warning", f[-1][0],
+                           f"the {name} reward had been learned (mean {_r(peak)}) and fell to {_r(now)}. Fix (0.6B "
+                           "article): keep the format weight at 0.15 or more of the total, do not lower it too fast, "
+                           "and resume from a checkpoint where the format was stable",
+                           {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now),
+                            "learned_threshold": cfg.format_learned, "drop_threshold": cfg.format_drop},
+                           since=f[min(end, len(f) - 1)][0])
+    return None
+
+
+def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
+    step = m[-1]["step"]
+    correct = [n for n in ctx.reward_names if n in cfg.correctness_rewards]
+    # (a) the training reward climbs while the correctness component stays flat.
+    total = [p for p in _series(m, "reward") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
+    w = cfg.window
+    if correct and len(ctx.reward_names) > 1 and len(total) >= 2 * w and total[-1][0] == step:
+        lo, hi = total[0][0], total[-1][0]
+        rise = mean(_vals(total[-w:])) - mean(_vals(total[:w]))
+        moves = {}
+        for n in correct:
+            c = [p for p in _series(m, f"rewards/{n}/mean") if lo <= p[0] <= hi]
+            if len(c) >= 2 * w:
+                moves[n] = mean(_vals(c[-w:])) - mean(_vals(c[:w]))
+        if moves and rise >= cfg.hacking_rise and all(v < cfg.hacking_flat for v in moves.values()):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"the total reward rose by {_r(rise)} over steps {lo}-{hi} while "
+                           f"{', '.join(moves)} did not rise: the model is earning reward without getting answers "
+                           "right (0.6B article: it learns to farm the format score). Fix: lower the format weight, "
+                           "raise correctness, score non-answers ('I don't know') 0, run `grpokit rewards audit`, and "
+                           "read samples.jsonl. Expected briefly while a base model first learns the format",
+                           {"total_rise": _r(rise), "correctness_change": {k: _r(v) for k, v in moves.items()},
+                            "steps": [lo, hi], "rise_threshold": cfg.hacking_rise, "flat_threshold": cfg.hacking_flat},
+                           since=lo)
+    # (b) evaluation accuracy falls while the training reward climbs (4B article: 95% train vs 78% eval).
+    ev = sorted((e for e in ctx.evals if e.get("step", 0) <= step and _finite(e.get("accuracy"))), key=lambda e: e["step"])
+    if len(ev) >= 2:
+        best = max(ev, key=lambda e: e["accuracy"])
+        last = ev[-1]
+        rew = dict(_series(m, "reward"))
+        r_best = _near(rew, best["step"])
+        r_last = _near(rew, last["step"])
+        if (last["step"] > best["step"] and best["accuracy"] - last["accuracy"] >= 0.05
+                and r_best is not None and r_last is not None and r_last > r_best):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"evaluation accuracy fell from {_r(best['accuracy'])} (step {best['step']}) to "
+                           f"{_r(last['accuracy'])} (step {last['step']}) while the training reward rose from "
+                           f"{_r(r_best)} to {_r(r_last)}: the model is fitting the reward, not the task (4B article: "
+                           "95% train vs 78% eval). Fix: keep the best evaluated checkpoint, train fewer steps or "
+                           "one epoch, use more varied data, tighten the reward (`grpokit rewards audit`)",
+                           {"eval_best": best, "eval_last": last, "reward_at_best": _r(r_best),
+                            "reward_at_last": _r(r_last)}, since=best["step"] + 1)
+    return None
+
+
+def _near(series: dict[int, float], step: int) -> float | None:
+    before = [s for s in series if s <= step]
+    return series[max(before)] if before else None
+
+
+def detect_entropy_collapse(m, s, cfg, ctx) -> Finding | None:
+    e = _series(m, "entropy")
+    w = cfg.window
+    if len(e) < w or e[-1][0] != m[-1]["step"]:
+        return None
+    now = mean(_vals(e[-w:]))
+    early = mean(_vals(e[:w])) if len(e) >= 2 * w else None
+    low = now < cfg.entropy_min
+    fell = early is not None and e[-1][0] > cfg.warmup_steps and early > 0 and now < cfg.entropy_drop * early
+    if not (low or fell):
+        return None
+    return Finding("entropy_collapse", "warning", e[-1][0],
+                   f"token entropy fell to {_r(now)} (early level {None if early is None else _r(early)}): the "
+                   "completions of a group become identical, so groups stop carrying signal. Fix: raise temperature "
+                   "(0.6B article: 0.7-1.2, 4B article: 0.9), lower the learning rate; prefer a base model, which "
+                   "keeps more entropy than an instruct one",
+                   {"recent_entropy": _r(now), "early_entropy": None if early is None else _r(early),
+                    "entropy_min": cfg.entropy_min, "drop_threshold": cfg.entropy_drop},
+                   since=e[-w][0])
+
+
+Detector = Callable[[list, list, HealthConfig, Context], "Finding | None"]
+DETECTORS: dict[str, Detector] = {
+    "nan": detect_nan,
+    "zero_variance_groups": detect_zero_variance,
+    "reward_plateau": detect_plateau,
+    "kl_spike": detect_kl_spike,
+    "length_collapse": detect_length_collapse,
+    "truncation": detect_truncation,
+    "empty_completions": detect_empty,
+    "repetition": detect_repetition,
+    "format_collapse": detect_format_collapse,
+    "reward_hacking_suspected": detect_reward_hacking,
+    "entropy_collapse": detect_entropy_collapse,
+}
+assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"
+
+
+def check_step(metrics: list[dict], samples: list[dict], cfg: HealthConfig, ctx: Context) -> list[Finding]:
+    """Every detector on the latest step: `metrics` so far, `samples` of that step."""
+    if not metrics:
+        return []
+    return [f for f in (d(metrics, samples, cfg, ctx) for d in DETECTORS.values()) if f is not None]
+
+
+class Tracker:
+    """Reports a code when its condition starts and again only after it cleared (live and offline alike)."""
+
+    def __init__(self):
+        self.active: set[str] = set()
+
+    def new(self, findings: list[Finding]) -> list[Finding]:
+        codes = {f.code for f in findings}
+        fresh = [f for f in findings if f.code not in self.active]
+        self.active = codes
+        return fresh
+
+
+def diagnose(metrics: list[dict], samples: list[dict], cfg: HealthConfig | None = None,
+             evals: list[dict] | None = None, reward_names: list[str] | None = None) -> list[Finding]:
+    """Replay a run step by step through the detectors; every finding, in step order."""
+    cfg = cfg or HealthConfig()
+    ctx = Context(reward_names or reward_names_in(metrics), list(evals or []))
+    by_step: dict[int, list[dict]] = {}
+    for x in samples:
+        by_step.setdefault(x.get("step"), []).append(x)
+    metrics = sorted((r for r in metrics if isinstance(r.get("step"), int)), key=lambda r: r["step"])
+    tracker, out = Tracker(), []
+    for i in range(len(metrics)):
+        out += tracker.new(check_step(metrics[: i + 1], by_step.get(metrics[i]["step"], []), cfg, ctx))
+    return out
+
+
+# ---------------------------------------------------------------- run directory
+def read_jsonl(path: Path) -> list[dict]:
+    if not Path(path).is_file():
+        return []
+    return [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def load_evals(run_dir: Path) -> list[dict]:
+    """[{step, accuracy}] from eval/results.json (grpokit eval) when present; tolerant of its layout."""
+    path = Path(run_dir) / "eval" / "results.json"
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return []
+    found: list[dict] = []
+
+    def walk(node, depth=0):
+        if depth > 4:
+            return
+        if isinstance(node, dict):
+            if isinstance(node.get("step"), int) and _finite(node.get("accuracy")):
+                found.append({"step": node["step"], "accuracy": float(node["accuracy"])})
+                return
+            for v in node.values():
+                walk(v, depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, depth + 1)
+
+    walk(data)
+    return found
+
+
+def doctor_run(run_dir: Path) -> list[Finding]:
+    """Diagnose a run directory with the thresholds of its own recipe (defaults if it has none)."""
+    from grpokit.errors import GrpokitError, Problem
+
+    run_dir = Path(run_dir)
+    metrics_path = run_dir / "metrics.jsonl"
+    if not metrics_path.is_file():
+        raise GrpokitError([Problem(str(run_dir), "no metrics.jsonl here",
+                                    "pass the output_dir of a `grpokit train` run")])
+    cfg, names = HealthConfig(), None
+    config = run_dir / "config.yaml"
+    if config.is_file():
+        import yaml
+
+        raw = yaml.safe_load(config.read_text()) or {}
+        cfg = HealthConfig.model_validate(raw.get("health") or {})
+        names = [r.get("name") for r in raw.get("rewards") or [] if isinstance(r, dict)] or None
+    return diagnose(read_jsonl(metrics_path), read_jsonl(run_dir / "samples.jsonl"), cfg, load_evals(run_dir), names)
+
+
+# ---------------------------------------------------------------- live monitor
+@dataclass
+class Decision:
+    action: str  # stop | rollback
+    finding: Finding
+
+
+class HealthMonitor:
+    """Live: run the detectors after each logging step, write health.jsonl, print, decide warn/stop/rollback.
+
+    `rollbacks_left` is what the run may still spend; a rollback finding past it stops the run instead.
+    `plan_rollback(finding) -> str` (given by train) describes the rollback for the log line.
+    """
+
+    def __init__(self, cfg: HealthConfig, run_dir: Path, reward_names: list[str], rollbacks_left: int,
+                 plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.ctx = Context(reward_names, load_evals(run_dir))
+        self.metrics = read_jsonl(self.run_dir / "metrics.jsonl")  # history before a resume / rollback
+        self.rollbacks_left = rollbacks_left
+        self.plan_rollback = plan_rollback
+        self.printer = printer
+        self.tracker = Tracker()
+        self.decision: Decision | None = None
+
+    def observe(self, record: dict, samples: list[dict]) -> Decision | None:
+        self.metrics = [r for r in self.metrics if r.get("step", 0) < record["step"]] + [record]
+        for f in self.tracker.new(check_step(self.metrics, samples, self.cfg, self.ctx)):
+            action = getattr(self.cfg.actions, f.code)
+            detail = action
+            if action == "rollback" and self.decision is None:
+                if self.rollbacks_left <= 0:
+                    action, detail = "stop", f"stop (rollback asked, but health.max_rollbacks={self.cfg.max_rollbacks} spent)"
+                elif self.plan_rollback is not None:
+                    detail = self.plan_rollback(f)
+            elif action != "warn" and self.decision is not None:
+                detail = f"{action} (already {self.decision.action}ing for {self.decision.finding.code})"
+            if action in ("stop", "rollback") and self.decision is None:
+                self.decision = Decision(action, f)
+            self.record(f, detail)
+        return self.decision
+
+    def record(self, f: Finding, action: str) -> None:
+        line = {**f.as_dict(), "action": action}
+        with (self.run_dir / "health.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.printer(f"health {f.severity} [{f.code}] step {f.step}: {f.message} -> action: {action}")
+
+
+# ---------------------------------------------------------------- CLI
+def register(subparsers) -> None:
+    p = subparsers.add_parser("doctor", help="diagnose a run from its metrics.jsonl and samples.jsonl")
+    p.add_argument("run_dir", help="a grpokit run directory")
+    p.add_argument("--json", action="store_true", help="print a JSON list of findings ([] when healthy)")
+    p.set_defaults(func=cmd_doctor)
+
+
+def cmd_doctor(args) -> int:
+    findings = doctor_run(Path(args.run_dir))
+    if args.json:
+        print(json.dumps([f.as_dict() for f in findings], indent=2, ensure_ascii=False))
+        return 0
+    if not findings:
+        print(f"{args.run_dir}: no health findings")
+        return 0
+    for f in findings:
+        print(f"step {f.step:>5}  {f.severity:<7}  {f.code}\n    {f.message}\n    evidence: "
+              f"{json.dumps(f.as_dict()['evidence'], ensure_ascii=False)}")
+    print(f"{len(findings)} finding(s)")
+    return 0
+
+
+__all__ = ["DETECTORS", "Finding", "HealthMonitor", "check_step", "diagnose", "doctor_run", "load_evals", "register"]

@@ -1,0 +1,196 @@
+"""Health detectors on metric streams built here: a healthy run gives nothing, each pathology its code."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+
+import pytest
+
+from grpokit.config import HEALTH_CODES, HealthConfig
+from grpokit.health import DETECTORS, HealthMonitor, diagnose, doctor_run, register, repeated_share
+
+STEPS = 60
+GOOD_TEXT = [
+    "First add 12 and 30 to get 42.\nFinal answer: 42",
+    "We subtract 7 from 19, which leaves 12.\nFinal answer: 12",
+    "Twice 14 is 28 and then 28 minus 3 is 25.\nFinal answer: 25",
+    "The sum of 5 and 6 equals 11.\nFinal answer: 11",
+]
+
+
+def healthy(steps: int = STEPS, seed: int = 0) -> list[dict]:
+    """A run that learns: reward and correctness climb with noise, kl small, length and entropy steady."""
+    rng = random.Random(seed)
+    out = []
+    for s in range(1, steps + 1):
+        correct = min(0.9, 0.1 + 0.012 * s) + rng.uniform(-0.04, 0.04)
+        fmt = min(1.0, 0.4 + 0.02 * s)
+        out.append({
+            "step": s, "loss": 0.01 + rng.uniform(-0.005, 0.005), "grad_norm": 0.4 + rng.uniform(0, 0.2),
+            "learning_rate": 3e-6, "reward": correct + 0.5 * fmt, "reward_std": 0.3,
+            "rewards/math_correctness/mean": correct, "rewards/format/mean": fmt,
+            "kl": 0.002 + 0.0004 * s + rng.uniform(0, 0.002), "entropy": 1.1 - 0.003 * s + rng.uniform(-0.05, 0.05),
+            "completions/mean_length": 60 + rng.uniform(-6, 6), "completions/clipped_ratio": rng.uniform(0, 0.08),
+            "frac_reward_zero_std": rng.uniform(0.1, 0.4),
+        })
+    return out
+
+
+def healthy_samples(steps: int = STEPS) -> list[dict]:
+    return [{"step": s, "prompt": "p", "completion": t, "rewards": {"math_correctness": 1.0, "format": 1.0}}
+            for s in range(1, steps + 1) for t in GOOD_TEXT]
+
+
+def alter(stream: list[dict], from_step: int, **changes) -> list[dict]:
+    """Copy of `stream` where each key in `changes` becomes f(step, old) from `from_step` on."""
+    out = []
+    for r in stream:
+        r = dict(r)
+        if r["step"] >= from_step:
+            for k, f in changes.items():
+                r[k] = f(r["step"], r.get(k))
+        out.append(r)
+    return out
+
+
+def codes(findings) -> set[str]:
+    return {f.code for f in findings}
+
+
+def test_healthy_run_has_no_finding():
+    assert diagnose(healthy(), healthy_samples()) == []
+
+
+def test_healthy_runs_with_other_seeds_have_no_finding():
+    for seed in range(1, 6):
+        assert diagnose(healthy(seed=seed), healthy_samples()) == [], seed
+
+
+CASES = [
+    # (code, stream, samples, the step from which it must be reported)
+    ("nan", alter(healthy(), 30, loss=lambda s, v: None), healthy_samples(), 30),
+    ("nan", alter(healthy(), 30, kl=lambda s, v: "inf"), healthy_samples(), 30),
+    # Every group all-right or all-wrong from step 20 on: no learning signal.
+    ("zero_variance_groups", alter(healthy(), 20, frac_reward_zero_std=lambda s, v: 0.95), healthy_samples(), 24),
+    # The reward stops moving after step 20.
+    ("reward_plateau", alter(healthy(), 20, reward=lambda s, v: 0.9 + 0.005 * math.sin(s),
+                             **{"rewards/math_correctness/mean": lambda s, v: 0.3}), healthy_samples(), 49),
+    # kl jumps 30x at step 40 (still under the absolute bound): the 0.6B article's "KL突然爆炸".
+    ("kl_spike", alter(healthy(), 40, kl=lambda s, v: 0.4), healthy_samples(), 40),
+    # kl over the absolute bound.
+    ("kl_spike", alter(healthy(), 12, kl=lambda s, v: 2.0), healthy_samples(), 12),
+    # Length 60 -> 12 tokens (the 4B article's 2000 -> 300).
+    ("length_collapse", alter(healthy(), 35, **{"completions/mean_length": lambda s, v: 12.0}), healthy_samples(), 37),
+    ("truncation", alter(healthy(), 10, **{"completions/clipped_ratio": lambda s, v: 0.7}), healthy_samples(), 10),
+    ("empty_completions", healthy(), [x if x["step"] < 25 else {**x, "completion": " \n"} for x in healthy_samples()], 25),
+    ("repetition", healthy(), [x if x["step"] < 25 else {**x, "completion": "the answer is " * 20}
+                               for x in healthy_samples()], 25),
+    # Format learned (1.0) then lost.
+    ("format_collapse", alter(healthy(), 45, **{"rewards/format/mean": lambda s, v: 0.1}), healthy_samples(), 47),
+    # Total reward climbs on the format alone, correctness flat.
+    ("reward_hacking_suspected", alter(healthy(), 1, **{"rewards/math_correctness/mean": lambda s, v: 0.2},
+                                       reward=lambda s, v: 0.2 + 0.02 * s), healthy_samples(), 15),
+    ("entropy_collapse", alter(healthy(), 30, entropy=lambda s, v: 0.01), healthy_samples(), 30),
+]
+
+
+@pytest.mark.parametrize("code,stream,samples,step", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_each_pathology_gives_its_code(code, stream, samples, step):
+    found = [f for f in diagnose(stream, samples) if f.code == code]
+    assert found, f"{code} not reported; got {codes(diagnose(stream, samples))}"
+    first = found[0]
+    assert first.step <= max(step, first.step) and first.step >= step - 5, (first.step, step)
+    d = first.as_dict()
+    assert set(d) == {"code", "severity", "step", "message", "evidence"}
+    assert d["severity"] in ("warning", "error") and d["evidence"] and "Fix" in d["message"]
+    json.dumps(d)
+
+
+def test_every_code_has_a_detector_and_a_case():
+    assert set(DETECTORS) == set(HEALTH_CODES) == {c[0] for c in CASES}
+
+
+def test_eval_accuracy_falling_while_reward_climbs_is_reward_hacking():
+    evals = [{"step": 10, "accuracy": 0.6}, {"step": 30, "accuracy": 0.7}, {"step": 50, "accuracy": 0.5}]
+    found = [f for f in diagnose(healthy(), healthy_samples(), evals=evals) if f.code == "reward_hacking_suspected"]
+    assert found and found[0].step == 50 and found[0].evidence["eval_best"]["step"] == 30
+
+
+def test_a_condition_is_reported_once_per_episode():
+    # kl spikes twice with a calm stretch between: two findings, not one per step.
+    stream = alter(healthy(), 20, kl=lambda s, v: 2.0 if 20 <= s < 25 or 40 <= s < 43 else v)
+    found = [f.step for f in diagnose(stream, healthy_samples()) if f.code == "kl_spike"]
+    assert found[:1] == [20] and 40 in found and len(found) <= 3
+
+
+def test_length_falling_from_truncated_rambling_is_not_a_collapse():
+    stream = alter(healthy(), 1, **{"completions/mean_length": lambda s, v: 200.0 if s < 20 else 40.0,
+                                   "completions/clipped_ratio": lambda s, v: 0.9 if s < 20 else 0.0})
+    assert "length_collapse" not in codes(diagnose(stream, healthy_samples()))
+
+
+def test_thresholds_come_from_the_recipe():
+    stream = alter(healthy(), 10, **{"completions/clipped_ratio": lambda s, v: 0.2})
+    assert "truncation" not in codes(diagnose(stream, healthy_samples()))
+    assert "truncation" in codes(diagnose(stream, healthy_samples(), HealthConfig(truncation_frac=0.15)))
+
+
+def test_repeated_share_handles_words_and_unspaced_text():
+    assert repeated_share("one two three four five six seven eight nine ten", 4) == 0
+    assert repeated_share("go go go go go go go go go go go go", 4) > 0.8
+    assert repeated_share("答案是十二答案是十二答案是十二答案是十二", 4) > 0.5
+
+
+def test_monitor_writes_health_jsonl_and_decides(tmp_path):
+    cfg = HealthConfig.model_validate({"actions": {"kl_spike": "stop"}})
+    printed = []
+    mon = HealthMonitor(cfg, tmp_path, ["math_correctness", "format"], rollbacks_left=0, printer=printed.append)
+    stream = alter(healthy(30), 12, **{"completions/clipped_ratio": lambda s, v: 0.9}, kl=lambda s, v: 5.0 if s >= 20 else v)
+    decision = None
+    for r in stream:
+        decision = mon.observe(r, []) or decision
+        if decision:
+            break
+    assert decision.action == "stop" and decision.finding.code == "kl_spike" and decision.finding.step == 20
+    lines = [json.loads(l) for l in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert [(l["code"], l["action"]) for l in lines] == [("truncation", "warn"), ("kl_spike", "stop")]
+    assert all({"code", "severity", "step", "message", "evidence", "action"} <= set(l) for l in lines)
+    assert any("kl_spike" in p for p in printed)
+
+
+def test_rollback_past_the_budget_stops(tmp_path):
+    cfg = HealthConfig.model_validate({"actions": {"nan": "rollback"}, "max_rollbacks": 1})
+    mon = HealthMonitor(cfg, tmp_path, [], rollbacks_left=0, printer=lambda s: None)
+    decision = mon.observe({"step": 1, "loss": None}, [])
+    assert decision.action == "stop"
+    assert "max_rollbacks=1 spent" in json.loads((tmp_path / "health.jsonl").read_text())["action"]
+
+
+def _doctor(argv) -> int:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["doctor", *argv])
+    return args.func(args)
+
+
+def test_doctor_json_is_empty_on_a_healthy_run(tmp_path, capsys, write_jsonl_fixture=None):
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in healthy()))
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in healthy_samples()))
+    assert _doctor([str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_doctor_reads_the_run_recipe_thresholds_and_eval_results(tmp_path, capsys):
+    stream = alter(healthy(), 10, **{"completions/clipped_ratio": lambda s, v: 0.2})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stream))
+    (tmp_path / "config.yaml").write_text("health:\n  truncation_frac: 0.15\nrewards:\n  - name: math_correctness\n")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "results.json").write_text(json.dumps(
+        {"checkpoints": [{"step": 10, "accuracy": 0.7}, {"step": 40, "accuracy": 0.4}]}))
+    assert _doctor([str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"truncation", "reward_hacking_suspected"} <= {f["code"] for f in out}
+    assert _doctor([str(tmp_path)]) == 0 and "truncation" in capsys.readouterr().out
+    assert [f.code for f in doctor_run(tmp_path)] == [f["code"] for f in out]
