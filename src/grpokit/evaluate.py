@@ -1,28 +1,59 @@
-"""Evaluate a model on held-out rows with the training template and the training verifiers.
+"""Evaluate models and every checkpoint of a run with the training template and the training verifiers.
 
-Greedy decoding, prompts encoded by `PromptTemplate.encode` (the ids TRL
-trained on), completions decoded the way TRL decodes them, then scored by the
-very reward functions the recipe trains with (`math_correctness`, `format`
-with the recipe's params), so evaluation and training cannot disagree about
-what counts as right.
+    grpokit eval RUN_DIR [--checkpoints all|best|last|N,...] [--samples K] [--data FILE]
+    grpokit eval MODEL --data FILE [--template plain_en|plain_zh|chat | --recipe RECIPE.yaml]
 
-Metrics: accuracy (share of rows whose final answer is right), format rate
-(share passing the format reward), mean completion length in tokens, and
-the share of completions cut off at the length limit.
+Prompts are encoded by `PromptTemplate.encode` (the ids TRL trained on),
+completions are decoded the way TRL decodes them and scored by the very
+reward functions the recipe trains with (`math_correctness`, `format` with
+the recipe's params), so evaluation and training cannot disagree about what
+counts as right.
 
-Not covered yet: pass@k, every-checkpoint evaluation, perturbed sets (the
-evaluation issue builds on `generate` and `score` here).
+Per model (the base model is step 0, then each complete checkpoint): greedy
+accuracy, format rate, mean completion length, share cut off at the length
+limit, refusal rate (the verifier's `refusal` verdict), and with
+`--samples K` pass@k for k = 1, 2, 4, ... <= K from K sampled completions per
+problem at the recipe's temperature (the unbiased estimator of Chen et al.,
+2021). Held-out rows are the recipe's eval set; generated rows (arithmetic,
+with `kind`/`a`/`b`) are also evaluated on a perturbed copy whose numbers are
+redrawn, so memorised answers fail; other sets are compared with as many
+training rows, and a large train-vs-held-out gap is flagged.
+
+Files: `RUN_DIR/eval/results.json` (the recipe's held-out set) and
+`RUN_DIR/eval/best.json` (the checkpoint with the highest held-out greedy
+accuracy, ties to the earlier step; `best` in later commands reads it).
+`--data FILE` writes `eval/results-<file stem>.json` and leaves `best.json`
+alone: the best checkpoint is chosen on the recipe's own held-out set only.
+
+`grpokit eval MODEL` evaluates a model with no run: `--recipe` takes the
+template, system prompt, reward params and eval set from a recipe;
+otherwise `--template` (default: `chat` when the tokenizer has a chat
+template, else `plain_en`) with the `math_correctness` and `format` rewards.
+
+Not covered: non-math tasks (code, JSON, SQL rewards are not scored here),
+multi-GPU generation, vLLM.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+import random
+import re
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-import torch
-
+from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards import build_reward
 from grpokit.templates import PromptTemplate
 
 EVAL_BATCH_SIZE = 16  # 135M model on CPU: larger batches pad more and gain little
+SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
+PERTURB_SEED = 1234  # one fixed perturbed copy per eval set, the same for every checkpoint
+GAP_FLAG = 0.10  # the 4B article saw 95% train vs 78% eval; 10 points is worth a look ...
+GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
+EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
 
 
 @dataclass
@@ -33,15 +64,48 @@ class EvalResult:
     mean_length: float
     truncated_rate: float
     samples: list[dict] = field(default_factory=list)
+    refusal_rate: float | None = None
+    pass_at_k: dict[str, float] = field(default_factory=dict)  # {"1": ..., "4": ...}, from `samples_per_problem`
+    samples_per_problem: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-@torch.no_grad()
-def generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
-             batch_size: int = EVAL_BATCH_SIZE) -> tuple[list[str], list[int]]:
-    """Greedy completions and their token lengths (up to and excluding EOS)."""
+# ---------------------------------------------------------------- pass@k
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    if n - c < k:
+        return 1.0
+    # The product form avoids huge binomials: C(n-c, k)/C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i).
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def k_values(n: int) -> list[int]:
+    """The k reported for n samples: powers of two below n, and n itself."""
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return ks + [n] if n >= 1 else []
+
+
+# ---------------------------------------------------------------- generation
+def _generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
+              batch_size: int, num_return: int = 1, **sampling) -> tuple[list[str], list[int]]:
+    """Completions (num_return per question, grouped) and their token lengths up to and excluding EOS."""
+    import torch
+
+    with torch.no_grad():
+        return _generate_no_grad(model, tokenizer, template, questions, max_new_tokens, batch_size, num_return,
+                                 **sampling)
+
+
+def _generate_no_grad(model, tokenizer, template, questions, max_new_tokens, batch_size, num_return, **sampling):
+    import torch
+
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -54,7 +118,7 @@ def generate(model, tokenizer, template: PromptTemplate, questions: list[str], m
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
         mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
         out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                             do_sample=False, pad_token_id=pad, temperature=None, top_p=None, top_k=None)
+                             pad_token_id=pad, num_return_sequences=num_return, **sampling)
         for row in out[:, width:].tolist():
             n = next((i for i, t in enumerate(row) if t in eos), len(row))
             lengths.append(n)
@@ -62,6 +126,24 @@ def generate(model, tokenizer, template: PromptTemplate, questions: list[str], m
     if was_training:
         model.train()
     return texts, lengths
+
+
+def generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
+             batch_size: int = EVAL_BATCH_SIZE) -> tuple[list[str], list[int]]:
+    """Greedy completions and their token lengths (up to and excluding EOS)."""
+    return _generate(model, tokenizer, template, questions, max_new_tokens, batch_size,
+                     do_sample=False, temperature=None, top_p=None, top_k=None)
+
+
+def sample(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int, k: int,
+           temperature: float = 1.0, top_p: float = 1.0, seed: int = SAMPLE_SEED) -> list[list[str]]:
+    """k sampled completions per question (seeded), as during training."""
+    import torch
+
+    torch.manual_seed(seed)
+    texts, _ = _generate(model, tokenizer, template, questions, max_new_tokens, max(1, EVAL_BATCH_SIZE // k),
+                         num_return=k, do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+    return [texts[i * k:(i + 1) * k] for i in range(len(questions))]
 
 
 def _as_list(x):
@@ -73,26 +155,392 @@ def _mean(xs: list) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+# ---------------------------------------------------------------- scoring (the training rewards)
+def _params(recipe, name: str) -> dict:
+    return next((r.params for r in recipe.rewards if r.name == name), {})
+
+
 def score(recipe, rows: list[dict], texts: list[str]) -> tuple[list, list]:
     """Per-row correctness and format scores with the recipe's own reward settings."""
-    params = {r.name: r.params for r in recipe.rewards}
     columns = {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
-    correct = build_reward("math_correctness", params.get("math_correctness", {}))(completions=texts, **columns)
-    fmt = build_reward("format", params.get("format", {}))(completions=texts, **columns)
+    correct = build_reward("math_correctness", _params(recipe, "math_correctness"))(completions=texts, **columns)
+    fmt = build_reward("format", _params(recipe, "format"))(completions=texts, **columns)
     return correct, fmt
 
 
+def verdicts(recipe, rows: list[dict], texts: list[str]) -> list[str]:
+    """The verifier's reason per completion (correct, wrong, refusal, no_answer, ...)."""
+    explain = build_reward("math_correctness", _params(recipe, "math_correctness")).scorer.explain
+    return [explain(t, answer=r["answer"])["reason"] for r, t in zip(rows, texts)]
+
+
 def evaluate(model, tokenizer, recipe, rows: list[dict], max_new_tokens: int | None = None,
-             n_samples: int = 3) -> EvalResult:
+             n_samples: int = 3, k_samples: int = 0) -> EvalResult:
+    """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each."""
     from grpokit.train import template_of
 
+    template = template_of(recipe)
     max_new = max_new_tokens or recipe.train.max_completion_length
-    texts, lengths = generate(model, tokenizer, template_of(recipe), [r["question"] for r in rows], max_new)
+    texts, lengths = generate(model, tokenizer, template, [r["question"] for r in rows], max_new)
     correct, fmt = score(recipe, rows, texts)
+    reasons = verdicts(recipe, rows, texts)
     samples = [{"question": r["question"], "answer": r["answer"], "completion": t, "correct": c, "format": f}
                for r, t, c, f in list(zip(rows, texts, correct, fmt))[:n_samples]]
+    passes: dict[str, float] = {}
+    if k_samples > 0 and rows:
+        groups = sample(model, tokenizer, template, [r["question"] for r in rows], max_new, k_samples,
+                        recipe.train.temperature, recipe.train.top_p)
+        flat_rows = [r for r in rows for _ in range(k_samples)]
+        flat_correct, _ = score(recipe, flat_rows, [t for g in groups for t in g])
+        hits = [sum(1 for s in flat_correct[i * k_samples:(i + 1) * k_samples] if s == 1.0) for i in range(len(rows))]
+        passes = {str(k): sum(pass_at_k(k_samples, c, k) for c in hits) / len(hits) for k in k_values(k_samples)}
     return EvalResult(
         rows=len(rows), accuracy=_mean(correct), format_rate=_mean(fmt),
         mean_length=sum(lengths) / max(1, len(lengths)),
         truncated_rate=sum(n >= max_new for n in lengths) / max(1, len(lengths)), samples=samples,
+        refusal_rate=sum(r == "refusal" for r in reasons) / max(1, len(reasons)),
+        pass_at_k=passes, samples_per_problem=k_samples,
     )
+
+
+# ---------------------------------------------------------------- gaps and the best checkpoint
+def accuracy_gap(kind: str, heldout: EvalResult | dict, other: EvalResult | dict) -> dict | None:
+    """How much better the model does where it may have memorised: original vs perturbed, or train vs held-out.
+
+    Flagged when above GAP_FLAG and above GAP_SIGMAS standard errors of the difference.
+    """
+    h, o = (x if isinstance(x, dict) else x.as_dict() for x in (heldout, other))
+    if h["accuracy"] is None or o["accuracy"] is None or not h["rows"] or not o["rows"]:
+        return None
+    value = h["accuracy"] - o["accuracy"] if kind == "perturbed" else o["accuracy"] - h["accuracy"]
+    se = math.sqrt(sum(x["accuracy"] * (1 - x["accuracy"]) / x["rows"] for x in (h, o)))
+    return {"kind": kind, "value": value, "stderr": se, "flagged": value > GAP_FLAG and value > GAP_SIGMAS * se}
+
+
+def choose_best(entries: list[dict]) -> dict | None:
+    """The entry with the highest held-out greedy accuracy; ties go to the earlier step."""
+    scored = [e for e in entries if e.get("heldout", {}).get("accuracy") is not None]
+    return max(scored, key=lambda e: (e["heldout"]["accuracy"], -e["step"])) if scored else None
+
+
+def read_best(run_dir: str | Path) -> dict | None:
+    path = Path(run_dir) / EVAL_DIR / BEST_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def resolve_checkpoint(run_dir: str | Path, spec: str) -> Path | None:
+    """`best`, `last` or a step number -> the checkpoint folder (None: the base model, step 0).
+
+    For other commands (export): `best` needs a prior `grpokit eval RUN_DIR`.
+    """
+    from grpokit.train import complete_checkpoints
+
+    by_step = {int(p.name.split("-")[-1]): p for p in complete_checkpoints(Path(run_dir))}
+    if spec == "best":
+        best = read_best(run_dir)
+        if best is None:
+            raise GrpokitError([Problem(str(run_dir), "no best checkpoint recorded yet",
+                                        f"run `grpokit eval {run_dir}` first (it writes {EVAL_DIR}/{BEST_FILE})")])
+        step = int(best["step"])
+    elif spec == "last":
+        if not by_step:
+            raise GrpokitError([Problem(str(run_dir), "no complete checkpoint", "train longer or lower train.save_steps")])
+        step = max(by_step)
+    elif spec.isdigit():
+        step = int(spec)
+    else:
+        raise GrpokitError([Problem(spec, "not a checkpoint", "use best, last or a step number")])
+    if step == 0:
+        return None
+    if step not in by_step:
+        raise GrpokitError([Problem(str(run_dir), f"no complete checkpoint at step {step}",
+                                    f"complete checkpoints: {sorted(by_step) or 'none'}")])
+    return by_step[step]
+
+
+def select_steps(spec: str, available: list[int], best_step: int | None = None) -> list[int]:
+    """Steps to evaluate: `all` (base + every checkpoint), `last`, `best`, or `N,M,...` (0 = base)."""
+    spec = spec.strip()
+    if spec == "all":
+        return sorted({0, *available})
+    if spec == "last":
+        return [max(available)] if available else [0]
+    if spec == "best":
+        if best_step is None:
+            raise GrpokitError([Problem("--checkpoints best", "no best checkpoint recorded yet",
+                                        "run `grpokit eval RUN_DIR` (all checkpoints) first")])
+        return [best_step]
+    try:
+        steps = sorted({int(s) for s in spec.split(",") if s.strip()})
+    except ValueError:
+        raise GrpokitError([Problem("--checkpoints", f"cannot read {spec!r}", "use all, best, last or N,M,...")]) from None
+    missing = [s for s in steps if s != 0 and s not in available]
+    if missing or not steps:
+        raise GrpokitError([Problem("--checkpoints", f"no complete checkpoint at step(s) {missing or spec}",
+                                    f"complete checkpoints: {sorted(available) or 'none'} (0 is the base model)")])
+    return steps
+
+
+# ---------------------------------------------------------------- evaluating checkpoints
+@dataclass
+class EvalSets:
+    name: str  # what the held-out rows are, for the files and the report
+    heldout: list[dict]
+    perturbed: list[dict] | None = None  # generated rows with their numbers redrawn
+    train: list[dict] | None = None  # as many training rows, for the train-vs-held-out gap
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha1()
+        for r in self.heldout:
+            h.update(f"{r['question']}\x00{r['answer']}\x01".encode())
+        return h.hexdigest()[:16]
+
+
+def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, train_rows: list[dict] | None = None) -> EvalSets:
+    from grpokit.data import load_datasets
+    from grpokit.data.arithmetic import is_generated, perturb_rows
+    from grpokit.data.io import load_rows
+
+    if data is None:
+        train, heldout, _ = load_datasets(recipe)
+        name = f"held-out set of the recipe ({recipe.data.eval or f'{recipe.data.eval_fraction:.0%} of train'})"
+    else:
+        train = train_rows
+        heldout, _ = load_rows(data, question_field=recipe.data.question_field, answer_field=recipe.data.answer_field,
+                               skip_bad_rows=recipe.data.skip_bad_rows)
+        name = str(data)
+    heldout = heldout[:max_rows] if max_rows else heldout
+    if not heldout:
+        raise GrpokitError([Problem(name, "no held-out rows to evaluate on",
+                                    "set data.eval or data.eval_fraction in the recipe, or pass --data FILE")])
+    generated = [r for r in heldout if is_generated(r)]
+    perturbed = perturb_rows(generated, PERTURB_SEED) if generated else None
+    subset = None
+    if not perturbed and train:
+        subset = random.Random(SAMPLE_SEED).sample(train, min(len(train), len(heldout)))
+    return EvalSets(name, heldout, perturbed, subset)
+
+
+def _device_of(model):
+    import torch
+
+    return model.to("cuda") if torch.cuda.is_available() else model
+
+
+def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], k_samples: int = 0,
+                   max_new_tokens: int | None = None, log=print) -> list[dict]:
+    """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
+    from grpokit import models
+
+    base_path = models.resolve_model_path(recipe.model.name)
+    tokenizer = models.load_tokenizer(base_path)
+    base = None
+    entries = []
+    for step in sorted(checkpoints):
+        path = checkpoints[step]
+        t0 = time.time()
+        adapter = path is not None and (path / "adapter_config.json").is_file()
+        if path is None or adapter:
+            base = base or _device_of(models.load_model(base_path, recipe.model.dtype))
+        if path is None:
+            model = base
+        elif adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(base, str(path))
+        else:
+            model = _device_of(models.load_model(str(path), recipe.model.dtype))
+        heldout = evaluate(model, tokenizer, recipe, sets.heldout, max_new_tokens, k_samples=k_samples)
+        entry = {"step": step, "path": str(path) if path else recipe.model.name, "heldout": heldout.as_dict(),
+                 "perturbed": None, "train": None, "gap": None}
+        for kind, rows in (("perturbed", sets.perturbed), ("train", sets.train)):
+            if rows:
+                other = evaluate(model, tokenizer, recipe, rows, max_new_tokens)
+                entry[kind] = other.as_dict()
+                entry["gap"] = accuracy_gap(kind, heldout, other)
+        entry["seconds"] = round(time.time() - t0, 1)
+        entries.append(entry)
+        log(f"step {step}: held-out accuracy {_pct(heldout.accuracy)}"
+            + (f", pass@{k_samples} {_pct(heldout.pass_at_k.get(str(k_samples)))}" if k_samples else "")
+            + (f", {entry['gap']['kind']} gap {100 * entry['gap']['value']:+.1f} pts" if entry["gap"] else "")
+            + f" ({entry['seconds']:.0f}s)")
+        if adapter:
+            base = model.unload()  # the base weights without the adapter, for the next checkpoint
+        elif path is not None:
+            del model
+    return entries
+
+
+def results_path(out_dir: Path, data: str | None) -> Path:
+    stem = "" if data is None else "-" + re.sub(r"[^\w.-]+", "_", Path(data).stem)
+    return Path(out_dir) / EVAL_DIR / f"results{stem}.json"
+
+
+def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_samples: int,
+                  max_new_tokens: int | None, data: str | None = None, record_best: bool = True) -> dict:
+    """Merge `entries` into the results file (same data and settings: earlier steps kept) and record the best."""
+    path = results_path(out_dir, data)
+    settings = {"data": sets.name, "fingerprint": sets.fingerprint(), "rows": len(sets.heldout),
+                "perturbed_rows": len(sets.perturbed or []), "train_rows": len(sets.train or []),
+                "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
+                "samples_per_problem": k_samples}
+    kept = []
+    if path.is_file():
+        prior = json.loads(path.read_text())
+        if all(prior.get(k) == v for k, v in settings.items()):
+            new_steps = {e["step"] for e in entries}
+            kept = [e for e in prior.get("checkpoints", []) if e["step"] not in new_steps]
+    all_entries = sorted(kept + entries, key=lambda e: e["step"])
+    best = choose_best(all_entries)
+    results = {"model": recipe.model.name, **settings, "checkpoints": all_entries,
+               "best": _best_record(best, settings) if best else None}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    if record_best and best is not None:
+        (path.parent / BEST_FILE).write_text(json.dumps(results["best"], indent=2))
+    results["path"] = str(path)
+    return results
+
+
+def _best_record(best: dict, settings: dict) -> dict:
+    return {"step": best["step"], "path": best["path"], "accuracy": best["heldout"]["accuracy"],
+            "chosen_by": "held-out greedy accuracy; ties go to the earlier step", "data": settings["data"],
+            "fingerprint": settings["fingerprint"]}
+
+
+def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str = "all", k_samples: int = 0,
+                 max_rows: int | None = None, max_new_tokens: int | None = None, log=print) -> dict:
+    from grpokit.train import complete_checkpoints, load_run_recipe
+
+    run_dir = Path(run_dir)
+    recipe = load_run_recipe(run_dir)
+    by_step = {int(p.name.split("-")[-1]): p for p in complete_checkpoints(run_dir)}
+    best = read_best(run_dir)
+    steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)
+    train_rows = None
+    if data is not None:
+        from grpokit.data import load_train_rows
+
+        train_rows = load_train_rows(recipe)
+    sets = eval_sets(recipe, data, max_rows, train_rows)
+    log(f"evaluating step(s) {steps} of {run_dir} on {len(sets.heldout)} rows of the {sets.name}"
+        + (f" + {len(sets.perturbed)} perturbed" if sets.perturbed else "")
+        + (f" + {len(sets.train)} training rows" if sets.train else ""))
+    entries = evaluate_steps(recipe, sets, {s: by_step.get(s) for s in steps}, k_samples, max_new_tokens, log)
+    return write_results(run_dir, recipe, sets, entries, k_samples, max_new_tokens, data, record_best=data is None)
+
+
+def recipe_for_model(name: str, data: str | None, recipe_path: str | None, template: str | None,
+                     system_prompt: str | None, max_new_tokens: int | None):
+    """A recipe for `grpokit eval MODEL`: from --recipe (model replaced), or built from --template."""
+    from grpokit.config import load_recipe, validate_raw
+
+    if recipe_path:
+        recipe = load_recipe(recipe_path)
+        return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": name})})
+    if data is None:
+        raise GrpokitError([Problem("grpokit eval MODEL", "no data to evaluate on",
+                                    "pass --data FILE.jsonl (e.g. ../shared/data/gsm8k/test.jsonl) or --recipe RECIPE.yaml")])
+    if template is None:
+        from grpokit import models
+
+        tok = models.load_tokenizer(models.resolve_model_path(name))
+        template = "chat" if getattr(tok, "chat_template", None) else "plain_en"
+    raw = {"model": {"name": name}, "data": {"train": str(Path(data).resolve()), "template": template,
+                                             "system_prompt": system_prompt},
+           "rewards": [{"name": "math_correctness"}, {"name": "format"}],
+           "train": {"max_completion_length": max_new_tokens or 256}}
+    return validate_raw(raw, "grpokit eval")
+
+
+def evaluate_model(name: str, data: str | None = None, recipe_path: str | None = None, template: str | None = None,
+                   system_prompt: str | None = None, k_samples: int = 0, max_rows: int | None = None,
+                   max_new_tokens: int | None = None, out_dir: str | Path | None = None, log=print) -> dict:
+    recipe = recipe_for_model(name, data, recipe_path, template, system_prompt, max_new_tokens)
+    train_rows = None
+    if recipe_path and data is not None:
+        from grpokit.data import load_train_rows
+
+        train_rows = load_train_rows(recipe)
+    sets = eval_sets(recipe, data if recipe_path else None, max_rows, train_rows)
+    if not recipe_path:  # the built recipe's "train" file is the eval file: no train-vs-held-out gap
+        sets.train = None
+    out_dir = Path(out_dir or Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "_", Path(name).name)))
+    log(f"evaluating {name} ({recipe.data.template} template) on {len(sets.heldout)} rows of {sets.name}")
+    entries = evaluate_steps(recipe, sets, {0: None}, k_samples, max_new_tokens, log)
+    return write_results(out_dir, recipe, sets, entries, k_samples, max_new_tokens, None, record_best=False)
+
+
+# ---------------------------------------------------------------- terminal table and CLI
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def results_table(results: dict):
+    from rich.table import Table
+
+    k = results.get("samples_per_problem") or 0
+    best = (results.get("best") or {}).get("step")
+    table = Table(title=f"greedy evaluation on {results['rows']} rows of {results['data']}")
+    for col in ("step", "held-out acc", "perturbed acc", "train acc", "gap", *([f"pass@{k}"] if k else []),
+                "format", "refusal", "mean len", "cut off"):
+        table.add_column(col, justify="left" if col == "step" else "right")
+    for e in results["checkpoints"]:
+        h, gap = e["heldout"], e.get("gap")
+        gap_s = "-" if not gap else f"{100 * gap['value']:+.1f} pts" + (" [red]large[/]" if gap["flagged"] else "")
+        step = f"{e['step']}" + (" (base)" if e["step"] == 0 else "") + (" [green]★ best[/]" if e["step"] == best else "")
+        table.add_row(step, _pct(h["accuracy"]), _pct((e.get("perturbed") or {}).get("accuracy")),
+                      _pct((e.get("train") or {}).get("accuracy")), gap_s,
+                      *([_pct(h["pass_at_k"].get(str(k)))] if k else []), _pct(h["format_rate"]),
+                      _pct(h.get("refusal_rate")), f"{h['mean_length']:.1f}", _pct(h["truncated_rate"]))
+    return table
+
+
+def _cmd_eval(args) -> int:
+    from grpokit.train import console
+
+    target = Path(args.target)
+    common = dict(k_samples=args.samples, max_rows=args.max_rows, max_new_tokens=args.max_new_tokens,
+                  log=lambda m: console.print(m))
+    if (target / "config.yaml").is_file():
+        if args.recipe or args.template or args.system_prompt:
+            raise GrpokitError([Problem("grpokit eval RUN_DIR", "--recipe/--template/--system-prompt apply to a model, "
+                                        "not a run", "a run is always evaluated with the template it trained with")])
+        results = evaluate_run(target, args.data, args.checkpoints, **common)
+    else:
+        if args.checkpoints != "all":
+            raise GrpokitError([Problem(args.target, "--checkpoints applies to a run directory",
+                                        "pass a run directory (it holds config.yaml), or drop --checkpoints")])
+        results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
+                                 out_dir=args.output_dir, **common)
+    console.print(results_table(results))
+    flagged = [e for e in results["checkpoints"] if (e.get("gap") or {}).get("flagged")]
+    for e in flagged:
+        g = e["gap"]
+        what = ("original vs perturbed numbers: memorised answers?" if g["kind"] == "perturbed"
+                else "training vs held-out rows: overfitting?")
+        console.print(f"[yellow]step {e['step']}: accuracy gap of {100 * g['value']:.1f} points, {what}[/]")
+    if results.get("best") and (target / "config.yaml").is_file() and args.data is None:
+        b = results["best"]
+        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out) -> {target / EVAL_DIR / BEST_FILE}")
+    console.print(f"results: {results['path']}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate every checkpoint of a run (or one model) and pick the best")
+    p.add_argument("target", help="a run directory, or a model: 'default', a local folder or a hub id")
+    p.add_argument("--data", metavar="FILE.jsonl", help="evaluate on this file instead of the recipe's held-out set "
+                   "(results go to eval/results-<stem>.json; best.json is left alone)")
+    p.add_argument("--checkpoints", default="all", metavar="all|best|last|N,...",
+                   help="which steps of a run (0 = base model; default all: base + every complete checkpoint)")
+    p.add_argument("--samples", type=int, default=0, metavar="K",
+                   help="also sample K completions per problem at the recipe's temperature for pass@k (k <= K)")
+    p.add_argument("--max-rows", type=int, metavar="N", help="evaluate on the first N held-out rows only")
+    p.add_argument("--max-new-tokens", type=int, metavar="N", help="default: the recipe's max_completion_length")
+    p.add_argument("--recipe", metavar="RECIPE.yaml", help="MODEL only: template, rewards and eval set from a recipe")
+    p.add_argument("--template", choices=["plain_zh", "plain_en", "chat"],
+                   help="MODEL only, without --recipe (default: chat if the tokenizer has a chat template, else plain_en)")
+    p.add_argument("--system-prompt", help="MODEL only: system message for the chat template")
+    p.add_argument("--output-dir", help="MODEL only: where eval/results.json goes (default runs/eval-<model name>)")
+    p.set_defaults(func=_cmd_eval)

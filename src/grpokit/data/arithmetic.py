@@ -1,6 +1,7 @@
 """A generated arithmetic task: small additions and subtractions in English.
 
     grpokit data generate arithmetic train.jsonl --rows 500 --seed 1
+    grpokit data perturb eval.jsonl eval-perturbed.jsonl --seed 1
 
 Rows are `{question, answer, a, b, op, kind}`. The operands are kept in the
 row so that `perturb_row` can redraw the numbers of a problem and recompute
@@ -65,3 +66,22 @@ def perturb_row(row: dict, rng: random.Random) -> dict:
         a, b = _draw(rng, PHRASINGS[kind][1])
         if (a, b) != (row.get("a"), row.get("b")):
             return make_row(kind, a, b)
+
+
+def is_generated(row: dict) -> bool:
+    """True for an unedited row of this task (its question is exactly what its kind/a/b produce)."""
+    try:
+        kind, a, b = int(row["kind"]), int(row["a"]), int(row["b"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return 0 <= kind < len(PHRASINGS) and make_row(kind, a, b)["question"] == row.get("question")
+
+
+def perturb_rows(rows: list[dict], seed: int = 0) -> list[dict]:
+    """A perturbed copy of generated rows (seeded); other columns of a row are kept."""
+    bad = [i for i, r in enumerate(rows) if not is_generated(r)]
+    if bad:
+        raise ValueError(f"{len(bad)} row(s) are not generated arithmetic rows (first: row {bad[0] + 1}); "
+                         "only rows with kind/a/b whose question matches them can be perturbed")
+    rng = random.Random(seed)
+    return [{**r, **perturb_row(r, rng)} for r in rows]
