@@ -147,26 +147,31 @@ def tiny_run(tmp_path_factory, tiny_model_dir):
 
 
 def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
-    assert main(["eval", str(tiny_run), "--samples", "2", "--max-rows", "4", "--max-new-tokens", "6"]) == 0
+    assert main(["eval", str(tiny_run), "--samples", "2", "--max-rows", "3", "--max-new-tokens", "6"]) == 0
     res = json.loads((tiny_run / "eval" / "results.json").read_text())
     assert [e["step"] for e in res["checkpoints"]] == [0, 1, 2]
     e = res["checkpoints"][1]
     h = e["heldout"]
-    assert h["rows"] == 4 and 0 <= h["accuracy"] <= 1 and set(h["pass_at_k"]) == {"1", "2"}
+    assert h["rows"] == 3 and 0 <= h["accuracy"] <= 1 and set(h["pass_at_k"]) == {"1", "2"}
     assert h["refusal_rate"] is not None and h["mean_length"] <= 6
-    assert e["perturbed"]["rows"] == 4 and e["train"] is None and e["gap"]["kind"] == "perturbed"
+    assert e["perturbed"]["rows"] == 3 and e["train"] is None and e["gap"]["kind"] == "perturbed"
     best = read_best(tiny_run)
     assert best == res["best"] and best["step"] == choose_best(res["checkpoints"])["step"]
     out = capsys.readouterr().out
     assert "held-out acc" in out and "pass@2" in out and "best" in out
 
     # A second evaluation of one step keeps the others (same data, same settings).
-    assert main(["eval", str(tiny_run), "--checkpoints", "last", "--samples", "2", "--max-rows", "4",
+    assert main(["eval", str(tiny_run), "--checkpoints", "last", "--samples", "2", "--max-rows", "3",
                  "--max-new-tokens", "6"]) == 0
     res2 = json.loads((tiny_run / "eval" / "results.json").read_text())
     assert [e["step"] for e in res2["checkpoints"]] == [0, 1, 2]
     ck = resolve_checkpoint(tiny_run, "best")
     assert (ck is None) == (best["step"] == 0) and (ck is None or ck.name == f"checkpoint-{best['step']}")
+
+    # The report reads what eval wrote.
+    assert main(["report", str(tiny_run)]) == 0
+    page = (tiny_run / "report" / "report.html").read_text()
+    assert f"Best checkpoint: step {best['step']}" in page and 'src="eval_accuracy.png"' in page
 
 
 def test_eval_with_other_data_leaves_best_alone(tiny_run, tmp_path):
@@ -187,7 +192,7 @@ def test_eval_lora_checkpoint(tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit",
                  "--set", "model.lora.r=4", "--set", "model.lora.target_modules=[q_proj,v_proj]"]) == 0
-    assert main(["eval", str(run), "--max-rows", "2", "--max-new-tokens", "4"]) == 0
+    assert main(["eval", str(run), "--max-rows", "1", "--max-new-tokens", "4"]) == 0
     res = json.loads((run / "eval" / "results.json").read_text())
     assert [e["step"] for e in res["checkpoints"]] == [0, 1]
 

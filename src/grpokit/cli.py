@@ -6,6 +6,7 @@
     grpokit recipe check RECIPE.yaml [--set k=v ...]
     grpokit data check FILE.jsonl
     grpokit data generate arithmetic OUT.jsonl [--rows N] [--seed S]
+    grpokit data perturb IN.jsonl OUT.jsonl [--seed S]
     grpokit data import humaneval OUT.jsonl
     grpokit rewards list | score | audit
     grpokit sandbox check
@@ -114,6 +115,22 @@ def cmd_data_generate(args) -> int:
     return 0
 
 
+def cmd_data_perturb(args) -> int:
+    from grpokit.data.arithmetic import is_generated, perturb_rows
+    from grpokit.data.io import load_rows
+
+    rows = load_rows(args.file)[0]
+    bad = [i + 1 for i, r in enumerate(rows) if not is_generated(r)]
+    if bad:
+        raise GrpokitError([Problem(f"{args.file} row {bad[0]}", f"{len(bad)} of {len(rows)} rows are not generated "
+                                    "arithmetic rows (kind/a/b matching the question)",
+                                    "perturb only files from `grpokit data generate arithmetic`; for other sets "
+                                    "`grpokit eval` reports the train-vs-held-out gap instead")])
+    _write_jsonl(args.out, perturb_rows(rows, args.seed))
+    print(f"wrote {len(rows)} perturbed rows to {args.out}")
+    return 0
+
+
 def cmd_data_import(args) -> int:
     from grpokit.data.humaneval import import_humaneval
 
@@ -169,16 +186,22 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--seed", type=int, default=0)
     dg.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE")
     dg.set_defaults(func=cmd_data_generate)
+    dp = data.add_parser("perturb", help="redraw the numbers of generated problems and recompute the answers")
+    dp.add_argument("file")
+    dp.add_argument("out")
+    dp.add_argument("--seed", type=int, default=0)
+    dp.set_defaults(func=cmd_data_perturb)
     di = data.add_parser("import", help="turn a packaged benchmark into grpokit rows")
     di.add_argument("source", choices=["humaneval"])
     di.add_argument("out")
     di.set_defaults(func=cmd_data_import)
 
     from grpokit.rewards import cli as rewards_cli
-    from grpokit import sandbox
+    from grpokit import evaluate, report, sandbox
 
     rewards_cli.register(sub)
     from grpokit import health; health.register(sub)  # noqa: E702 - grpokit doctor
+    evaluate.register(sub); report.register(sub)  # noqa: E702 - grpokit eval, grpokit report
     sandbox.register(sub)
     return p
 
