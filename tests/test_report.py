@@ -102,3 +102,16 @@ def test_series_skips_missing_and_non_finite():
     metrics = [{"step": 1, "kl": 0.1}, {"step": 2}, {"step": 3, "kl": None}, {"step": 4, "kl": "inf"}, {"step": 5, "kl": 0.2}]
     assert series(metrics, "kl") == ([1, 5], [0.1, 0.2])
 
+
+
+def test_demo_ends_with_the_report(tmp_path, tiny_model_dir, capsys):
+    from grpokit.demo import run_demo
+    from test_train import make_recipe
+
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}, {"name": "format", "weight": 0.5}],
+                         max_steps=1)
+    run_demo(output_dir=str(tmp_path / "demo"), recipe_path=recipe)
+    report = tmp_path / "demo" / "report" / "report.html"
+    assert f"report: {report}" in capsys.readouterr().out
+    page = report.read_text()
+    assert "before (base model)" in page and 'src="eval_accuracy.png"' in page and 'src="reward.png"' in page

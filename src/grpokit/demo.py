@@ -4,8 +4,10 @@ Runs `recipes/smollm2-arithmetic.yaml`: SmolLM2-135M-Instruct (embedded,
 converted from GGUF once and cached), a bundled generated arithmetic task,
 `math_correctness` + `format` rewards. It evaluates the model on held-out
 problems before training, trains, evaluates again with the same greedy
-decoding, template and verifiers, prints the table and writes `demo.json`
-into the run directory. Sized for about 15 minutes on a 2-core CPU.
+decoding, template and verifiers, prints the table, writes `demo.json`
+into the run directory, records both evaluations in `eval/results.json` (as
+steps 0 and the last step) and ends by writing the run report
+(`report/report.html`, see `grpokit.report`) and printing its path. Sized for about 15 minutes on a 2-core CPU.
 """
 from __future__ import annotations
 
@@ -67,6 +69,24 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
     result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary,
               "seconds_total": round(time.time() - t0, 1)}
     (run_dir / "demo.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
     console.print(f"demo finished in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
                   f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/)")
+    console.print(f"report: {report}")
     return result
+
+
+def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> Path:
+    """The before/after evaluation as eval/results.json (steps 0 and last), then report.html."""
+    from grpokit.evaluate import EvalSets, write_results
+    from grpokit.report import write_report
+    from grpokit.train import latest_checkpoint
+
+    last = latest_checkpoint(run_dir)
+    entries = [{"step": step, "path": path, "heldout": r.as_dict(), "perturbed": None, "train": None, "gap": None}
+               for step, path, r in ((0, recipe.model.name, before),
+                                     (summary["step"], str(last) if last else "final model", after))]
+    sets = EvalSets("held-out set of the recipe (the demo evaluates the base and the final model; "
+                    "`grpokit eval RUN_DIR` evaluates every checkpoint)", eval_rows)
+    write_results(run_dir, recipe, sets, entries, 0, None)
+    return write_report(run_dir)
