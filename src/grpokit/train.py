@@ -13,16 +13,24 @@ subclass:
   finished saving it, so `--resume` never picks up a half-written one;
 - SIGINT / SIGTERM finish the current step, save a checkpoint and exit
   cleanly (a second Ctrl-C aborts at once);
-- a progress line per logging step: step, reward (and each component), kl.
+- a progress line per logging step: step, reward (and each component), kl;
+- the health monitor (grpokit.health) after every logging step: findings go
+  to `health.jsonl` and the terminal; per code the recipe says warn, stop, or
+  rollback. A rollback restores the last complete checkpoint saved before
+  the problem began (checkpoint-N holds the weights that sampled step N+1,
+  so at most step `since - 2`; none: the initial model), sets the discarded
+  metrics/samples lines aside in `*.rolled_back.jsonl`, deletes the later
+  checkpoints, halves learning_rate, doubles beta (0 becomes
+  health.rollback_min_beta, which loads a reference model), writes the new
+  values to config.yaml and continues, at most health.max_rollbacks times.
 
-Not covered here: health detection, evaluation of checkpoints, export (their
-own modules).
+Not covered here: the detectors themselves (grpokit.health), evaluation of
+checkpoints, export (their own modules).
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import signal
 import time
@@ -32,8 +40,9 @@ import torch
 from rich.console import Console
 from transformers import TrainerCallback
 
-from grpokit.config import Recipe, load_recipe, validate_raw
+from grpokit.config import Recipe, load_recipe
 from grpokit.errors import GrpokitError, Problem
+from grpokit.health import Finding, HealthMonitor, read_jsonl
 from grpokit.templates import PromptTemplate
 
 console = Console(highlight=False, soft_wrap=True)
@@ -186,6 +195,28 @@ class GracefulStop(TrainerCallback):
             control.should_training_stop = True
 
 
+class LearningRateOverride(TrainerCallback):
+    """After a rollback the resumed optimizer and scheduler carry the old rate: scale them to the recipe's."""
+
+    def __init__(self, learning_rate: float):
+        self.learning_rate = learning_rate
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        base = list(getattr(lr_scheduler, "base_lrs", None) or [])
+        if optimizer is None or not base or not base[0]:
+            return
+        factor = self.learning_rate / base[0]
+        if abs(factor - 1) < 1e-9:
+            return
+        lr_scheduler.base_lrs = [b * factor for b in base]
+        if getattr(lr_scheduler, "_last_lr", None):
+            lr_scheduler._last_lr = [x * factor for x in lr_scheduler._last_lr]
+        for group in optimizer.param_groups:
+            group["lr"] *= factor
+            if "initial_lr" in group:
+                group["initial_lr"] *= factor
+
+
 def _fmt(v, digits=3):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
@@ -202,29 +233,39 @@ def _trainer_class():
     from trl import GRPOTrainer
 
     class GrpokitTrainer(GRPOTrainer):
-        """GRPOTrainer that also writes samples.jsonl at each logging step."""
+        """GRPOTrainer that also writes samples.jsonl and runs the health monitor at each logging step."""
 
         samples_path: Path | None = None
         num_samples_logged: int = 4
+        health: HealthMonitor | None = None
 
         def log(self, logs, start_time=None):
             super().log(logs, start_time)
-            if self.samples_path is None or not self.num_samples_logged or "train_runtime" in logs:
+            if "train_runtime" in logs:
                 return
+            samples = self._write_samples()
+            if self.health is not None:
+                record = {"step": self.state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+                if self.health.observe(record, samples) is not None:
+                    self.control.should_training_stop = True
+
+        def _write_samples(self) -> list[dict]:
+            if self.samples_path is None or not self.num_samples_logged:
+                return []
             prompts, completions = list(self._logs["prompt"]), list(self._logs["completion"])
             if not completions:
-                return
+                return []
             g = self.num_generations
             # One completion from each of several groups: different prompts are more telling than one group.
             idx = list(range(0, len(completions), g))[: self.num_samples_logged]
             idx += [i for i in range(len(completions)) if i not in idx][: self.num_samples_logged - len(idx)]
             rewards = {k: list(v) for k, v in self._logs["rewards"].items()}
+            written = [{"step": self.state.global_step, "prompt": prompts[i], "completion": completions[i],
+                        "rewards": {k: _jsonable(v[i]) for k, v in rewards.items() if i < len(v)}} for i in idx]
             with self.samples_path.open("a") as f:
-                for i in idx:
-                    f.write(json.dumps({
-                        "step": self.state.global_step, "prompt": prompts[i], "completion": completions[i],
-                        "rewards": {k: _jsonable(v[i]) for k, v in rewards.items() if i < len(v)},
-                    }, ensure_ascii=False) + "\n")
+                for line in written:
+                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            return written
 
     return GrpokitTrainer
 
@@ -246,9 +287,8 @@ def load_run_recipe(run_dir: Path) -> Recipe:
     if not path.is_file():
         raise GrpokitError([Problem(str(run_dir), f"not a grpokit run directory (no {CONFIG_FILE})",
                                     "pass the output_dir of an earlier `grpokit train`")])
-    recipe = load_recipe(path)
-    # config.yaml is written with absolute data paths, so the run directory can move.
-    return recipe
+    # config.yaml is written with absolute data paths, so --resume works from any directory.
+    return load_recipe(path)
 
 
 def _resolved(recipe: Recipe, run_dir: Path) -> Recipe:
@@ -261,7 +301,7 @@ def _resolved(recipe: Recipe, run_dir: Path) -> Recipe:
 
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
           model=None, tokenizer=None) -> dict:
-    """Run GRPO for a recipe; returns the run summary written to run.json."""
+    """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json."""
     from grpokit import models
     from grpokit.data import load_datasets
     from grpokit.rewards import build_reward
@@ -272,7 +312,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         resume_from = latest_checkpoint(run_dir)
         if resume_from is None:
             console.print(f"[yellow]no complete checkpoint in {run_dir}; starting from step 0[/]")
-        step0 = int(resume_from.name.split("-")[-1]) if resume_from else 0
+        step0 = _step_of(resume_from) if resume_from else 0
         for name in ("metrics.jsonl", "samples.jsonl"):
             _truncate_jsonl(run_dir / name, step0)
     else:
@@ -291,37 +331,65 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
     for n in notes:
         console.print(f"[yellow]note:[/] {n}")
+    if not resume and recipe.preflight.prompts:
+        _preflight_warnings(recipe, run_dir, model, tokenizer, train_rows)
 
     reward_funcs = [build_reward(r.name, r.params) for r in recipe.rewards]
-    stopper = GracefulStop()
-    trainer = _trainer_class()(
-        model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
-        processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
-        callbacks=[RunLogger(run_dir, [r.name for r in recipe.rewards]), CheckpointMarker(), stopper],
-    )
-    from transformers.trainer_callback import PrinterCallback
-
-    trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
-    trainer.samples_path = run_dir / "samples.jsonl"
-    trainer.num_samples_logged = recipe.train.num_samples_logged
-
     summary = {"run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
                "eval_rows": len(eval_rows), "notes": notes, "status": "running",
-               "resumed_from": str(resume_from) if resume_from else None}
-    _write_run_json(run_dir, summary)
-    console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
-                  + (f" (resuming from {resume_from.name})" if resume_from else ""))
+               "resumed_from": str(resume_from) if resume_from else None, "rollbacks": []}
+    rollbacks_done = sum(1 for x in read_jsonl(run_dir / "health.jsonl") if str(x.get("action", "")).startswith("rollback"))
     t0 = time.time()
-    stopper.install()
-    try:
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    except KeyboardInterrupt:
-        summary.update(status="aborted", seconds=round(time.time() - t0, 1), step=trainer.state.global_step)
+    while True:
+        stopper = GracefulStop()
+        plan: dict = {}
+        monitor = None
+        if recipe.health.enabled:
+            monitor = HealthMonitor(recipe.health, run_dir, [r.name for r in recipe.rewards],
+                                    recipe.health.max_rollbacks - rollbacks_done,
+                                    plan_rollback=lambda f: _plan_rollback(recipe, run_dir, f, plan),
+                                    printer=lambda line: console.print(f"[yellow]{line}[/]"))
+        trainer = _trainer_class()(
+            model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
+            processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
+            callbacks=[RunLogger(run_dir, [r.name for r in recipe.rewards]), CheckpointMarker(), stopper,
+                       LearningRateOverride(recipe.train.learning_rate)],
+        )
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
+        trainer.samples_path = run_dir / "samples.jsonl"
+        trainer.num_samples_logged = recipe.train.num_samples_logged
+        trainer.health = monitor
         _write_run_json(run_dir, summary)
-        raise
-    finally:
-        stopper.uninstall()
-    status = f"interrupted ({stopper.requested})" if stopper.requested else "completed"
+        console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
+                      + (f" (resuming from {resume_from.name})" if resume_from else ""))
+        stopper.install()
+        try:
+            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        except KeyboardInterrupt:
+            summary.update(status="aborted", seconds=round(time.time() - t0, 1), step=trainer.state.global_step)
+            _write_run_json(run_dir, summary)
+            raise
+        finally:
+            stopper.uninstall()
+        decision = monitor.decision if monitor else None
+        if stopper.requested or decision is None or decision.action != "rollback" or not plan:
+            break
+        # Rollback: the bad stretch is set aside, training continues from before it with gentler settings.
+        rollbacks_done += 1
+        recipe, resume_from = _apply_rollback(recipe, run_dir, plan)
+        summary["rollbacks"].append({"code": decision.finding.code, "at_step": decision.finding.step,
+                                     "restored": plan["checkpoint"], "learning_rate": plan["learning_rate"],
+                                     "beta": plan["beta"]})
+        del trainer
+        model = models.load_model(model_path, recipe.model.dtype)  # fresh weights; resume loads the checkpoint's
+    if stopper.requested:
+        status = f"interrupted ({stopper.requested})"
+    elif decision is not None:
+        status = f"stopped by health monitor ({decision.finding.code} at step {decision.finding.step})"
+    else:
+        status = "completed"
     summary.update(status=status, seconds=round(time.time() - t0, 1), step=trainer.state.global_step,
                    reward_errors={f.name: f.errors for f in reward_funcs},
                    last_checkpoint=str(latest_checkpoint(run_dir)) if latest_checkpoint(run_dir) else None)
@@ -330,8 +398,61 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
                   f"last checkpoint: {summary['last_checkpoint']}")
     if stopper.requested:
         console.print(f"continue with: grpokit train --resume {run_dir}")
+    elif decision is not None:
+        console.print(f"see {run_dir / 'health.jsonl'} (or `grpokit doctor {run_dir}`) for the finding and its fix")
     summary["trainer"] = trainer  # for in-process callers (demo); not written to disk
     return summary
+
+
+# ---------------------------------------------------------------- health rollback
+def _step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.split("-")[-1])
+
+
+def _plan_rollback(recipe: Recipe, run_dir: Path, finding: Finding, plan: dict) -> str:
+    """Choose what a rollback will do (filled into `plan`); the line health.jsonl records as the action."""
+    since = finding.since if finding.since is not None else finding.step
+    # checkpoint-N holds the weights that sampled step N+1: the last clean weights are at most since - 2.
+    clean = [c for c in complete_checkpoints(run_dir) if _step_of(c) <= since - 2]
+    t = recipe.train
+    beta = t.beta * 2 if t.beta > 0 else recipe.health.rollback_min_beta
+    plan.update(checkpoint=clean[-1].name if clean else None, step=_step_of(clean[-1]) if clean else 0,
+                learning_rate=t.learning_rate / 2, beta=beta, old_learning_rate=t.learning_rate, old_beta=t.beta)
+    where = f"restore {clean[-1].name}" if clean else "restart from the initial model (no checkpoint before the problem)"
+    note = (f", beta {t.beta} -> {beta}" if t.beta > 0 else
+            f", beta 0 -> {beta} (beta was 0: a reference model is now loaded, one more copy of the weights)")
+    return f"rollback: {where}, learning_rate {t.learning_rate:g} -> {t.learning_rate / 2:g}{note}"
+
+
+def _apply_rollback(recipe: Recipe, run_dir: Path, plan: dict) -> tuple[Recipe, Path | None]:
+    keep = plan["step"]
+    for name in ("metrics.jsonl", "samples.jsonl"):
+        path = run_dir / name
+        lines = [ln for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+        dropped = [ln for ln in lines if json.loads(ln).get("step", 0) > keep]
+        if dropped:
+            with (run_dir / name.replace(".jsonl", ".rolled_back.jsonl")).open("a") as f:
+                f.writelines(ln + "\n" for ln in dropped)
+        _truncate_jsonl(path, keep)
+    for ck in checkpoints_dir(run_dir).glob("checkpoint-*"):
+        if ck.name.split("-")[-1].isdigit() and _step_of(ck) > keep:
+            shutil.rmtree(ck)
+    train_cfg = recipe.train.model_copy(update={"learning_rate": plan["learning_rate"], "beta": plan["beta"]})
+    recipe = recipe.model_copy(update={"train": train_cfg})
+    (run_dir / CONFIG_FILE).write_text(recipe.to_yaml())  # --resume continues with the gentler settings
+    resume_from = checkpoints_dir(run_dir) / plan["checkpoint"] if plan["checkpoint"] else None
+    console.print(f"[yellow]health rollback: continuing from {plan['checkpoint'] or 'the initial model'} with "
+                  f"learning_rate {plan['learning_rate']:g}, beta {plan['beta']:g}[/]")
+    return recipe, resume_from
+
+
+def _preflight_warnings(recipe: Recipe, run_dir: Path, model, tokenizer, rows: list[dict]) -> None:
+    from grpokit.preflight import run_preflight
+
+    report = run_preflight(recipe, model, tokenizer, rows, prompts=recipe.preflight.prompts,
+                           generations=recipe.preflight.generations, out_dir=run_dir)
+    for rec in report["recommendations"]:
+        console.print(f"[yellow]preflight:[/] {rec['setting']}: {rec['reason']}")
 
 
 def _write_run_json(run_dir: Path, summary: dict) -> None:
@@ -339,4 +460,4 @@ def _write_run_json(run_dir: Path, summary: dict) -> None:
     (Path(run_dir) / "run.json").write_text(json.dumps(data, indent=2))
 
 
-__all__ = ["train", "load_run_recipe", "latest_checkpoint", "complete_checkpoints", "template_of", "validate_raw"]
+__all__ = ["train", "load_run_recipe", "latest_checkpoint", "complete_checkpoints", "template_of"]

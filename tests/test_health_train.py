@@ -1,0 +1,100 @@
+"""The live health monitor on a tiny model whose run is made to fail: warn, stop, and rollback end to end.
+
+The failure is injected through a test reward: random scores (every group has spread) except on chosen
+reward calls, where every completion scores the same, so TRL logs frac_reward_zero_std = 1.0 for that
+step. That is deterministic, unlike waiting for an absurd learning rate to blow up a tiny model.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import yaml
+
+from conftest import write_jsonl
+from grpokit.config import load_recipe
+from grpokit.data.arithmetic import generate
+from grpokit.rewards.registry import REGISTRY, register
+from grpokit.train import complete_checkpoints, train
+
+INJECT = {"calls": 0, "bad": set()}  # reward calls (1-based) on which every completion scores 0.5
+
+if "test_injected" not in REGISTRY:
+    @register("test_injected", description="test only: random scores, constant on INJECT['bad'] calls", columns=())
+    def get_test_injected_reward():
+        rng = random.Random(0)
+
+        def score(completions, **_):
+            INJECT["calls"] += 1
+            if INJECT["calls"] in INJECT["bad"]:
+                return [0.5] * len(completions)
+            return [rng.random() for _ in completions]
+
+        return score
+
+
+def _recipe(tmp_path: Path, model_dir: Path, health: dict, **train_cfg):
+    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
+    raw = {
+        "model": {"name": str(model_dir)},
+        "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+        "rewards": [{"name": "test_injected"}],
+        "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
+                  "max_completion_length": 8, "save_steps": 1, "logging_steps": 1, "num_samples_logged": 2,
+                  **train_cfg},
+        "health": {"window": 2, **health},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_recipe(path)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.is_file() else []
+
+
+def test_rollback_restores_the_checkpoint_before_the_problem_and_continues(tmp_path, tiny_model_dir):
+    INJECT.update(calls=0, bad={3, 4})  # steps 3 and 4 carry no signal; after the rollback all is well
+    recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
+                     max_steps=4)
+    run = tmp_path / "run"
+    summary = train(recipe, run_dir=run)
+
+    health = [h for h in _lines(run / "health.jsonl") if h["code"] == "zero_variance_groups"]
+    assert len(health) == 1 and health[0]["step"] == 4 and health[0]["evidence"]["since_step"] == 3
+    action = health[0]["action"]
+    assert action.startswith("rollback: restore checkpoint-1") and "learning_rate 0.001 -> 0.0005" in action
+    assert "beta 0 -> 0.04" in action and "reference model" in action
+
+    assert summary["status"] == "completed" and summary["step"] == 4
+    assert summary["rollbacks"] == [{"code": "zero_variance_groups", "at_step": 4, "restored": "checkpoint-1",
+                                     "learning_rate": 0.0005, "beta": 0.04}]
+    metrics = _lines(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    assert [m["step"] for m in _lines(run / "metrics.rolled_back.jsonl")] == [2, 3, 4]
+    # After the rollback: the halved learning rate is the one used, and kl exists (beta > 0 now).
+    assert metrics[0]["learning_rate"] == 1e-3 and all(abs(m["learning_rate"] - 5e-4) < 1e-12 for m in metrics[1:])
+    assert "kl" not in metrics[0] and all("kl" in m for m in metrics[1:])
+    assert all(m["frac_reward_zero_std"] == 0 for m in metrics)
+    saved = yaml.safe_load((run / "config.yaml").read_text())["train"]
+    assert saved["learning_rate"] == 5e-4 and saved["beta"] == 0.04
+    assert [c.name for c in complete_checkpoints(run)] == [f"checkpoint-{i}" for i in range(1, 5)]
+
+
+def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
+    # No signal ever: the first finding (step 2, nothing saved before it) restarts from the initial model;
+    # the second one finds the rollback budget spent and stops.
+    INJECT.update(calls=0, bad=set(range(1, 100)))
+    recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
+                     max_steps=6, beta=0.01)
+    run = tmp_path / "run"
+    summary = train(recipe, run_dir=run)
+
+    actions = [h["action"] for h in _lines(run / "health.jsonl") if h["code"] == "zero_variance_groups"]
+    assert len(actions) == 2
+    assert actions[0].startswith("rollback: restart from the initial model") and "beta 0.01 -> 0.02" in actions[0]
+    assert actions[1].startswith("stop (rollback asked, but health.max_rollbacks=1 spent)")
+    assert summary["status"] == "stopped by health monitor (zero_variance_groups at step 2)"
+    assert [m["step"] for m in _lines(run / "metrics.jsonl")] == [1, 2]
+    assert json.loads((run / "run.json").read_text())["status"].startswith("stopped by health monitor")
