@@ -34,7 +34,7 @@ if "test_injected" not in REGISTRY:
         return score
 
 
-def _recipe(tmp_path: Path, model_dir: Path, health: dict, **train_cfg):
+def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | None = None, **train_cfg):
     data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
     raw = {
         "model": {"name": str(model_dir)},
@@ -44,6 +44,7 @@ def _recipe(tmp_path: Path, model_dir: Path, health: dict, **train_cfg):
                   "max_completion_length": 8, "save_steps": 1, "logging_steps": 1, "num_samples_logged": 2,
                   **train_cfg},
         "health": {"window": 2, **health},
+        "preflight": preflight or {},
     }
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -83,11 +84,11 @@ def test_rollback_restores_the_checkpoint_before_the_problem_and_continues(tmp_p
 
 
 def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
-    # No signal ever: the first finding (step 2, nothing saved before it) restarts from the initial model;
+    # Preflight scores two prompts first (one reward call), then no signal ever: the first finding (step 2, nothing saved before it) restarts from the initial model;
     # the second one finds the rollback budget spent and stops.
     INJECT.update(calls=0, bad=set(range(1, 100)))
     recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
-                     max_steps=6, beta=0.01)
+                     preflight={"prompts": 2}, max_steps=6, beta=0.01)
     run = tmp_path / "run"
     summary = train(recipe, run_dir=run)
 
@@ -98,3 +99,5 @@ def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
     assert summary["status"] == "stopped by health monitor (zero_variance_groups at step 2)"
     assert [m["step"] for m in _lines(run / "metrics.jsonl")] == [1, 2]
     assert json.loads((run / "run.json").read_text())["status"].startswith("stopped by health monitor")
+    # The recipe asked for a preflight: it ran first, into the run directory.
+    assert json.loads((run / "preflight.json").read_text())["prompts"] == 2

@@ -1,0 +1,308 @@
+"""Preflight: sample the initial model before training and say what to change.
+
+    grpokit preflight recipes/smollm2-arithmetic.yaml --prompts 16 --generations 8
+    grpokit preflight RECIPE.yaml --write-filtered data/train.filtered.jsonl
+
+Samples N training prompts x G completions with the recipe's template and
+sampling settings (temperature, top_p, max_completion_length), scores them
+with the recipe's own rewards (the same functions training calls), and
+reports: reward mean and spread per component and in total; the share of
+prompts whose group scores the same everywhere (zero variance: no learning
+signal), all-correct and all-wrong; the format rate; completions that hit
+max_completion_length; completion length quantiles (p50, p90, p99 in
+tokens). From these it recommends settings, each with its reason (the 0.6B
+article's advice: a max_completion_length that covers the p99, more
+generations or more format weight when too few groups carry signal), and
+lists the prompts always or never solved. `--write-filtered` writes the
+dataset without the judged no-signal prompts, easy and hard alternating
+(the article's difficulty mixing). Writes preflight.json.
+
+`grpokit train` runs a short one first when the recipe sets
+`preflight.prompts` > 0, and prints its recommendations.
+
+Not covered: prompts it did not sample are not judged (pass --prompts with
+the dataset size to judge them all); sampling uses transformers' generate,
+not vLLM, so it is meant for tens of prompts, not thousands.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from statistics import mean, pstdev
+
+import torch
+
+from grpokit.rewards import build_reward
+from grpokit.templates import PromptTemplate
+
+GEN_BATCH = 32  # sequences per generate call: a 135M model on CPU gains little from larger batches
+LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (0.6B article)
+TRUNCATION_SHARE = 0.05  # more completions than this cut at the limit: answers lose their final line
+FORMAT_WEIGHT_TARGET = 0.4  # the 0.6B article raises the format share from 0.2 to 0.4-0.5 when format is weak
+_EPS = 1e-9
+
+
+@torch.no_grad()
+def sample(model, tokenizer, template: PromptTemplate, questions: list[str], generations: int, max_new_tokens: int,
+           temperature: float, top_p: float, seed: int) -> list[list[tuple[str, int, bool]]]:
+    """G sampled completions per question: (text, tokens up to EOS, truncated at the limit)."""
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(seed)
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos if eos is not None else tokenizer.eos_token_id])
+    flat = [q for q in questions for _ in range(generations)]
+    out: list[tuple[str, int, bool]] = []
+    for start in range(0, len(flat), GEN_BATCH):
+        ids = [template.encode(tokenizer, template.build(q)) for q in flat[start:start + GEN_BATCH]]
+        width = max(map(len, ids))
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        gen = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,
+                             temperature=temperature, top_p=top_p, top_k=0, pad_token_id=pad)
+        for row in gen[:, width:].tolist():
+            n = next((i for i, t in enumerate(row) if t in eos), None)
+            text = tokenizer.decode(row[: n if n is not None else len(row)], skip_special_tokens=True)
+            out.append((text, n if n is not None else len(row), n is None and len(row) >= max_new_tokens))
+    if was_training:
+        model.train()
+    return [out[i * generations:(i + 1) * generations] for i in range(len(questions))]
+
+
+def quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return 0.0
+    k = (len(xs) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def interleave_easy_hard(items: list[dict], key: str = "mean_reward") -> list[dict]:
+    """Easiest, hardest, second easiest, second hardest, ...: no long run of hard prompts (0.6B article)."""
+    ordered = sorted(items, key=lambda x: -x[key])
+    out, lo, hi = [], 0, len(ordered) - 1
+    while lo <= hi:
+        out.append(ordered[lo])
+        if lo != hi:
+            out.append(ordered[hi])
+        lo, hi = lo + 1, hi - 1
+    return out
+
+
+def _round_up(x: float, to: int = 64) -> int:
+    return int(math.ceil(x / to) * to)
+
+
+def _nanmean(xs):
+    v = [x for x in xs if x is not None]
+    return mean(v) if v else None
+
+
+def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 16, generations: int | None = None,
+                  out_dir: Path | None = None, out_file: Path | None = None) -> dict:
+    """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report."""
+    from grpokit.train import template_of
+
+    t0 = time.time()
+    t = recipe.train
+    g = generations or t.num_generations
+    rng = random.Random(t.seed)
+    chosen = rng.sample(range(len(rows)), min(prompts, len(rows)))
+    picked = [rows[i] for i in chosen]
+    groups = sample(model, tokenizer, template_of(recipe), [r["question"] for r in picked], g,
+                    t.max_completion_length, t.temperature, t.top_p, t.seed)
+
+    texts = [c[0] for grp in groups for c in grp]
+    columns = {k: [r.get(k) for r in picked for _ in range(g)] for k in picked[0]} if picked else {}
+    per_reward: dict[str, list] = {}
+    errors: dict[str, int] = {}
+    for rc in recipe.rewards:
+        scores, errs = build_reward(rc.name, rc.params).score_texts(texts, columns)
+        per_reward[rc.name] = scores
+        errors[rc.name] = len(errs)
+    weights = {rc.name: rc.weight for rc in recipe.rewards}
+    total = [sum(weights[n] * s[i] for n, s in per_reward.items() if s[i] is not None) for i in range(len(texts))]
+
+    correctness = next((n for n in per_reward if n in recipe.health.correctness_rewards), None)
+    formats = [n for n in per_reward if n in recipe.health.format_rewards]
+    per_prompt = []
+    for j, row in enumerate(picked):
+        sl = slice(j * g, (j + 1) * g)
+        tot = total[sl]
+        corr = per_reward[correctness][sl] if correctness else None
+        cvals = [c for c in corr if c is not None] if corr else []
+        per_prompt.append({
+            "question": row["question"], "index": chosen[j], "mean_reward": mean(tot), "std_reward": pstdev(tot),
+            "zero_variance": pstdev(tot) < _EPS,
+            "correct_rate": mean(cvals) if cvals else None,
+            "all_correct": bool(cvals) and min(cvals) >= 1 - _EPS, "all_wrong": bool(cvals) and max(cvals) <= _EPS,
+        })
+    lengths = [c[1] for grp in groups for c in grp]
+    truncated = sum(c[2] for grp in groups for c in grp)
+    n_prompts = max(1, len(per_prompt))
+    report = {
+        "recipe": recipe.source, "model": recipe.model.name, "prompts": len(picked), "generations": g,
+        "sampling": {"temperature": t.temperature, "top_p": t.top_p, "max_completion_length": t.max_completion_length},
+        "rewards": {n: {"weight": weights[n], "mean": _nanmean(s),
+                        "std": pstdev([x for x in s if x is not None]) if any(x is not None for x in s) else None,
+                        "errors": errors[n]} for n, s in per_reward.items()},
+        "total_reward": {"mean": mean(total) if total else None, "std": pstdev(total) if total else None},
+        "zero_variance_share": sum(p["zero_variance"] for p in per_prompt) / n_prompts,
+        "all_correct_share": sum(p["all_correct"] for p in per_prompt) / n_prompts if correctness else None,
+        "all_wrong_share": sum(p["all_wrong"] for p in per_prompt) / n_prompts if correctness else None,
+        "correctness_reward": correctness,
+        "format_rate": _nanmean([x for n in formats for x in per_reward[n]]) if formats else None,
+        "truncated": truncated, "truncated_share": truncated / max(1, len(lengths)),
+        "length_quantiles": {"p50": quantile(lengths, 0.5), "p90": quantile(lengths, 0.9), "p99": quantile(lengths, 0.99)},
+        "always_solved": [p["question"] for p in per_prompt if p["all_correct"]],
+        "never_solved": [p["question"] for p in per_prompt if p["all_wrong"]],
+        "per_prompt": per_prompt,
+        "examples": [{"question": picked[j]["question"], "completion": groups[j][0][0]} for j in range(min(3, len(picked)))],
+    }
+    report["recommendations"] = recommend(recipe, report)
+    report["seconds"] = round(time.time() - t0, 1)
+    target = out_file or (Path(out_dir) / "preflight.json" if out_dir else None)
+    if target is not None:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        report["path"] = str(target)
+    return report
+
+
+def recommend(recipe, r: dict) -> list[dict]:
+    """Settings to change, each with the measurement that motivates it."""
+    t = recipe.train
+    out = []
+
+    def add(setting, value, reason):
+        out.append({"setting": setting, "value": value, "reason": reason})
+
+    p99 = r["length_quantiles"]["p99"]
+    if r["truncated_share"] > TRUNCATION_SHARE:
+        value = _round_up(max(2 * t.max_completion_length, p99 * 1.25))
+        add("train.max_completion_length", value,
+            f"{r['truncated_share']:.0%} of completions hit the limit of {t.max_completion_length} tokens, so their "
+            "final answer line is lost and they score as wrong; raise it (the 0.6B article: 512 for math, 1024 for "
+            "logic) and run preflight again to see the p99")
+    elif p99 * 2 < t.max_completion_length and t.max_completion_length > 64:
+        add("train.max_completion_length", max(64, _round_up(p99 * 1.5)),
+            f"the p99 completion is {p99:.0f} tokens: a limit about 1.5x that covers it and saves generation time")
+    zv = r["zero_variance_share"]
+    if zv >= LOW_SIGNAL_SHARE:
+        add("train.num_generations", max(t.num_generations + 4, int(t.num_generations * 1.5)),
+            f"{zv:.0%} of prompts scored every completion the same (no learning signal): more samples per prompt "
+            "make a differing answer likelier (0.6B article: 8 -> 12)")
+        fmt = [rc for rc in recipe.rewards if rc.name in recipe.health.format_rewards]
+        total_w = sum(abs(rc.weight) for rc in recipe.rewards) or 1.0
+        if not fmt:
+            add("rewards", "add {name: format, weight: 0.2}",
+                "a format reward gives all-wrong groups a difference to learn from (0.6B article: 0.8 correctness "
+                "+ 0.2 format)")
+        elif fmt[0].weight / total_w < FORMAT_WEIGHT_TARGET and (r["format_rate"] or 0) < 0.5:
+            add(f"rewards.{fmt[0].name}.weight", round(FORMAT_WEIGHT_TARGET / (1 - FORMAT_WEIGHT_TARGET) *
+                                                       (total_w - fmt[0].weight), 3),
+                f"the format rate is {r['format_rate'] or 0:.0%}: the 0.6B article raises the format share to 0.4-0.5 "
+                "while the model cannot hold the format, then lowers it back to 0.1-0.2")
+    if r["always_solved"] or r["never_solved"]:
+        add("data", "grpokit preflight --write-filtered OUT.jsonl",
+            f"{len(r['always_solved'])} prompt(s) always solved and {len(r['never_solved'])} never solved "
+            f"out of {r['prompts']}: they give zero advantage; drop them and alternate easy with hard prompts")
+    if r["all_wrong_share"] is not None and r["all_wrong_share"] >= 0.9:
+        add("data", "easier prompts first",
+            f"{r['all_wrong_share']:.0%} of prompts were never solved: the 0.6B article adds very easy problems so "
+            "some answers are right and the reward leaves zero")
+    if t.temperature < 0.9 and zv >= LOW_SIGNAL_SHARE:
+        add("train.temperature", 0.9, f"temperature {t.temperature} samples near-identical completions; both "
+            "articles use 0.9 or more")
+    return out
+
+
+def write_filtered(report: dict, rows: list[dict], path: Path) -> tuple[int, int, int]:
+    """Rows minus the judged no-signal prompts; judged ones easy/hard alternating, then the unjudged ones.
+
+    Returns (written, dropped, unjudged)."""
+    judged = {p["index"]: p for p in report["per_prompt"]}
+    keep = interleave_easy_hard([p for p in judged.values() if not p["zero_variance"]])
+    unjudged = [r for i, r in enumerate(rows) if i not in judged]
+    out = [rows[p["index"]] for p in keep] + unjudged
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with Path(path).open("w", encoding="utf-8") as f:
+        for row in out:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(out), len(judged) - len(keep), len(unjudged)
+
+
+# ---------------------------------------------------------------- CLI
+def register(subparsers) -> None:
+    p = subparsers.add_parser("preflight", help="sample the initial model on training prompts and recommend settings")
+    p.add_argument("recipe", help="recipe YAML file")
+    p.add_argument("--prompts", type=int, default=16, help="training prompts to sample (default 16)")
+    p.add_argument("--generations", type=int, help="completions per prompt (default: train.num_generations)")
+    p.add_argument("--write-filtered", metavar="OUT.jsonl", help="write the data without the no-signal prompts")
+    p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a recipe value")
+    p.set_defaults(func=cmd_preflight)
+
+
+def cmd_preflight(args) -> int:
+    from grpokit import models
+    from grpokit.config import load_recipe
+    from grpokit.data import load_datasets
+    from grpokit.errors import GrpokitError, Problem
+
+    if args.prompts < 1 or (args.generations is not None and args.generations < 2):
+        raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
+                                    "e.g. --prompts 16 --generations 8")])
+    recipe = load_recipe(args.recipe, args.set)
+    if recipe.train.torch_threads:
+        torch.set_num_threads(recipe.train.torch_threads)
+    rows = load_datasets(recipe)[0]
+    path = models.resolve_model_path(recipe.model.name)
+    tokenizer, model = models.load_tokenizer(path), models.load_model(path, recipe.model.dtype)
+    r = run_preflight(recipe, model, tokenizer, rows, prompts=args.prompts, generations=args.generations,
+                      out_file=Path(args.output))
+    print(render(r))
+    if args.write_filtered:
+        n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered))
+        print(f"wrote {n} rows to {args.write_filtered}: {dropped} no-signal prompt(s) dropped, judged prompts "
+              f"alternate easy/hard, {unjudged} unjudged row(s) kept after them "
+              f"(--prompts {len(rows)} judges every row)")
+    return 0
+
+
+def render(r: dict) -> str:
+    def f(x, pct=False):
+        return "-" if x is None else (f"{x:.0%}" if pct else f"{x:.3f}")
+
+    lines = [f"preflight: {r['prompts']} prompts x {r['generations']} completions "
+             f"(temperature {r['sampling']['temperature']}, top_p {r['sampling']['top_p']}, "
+             f"max {r['sampling']['max_completion_length']} tokens) in {r['seconds']}s"]
+    for n, s in r["rewards"].items():
+        lines.append(f"  reward {n:<18} weight {s['weight']:<5} mean {f(s['mean'])}  std {f(s['std'])}"
+                     + (f"  errors {s['errors']}" if s["errors"] else ""))
+    lines.append(f"  total reward             mean {f(r['total_reward']['mean'])}  std {f(r['total_reward']['std'])}")
+    lines.append(f"  zero-variance groups {f(r['zero_variance_share'], True)}  all correct "
+                 f"{f(r['all_correct_share'], True)}  all wrong {f(r['all_wrong_share'], True)}  format rate "
+                 f"{f(r['format_rate'], True)}")
+    q = r["length_quantiles"]
+    lines.append(f"  length p50 {q['p50']:.0f}  p90 {q['p90']:.0f}  p99 {q['p99']:.0f} tokens; {r['truncated']} "
+                 f"completion(s) ({f(r['truncated_share'], True)}) hit max_completion_length")
+    for name, key in (("always solved", "always_solved"), ("never solved", "never_solved")):
+        if r[key]:
+            lines.append(f"  {name} ({len(r[key])}): " + "; ".join(q[:50] for q in r[key][:3])
+                         + (" ..." if len(r[key]) > 3 else ""))
+    lines.append("recommendations:" if r["recommendations"] else "recommendations: none, the settings look right")
+    for rec in r["recommendations"]:
+        lines.append(f"  - {rec['setting']} -> {rec['value']}: {rec['reason']}")
+    if r.get("path"):
+        lines.append(f"report: {r['path']}")
+    return "\n".join(lines)
+
+
+__all__ = ["interleave_easy_hard", "quantile", "recommend", "register", "run_preflight", "sample", "write_filtered"]
