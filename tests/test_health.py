@@ -9,7 +9,7 @@ import random
 import pytest
 
 from grpokit.config import HEALTH_CODES, HealthConfig
-from grpokit.health import DETECTORS, HealthMonitor, diagnose, doctor_run, register, repeated_share
+from grpokit.health import DETECTORS, HealthMonitor, diagnose, doctor_run, load_evals, register, repeated_share
 
 STEPS = 60
 GOOD_TEXT = [
@@ -175,7 +175,7 @@ def _doctor(argv) -> int:
     return args.func(args)
 
 
-def test_doctor_json_is_empty_on_a_healthy_run(tmp_path, capsys, write_jsonl_fixture=None):
+def test_doctor_json_is_empty_on_a_healthy_run(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in healthy()))
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in healthy_samples()))
     assert _doctor([str(tmp_path), "--json"]) == 0
@@ -187,10 +187,14 @@ def test_doctor_reads_the_run_recipe_thresholds_and_eval_results(tmp_path, capsy
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stream))
     (tmp_path / "config.yaml").write_text("health:\n  truncation_frac: 0.15\nrewards:\n  - name: math_correctness\n")
     (tmp_path / "eval").mkdir()
-    (tmp_path / "eval" / "results.json").write_text(json.dumps(
-        {"checkpoints": [{"step": 10, "accuracy": 0.7}, {"step": 40, "accuracy": 0.4}]}))
+    (tmp_path / "eval" / "results.json").write_text(json.dumps(  # the layout grpokit eval writes
+        {"checkpoints": [{"step": 0, "heldout": {"accuracy": 0.5}}, {"step": 10, "heldout": {"accuracy": 0.7}},
+                         {"step": 40, "heldout": {"accuracy": 0.4}, "train": {"accuracy": 0.9}}],
+         "best": {"step": 10, "accuracy": 0.7}}))
     assert _doctor([str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"truncation", "reward_hacking_suspected"} <= {f["code"] for f in out}
     assert _doctor([str(tmp_path)]) == 0 and "truncation" in capsys.readouterr().out
     assert [f.code for f in doctor_run(tmp_path)] == [f["code"] for f in out]
+    assert load_evals(tmp_path) == [{"step": 0, "accuracy": 0.5}, {"step": 10, "accuracy": 0.7},
+                                    {"step": 40, "accuracy": 0.4}]

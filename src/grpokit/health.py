@@ -406,7 +406,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def load_evals(run_dir: Path) -> list[dict]:
-    """[{step, accuracy}] from eval/results.json (grpokit eval) when present; tolerant of its layout."""
+    """[{step, accuracy}] (held-out greedy accuracy) from eval/results.json (grpokit eval) when present."""
     path = Path(run_dir) / "eval" / "results.json"
     if not path.is_file():
         return []
@@ -420,8 +420,13 @@ def load_evals(run_dir: Path) -> list[dict]:
         if depth > 4:
             return
         if isinstance(node, dict):
-            if isinstance(node.get("step"), int) and _finite(node.get("accuracy")):
-                found.append({"step": node["step"], "accuracy": float(node["accuracy"])})
+            # grpokit eval writes {"checkpoints": [{"step", "heldout": {"accuracy"}, ...}], "best": ...}
+            acc = node.get("accuracy")
+            if not _finite(acc) and isinstance(node.get("heldout"), dict):
+                acc = node["heldout"].get("accuracy")
+            if isinstance(node.get("step"), int) and _finite(acc):
+                if all(f["step"] != node["step"] for f in found):
+                    found.append({"step": node["step"], "accuracy": float(acc)})
                 return
             for v in node.values():
                 walk(v, depth + 1)
