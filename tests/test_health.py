@@ -198,3 +198,21 @@ def test_doctor_reads_the_run_recipe_thresholds_and_eval_results(tmp_path, capsy
     assert [f.code for f in doctor_run(tmp_path)] == [f["code"] for f in out]
     assert load_evals(tmp_path) == [{"step": 0, "accuracy": 0.5}, {"step": 10, "accuracy": 0.7},
                                     {"step": 40, "accuracy": 0.4}]
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("health.kl_maxx=1", ["health.kl_maxx", "did you mean 'kl_max'"]),
+    ("health.actions.kl_spike=rolback", ["health.actions.kl_spike", "'warn', 'stop' or 'rollback'"]),
+    ("health.actions.kl_spkie=stop", ["health.actions.kl_spkie", "did you mean 'kl_spike'"]),
+])
+def test_health_section_is_validated_with_fixes(override, expected):
+    from pathlib import Path
+
+    from grpokit.config import load_recipe
+    from grpokit.errors import GrpokitError
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "smollm2-arithmetic.yaml"
+    with pytest.raises(GrpokitError) as exc:
+        load_recipe(recipe, [override])
+    for s in expected:
+        assert s in exc.value.render()
