@@ -41,6 +41,7 @@ from grpokit.templates import PromptTemplate
 GEN_BATCH = 32  # sequences per generate call: a 135M model on CPU gains little from larger batches
 LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (0.6B article)
 TRUNCATION_SHARE = 0.05  # more completions than this cut at the limit: answers lose their final line
+FILTER_SHARE = 0.25  # no-signal prompts above this share are worth filtering out of the data
 FORMAT_WEIGHT_TARGET = 0.4  # the 0.6B article raises the format share from 0.2 to 0.4-0.5 when format is weak
 _EPS = 1e-9
 
@@ -209,10 +210,12 @@ def recommend(recipe, r: dict) -> list[dict]:
                                                        (total_w - fmt[0].weight), 3),
                 f"the format rate is {r['format_rate'] or 0:.0%}: the 0.6B article raises the format share to 0.4-0.5 "
                 "while the model cannot hold the format, then lowers it back to 0.1-0.2")
-    if r["always_solved"] or r["never_solved"]:
+    flat = round(zv * r["prompts"])
+    if zv >= FILTER_SHARE:
         add("data", "grpokit preflight --write-filtered OUT.jsonl",
-            f"{len(r['always_solved'])} prompt(s) always solved and {len(r['never_solved'])} never solved "
-            f"out of {r['prompts']}: they give zero advantage; drop them and alternate easy with hard prompts")
+            f"{flat} of {r['prompts']} prompts scored every completion the same ({len(r['always_solved'])} always "
+            f"solved, {len(r['never_solved'])} never solved in all): they give zero advantage; drop them and "
+            "alternate easy with hard prompts (0.6B article)")
     if r["all_wrong_share"] is not None and r["all_wrong_share"] >= 0.9:
         add("data", "easier prompts first",
             f"{r['all_wrong_share']:.0%} of prompts were never solved: the 0.6B article adds very easy problems so "
