@@ -97,7 +97,7 @@ CHECKPOINT_CASES = [
     ("2", None, "checkpoint-2"),
     ("best", {"checkpoint": "checkpoint-1"}, "checkpoint-1"),
     ("best", {"checkpoint": "/abs/run/checkpoints/checkpoint-2"}, "checkpoint-2"),  # a path
-    ("auto", {"step": 2}, "checkpoint-2"),                            # a step number
+    ("auto", {"step": 2, "path": "/abs/run/checkpoints/checkpoint-2", "accuracy": 0.5}, "checkpoint-2"),  # eval's form
 ]
 
 
@@ -116,6 +116,15 @@ def test_select_checkpoint_errors_say_the_fix(tmp_path, which, fix):
     with pytest.raises(GrpokitError) as e:
         select_checkpoint(_fake_run(tmp_path), which)
     assert fix in str(e.value)
+
+
+def test_best_being_the_base_model_is_explained(tmp_path):
+    run = _fake_run(tmp_path)
+    (run / "eval").mkdir()
+    (run / "eval" / "best.json").write_text(json.dumps({"step": 0, "path": "default", "accuracy": 0.1}))
+    with pytest.raises(GrpokitError) as e:
+        select_checkpoint(run, "best")
+    assert "base model" in str(e.value) and "--checkpoint last" in str(e.value)
 
 
 # ---------------------------------------------------------------- round trips on tiny runs

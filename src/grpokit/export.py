@@ -104,9 +104,13 @@ def select_checkpoint(run_dir: Path, which: str = "auto") -> Path:
         if not best_file.is_file():
             raise GrpokitError([Problem("--checkpoint best", f"no best checkpoint recorded ({best_file} is missing)",
                                         f"run `grpokit eval {run_dir}` first, or pass --checkpoint last or a step")])
-        best = json.loads(best_file.read_text())
-        ref = best.get("checkpoint") or best.get("step")
+        best = json.loads(best_file.read_text())  # grpokit eval writes {"step": N, "path": ..., "accuracy": ...}
+        ref = best.get("step", best.get("path") or best.get("checkpoint"))
         which = str(ref).rstrip("/").split("checkpoint-")[-1] if ref is not None else ""
+        if which == "0":
+            raise GrpokitError([Problem(str(best_file), "the best model recorded is step 0, the base model: "
+                                        "no checkpoint beat it on held-out accuracy",
+                                        "export a step explicitly (--checkpoint last or N), or train further")])
     if not which.isdigit():
         raise GrpokitError([Problem("--checkpoint", f"{which!r} is not best, last, auto or a step number",
                                     f"complete checkpoints: {', '.join(p.name for p in done)}")])
