@@ -194,7 +194,11 @@ def test_doctor_reads_the_run_recipe_thresholds_and_eval_results(tmp_path, capsy
     assert _doctor([str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"truncation", "reward_hacking_suspected"} <= {f["code"] for f in out}
-    assert _doctor([str(tmp_path)]) == 0 and "truncation" in capsys.readouterr().out
+    (tmp_path / "health.jsonl").write_text(json.dumps({"code": "kl_spike", "step": 7, "action": "rollback: restore "
+                                                                   "checkpoint-5"}) + "\n")
+    assert _doctor([str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "truncation" in text and "step 7: kl_spike -> rollback: restore checkpoint-5" in text
     assert [f.code for f in doctor_run(tmp_path)] == [f["code"] for f in out]
     assert load_evals(tmp_path) == [{"step": 0, "accuracy": 0.5}, {"step": 10, "accuracy": 0.7},
                                     {"step": 40, "accuracy": 0.4}]

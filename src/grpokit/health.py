@@ -520,6 +520,9 @@ def cmd_doctor(args) -> int:
     if args.json:
         print(json.dumps([f.as_dict() for f in findings], indent=2, ensure_ascii=False))
         return 0
+    taken = [h for h in read_jsonl(Path(args.run_dir) / "health.jsonl") if h.get("action") != "warn"]
+    for h in taken:  # what the live monitor did (its rolled-back steps are no longer in metrics.jsonl)
+        print(f"during training, step {h.get('step')}: {h.get('code')} -> {h.get('action')}")
     if not findings:
         print(f"{args.run_dir}: no health findings")
         return 0
