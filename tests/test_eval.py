@@ -115,6 +115,13 @@ def test_perturbation_keeps_answers_correct():
     assert perturb_rows(rows, seed=1) == perturb_rows(rows, seed=1)  # seeded
 
 
+def test_perturbation_avoids_training_questions():
+    rows = generate(50, seed=3)
+    first = perturb_rows(rows, seed=1)
+    again = perturb_rows(rows, seed=1, exclude={r["question"] for r in first})  # as if they were all in train
+    assert not {r["question"] for r in again} & {r["question"] for r in first}
+
+
 @pytest.mark.parametrize("row", [
     {"question": "What is 2 + 2?", "answer": "4"},                                   # no kind/a/b
     {**make_row(0, 3, 4), "question": "What is 3 + 4 apples?"},                       # question edited
@@ -128,9 +135,11 @@ def test_non_generated_rows_are_not_perturbed(row):
 
 def test_data_perturb_command(tmp_path, capsys):
     src = write_jsonl(tmp_path / "eval.jsonl", generate(10, seed=5))
-    assert main(["data", "perturb", str(src), str(tmp_path / "p.jsonl"), "--seed", "2"]) == 0
+    train = write_jsonl(tmp_path / "train.jsonl", generate(300, seed=6))
+    assert main(["data", "perturb", str(src), str(tmp_path / "p.jsonl"), "--seed", "2", "--exclude", str(train)]) == 0
     out = [json.loads(l) for l in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(out) == 10 and all(is_generated(r) for r in out)
+    assert not {r["question"] for r in out} & {json.loads(l)["question"] for l in train.read_text().splitlines()}
     gsm = write_jsonl(tmp_path / "gsm.jsonl", [{"question": "Tom has 3 apples.", "answer": "3"}])
     assert main(["data", "perturb", str(gsm), str(tmp_path / "x.jsonl")]) == 2
     assert "not generated arithmetic rows" in capsys.readouterr().err
@@ -210,6 +219,8 @@ def test_eval_a_model_without_a_run(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("argv, message", [
     (["--checkpoints", "7"], "no complete checkpoint"),
     (["--template", "chat"], "apply to a model"),
+    (["--samples", "-1"], "must be at least 0"),
+    (["--max-rows", "0"], "must be at least 1"),
 ])
 def test_eval_bad_flags_for_a_run(tiny_run, capsys, argv, message):
     assert main(["eval", str(tiny_run), *argv]) == 2

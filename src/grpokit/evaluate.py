@@ -314,7 +314,8 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
         raise GrpokitError([Problem(name, "no held-out rows to evaluate on",
                                     "set data.eval or data.eval_fraction in the recipe, or pass --data FILE")])
     generated = [r for r in heldout if is_generated(r)]
-    perturbed = perturb_rows(generated, PERTURB_SEED) if generated else None
+    seen = {r["question"] for r in train or []}
+    perturbed = perturb_rows(generated, PERTURB_SEED, exclude=seen) if generated else None
     subset = None
     if not perturbed and train:
         subset = random.Random(SAMPLE_SEED).sample(train, min(len(train), len(heldout)))
@@ -500,6 +501,10 @@ def _cmd_eval(args) -> int:
     from grpokit.train import console
 
     target = Path(args.target)
+    for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows), ("--max-new-tokens", args.max_new_tokens)):
+        if value is not None and value < (0 if flag == "--samples" else 1):
+            raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
+                                        "pass a positive number (--samples 0 skips pass@k)")])
     common = dict(k_samples=args.samples, max_rows=args.max_rows, max_new_tokens=args.max_new_tokens,
                   log=lambda m: console.print(m))
     if (target / "config.yaml").is_file():

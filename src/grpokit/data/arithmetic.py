@@ -25,6 +25,7 @@ PHRASINGS: tuple[tuple[str, str], ...] = (
     ("Mia walked {a} km on Monday and {b} km on Tuesday. How many km did she walk in total?", "+"),
     ("A bus has {a} passengers. At the stop, {b} get off. How many passengers remain?", "-"),
 )
+_PERTURB_TRIES = 100  # a phrasing has ~1200 operand pairs; 100 misses in a row means train covers nearly all
 MAX_OPERAND = 50  # two-digit sums stay within what a 135M model can learn in a few dozen steps
 
 
@@ -77,11 +78,22 @@ def is_generated(row: dict) -> bool:
     return 0 <= kind < len(PHRASINGS) and make_row(kind, a, b)["question"] == row.get("question")
 
 
-def perturb_rows(rows: list[dict], seed: int = 0) -> list[dict]:
-    """A perturbed copy of generated rows (seeded); other columns of a row are kept."""
+def perturb_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
+    """A perturbed copy of generated rows (seeded); other columns of a row are kept.
+
+    Questions in `exclude` (the training set) are redrawn: a perturbed problem that happens to be a
+    training problem would reward exactly the memory the copy is meant to catch.
+    """
     bad = [i for i, r in enumerate(rows) if not is_generated(r)]
     if bad:
         raise ValueError(f"{len(bad)} row(s) are not generated arithmetic rows (first: row {bad[0] + 1}); "
                          "only rows with kind/a/b whose question matches them can be perturbed")
-    rng = random.Random(seed)
-    return [{**r, **perturb_row(r, rng)} for r in rows]
+    rng, exclude = random.Random(seed), exclude or set()
+    out = []
+    for r in rows:
+        for _ in range(_PERTURB_TRIES):
+            new = perturb_row(r, rng)
+            if new["question"] not in exclude:
+                break
+        out.append({**r, **new})
+    return out
