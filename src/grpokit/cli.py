@@ -6,7 +6,7 @@
     grpokit recipe check RECIPE.yaml [--set k=v ...]
     grpokit data check FILE.jsonl
     grpokit data generate arithmetic OUT.jsonl [--rows N] [--seed S]
-    grpokit data perturb IN.jsonl OUT.jsonl [--seed S]
+    grpokit data perturb IN.jsonl OUT.jsonl [--seed S] [--exclude TRAIN.jsonl]
     grpokit data import humaneval OUT.jsonl
     grpokit rewards list | score | audit
     grpokit sandbox check
@@ -126,7 +126,8 @@ def cmd_data_perturb(args) -> int:
                                     "arithmetic rows (kind/a/b matching the question)",
                                     "perturb only files from `grpokit data generate arithmetic`; for other sets "
                                     "`grpokit eval` reports the train-vs-held-out gap instead")])
-    _write_jsonl(args.out, perturb_rows(rows, args.seed))
+    exclude = {r["question"] for path in args.exclude or [] for r in load_rows(path)[0]}
+    _write_jsonl(args.out, perturb_rows(rows, args.seed, exclude))
     print(f"wrote {len(rows)} perturbed rows to {args.out}")
     return 0
 
@@ -190,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("file")
     dp.add_argument("out")
     dp.add_argument("--seed", type=int, default=0)
+    dp.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE (train)")
     dp.set_defaults(func=cmd_data_perturb)
     di = data.add_parser("import", help="turn a packaged benchmark into grpokit rows")
     di.add_argument("source", choices=["humaneval"])
