@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import REPO, write_jsonl
 from grpokit.cli import main
 from grpokit.data.arithmetic import PHRASINGS, generate, is_generated, make_row, perturb_rows
 from grpokit.errors import GrpokitError
@@ -230,3 +230,18 @@ def test_eval_bad_flags_for_a_run(tiny_run, capsys, argv, message):
 def test_eval_model_needs_data(tiny_model_dir, capsys):
     assert main(["eval", str(tiny_model_dir)]) == 2
     assert "--data" in capsys.readouterr().err
+
+
+GSM8K_TEST = REPO / ".." / "shared" / "data" / "gsm8k" / "test.jsonl"
+
+
+@pytest.mark.skipif(not GSM8K_TEST.is_file(), reason="GSM8K is not in ../shared/data/gsm8k")
+def test_gsm8k_test_set_loads_as_eval_data(tmp_path, tiny_model_dir):
+    from grpokit.evaluate import eval_sets, recipe_for_model
+
+    recipe = recipe_for_model(str(tiny_model_dir), str(GSM8K_TEST), None, "plain_en", None, 16)
+    sets = eval_sets(recipe, str(GSM8K_TEST), max_rows=5, train_rows=generate(10, seed=1))
+    assert len(sets.heldout) == 5 and sets.perturbed is None and len(sets.train) == 5  # not generated: train gap
+    first = sets.heldout[0]
+    assert first["answer"].endswith("#### 18")  # Janet's ducks
+    assert check_math("She makes 9 * 2 = 18 dollars.\nFinal answer: $18", first["answer"]).reward == 1.0
