@@ -9,15 +9,14 @@ GGUF parts skip when the converter is not installed (see export.find_converter).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import QWEN3_STYLE_TEMPLATE
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
+from grpokit.models import load_tokenizer
 from grpokit.export import (check_prompt_ids, find_converter, ollama_template, render_go_template,
                             select_checkpoint, serving_chat_template)
 from grpokit.templates import PromptTemplate
@@ -214,7 +213,7 @@ def test_full_qwen3_chat_export_at_q8_0(tmp_path, tiny_qwen3_dir):
 
     # Dropping the system prompt or the pre-filled empty think block changes the prompt: both are caught.
     template = template_of(load_run_recipe(run))
-    tok = __import__("grpokit.models", fromlist=["x"]).load_tokenizer(str(run / "checkpoints" / "checkpoint-2"))
+    tok = load_tokenizer(str(run / "checkpoints" / "checkpoint-2"))
     for file, old, new, failing in [("Modelfile", 'SYSTEM """Think briefly; end with "Final answer" and the number."""\n', "", "ollama prompt ids"),
                                     ("hf/chat_template.jinja", "{% set enable_thinking = false %}", "", "vllm prompt ids")]:
         path = out / file
