@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     from grpokit import evaluate, report, sandbox
 
     rewards_cli.register(sub)
+    from grpokit import export; export.register(sub)  # noqa: E702 - grpokit export
     from grpokit import health, preflight; health.register(sub); preflight.register(sub)  # noqa: E702 - doctor, preflight
     evaluate.register(sub); report.register(sub)  # noqa: E702 - grpokit eval, grpokit report
     sandbox.register(sub)
