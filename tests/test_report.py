@@ -31,7 +31,8 @@ def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):
     write_jsonl(run / "metrics.jsonl", metrics)
     write_jsonl(run / "samples.jsonl", [
         {"step": s, "prompt": [{"role": "user", "content": f"What is {s} + 1?"}],
-         "completion": f"<b>{s}</b> + 1\nFinal answer: {s + 1}", "rewards": {"math_correctness": 1.0, "format": 1.0}}
+         "completion": [{"role": "assistant", "content": f"<b>{s}</b> + 1\nFinal answer: {s + 1}"}],  # chat: messages
+         "rewards": {"math_correctness": 1.0, "format": 1.0}}
         for s in range(1, steps + 1)])
     return run
 
@@ -65,7 +66,7 @@ def test_report_has_every_plot_the_numbers_and_the_best(tmp_path):
     assert "before (base model)" in page and "best (step 3)" in page and "last (step 6)" in page
     assert "pass@4" in page and "memorised answers" in page  # the flagged perturbation gap
     assert "reward &lt;flat&gt; for 3 steps" in page and "reward_flat" in page  # health, escaped
-    assert "&lt;b&gt;1&lt;/b&gt;" in page and "<b>1</b>" not in page  # completions are escaped
+    assert "&lt;b&gt;1&lt;/b&gt; + 1\nFinal answer: 2</pre>" in page and "<b>1</b>" not in page  # text, escaped
     for phase in ("beginning of training (step 1)", "middle of training (step 4)", "end of training (step 6)"):
         assert phase in page
 

@@ -478,22 +478,25 @@ def _pct(x) -> str:
 
 
 def results_table(results: dict):
+    """The terminal table; columns for perturbed / train accuracy only when the sets exist."""
     from rich.table import Table
 
     k = results.get("samples_per_problem") or 0
     best = (results.get("best") or {}).get("step")
+    entries = results["checkpoints"]
+    extra = [kind for kind in ("perturbed", "train") if any(e.get(kind) for e in entries)]
     table = Table(title=f"greedy evaluation on {results['rows']} rows of {results['data']}")
-    for col in ("step", "held-out acc", "perturbed acc", "train acc", "gap", *([f"pass@{k}"] if k else []),
-                "format", "refusal", "mean len", "cut off"):
+    for col in ("step", "held-out", *extra, *(["gap"] if extra else []), *([f"pass@{k}"] if k else []),
+                "format", "refusal", "length", "cut off"):
         table.add_column(col, justify="left" if col == "step" else "right")
-    for e in results["checkpoints"]:
+    for e in entries:
         h, gap = e["heldout"], e.get("gap")
-        gap_s = "-" if not gap else f"{100 * gap['value']:+.1f} pts" + (" [red]large[/]" if gap["flagged"] else "")
-        step = f"{e['step']}" + (" (base)" if e["step"] == 0 else "") + (" [green]★ best[/]" if e["step"] == best else "")
-        table.add_row(step, _pct(h["accuracy"]), _pct((e.get("perturbed") or {}).get("accuracy")),
-                      _pct((e.get("train") or {}).get("accuracy")), gap_s,
-                      *([_pct(h["pass_at_k"].get(str(k)))] if k else []), _pct(h["format_rate"]),
-                      _pct(h.get("refusal_rate")), f"{h['mean_length']:.1f}", _pct(h["truncated_rate"]))
+        gap_s = "-" if not gap else f"{100 * gap['value']:+.1f}" + (" [red]large[/]" if gap["flagged"] else "")
+        step = f"{e['step']}" + (" base" if e["step"] == 0 else "") + (" [green]★best[/]" if e["step"] == best else "")
+        table.add_row(step, _pct(h["accuracy"]), *[_pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
+                      *([gap_s] if extra else []), *([_pct(h["pass_at_k"].get(str(k)))] if k else []),
+                      _pct(h["format_rate"]), _pct(h.get("refusal_rate")), f"{h['mean_length']:.1f}",
+                      _pct(h["truncated_rate"]))
     return table
 
 

@@ -79,8 +79,11 @@ def _figure():
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(6.4, 3.4), dpi=100)
     ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     return plt, fig, ax
 
 
@@ -168,7 +171,7 @@ def curves_section(metrics: list[dict], recipe: dict | None, out: Path) -> tuple
         else:
             parts.append(f'<p class="missing"><b>{_e(title)}</b>: {_e(_not_logged_reason(keys[0], recipe))}</p>')
     last = metrics[-1]
-    summary = [[_e(k), _num(last.get(k))] for k in ["reward", *[f"rewards/{n}/mean" for n in names], "kl",
+    summary = [[_e(k), _num(last[k]) if k in last else "not logged"] for k in ["reward", *[f"rewards/{n}/mean" for n in names], "kl",
                                                      "completions/mean_length", "frac_reward_zero_std", "entropy"]]
     parts.append(f"<h3>last logged step ({_e(last.get('step'))})</h3>" + _table(["metric", "value"], summary, "narrow"))
     return "\n".join(parts), images
@@ -229,6 +232,12 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
     return "\n".join(html_), ["eval_accuracy.png"]
 
 
+def _completion_text(completion) -> str:
+    if isinstance(completion, list):  # chat completions are logged as message lists
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
 def _prompt_text(prompt) -> str:
     if isinstance(prompt, list):  # chat messages: the user's last turn is the question
         users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
@@ -261,7 +270,7 @@ def samples_section(samples: list[dict]) -> str:
         for s in rows:
             rewards = ", ".join(f"{_e(k)} {_num(v, 2)}" for k, v in (s.get("rewards") or {}).items())
             parts.append(f'<div class="sample"><div class="q">{_e(_prompt_text(s.get("prompt", "")))}</div>'
-                         f'<pre>{_e(s.get("completion", ""))}</pre><div class="r">rewards: {rewards or "–"}</div></div>')
+                         f'<pre>{_e(_completion_text(s.get("completion", "")))}</pre><div class="r">rewards: {rewards or "–"}</div></div>')
     return "\n".join(parts)
 
 
