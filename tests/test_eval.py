@@ -213,6 +213,7 @@ def test_eval_a_model_without_a_run(tmp_path, tiny_model_dir):
                  "--max-new-tokens", "4", "--output-dir", str(out)]) == 0
     res = json.loads((out / "eval" / "results.json").read_text())
     assert res["template"] == "plain_en" and [e["step"] for e in res["checkpoints"]] == [0]
+    assert res["rows"] == 3 and res["data"] == str(data)  # every row of --data, not a split of it
     assert not (out / "eval" / "best.json").exists()
 
 

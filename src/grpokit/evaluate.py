@@ -463,9 +463,8 @@ def evaluate_model(name: str, data: str | None = None, recipe_path: str | None =
         from grpokit.data import load_train_rows
 
         train_rows = load_train_rows(recipe)
-    sets = eval_sets(recipe, data if recipe_path else None, max_rows, train_rows)
-    if not recipe_path:  # the built recipe's "train" file is the eval file: no train-vs-held-out gap
-        sets.train = None
+    # Without --recipe the built recipe's "train" file is the eval file itself: no train rows, no train gap.
+    sets = eval_sets(recipe, data, max_rows, train_rows)
     out_dir = Path(out_dir or Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "_", Path(name).name)))
     log(f"evaluating {name} ({recipe.data.template} template) on {len(sets.heldout)} rows of {sets.name}")
     entries = evaluate_steps(recipe, sets, {0: None}, k_samples, max_new_tokens, log)
@@ -482,8 +481,8 @@ def results_table(results: dict):
     from rich.table import Table
 
     k = results.get("samples_per_problem") or 0
-    best = (results.get("best") or {}).get("step")
     entries = results["checkpoints"]
+    best = (results.get("best") or {}).get("step") if len(entries) > 1 else None
     extra = [kind for kind in ("perturbed", "train") if any(e.get(kind) for e in entries)]
     table = Table(title=f"greedy evaluation on {results['rows']} rows of {results['data']}")
     for col in ("step", "held-out", *extra, *(["gap"] if extra else []), *([f"pass@{k}"] if k else []),
