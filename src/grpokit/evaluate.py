@@ -333,6 +333,10 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
     """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
     from grpokit import models
 
+    if recipe.train.torch_threads:  # the same CPU budget the recipe trains with
+        import torch
+
+        torch.set_num_threads(recipe.train.torch_threads)
     base_path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(base_path)
     base = None
