@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpokit", description="GRPO fine-tuning with verifiable rewards, around TRL.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task (~15 min on CPU)")
+    demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task (~9 min on a 2-core CPU)")
     demo.add_argument("--output-dir", default="runs/demo", help="run directory (replaced on each demo run)")
     demo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                       help="override a demo recipe value, e.g. --set train.max_steps=5")
