@@ -1,0 +1,147 @@
+"""Held-out accuracy per minute of training: grpokit's demo recipe against a plain TRL script, same budget.
+
+    python benchmarks/learning_efficiency.py [--budget-min 8] [--points 4] [--eval-rows 64]
+
+Two runs, one after the other, each given --budget-min minutes of training wall
+time (model loading and evaluation not counted) on the same model (embedded
+SmolLM2-135M-Instruct), the same training data and the same held-out rows
+(grpokit's bundled arithmetic train.jsonl / eval.jsonl):
+
+  baseline  benchmarks/baselines/trl_plain.py (plain TRL GRPOTrainer, the articles'
+            settings, no grpokit code), run as a subprocess;
+  grpokit   recipes/smollm2-arithmetic.yaml through grpokit.train.train (run dir in a
+            temporary folder), max_steps lifted so the budget decides.
+
+Each run saves a checkpoint every budget/points minutes and at the end. The base
+model and every checkpoint are then evaluated greedily with ONE check for both
+(trl_plain.check: a `Final answer: N` line; the last N equals the gold), each
+with the prompt it was trained with and its own max_completion_length. Prints
+both curves (accuracy and format rate against training seconds) and, for the
+baseline's final accuracy (and format rate), the time each run first reached it
+and the ratio baseline_time / grpokit_time (>= 2 is issue 8's target). A
+ratio needs the baseline to have improved on the base model; otherwise it is
+reported as not defined. Run on an otherwise idle machine: the two runs are
+compared by wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE / "baselines"))
+import trl_plain  # noqa: E402  (benchmark code, not grpokit)
+
+RECIPE = ROOT / "recipes" / "smollm2-arithmetic.yaml"
+
+
+def run_baseline(budget_min: float, every_min: float, eval_rows: int, tmp: Path) -> list[dict]:
+    results = tmp / "baseline.json"
+    cmd = [sys.executable, str(HERE / "baselines" / "trl_plain.py"), "--out", str(tmp / "baseline"),
+           "--budget-min", str(budget_min), "--checkpoint-every-min", str(every_min),
+           "--eval-rows", str(eval_rows), "--results", str(results)]
+    print("baseline:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return json.loads(results.read_text())
+
+
+def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path) -> list[dict]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    import grpokit.train as gt
+    from grpokit import models
+    from grpokit.config import load_recipe
+
+    recipe = load_recipe(RECIPE, ["train.max_steps=100000", "train.save_steps=100000",
+                                  "train.save_total_limit=1000", "preflight.prompts=0"])
+    budget = trl_plain.TimeBudget(budget_min * 60, every_min * 60)
+    base_factory = gt._trainer_class
+
+    def factory():
+        cls = base_factory()
+
+        class Budgeted(cls):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                self.add_callback(budget)  # benchmark-only: grpokit's train() builds its trainer through this
+        return Budgeted
+
+    gt._trainer_class = factory
+    run_dir = tmp / "grpokit"
+    print(f"grpokit: {RECIPE.name}, {budget_min} min -> {run_dir}", flush=True)
+    gt.train(recipe, run_dir=run_dir)
+    gt._trainer_class = base_factory
+
+    model_path = models.resolve_model_path(recipe.model.name)
+    tokenizer = models.load_tokenizer(model_path)
+    template = gt.template_of(recipe)
+    rows = trl_plain.read_jsonl(recipe.resolve_data_path(recipe.data.eval))[:eval_rows]
+    prompts = [template.render(tokenizer, template.build(r["question"])) for r in rows]
+    golds = [r["answer"] for r in rows]
+    n_new = recipe.train.max_completion_length
+    points = [{"step": 0, "seconds": 0.0,
+               **trl_plain.evaluate(AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32),
+                                    tokenizer, prompts, golds, n_new)}]
+    for step, secs in sorted(budget.saved.items()):
+        ckpt = gt.checkpoints_dir(run_dir) / f"checkpoint-{step}"
+        points.append({"step": step, "seconds": round(secs, 1),
+                       **trl_plain.evaluate(AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32),
+                                            tokenizer, prompts, golds, n_new)})
+    return points
+
+
+def first_reach(points: list[dict], key: str, target: float) -> float | None:
+    return next((p["seconds"] for p in points if p[key] >= target), None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget-min", type=float, default=8.0, help="training minutes for each run")
+    ap.add_argument("--points", type=int, default=4, help="checkpoints (evaluation points) per run")
+    ap.add_argument("--eval-rows", type=int, default=64, help="held-out rows evaluated at each point")
+    ap.add_argument("--only", choices=["baseline", "grpokit"], help="run one side only")
+    args = ap.parse_args()
+    every = args.budget_min / args.points
+
+    curves: dict[str, list[dict]] = {}
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="grpokit-lefficiency-") as tmp:
+        if args.only != "grpokit":
+            curves["baseline"] = run_baseline(args.budget_min, every, args.eval_rows, Path(tmp))
+        if args.only != "baseline":
+            curves["grpokit"] = run_grpokit(args.budget_min, every, args.eval_rows, Path(tmp))
+
+    print(f"\nheld-out ({args.eval_rows} rows, greedy, one check for both), {args.budget_min} min training each; "
+          f"whole benchmark {(time.time() - t0) / 60:.1f} min")
+    for name, points in curves.items():
+        print(f"\n{name}")
+        print(f"{'step':>6}{'train s':>9}{'accuracy':>10}{'format':>9}")
+        for p in points:
+            print(f"{p['step']:>6}{p['seconds']:>9.0f}{p['accuracy']:>10.1%}{p['format_rate']:>9.1%}")
+    print(json.dumps(curves))
+    if set(curves) != {"baseline", "grpokit"}:
+        return
+    for key in ("accuracy", "format_rate"):
+        base, ours = curves["baseline"], curves["grpokit"]
+        target = base[-1][key]
+        if target <= max(base[0][key], ours[0][key]):
+            print(f"{key}: time-to-reach ratio not defined (baseline final {target:.1%} is no better than a base "
+                  f"model: baseline {base[0][key]:.1%}, grpokit {ours[0][key]:.1%})")
+            continue
+        tb, tg = first_reach(base, key, target), first_reach(ours, key, target)
+        if tg is None:
+            print(f"{key}: grpokit never reached the baseline's final {target:.1%} (baseline at {tb:.0f}s)")
+        else:
+            print(f"{key}: baseline's final {target:.1%} reached at {tb:.0f}s (baseline) vs {tg:.0f}s (grpokit): "
+                  f"ratio {tb / max(tg, 1e-9):.2f}")
+
+
+if __name__ == "__main__":
+    main()
