@@ -82,7 +82,7 @@ def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path) 
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(model_path)
     template = gt.template_of(recipe)
-    rows = trl_plain.read_jsonl(recipe.resolve_data_path(recipe.data.eval))[:eval_rows]
+    rows = trl_plain.read_jsonl(Path(recipe.resolve_data_path(recipe.data.eval)))[:eval_rows]
     prompts = [template.render(tokenizer, template.build(r["question"])) for r in rows]
     golds = [r["answer"] for r in rows]
     n_new = recipe.train.max_completion_length
