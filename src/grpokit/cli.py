@@ -76,8 +76,8 @@ def _audit_warnings(recipe) -> None:
     from grpokit.rewards.audit import audit_warnings
     from grpokit.train import console
 
-    for w in audit_warnings(recipe):
-        console.print(f"[yellow]reward audit:[/] {w}")
+    for w in audit_warnings(recipe):  # each line already starts with "reward audit:"
+        console.print(f"[yellow]{w}[/]")
 
 
 def cmd_recipe_check(args) -> int:

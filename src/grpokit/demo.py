@@ -19,12 +19,10 @@ from rich.table import Table
 
 from grpokit.config import load_recipe
 from grpokit.errors import GrpokitError, Problem
+from grpokit.evaluate import _pct  # one percentage format for every table
 
 DEMO_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "smollm2-arithmetic.yaml"
 
-
-def _pct(x):
-    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def before_after_table(before, after) -> Table:
