@@ -52,8 +52,10 @@ def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_d
     metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     for key in ("reward", "reward_std", "rewards/test_chars/mean", "rewards/format/mean", "completions/mean_length",
-                "completions/clipped_ratio", "frac_reward_zero_std", "learning_rate", "entropy"):
+                "completions/clipped_ratio", "frac_reward_zero_std", "learning_rate", "grpokit/trained_frac"):
         assert key in metrics[0], key
+    for m in metrics:  # entropy comes from the policy pass, which a step without learning signal skips
+        assert ("entropy" in m) == (m["grpokit/trained_frac"] > 0), m
     samples = [json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()]
     assert samples and {"step", "prompt", "completion", "rewards"} <= set(samples[0])
     assert set(samples[0]["rewards"]) == {"test_chars", "format"}

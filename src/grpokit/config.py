@@ -118,6 +118,10 @@ class TrainConfig(_Section):
     save_total_limit: int | None = Field(None, ge=1, description="Keep at most N checkpoints (oldest deleted).")
     seed: int = Field(0, description="Seed for sampling and initialisation.")
     num_samples_logged: int = Field(4, ge=0, description="Completions written to samples.jsonl each logging step.")
+    skip_no_signal: bool = Field(
+        True, description="Skip the forward/backward pass on completions with zero advantage (groups that all "
+        "scored the same); exact, so only time changes. Applies with beta 0 and loss_type dapo/cispo/vespo "
+        "(grpokit.no_signal).")
     torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
 
 

@@ -30,9 +30,9 @@ CURVES = (
     ("kl", "KL to the reference model", ("kl",), "kl"),
     ("completion_length", "completion length", ("completions/mean_length", "completions/min_length",
                                                 "completions/max_length"), "tokens"),
-    ("frac_reward_zero_std", "share of groups with zero reward spread (no learning signal)",
-     ("frac_reward_zero_std",), "fraction"),
-    ("entropy", "token entropy of the policy", ("entropy",), "nats"),
+    ("frac_reward_zero_std", "learning signal: groups with zero reward spread, completions trained on",
+     ("frac_reward_zero_std", "grpokit/trained_frac"), "fraction"),
+    ("entropy", "token entropy of the policy (over the completions trained on)", ("entropy",), "nats"),
 )
 
 

@@ -232,8 +232,11 @@ def _jsonable(v):
 def _trainer_class():
     from trl import GRPOTrainer
 
-    class GrpokitTrainer(GRPOTrainer):
-        """GRPOTrainer that also writes samples.jsonl and runs the health monitor at each logging step."""
+    from grpokit.no_signal import SkipNoSignalRows
+
+    class GrpokitTrainer(SkipNoSignalRows, GRPOTrainer):
+        """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step and (when the
+        recipe's train.skip_no_signal holds) trains on the completions with a learning signal only."""
 
         samples_path: Path | None = None
         num_samples_logged: int = 4
@@ -361,6 +364,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         trainer.samples_path = run_dir / "samples.jsonl"
         trainer.num_samples_logged = recipe.train.num_samples_logged
         trainer.health = monitor
+        trainer.skip_no_signal = recipe.train.skip_no_signal
         _write_run_json(run_dir, summary)
         console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
                       + (f" (resuming from {resume_from.name})" if resume_from else ""))

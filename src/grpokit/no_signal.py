@@ -1,0 +1,103 @@
+"""Skip the policy forward/backward on completions that carry no learning signal.
+
+A GRPO group whose completions all score the same has advantage 0 for every
+completion (the article's "reward always zero" failure; early in the demo
+run every group is like that). TRL still runs the policy forward and
+backward pass over those completions, and on a CPU that pass is ~70% of a
+step (benchmarks/step_breakdown.py). With
+
+- beta == 0 (no KL term, whose gradient does not vanish with the advantage), and
+- a loss whose normaliser does not depend on the micro-batch (dapo, cispo,
+  vespo: they divide by `num_items_in_batch`, the token count of the whole
+  generation batch, an input computed before this filter),
+
+every per-token loss of a zero-advantage completion is exactly 0, so
+dropping those rows (and the padding columns nobody in the kept rows uses)
+leaves the loss and its gradient unchanged while the pass gets cheaper. When
+no row of a micro-batch carries signal, the pass is skipped entirely and a
+zero loss over the trainable weights is returned, so the optimizer sees the
+same all-zero gradients TRL would have produced (AdamW momentum and weight
+decay still apply, as they would have).
+
+Each step logs `grpokit/trained_frac`: the share of its completions that went
+through the pass (1.0 where the filter stands aside is not logged).
+
+What changes: TRL's per-micro-batch metrics computed inside the loss
+(`entropy`, `clip_ratio/*`) describe the completions trained on, and are
+absent for a step where none were. Other losses (grpo, bnpo, dr_grpo, luspo,
+sapo: their normaliser counts the rows of the micro-batch) and beta > 0 run
+TRL's pass unchanged. This is DAPO's "dynamic sampling" without the
+re-sampling: the step is not refilled with new prompts, it just costs less.
+"""
+from __future__ import annotations
+
+import torch
+
+EXACT_LOSS_TYPES = ("dapo", "cispo", "vespo")
+ADVANTAGE_EPS = 1e-6  # |advantage| at or below this is "no signal" (a zero-variance group gives ~1e-12 from rounding)
+# Inputs that are not per-row text tensors: when present, the filter stands aside rather than guess their layout.
+_UNSUPPORTED_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
+                     "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+# (B, T_completion) tensors, trimmed together with completion_ids.
+_COMPLETION_ALIGNED = ("completion_mask", "old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
+                       "importance_sampling_ratio", "tool_mask")
+
+
+def applies(loss_type: str, beta: float) -> bool:
+    """Whether dropping zero-advantage rows leaves the loss and its gradient exactly unchanged."""
+    return beta == 0.0 and loss_type in EXACT_LOSS_TYPES
+
+
+def signal_rows(advantages: torch.Tensor) -> torch.Tensor:
+    """Boolean (B,) mask: rows whose advantage is not ~0 (a (B, T) advantage counts if any token's is)."""
+    a = advantages.abs()
+    return (a.flatten(1).amax(dim=1) if a.dim() > 1 else a) > ADVANTAGE_EPS
+
+
+def keep_rows(inputs: dict, keep: torch.Tensor) -> dict:
+    """The micro-batch restricted to rows `keep`, without the prompt/completion columns that are padding everywhere.
+
+    Prompts are left-padded and completions right-padded (TRL's layout), so the trimmed columns are the
+    leading prompt columns and the trailing completion columns no kept row uses.
+    """
+    out = dict(inputs)
+    batch = inputs["completion_ids"].shape[0]
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == batch:
+            out[k] = v[keep]
+    used = out["completion_mask"].any(dim=0).nonzero()
+    width = int(used.max()) + 1 if used.numel() else 1
+    out["completion_ids"] = out["completion_ids"][:, :width]
+    for k in _COMPLETION_ALIGNED:
+        v = out.get(k)
+        if isinstance(v, torch.Tensor) and v.dim() == 2:
+            out[k] = v[:, :width]
+    used = out["prompt_mask"].any(dim=0).nonzero()
+    start = int(used.min()) if used.numel() else 0
+    out["prompt_ids"], out["prompt_mask"] = out["prompt_ids"][:, start:], out["prompt_mask"][:, start:]
+    return out
+
+
+def zero_loss(model) -> torch.Tensor:
+    """0 with a (zero) gradient path to every trainable weight: what a pass over zero-advantage rows yields."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.stack([p.sum() for p in params]).sum() * 0.0
+
+
+class SkipNoSignalRows:
+    """Mixin for GRPOTrainer: `_compute_loss` over the rows with a learning signal only (see the module doc)."""
+
+    skip_no_signal: bool = False
+
+    def _compute_loss(self, model, inputs):
+        if not (self.skip_no_signal and model.training and applies(self.loss_type, self.beta)) \
+                or any(inputs.get(k) is not None for k in _UNSUPPORTED_KEYS):
+            return super()._compute_loss(model, inputs)
+        keep = signal_rows(inputs["advantages"])
+        n = int(keep.sum())
+        self._metrics["train"]["grpokit/trained_frac"].append(n / keep.numel())
+        if n == keep.numel():
+            return super()._compute_loss(model, inputs)
+        if n == 0:
+            return zero_loss(model)
+        return super()._compute_loss(model, keep_rows(inputs, keep))

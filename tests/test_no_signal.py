@@ -1,0 +1,111 @@
+"""Skipping zero-advantage completions leaves TRL's loss and gradient unchanged (tiny real model, real trainer)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM
+from trl import GRPOConfig, GRPOTrainer
+
+from grpokit.no_signal import applies, keep_rows, signal_rows
+from grpokit.train import _trainer_class
+
+PAD = 0
+
+
+def _trainer(model_dir, tokenizer, tmp_path, **cfg):
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=6,
+                      max_completion_length=8, report_to="none", use_cpu=True, **cfg)
+    data = Dataset.from_list([{"prompt": "1 + 1 ="}] * 6)
+    trainer = _trainer_class()(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+                               args=args, train_dataset=data, processing_class=tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each optimizer step
+    return trainer
+
+
+def _inputs(advantages: list[float]) -> dict:
+    """Six rows as TRL lays them out: prompts left-padded, completions right-padded, lengths differing."""
+    g = torch.Generator().manual_seed(0)
+    prompt_lens, completion_lens = [3, 5, 4, 2, 5, 3], [6, 2, 8, 4, 1, 7]
+    prompt_ids = torch.full((6, 5), PAD)
+    prompt_mask = torch.zeros(6, 5, dtype=torch.long)
+    completion_ids = torch.full((6, 8), PAD)
+    completion_mask = torch.zeros(6, 8, dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompt_lens, completion_lens)):
+        prompt_ids[i, 5 - p:] = torch.randint(10, 200, (p,), generator=g)
+        prompt_mask[i, 5 - p:] = 1
+        completion_ids[i, :c] = torch.randint(10, 200, (c,), generator=g)
+        completion_mask[i, :c] = 1
+    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": torch.tensor(advantages),
+            "num_items_in_batch": completion_mask.sum()}
+
+
+def _loss_and_grads(trainer, inputs, skip: bool):
+    trainer.model.zero_grad(set_to_none=True)
+    trainer.skip_no_signal = skip
+    loss = trainer._compute_loss(trainer.model, inputs)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() if p.grad is not None else None for p in trainer.model.parameters()]
+
+
+@pytest.mark.parametrize("advantages", [
+    [0.0, 1.2, 0.0, -0.7, 0.0, 0.4],   # two groups with signal, one mixed
+    [0.0, 0.0, 0.0, 0.0, 1.0, -1.0],  # only the last group (the longest prompt among them is trimmed away)
+    [0.5, -0.5, 1.0, -1.0, 0.3, -0.3],  # every row: the filter changes nothing
+])
+def test_loss_and_gradient_equal_trls(tmp_path, tiny_model_dir, tokenizer, advantages):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
+    inputs = _inputs(advantages)
+    ref_loss, ref_grads = _loss_and_grads(trainer, inputs, skip=False)
+    loss, grads = _loss_and_grads(trainer, inputs, skip=True)
+    assert torch.allclose(loss, ref_loss, rtol=1e-5, atol=1e-7)
+    compared = 0
+    for g, r in zip(grads, ref_grads):
+        assert (g is None) == (r is None)
+        if r is not None:
+            assert torch.allclose(g, r, rtol=1e-4, atol=1e-7)
+            compared += 1
+    assert compared > 0 and any(r.abs().sum() > 0 for r in ref_grads if r is not None)
+    assert trainer._metrics["train"]["grpokit/trained_frac"][-1] == pytest.approx(
+        sum(a != 0 for a in advantages) / len(advantages))
+
+
+def test_a_micro_batch_without_signal_costs_no_pass_and_gives_zero_gradients(tmp_path, tiny_model_dir, tokenizer):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
+    calls = []
+    trainer._get_per_token_logps_and_entropies = lambda *a, **k: calls.append(1)  # would be the forward pass
+    loss, grads = _loss_and_grads(trainer, _inputs([0.0] * 6), skip=True)
+    assert calls == [] and float(loss) == 0.0
+    assert all(g is not None and not g.any() for g in grads)  # zero, as TRL's own pass would have given
+    assert trainer._metrics["train"]["grpokit/trained_frac"] == [0.0]
+
+
+@pytest.mark.parametrize("loss_type,beta,expected", [
+    ("dapo", 0.0, True), ("cispo", 0.0, True), ("vespo", 0.0, True),
+    ("dapo", 0.04, False),  # the KL term has a gradient on zero-advantage rows
+    ("grpo", 0.0, False), ("bnpo", 0.0, False), ("dr_grpo", 0.0, False),  # normalisers count the micro-batch
+])
+def test_applies_only_where_exact(loss_type, beta, expected):
+    assert applies(loss_type, beta) is expected
+
+
+def test_stands_aside_where_not_exact(tmp_path, tiny_model_dir, tokenizer):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="grpo")
+    inputs = _inputs([0.0, 1.2, 0.0, -0.7, 0.0, 0.4])
+    ref_loss, _ = _loss_and_grads(trainer, inputs, skip=False)
+    loss, _ = _loss_and_grads(trainer, inputs, skip=True)
+    assert float(loss) == float(ref_loss)
+    assert "grpokit/trained_frac" not in trainer._metrics["train"]
+
+
+def test_keep_rows_trims_padding_columns():
+    inputs = _inputs([0.0, 0.0, 0.0, 1.0, 0.0, 0.0])  # row 3: prompt of 2 tokens, completion of 4
+    keep = signal_rows(inputs["advantages"])
+    out = keep_rows(inputs, keep)
+    assert out["prompt_ids"].shape == (1, 2) and out["completion_ids"].shape == (1, 4)
+    assert out["completion_mask"].all() and out["prompt_mask"].all()
+    assert int(out["num_items_in_batch"]) == int(inputs["num_items_in_batch"])  # the normaliser is untouched
+    assert signal_rows(torch.tensor([[0.0, 0.0], [0.0, 2e-6]])).tolist() == [False, True]
