@@ -1,6 +1,8 @@
 """Held-out accuracy per minute of training: grpokit's demo recipe against a plain TRL script, same budget.
 
     python benchmarks/learning_efficiency.py [--budget-min 8] [--points 4] [--eval-rows 64]
+    python benchmarks/learning_efficiency.py --only grpokit --set train.skip_no_signal=false   # one variant
+    python benchmarks/learning_efficiency.py --only baseline --baseline-max-new-tokens 48      # equal length
 
 Two runs, one after the other, each given --budget-min minutes of training wall
 time (model loading and evaluation not counted) on the same model (embedded
@@ -41,17 +43,17 @@ import trl_plain  # noqa: E402  (benchmark code, not grpokit)
 RECIPE = ROOT / "recipes" / "smollm2-arithmetic.yaml"
 
 
-def run_baseline(budget_min: float, every_min: float, eval_rows: int, tmp: Path) -> list[dict]:
+def run_baseline(budget_min: float, every_min: float, eval_rows: int, tmp: Path, max_new_tokens: int) -> list[dict]:
     results = tmp / "baseline.json"
     cmd = [sys.executable, str(HERE / "baselines" / "trl_plain.py"), "--out", str(tmp / "baseline"),
            "--budget-min", str(budget_min), "--checkpoint-every-min", str(every_min),
-           "--eval-rows", str(eval_rows), "--results", str(results)]
+           "--eval-rows", str(eval_rows), "--results", str(results), "--max-completion-length", str(max_new_tokens)]
     print("baseline:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return json.loads(results.read_text())
 
 
-def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path) -> list[dict]:
+def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path, overrides: list[str]) -> list[dict]:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -60,7 +62,7 @@ def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path) 
     from grpokit.config import load_recipe
 
     recipe = load_recipe(RECIPE, ["train.max_steps=100000", "train.save_steps=100000",
-                                  "train.save_total_limit=1000", "preflight.prompts=0"])
+                                  "train.save_total_limit=1000", "preflight.prompts=0", *overrides])
     budget = trl_plain.TimeBudget(budget_min * 60, every_min * 60)
     base_factory = gt._trainer_class
 
@@ -107,6 +109,10 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=4, help="checkpoints (evaluation points) per run")
     ap.add_argument("--eval-rows", type=int, default=64, help="held-out rows evaluated at each point")
     ap.add_argument("--only", choices=["baseline", "grpokit"], help="run one side only")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override grpokit's recipe (repeatable), e.g. --set train.skip_no_signal=false")
+    ap.add_argument("--baseline-max-new-tokens", type=int, default=24,
+                    help="the baseline's max_completion_length (24: the articles'; 48: grpokit's, equal work)")
     args = ap.parse_args()
     every = args.budget_min / args.points
 
@@ -114,9 +120,10 @@ def main() -> None:
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="grpokit-lefficiency-") as tmp:
         if args.only != "grpokit":
-            curves["baseline"] = run_baseline(args.budget_min, every, args.eval_rows, Path(tmp))
+            curves["baseline"] = run_baseline(args.budget_min, every, args.eval_rows, Path(tmp),
+                                             args.baseline_max_new_tokens)
         if args.only != "baseline":
-            curves["grpokit"] = run_grpokit(args.budget_min, every, args.eval_rows, Path(tmp))
+            curves["grpokit"] = run_grpokit(args.budget_min, every, args.eval_rows, Path(tmp), args.overrides)
 
     print(f"\nheld-out ({args.eval_rows} rows, greedy, one check for both), {args.budget_min} min training each; "
           f"whole benchmark {(time.time() - t0) / 60:.1f} min")

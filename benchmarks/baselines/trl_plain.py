@@ -112,6 +112,8 @@ def main() -> None:
     ap.add_argument("--budget-min", type=float, default=8.0, help="training wall-clock budget (minutes)")
     ap.add_argument("--checkpoint-every-min", type=float, default=2.0)
     ap.add_argument("--eval-rows", type=int, default=64)
+    ap.add_argument("--max-completion-length", type=int, default=24,
+                    help="new tokens per completion (24: the articles'; also used for its evaluation)")
     ap.add_argument("--no-eval", action="store_true")
     ap.add_argument("--results", help="write the eval points as JSON here")
     args = ap.parse_args()
@@ -121,7 +123,7 @@ def main() -> None:
     train = Dataset.from_list([{"prompt": messages(r["question"]), "answer": r["answer"]} for r in read_jsonl(TRAIN)])
     config = GRPOConfig(
         output_dir=args.out, learning_rate=3e-6, beta=0.04, loss_type="grpo", num_generations=8,
-        max_completion_length=24, per_device_train_batch_size=16, gradient_accumulation_steps=1,
+        max_completion_length=args.max_completion_length, per_device_train_batch_size=16, gradient_accumulation_steps=1,
         max_steps=args.max_steps, logging_steps=1, save_strategy="steps", save_steps=10**9, report_to=[],
         seed=0,
         bf16=False, use_cpu=True,  # what it takes to run on a CPU-only machine at all; nothing else tuned
@@ -140,12 +142,12 @@ def main() -> None:
                for r in rows]
     golds = [r["answer"] for r in rows]
     points = [{"step": 0, "seconds": 0.0, **evaluate(AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32),
-                                                      tokenizer, prompts, golds, 24)}]
+                                                      tokenizer, prompts, golds, args.max_completion_length)}]
     for step, secs in sorted(budget.saved.items()):
         ckpt = Path(args.out) / f"checkpoint-{step}"
         points.append({"step": step, "seconds": round(secs, 1),
                        **evaluate(AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32), tokenizer,
-                                  prompts, golds, 24)})
+                                  prompts, golds, args.max_completion_length)})
     for p in points:
         print(f"step {p['step']:>4}  t={p['seconds']:>6.0f}s  accuracy {p['accuracy']:6.1%}  "
               f"format {p['format_rate']:6.1%}")
