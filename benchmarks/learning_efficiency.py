@@ -2,7 +2,9 @@
 
     python benchmarks/learning_efficiency.py [--budget-min 8] [--points 4] [--eval-rows 64]
     python benchmarks/learning_efficiency.py --only grpokit --set train.skip_no_signal=false   # one variant
-    python benchmarks/learning_efficiency.py --only baseline --baseline-max-new-tokens 48      # equal length
+    python benchmarks/learning_efficiency.py --results le.json          # both sides, curves kept in le.json
+    python benchmarks/learning_efficiency.py --only baseline --baseline-max-new-tokens 48 --reuse le.json
+                                                # an equal-length baseline against the grpokit curve measured before
 
 Two runs, one after the other, each given --budget-min minutes of training wall
 time (model loading and evaluation not counted) on the same model (embedded
@@ -113,6 +115,9 @@ def main() -> None:
                     help="override grpokit's recipe (repeatable), e.g. --set train.skip_no_signal=false")
     ap.add_argument("--baseline-max-new-tokens", type=int, default=24,
                     help="the baseline's max_completion_length (24: the articles'; 48: grpokit's, equal work)")
+    ap.add_argument("--results", help="write both curves here as JSON")
+    ap.add_argument("--reuse", metavar="RESULTS.json",
+                    help="take the side --only does not run from an earlier --results file (same budget and rows)")
     args = ap.parse_args()
     every = args.budget_min / args.points
 
@@ -124,6 +129,11 @@ def main() -> None:
                                              args.baseline_max_new_tokens)
         if args.only != "baseline":
             curves["grpokit"] = run_grpokit(args.budget_min, every, args.eval_rows, Path(tmp), args.overrides)
+    if args.results:
+        Path(args.results).write_text(json.dumps(curves, indent=1))
+    if args.reuse:
+        for name, points in json.loads(Path(args.reuse).read_text()).items():
+            curves.setdefault(name, points)
 
     print(f"\nheld-out ({args.eval_rows} rows, greedy, one check for both), {args.budget_min} min training each; "
           f"whole benchmark {(time.time() - t0) / 60:.1f} min")
