@@ -17,8 +17,8 @@ from conftest import QWEN3_STYLE_TEMPLATE
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
 from grpokit.models import load_tokenizer
-from grpokit.export import (check_prompt_ids, find_converter, ollama_template, render_go_template,
-                            select_checkpoint, serving_chat_template)
+from grpokit.export import check_prompt_ids, find_converter, select_checkpoint
+from grpokit.serving import ollama_template, render_go_template, serving_chat_template
 from grpokit.templates import PromptTemplate
 from grpokit.train import COMPLETE_MARKER
 from test_train import make_recipe
@@ -94,8 +94,7 @@ CHECKPOINT_CASES = [
     ("last", None, "checkpoint-3"),                                   # latest complete, not the half-written 4
     ("auto", None, "checkpoint-3"),                                   # no eval yet: last
     ("2", None, "checkpoint-2"),
-    ("best", {"checkpoint": "checkpoint-1"}, "checkpoint-1"),
-    ("best", {"checkpoint": "/abs/run/checkpoints/checkpoint-2"}, "checkpoint-2"),  # a path
+    ("best", {"step": 1, "path": "/abs/run/checkpoints/checkpoint-1", "accuracy": 0.6}, "checkpoint-1"),
     ("auto", {"step": 2, "path": "/abs/run/checkpoints/checkpoint-2", "accuracy": 0.5}, "checkpoint-2"),  # eval's form
 ]
 

@@ -229,32 +229,38 @@ def read_best(run_dir: str | Path) -> dict | None:
 
 
 def resolve_checkpoint(run_dir: str | Path, spec: str) -> Path | None:
-    """`best`, `last` or a step number -> the checkpoint folder (None: the base model, step 0).
+    """`best`, `last`, `auto` (best if `grpokit eval` recorded one, else last) or a step -> its checkpoint folder.
 
-    For other commands (export): `best` needs a prior `grpokit eval RUN_DIR`.
+    None means step 0, the base model (a `best` that no checkpoint beat). `best` reads eval/best.json, so it
+    needs a prior `grpokit eval RUN_DIR`. Only complete checkpoints count (grpokit.train's COMPLETE marker).
     """
     from grpokit.train import complete_checkpoints
 
-    by_step = {int(p.name.split("-")[-1]): p for p in complete_checkpoints(Path(run_dir))}
+    run_dir = Path(run_dir)
+    by_step = {int(p.name.split("-")[-1]): p for p in complete_checkpoints(run_dir)}
+    names = ", ".join(p.name for p in by_step.values()) or "none"
+    best = read_best(run_dir)
+    if spec == "auto":
+        spec = "best" if best is not None else "last"
     if spec == "best":
-        best = read_best(run_dir)
         if best is None:
-            raise GrpokitError([Problem(str(run_dir), "no best checkpoint recorded yet",
-                                        f"run `grpokit eval {run_dir}` first (it writes {EVAL_DIR}/{BEST_FILE})")])
+            raise GrpokitError([Problem(str(run_dir), f"no best checkpoint recorded yet ({EVAL_DIR}/{BEST_FILE} is "
+                                        "missing)", f"run `grpokit eval {run_dir}` first, or pass last or a step")])
         step = int(best["step"])
     elif spec == "last":
         if not by_step:
-            raise GrpokitError([Problem(str(run_dir), "no complete checkpoint", "train longer or lower train.save_steps")])
+            raise GrpokitError([Problem(str(run_dir), "no complete checkpoint in this run",
+                                        "train first (or longer, or with a lower train.save_steps)")])
         step = max(by_step)
     elif spec.isdigit():
         step = int(spec)
     else:
-        raise GrpokitError([Problem(spec, "not a checkpoint", "use best, last or a step number")])
+        raise GrpokitError([Problem(spec, "not a checkpoint", f"use best, last, auto or a step; complete: {names}")])
     if step == 0:
         return None
     if step not in by_step:
         raise GrpokitError([Problem(str(run_dir), f"no complete checkpoint at step {step}",
-                                    f"complete checkpoints: {sorted(by_step) or 'none'}")])
+                                    f"complete checkpoints: {names}")])
     return by_step[step]
 
 

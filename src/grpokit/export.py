@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.serving import ollama_template, read_modelfile, render_go_template, serving_chat_template, write_modelfile
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
 TARGETS = ("hf", "gguf", "ollama")
@@ -63,7 +64,6 @@ CHECK_PROMPTS = 3  # a few prompts: the point is catching a broken conversion, n
 CHECK_MAX_NEW_TOKENS = 24  # long enough for a real divergence to show, short enough for 2 CPU cores
 MIN_AGREEMENT = {"f32": 1.0, "f16": 0.95, "q8_0": 0.85}  # teacher-forced top-1 agreement with the checkpoint
 Q8_MAX_REL_ERROR = 0.02  # q8_0 keeps 8 bits per weight with one scale per 32: ~0.5% typical relative error
-_SYS, _USER = "GRPOKITSYSTEMSENTINEL", "GRPOKITUSERSENTINEL"  # plain words: survive trim/escape filters
 
 
 @dataclass
@@ -91,38 +91,15 @@ class ExportResult:
 
 # ---------------------------------------------------------------- checkpoint choice
 def select_checkpoint(run_dir: Path, which: str = "auto") -> Path:
-    """`best` (from RUN_DIR/eval/best.json), `last` (latest complete), a step number, or `auto` (best, else last)."""
-    from grpokit.train import complete_checkpoints
+    """The checkpoint to export: evaluate.resolve_checkpoint's choice, where the base model (step 0) is refused."""
+    from grpokit.evaluate import resolve_checkpoint
 
-    run_dir = Path(run_dir)
-    done = complete_checkpoints(run_dir)
-    if not done:
-        raise GrpokitError([Problem(str(run_dir), "no complete checkpoint in this run",
-                                    "train first (grpokit train RECIPE.yaml), or pass the right RUN_DIR")])
-    best_file = run_dir / "eval" / "best.json"
-    if which == "auto":
-        which = "best" if best_file.is_file() else "last"
-    if which == "last":
-        return done[-1]
-    if which == "best":
-        if not best_file.is_file():
-            raise GrpokitError([Problem("--checkpoint best", f"no best checkpoint recorded ({best_file} is missing)",
-                                        f"run `grpokit eval {run_dir}` first, or pass --checkpoint last or a step")])
-        best = json.loads(best_file.read_text())  # grpokit eval writes {"step": N, "path": ..., "accuracy": ...}
-        ref = best.get("step", best.get("path") or best.get("checkpoint"))
-        which = str(ref).rstrip("/").split("checkpoint-")[-1] if ref is not None else ""
-        if which == "0":
-            raise GrpokitError([Problem(str(best_file), "the best model recorded is step 0, the base model: "
-                                        "no checkpoint beat it on held-out accuracy",
-                                        "export a step explicitly (--checkpoint last or N), or train further")])
-    if not which.isdigit():
-        raise GrpokitError([Problem("--checkpoint", f"{which!r} is not best, last, auto or a step number",
-                                    f"complete checkpoints: {', '.join(p.name for p in done)}")])
-    for p in done:
-        if p.name == f"checkpoint-{int(which)}":
-            return p
-    raise GrpokitError([Problem("--checkpoint", f"no complete checkpoint-{which} in {run_dir}",
-                                f"complete checkpoints: {', '.join(p.name for p in done)}")])
+    checkpoint = resolve_checkpoint(run_dir, which)
+    if checkpoint is None:
+        raise GrpokitError([Problem(f"--checkpoint {which}", "this is step 0, the base model: no checkpoint beat it "
+                                    "on held-out accuracy" if which in ("best", "auto") else "step 0 is the base model",
+                                    "export a step explicitly (--checkpoint last or N), or train further")])
+    return checkpoint
 
 
 def load_checkpoint_model(checkpoint: Path, recipe):
@@ -142,123 +119,6 @@ def training_tokenizer(checkpoint: Path, recipe):
 
     has_tok = (checkpoint / "tokenizer_config.json").is_file()
     return models.load_tokenizer(str(checkpoint) if has_tok else models.resolve_model_path(recipe.model.name))
-
-
-# ---------------------------------------------------------------- serving templates
-def _jinja_str(s: str) -> str:
-    # Jinja string literals take Python escapes; JSON's are a subset of them.
-    return json.dumps(s, ensure_ascii=False)
-
-
-def serving_chat_template(tokenizer, template: PromptTemplate) -> str:
-    """A chat template that renders the training prompt for a plain user message (what vLLM / HF apply)."""
-    if not template.is_chat:
-        head, tail = PLAIN_TEMPLATES[template.name].split("{question}")
-        return f"{{{{ {_jinja_str(head)} }}}}{{{{ messages[-1]['content'] }}}}{{{{ {_jinja_str(tail)} }}}}"
-    original = tokenizer.chat_template
-    if not original:
-        raise GrpokitError([Problem("data.template: chat", "the tokenizer has no chat template",
-                                    "train with a plain template, or a model that ships a chat template")])
-    prefix = ""
-    for key, value in template.chat_template_kwargs().items():  # e.g. enable_thinking=False, as in training
-        prefix += f"{{% set {key} = {json.dumps(value)} %}}"
-    if template.system_prompt:
-        prefix += ("{% if not messages or messages[0]['role'] != 'system' %}{% set messages = "
-                   f"[{{'role': 'system', 'content': {_jinja_str(template.system_prompt)}}}] + messages %}}{{% endif %}}")
-    return prefix + original
-
-
-def _go_literal(text: str) -> str:
-    return text.replace("{{", '{{ "{{" }}')
-
-
-def ollama_template(tokenizer, template: PromptTemplate) -> str:
-    """Go-template TEMPLATE for the Modelfile; must render to exactly the training prompt (checked later)."""
-    if not template.is_chat:
-        head, tail = PLAIN_TEMPLATES[template.name].split("{question}")
-        return _go_literal(head) + "{{ .Prompt }}" + _go_literal(tail)
-
-    def render(messages):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                             **template.chat_template_kwargs())
-
-    with_sys = render([{"role": "system", "content": _SYS}, {"role": "user", "content": _USER}])
-    without = render([{"role": "user", "content": _USER}])
-    if with_sys.count(_SYS) != 1 or with_sys.count(_USER) != 1 or without.count(_USER) != 1:
-        raise GrpokitError([Problem("chat template", "cannot express this chat template as an Ollama TEMPLATE "
-                                    "(it alters or repeats the system/user text)",
-                                    "export --to gguf and write the TEMPLATE by hand, or serve with vLLM")])
-
-    def go(text):
-        return "{{ .System }}".join("{{ .Prompt }}".join(_go_literal(p) for p in part.split(_USER))
-                                    for part in text.split(_SYS))
-
-    return "{{ if .System }}" + go(with_sys) + "{{ else }}" + go(without) + "{{ end }}"
-
-
-_GO_ACTION = re.compile(r"\{\{(-\s)?\s*(.*?)\s*(\s-)?\}\}", re.S)
-
-
-def render_go_template(text: str, variables: dict[str, str]) -> str:
-    """Render the Go-template subset Ollama prompt templates use: .Var, if/else/end, string literals, {{- -}}."""
-    tokens: list[tuple[str, str]] = []  # ("text", literal) / ("action", expression)
-    pos, trim_next = 0, False
-    for m in _GO_ACTION.finditer(text):
-        lit = text[pos:m.start()]
-        lit = lit.lstrip() if trim_next else lit
-        tokens += [("text", lit.rstrip() if m.group(1) else lit), ("action", m.group(2))]
-        pos, trim_next = m.end(), bool(m.group(3))
-    tokens.append(("text", text[pos:].lstrip() if trim_next else text[pos:]))
-
-    def value(expr: str) -> str:
-        if expr.startswith("."):
-            return variables.get(expr[1:], "")
-        if expr.startswith('"') and expr.endswith('"'):
-            return json.loads(expr)
-        raise ValueError(f"unsupported Go template action {{{{ {expr} }}}}")
-
-    out, stack = [], []  # stack of (branch_taken, currently_emitting)
-    emitting = True
-    for kind, val in tokens:
-        if kind == "text":
-            if emitting:
-                out.append(val)
-        elif val.startswith("if "):
-            cond = bool(value(val[3:].strip()))
-            stack.append((cond, emitting))
-            emitting = emitting and cond
-        elif val == "else":
-            cond, outer = stack[-1]
-            emitting = outer and not cond
-        elif val == "end":
-            emitting = stack.pop()[1]
-        elif emitting:
-            out.append(value(val))
-    if stack:
-        raise ValueError("unclosed {{ if }} in template")
-    return "".join(out)
-
-
-def write_modelfile(path: Path, gguf_name: str, go_template: str, system: str | None, stops: list[str]) -> None:
-    for name, text in (("TEMPLATE", go_template), ("SYSTEM", system or "")):
-        if '"""' in text:
-            raise GrpokitError([Problem(f"Modelfile {name}", 'contains """, which a Modelfile cannot quote',
-                                        "change the system prompt / template")])
-    lines = ["# written by grpokit export: TEMPLATE and SYSTEM reproduce the training prompt exactly",
-             f"FROM ./{gguf_name}", f'TEMPLATE """{go_template}"""']
-    if system:
-        lines.append(f'SYSTEM """{system}"""')
-    lines += [f"PARAMETER stop {json.dumps(s, ensure_ascii=False)}" for s in stops]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def read_modelfile(path: Path) -> dict:
-    """TEMPLATE, SYSTEM and FROM from a Modelfile (the forms write_modelfile produces, plus one-line values)."""
-    text = path.read_text(encoding="utf-8")
-    out = {}
-    for m in re.finditer(r'^(FROM|TEMPLATE|SYSTEM)\s+(?:"""(.*?)"""|(.*?))$', text, re.S | re.M):
-        out[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3).strip()
-    return out
 
 
 # ---------------------------------------------------------------- HF and GGUF
