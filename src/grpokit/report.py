@@ -147,10 +147,13 @@ def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _not_logged_reason(key: str, recipe: dict | None) -> str:
+def _not_logged_reason(key: str, recipe: dict | None, metrics: list[dict]) -> str:
     beta = ((recipe or {}).get("train") or {}).get("beta")
     if key == "kl" and beta == 0:
         return "not logged (train.beta is 0: no reference model, so TRL computes no KL)"
+    if key == "entropy" and metrics and all(m.get("grpokit/trained_frac") == 0 for m in metrics):
+        return ("not logged: in every logged step all groups tied (no learning signal), so train.skip_no_signal "
+                "ran no policy pass, which is where entropy is measured")
     return "not logged by this run"
 
 
@@ -169,7 +172,7 @@ def curves_section(metrics: list[dict], recipe: dict | None, out: Path) -> tuple
             parts.append(f'<figure><img src="{stem}.png" alt="{_e(title)}"><figcaption>{_e(title)}</figcaption>'
                          f"</figure>{note}")
         else:
-            parts.append(f'<p class="missing"><b>{_e(title)}</b>: {_e(_not_logged_reason(keys[0], recipe))}</p>')
+            parts.append(f'<p class="missing"><b>{_e(title)}</b>: {_e(_not_logged_reason(keys[0], recipe, metrics))}</p>')
     last = metrics[-1]
     summary = [[_e(k), _num(last[k]) if k in last else "not logged"] for k in ["reward", *[f"rewards/{n}/mean" for n in names], "kl",
                                                      "completions/mean_length", "frac_reward_zero_std", "entropy"]]
