@@ -56,7 +56,9 @@ class ModelConfig(_Section):
         None, description="Qwen3 chat templates: turn the <think> block on or off (null: template default)."
     )
     gradient_checkpointing: bool = Field(
-        False, description="Trade compute for memory; useful for 4B+ models on a GPU, slower on CPU."
+        False, description="Recompute activations in the backward pass instead of storing them: less memory. "
+        "On the 2-core CPU it cost no measurable time for SmolLM2-135M (peak 7.4 -> 5.0 GiB); on a GPU it "
+        "usually costs ~20-30% step time."
     )
 
 
