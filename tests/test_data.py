@@ -39,7 +39,7 @@ def test_each_row_problem_names_line_and_field(tmp_path, line, expected):
     else:
         assert not report.ok
         (err,) = report.errors
-        assert f"d.jsonl:2" in err.where and expected in err.message and err.fix
+        assert "d.jsonl:2" in err.where and expected in err.message and err.fix
 
 
 def test_warnings_do_not_make_rows_unusable(tmp_path):

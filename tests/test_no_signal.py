@@ -5,7 +5,7 @@ import pytest
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOConfig
 
 from grpokit.no_signal import applies, keep_rows, signal_rows
 from grpokit.train import _trainer_class
