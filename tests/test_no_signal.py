@@ -109,3 +109,10 @@ def test_keep_rows_trims_padding_columns():
     assert out["completion_mask"].all() and out["prompt_mask"].all()
     assert int(out["num_items_in_batch"]) == int(inputs["num_items_in_batch"])  # the normaliser is untouched
     assert signal_rows(torch.tensor([[0.0, 0.0], [0.0, 2e-6]])).tolist() == [False, True]
+
+
+def test_stands_aside_with_several_processes(tmp_path, tiny_model_dir, tokenizer, monkeypatch):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    _loss_and_grads(trainer, _inputs([0.0] * 6), skip=True)  # DDP ranks must all run the pass
+    assert "grpokit/trained_frac" not in trainer._metrics["train"]

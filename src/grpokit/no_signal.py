@@ -25,8 +25,9 @@ through the pass (1.0 where the filter stands aside is not logged).
 What changes: TRL's per-micro-batch metrics computed inside the loss
 (`entropy`, `clip_ratio/*`) describe the completions trained on, and are
 absent for a step where none were. Other losses (grpo, bnpo, dr_grpo, luspo,
-sapo: their normaliser counts the rows of the micro-batch) and beta > 0 run
-TRL's pass unchanged. This is DAPO's "dynamic sampling" without the
+sapo: their normaliser counts the rows of the micro-batch), beta > 0 and
+multi-process training (DDP/ZeRO ranks must run the same passes) run TRL's
+pass unchanged. This is DAPO's "dynamic sampling" without the
 re-sampling: the step is not refilled with new prompts, it just costs less.
 """
 from __future__ import annotations
@@ -90,7 +91,10 @@ class SkipNoSignalRows:
     skip_no_signal: bool = False
 
     def _compute_loss(self, model, inputs):
+        # One process only: under DDP/ZeRO every rank must run the same forward/backward collectives, and a rank
+        # that skipped its pass (or trained on fewer rows) would leave the others waiting.
         if not (self.skip_no_signal and model.training and applies(self.loss_type, self.beta)) \
+                or self.accelerator.num_processes != 1 \
                 or any(inputs.get(k) is not None for k in _UNSUPPORTED_KEYS):
             return super()._compute_loss(model, inputs)
         keep = signal_rows(inputs["advantages"])
