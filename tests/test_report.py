@@ -9,7 +9,7 @@ import yaml
 
 from conftest import write_jsonl
 from grpokit.cli import main
-from grpokit.report import pick_phases, series, write_report
+from grpokit.report import curves_section, pick_phases, series, write_report
 
 
 def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):
@@ -116,3 +116,9 @@ def test_demo_ends_with_the_report(tmp_path, tiny_model_dir, capsys):
     assert f"report: {report}" in capsys.readouterr().out
     page = report.read_text()
     assert "before (base model)" in page and 'src="eval_accuracy.png"' in page and 'src="reward.png"' in page
+
+
+def test_missing_entropy_is_explained_when_no_step_trained(tmp_path):
+    metrics = [{"step": s, "reward": 0.0, "frac_reward_zero_std": 1.0, "grpokit/trained_frac": 0.0} for s in (1, 2)]
+    html, images = curves_section(metrics, {"train": {"beta": 0.0}}, tmp_path)
+    assert "entropy.png" not in images and "train.skip_no_signal ran no policy pass" in html
