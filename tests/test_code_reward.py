@@ -141,7 +141,7 @@ def test_unsafe_warns_on_every_call(caplog):
 
 
 def test_rewards_score_cli(tmp_path, capsys):
-    from grpokit.rewards.cli import main
+    from grpokit.cli import main
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text("\n".join(json.dumps({"completion": c, **HE_ROW}) for c in

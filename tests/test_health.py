@@ -1,15 +1,15 @@
 """Health detectors on metric streams built here: a healthy run gives nothing, each pathology its code."""
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import random
 
 import pytest
 
+from grpokit.cli import build_parser
 from grpokit.config import HEALTH_CODES, HealthConfig
-from grpokit.health import DETECTORS, HealthMonitor, diagnose, doctor_run, load_evals, register, repeated_share
+from grpokit.health import DETECTORS, HealthMonitor, diagnose, doctor_run, load_evals, repeated_share
 
 STEPS = 60
 GOOD_TEXT = [
@@ -169,9 +169,7 @@ def test_rollback_past_the_budget_stops(tmp_path):
 
 
 def _doctor(argv) -> int:
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["doctor", *argv])
+    args = build_parser().parse_args(["doctor", *argv])
     return args.func(args)
 
 

@@ -1,7 +1,6 @@
 """Preflight: measurements and recommendations, on a tiny model and on reports built here."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -11,7 +10,8 @@ import yaml
 from conftest import write_jsonl
 from grpokit.config import load_recipe
 from grpokit.data.arithmetic import generate
-from grpokit.preflight import interleave_easy_hard, quantile, recommend, register
+from grpokit.cli import build_parser
+from grpokit.preflight import interleave_easy_hard, quantile, recommend
 from grpokit.rewards.registry import REGISTRY, register as register_reward
 
 if "test_plus_spread" not in REGISTRY:
@@ -33,9 +33,7 @@ def _recipe_file(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) 
 
 
 def _preflight(argv) -> int:
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["preflight", *argv])
+    args = build_parser().parse_args(["preflight", *argv])
     return args.func(args)
 
 

@@ -1,7 +1,6 @@
 """`grpokit rewards list|score|audit`: handlers called directly, plus one real subprocess run."""
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -9,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from grpokit.cli import build_parser
 from grpokit.errors import GrpokitError
-from grpokit.rewards import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="grpokit")
-    cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    """The handler itself, so a GrpokitError reaches the test instead of the printer."""
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 
@@ -119,7 +117,7 @@ def test_audit_flags_a_correctness_only_recipe(tmp_path, capsys):
 def test_subprocess_score_and_bad_file(tmp_path):
     good = write_jsonl(tmp_path / "good.jsonl", [{"completion": "a\nFinal answer: 3", "answer": "3"}])
     bad = write_jsonl(tmp_path / "bad.jsonl", ["{oops"])
-    cmd = [sys.executable, "-m", "grpokit.rewards.cli", "rewards", "score", "--reward", "math_correctness", "--input"]
+    cmd = [sys.executable, "-m", "grpokit.cli", "rewards", "score", "--reward", "math_correctness", "--input"]
     ok = subprocess.run([*cmd, good], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and json.loads(ok.stdout)["reward"] == 1.0
     ko = subprocess.run([*cmd, bad], capture_output=True, text=True, timeout=60)

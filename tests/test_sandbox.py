@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpokit.sandbox import Limits, SandboxError, TestSpec, cmd_check, detect_isolation, run_many, run_tests
+from grpokit.cli.sandbox import cmd_check
+from grpokit.sandbox import Limits, SandboxError, TestSpec, detect_isolation, run_many, run_tests
 
 ISOLATION = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"
 FAST = Limits(timeout_s=5)
@@ -155,13 +156,9 @@ def test_sandbox_check_command(capsys):
 
 
 def test_sandbox_check_is_registered_as_a_subcommand():
-    import argparse
+    from grpokit.cli import build_parser
 
-    from grpokit.sandbox import register
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["sandbox", "check"])
+    args = build_parser().parse_args(["sandbox", "check"])
     assert args.func is cmd_check
 
 

@@ -50,8 +50,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-
 from grpokit.errors import GrpokitError, Problem
 from grpokit.serving import ollama_template, read_modelfile, render_go_template, serving_chat_template, write_modelfile
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
@@ -171,6 +169,7 @@ def convert_gguf(hf_dir: Path, out_file: Path, quant: str) -> Path:
 
 def load_gguf(gguf: Path):
     """The model (float32) rebuilt from a GGUF file by transformers' GGUF support."""
+    import torch  # here, not at module level: `grpokit --help` and model-free commands must not load torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -258,27 +257,33 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
     return checks
 
 
-@torch.no_grad()
 def greedy(model, ids: list[int], max_new_tokens: int, eos: list[int]) -> list[int]:
+    import torch  # lazy, as in load_gguf
+
     x = torch.tensor([ids])
-    out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
-                         do_sample=False, eos_token_id=eos, pad_token_id=eos[0], temperature=None, top_p=None,
-                         top_k=None)
+    with torch.no_grad():
+        out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                             do_sample=False, eos_token_id=eos, pad_token_id=eos[0], temperature=None, top_p=None,
+                             top_k=None)
     new = out[0, len(ids):].tolist()
     n = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))  # keep the EOS: stopping must agree too
     return new[:n]
 
 
-@torch.no_grad()
 def agreement(model, ids: list[int], reference: list[int]) -> tuple[int, int]:
     """Positions where `model`, fed the reference continuation, predicts the reference's next token."""
+    import torch  # lazy, as in load_gguf
+
     if not reference:
         return 0, 0
-    logits = model(input_ids=torch.tensor([ids + reference[:-1]])).logits[0, len(ids) - 1:]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids + reference[:-1]])).logits[0, len(ids) - 1:]
     return int((logits.argmax(-1) == torch.tensor(reference)).sum()), len(reference)
 
 
 def check_weights(hf_model, gguf_model, quant: str) -> Check:
+    import torch  # lazy, as in load_gguf
+
     ref, got = hf_model.state_dict(), gguf_model.state_dict()
     missing = [k for k in ref if k not in got]
     if missing:
@@ -435,33 +440,3 @@ def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stop
     text = json.dumps(manifest, indent=2, ensure_ascii=False)
     (result.out_dir / "grpokit.json").write_text(text, encoding="utf-8")
     (result.hf_dir / "grpokit.json").write_text(text, encoding="utf-8")
-
-
-# ---------------------------------------------------------------- CLI
-def cmd_export(args) -> int:
-    result = export(args.run_dir, args.checkpoint, args.to, args.quant, args.out, args.prompts)
-    for c in result.checks:
-        print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
-    for s in result.smoke:
-        print(f"smoke ({s['kind']}): {s['question']!r}\n  -> {s['completion'].strip()!r}\n"
-              f"  answer line: {'yes' if s['answer_line'] else 'no'}; correct: {s['correct']}")
-    if not result.ok:
-        raise GrpokitError([Problem(c.name, c.detail, "the export in " + str(result.out_dir) + " does not reproduce "
-                                    "training; do not serve it") for c in result.checks if not c.ok],
-                           exit_code=1, title="export check failed")
-    for what, cmd in result.commands.items():
-        print(f"{what}: {cmd}")
-    print(f"exported to {result.out_dir}")
-    return 0
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("export", help="merge / convert a checkpoint for serving (HF, GGUF, Ollama; vLLM command)")
-    p.add_argument("run_dir", help="a run directory from grpokit train")
-    p.add_argument("--checkpoint", default="auto", help="best (from grpokit eval), last, a step number, "
-                                                        "or auto = best if recorded, else last (default)")
-    p.add_argument("--to", choices=TARGETS, default="hf", help="hf; gguf = hf + GGUF; ollama = gguf + Modelfile")
-    p.add_argument("--quant", choices=QUANTS, default="f16", help="GGUF precision (default f16)")
-    p.add_argument("--out", help="output folder (default RUN_DIR/export/checkpoint-N)")
-    p.add_argument("--prompts", type=int, default=CHECK_PROMPTS, help="held-out prompts used by the checks")
-    p.set_defaults(func=cmd_export)

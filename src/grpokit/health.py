@@ -507,30 +507,9 @@ class HealthMonitor:
         self.printer(f"health {f.severity} [{f.code}] step {f.step}: {f.message} -> action: {action}")
 
 
-# ---------------------------------------------------------------- CLI
-def register(subparsers) -> None:
-    p = subparsers.add_parser("doctor", help="diagnose a run from its metrics.jsonl and samples.jsonl")
-    p.add_argument("run_dir", help="a grpokit run directory")
-    p.add_argument("--json", action="store_true", help="print a JSON list of findings ([] when healthy)")
-    p.set_defaults(func=cmd_doctor)
+def actions_taken(run_dir: Path) -> list[dict]:
+    """What the live monitor did beyond warning (its rolled-back steps are no longer in metrics.jsonl)."""
+    return [h for h in read_jsonl(Path(run_dir) / "health.jsonl") if h.get("action") != "warn"]
 
 
-def cmd_doctor(args) -> int:
-    findings = doctor_run(Path(args.run_dir))
-    if args.json:
-        print(json.dumps([f.as_dict() for f in findings], indent=2, ensure_ascii=False))
-        return 0
-    taken = [h for h in read_jsonl(Path(args.run_dir) / "health.jsonl") if h.get("action") != "warn"]
-    for h in taken:  # what the live monitor did (its rolled-back steps are no longer in metrics.jsonl)
-        print(f"during training, step {h.get('step')}: {h.get('code')} -> {h.get('action')}")
-    if not findings:
-        print(f"{args.run_dir}: no health findings")
-        return 0
-    for f in findings:
-        print(f"step {f.step:>5}  {f.severity:<7}  {f.code}\n    {f.message}\n    evidence: "
-              f"{json.dumps(f.as_dict()['evidence'], ensure_ascii=False)}")
-    print(f"{len(findings)} finding(s)")
-    return 0
-
-
-__all__ = ["DETECTORS", "Finding", "HealthMonitor", "check_step", "diagnose", "doctor_run", "load_evals", "register"]
+__all__ = ["DETECTORS", "Finding", "HealthMonitor", "actions_taken", "check_step", "diagnose", "doctor_run", "load_evals"]

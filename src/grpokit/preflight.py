@@ -241,42 +241,19 @@ def write_filtered(report: dict, rows: list[dict], path: Path) -> tuple[int, int
     return len(out), len(judged) - len(keep), len(unjudged)
 
 
-# ---------------------------------------------------------------- CLI
-def register(subparsers) -> None:
-    p = subparsers.add_parser("preflight", help="sample the initial model on training prompts and recommend settings")
-    p.add_argument("recipe", help="recipe YAML file")
-    p.add_argument("--prompts", type=int, default=16, help="training prompts to sample (default 16)")
-    p.add_argument("--generations", type=int, help="completions per prompt (default: train.num_generations)")
-    p.add_argument("--write-filtered", metavar="OUT.jsonl", help="write the data without the no-signal prompts")
-    p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a recipe value")
-    p.set_defaults(func=cmd_preflight)
-
-
-def cmd_preflight(args) -> int:
+def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = None,
+                     out_file: Path | None = None) -> tuple[dict, list[dict]]:
+    """Load the recipe's training rows and initial model, then `run_preflight`. Returns the report and the rows."""
     from grpokit import models
-    from grpokit.config import load_recipe
     from grpokit.data import load_datasets
-    from grpokit.errors import GrpokitError, Problem
 
-    if args.prompts < 1 or (args.generations is not None and args.generations < 2):
-        raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
-                                    "e.g. --prompts 16 --generations 8")])
-    recipe = load_recipe(args.recipe, args.set)
     if recipe.train.torch_threads:
         torch.set_num_threads(recipe.train.torch_threads)
     rows = load_datasets(recipe)[0]
     path = models.resolve_model_path(recipe.model.name)
     tokenizer, model = models.load_tokenizer(path), models.load_model(path, recipe.model.dtype)
-    r = run_preflight(recipe, model, tokenizer, rows, prompts=args.prompts, generations=args.generations,
-                      out_file=Path(args.output))
-    print(render(r))
-    if args.write_filtered:
-        n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered))
-        print(f"wrote {n} rows to {args.write_filtered}: {dropped} no-signal prompt(s) dropped, judged prompts "
-              f"alternate easy/hard, {unjudged} unjudged row(s) kept after them "
-              f"(--prompts {len(rows)} judges every row)")
-    return 0
+    return run_preflight(recipe, model, tokenizer, rows, prompts=prompts, generations=generations,
+                         out_file=out_file), rows
 
 
 def render(r: dict) -> str:
@@ -308,4 +285,5 @@ def render(r: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["interleave_easy_hard", "quantile", "recommend", "register", "run_preflight", "sample", "write_filtered"]
+__all__ = ["interleave_easy_hard", "preflight_recipe", "quantile", "recommend", "render", "run_preflight", "sample",
+           "write_filtered"]

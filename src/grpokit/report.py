@@ -346,16 +346,3 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
-
-
-def _cmd_report(args) -> int:
-    path = write_report(args.run_dir, args.output_dir)
-    print(f"report: {path}")
-    return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("report", help="write report.html with plots for a run (offline; run grpokit eval first)")
-    p.add_argument("run_dir")
-    p.add_argument("--output-dir", help=f"where report.html and its PNGs go (default RUN_DIR/{REPORT_DIR})")
-    p.set_defaults(func=_cmd_report)

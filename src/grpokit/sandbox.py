@@ -494,27 +494,10 @@ def run_many(jobs: list[tuple[str, TestSpec]], *, limits: Limits = Limits(), iso
         return list(pool.map(lambda job: run_tests(job[0], job[1], limits=limits, isolation=isolation), jobs))
 
 
-# ------------------------------------------------------------------------- CLI
-
-
-def register(subparsers) -> None:
-    """`grpokit sandbox check`: print which isolation this machine offers (exit 1 if none)."""
-    p = subparsers.add_parser("sandbox", help="the isolated runner for code rewards")
-    sub = p.add_subparsers(dest="sandbox_command", required=True)
-    c = sub.add_parser("check", help="say which isolation is available here and try it")
-    c.set_defaults(func=cmd_check)
-
-
-def cmd_check(args=None) -> int:
+def probe() -> tuple[Isolation, RunResult | None]:
+    """The isolation this machine offers and, when it is bwrap, one real test run through it (None otherwise)."""
     iso = detect_isolation()
-    if iso.kind == "bwrap":
-        r = run_tests("def f():\n    return 42\n", TestSpec.from_asserts(["assert f() == 42"]), limits=Limits(timeout_s=20))
-        print(f"isolation: bwrap — {iso.detail}")
-        print(f"probe run: {'passed' if r.all_passed else 'FAILED: ' + (r.error or str(r.failed_tests))} "
-              f"in {r.duration_s:.2f} s")
-        return 0 if r.all_passed else 1
-    print(f"isolation: none — {iso.detail}")
-    if iso.fix:
-        print(f"fix: {iso.fix}")
-    print("code rewards refuse to run unless the recipe sets `params: {sandbox: unsafe}` (no isolation).")
-    return 1
+    if iso.kind != "bwrap":
+        return iso, None
+    return iso, run_tests("def f():\n    return 42\n", TestSpec.from_asserts(["assert f() == 42"]),
+                          limits=Limits(timeout_s=20))

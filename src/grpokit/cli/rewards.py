@@ -4,10 +4,8 @@
     grpokit rewards score --reward math_correctness --param 'markers=["Answer:"]' --input rows.jsonl
     grpokit rewards audit recipes/smollm2-arithmetic.yaml
 
-`register(subparsers)` adds the command group to the main CLI; each handler
-takes the parsed args and returns the exit code. Bad inputs raise
-`GrpokitError` (exit 2), which the main CLI prints without a traceback.
-`python -m grpokit.rewards.cli ...` runs the group on its own.
+Each handler takes the parsed args and returns the exit code. Bad inputs
+raise `GrpokitError` (exit 2), which the main CLI prints without a traceback.
 
 `score` prints one JSON object per input row, in order: `reward` (float or
 null) plus the reward's details (`reason`, `predicted`, ... where the reward
@@ -22,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from grpokit.cli.output import add_set_option
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards.registry import RewardFunction, available, build_reward, completion_text, get_spec
 
@@ -49,7 +48,7 @@ def register(subparsers) -> None:
     p = sub.add_parser("audit", help="try adversarial completions against a recipe's combined reward")
     p.add_argument("recipe", help="recipe YAML")
     p.add_argument("--rows", type=int, default=8, help="training rows to build the tricks from (default 8)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe value")
+    add_set_option(p, "override a recipe value (repeatable) before auditing it")
     p.set_defaults(func=cmd_audit)
 
 
@@ -182,17 +181,3 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(result.table())
     return 0 if result.ok else 1
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grpokit")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except GrpokitError as e:
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

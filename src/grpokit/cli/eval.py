@@ -1,0 +1,61 @@
+"""`grpokit eval`: evaluate every checkpoint of a run, or one model, and pick the best."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpokit.errors import GrpokitError, Problem
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate every checkpoint of a run (or one model) and pick the best")
+    p.add_argument("target", help="a run directory, or a model: 'default', a local folder or a hub id")
+    p.add_argument("--data", metavar="FILE.jsonl", help="evaluate on this file instead of the recipe's held-out set "
+                   "(results go to eval/results-<stem>.json; best.json is left alone)")
+    p.add_argument("--checkpoints", default="all", metavar="all|best|last|N,...",
+                   help="which steps of a run (0 = base model; default all: base + every complete checkpoint)")
+    p.add_argument("--samples", type=int, default=0, metavar="K",
+                   help="also sample K completions per problem at the recipe's temperature for pass@k (k <= K)")
+    p.add_argument("--max-rows", type=int, metavar="N", help="evaluate on the first N held-out rows only")
+    p.add_argument("--max-new-tokens", type=int, metavar="N", help="default: the recipe's max_completion_length")
+    p.add_argument("--recipe", metavar="RECIPE.yaml", help="MODEL only: template, rewards and eval set from a recipe")
+    p.add_argument("--template", choices=["plain_zh", "plain_en", "chat"],
+                   help="MODEL only, without --recipe (default: chat if the tokenizer has a chat template, else plain_en)")
+    p.add_argument("--system-prompt", help="MODEL only: system message for the chat template")
+    p.add_argument("--output-dir", help="MODEL only: where eval/results.json goes (default runs/eval-<model name>)")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args) -> int:
+    from grpokit.evaluate import BEST_FILE, EVAL_DIR, _pct, evaluate_model, evaluate_run, results_table
+    from grpokit.train import console
+
+    target = Path(args.target)
+    for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows), ("--max-new-tokens", args.max_new_tokens)):
+        if value is not None and value < (0 if flag == "--samples" else 1):
+            raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
+                                        "pass a positive number (--samples 0 skips pass@k)")])
+    common = dict(k_samples=args.samples, max_rows=args.max_rows, max_new_tokens=args.max_new_tokens,
+                  log=lambda m: console.print(m))
+    if (target / "config.yaml").is_file():
+        if args.recipe or args.template or args.system_prompt:
+            raise GrpokitError([Problem("grpokit eval RUN_DIR", "--recipe/--template/--system-prompt apply to a model, "
+                                        "not a run", "a run is always evaluated with the template it trained with")])
+        results = evaluate_run(target, args.data, args.checkpoints, **common)
+    else:
+        if args.checkpoints != "all":
+            raise GrpokitError([Problem(args.target, "--checkpoints applies to a run directory",
+                                        "pass a run directory (it holds config.yaml), or drop --checkpoints")])
+        results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
+                                 out_dir=args.output_dir, **common)
+    console.print(results_table(results))
+    flagged = [e for e in results["checkpoints"] if (e.get("gap") or {}).get("flagged")]
+    for e in flagged:
+        g = e["gap"]
+        what = ("original vs perturbed numbers: memorised answers?" if g["kind"] == "perturbed"
+                else "training vs held-out rows: overfitting?")
+        console.print(f"[yellow]step {e['step']}: accuracy gap of {100 * g['value']:.1f} points, {what}[/]")
+    if results.get("best") and (target / "config.yaml").is_file() and args.data is None:
+        b = results["best"]
+        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out) -> {target / EVAL_DIR / BEST_FILE}")
+    console.print(f"results: {results['path']}")
+    return 0

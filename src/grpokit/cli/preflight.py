@@ -1,0 +1,36 @@
+"""`grpokit preflight`: sample the initial model on training prompts and recommend settings."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpokit.cli.output import add_set_option
+from grpokit.errors import GrpokitError, Problem
+
+
+def register(sub) -> None:
+    p = sub.add_parser("preflight", help="sample the initial model on training prompts and recommend settings")
+    p.add_argument("recipe", help="recipe YAML file")
+    p.add_argument("--prompts", type=int, default=16, help="training prompts to sample (default 16)")
+    p.add_argument("--generations", type=int, help="completions per prompt (default: train.num_generations)")
+    p.add_argument("--write-filtered", metavar="OUT.jsonl", help="write the data without the no-signal prompts")
+    p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
+    add_set_option(p)
+    p.set_defaults(func=cmd_preflight)
+
+
+def cmd_preflight(args) -> int:
+    from grpokit.config import load_recipe
+    from grpokit.preflight import preflight_recipe, render, write_filtered
+
+    if args.prompts < 1 or (args.generations is not None and args.generations < 2):
+        raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
+                                    "e.g. --prompts 16 --generations 8")])
+    recipe = load_recipe(args.recipe, args.set)
+    r, rows = preflight_recipe(recipe, prompts=args.prompts, generations=args.generations, out_file=Path(args.output))
+    print(render(r))
+    if args.write_filtered:
+        n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered))
+        print(f"wrote {n} rows to {args.write_filtered}: {dropped} no-signal prompt(s) dropped, judged prompts "
+              f"alternate easy/hard, {unjudged} unjudged row(s) kept after them "
+              f"(--prompts {len(rows)} judges every row)")
+    return 0

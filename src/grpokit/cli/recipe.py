@@ -1,0 +1,22 @@
+"""`grpokit recipe check`: validate a recipe before any model loads."""
+from __future__ import annotations
+
+from grpokit.cli.output import add_set_option, err
+
+
+def register(sub) -> None:
+    rc = sub.add_parser("recipe", help="recipe tools").add_subparsers(dest="recipe_command", required=True,
+                                                                       metavar="ACTION")
+    chk = rc.add_parser("check", help="validate a recipe and print it resolved")
+    chk.add_argument("recipe", help="recipe YAML file")
+    add_set_option(chk, "override a recipe value (repeatable) before checking it")
+    chk.set_defaults(func=cmd_recipe_check)
+
+
+def cmd_recipe_check(args) -> int:
+    from grpokit.config import load_recipe
+
+    recipe = load_recipe(args.recipe, args.set)
+    print(recipe.to_yaml(), end="")
+    err.print(f"[green]{args.recipe}: valid[/]")
+    return 0

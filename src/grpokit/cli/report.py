@@ -1,0 +1,19 @@
+"""`grpokit report`: report.html with plots for a run."""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from grpokit.report import REPORT_DIR  # report.py imports matplotlib only inside its plotting functions
+
+    p = sub.add_parser("report", help="write report.html with plots for a run (offline; run grpokit eval first)")
+    p.add_argument("run_dir", help="a grpokit run directory")
+    p.add_argument("--output-dir", help=f"where report.html and its PNGs go (default RUN_DIR/{REPORT_DIR})")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args) -> int:
+    from grpokit.report import write_report
+
+    path = write_report(args.run_dir, args.output_dir)
+    print(f"report: {path}")
+    return 0
