@@ -32,7 +32,6 @@ from typing import Callable
 
 from grpokit.config import HEALTH_CODES, HealthConfig
 
-SEVERITIES = ("warning", "error")
 _NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
 
 

@@ -14,7 +14,7 @@ see exactly the ids training saw. Generation pads on the left.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 PLAIN_ZH = (
@@ -34,7 +34,6 @@ class PromptTemplate:
     name: str
     system_prompt: str | None = None
     enable_thinking: bool | None = None
-    _kwargs: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if self.name not in TEMPLATE_NAMES:

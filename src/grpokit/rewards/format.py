@@ -95,10 +95,6 @@ def check_format(
     return FormatVerdict(True, "")
 
 
-def format_ok(text: str, markers: tuple[str, ...], min_reasoning_lines: int, require_think: bool = False) -> bool:
-    return check_format(text, tuple(markers), min_reasoning_lines, require_think).ok
-
-
 @register(
     "format",
     description="1.0 when the completion has reasoning (optionally in a <think> block) followed by exactly one "

@@ -267,9 +267,6 @@ def parse_number(text: str) -> Fraction | None:
         return None
 
 
-normalize_number = parse_number  # the name of the first version, kept for callers
-
-
 def classify_answer(value: str) -> str:
     """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers."""
     cleaned = clean_answer(value)
