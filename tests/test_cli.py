@@ -68,7 +68,8 @@ def test_version_flag_prints_the_installed_version():
 
 @pytest.mark.parametrize("module", ["grpokit", "grpokit.cli"])  # `python -m grpokit` and the older spelling
 def test_python_dash_m_runs_the_cli(module):
-    res = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60, env=_env())
+    res = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60,
+                         env=_env())
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("usage: grpokit") and "rewards" in res.stdout and "--version" in res.stdout
 

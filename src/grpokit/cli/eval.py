@@ -19,7 +19,8 @@ def register(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, metavar="N", help="default: the recipe's max_completion_length")
     p.add_argument("--recipe", metavar="RECIPE.yaml", help="MODEL only: template, rewards and eval set from a recipe")
     p.add_argument("--template", choices=["plain_zh", "plain_en", "chat"],
-                   help="MODEL only, without --recipe (default: chat if the tokenizer has a chat template, else plain_en)")
+                   help="MODEL only, without --recipe (default: chat if the tokenizer has a chat template, "
+                   "else plain_en)")
     p.add_argument("--system-prompt", help="MODEL only: system message for the chat template")
     p.add_argument("--output-dir", help="MODEL only: where eval/results.json goes (default runs/eval-<model name>)")
     p.set_defaults(func=cmd_eval)
@@ -30,7 +31,8 @@ def cmd_eval(args) -> int:
     from grpokit.train import console
 
     target = Path(args.target)
-    for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows), ("--max-new-tokens", args.max_new_tokens)):
+    for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows),
+                        ("--max-new-tokens", args.max_new_tokens)):
         if value is not None and value < (0 if flag == "--samples" else 1):
             raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
                                         "pass a positive number (--samples 0 skips pass@k)")])
