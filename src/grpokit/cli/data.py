@@ -10,10 +10,13 @@ from grpokit.errors import GrpokitError, Problem
 def register(sub) -> None:
     data = sub.add_parser("data", help="dataset tools").add_subparsers(dest="data_command", required=True,
                                                                         metavar="ACTION")
-    dc = data.add_parser("check", help="report every problem in a .jsonl dataset (exit 1 if a row is unusable)")
-    dc.add_argument("file", help="the dataset file (.jsonl)")
+    dc = data.add_parser("check", help="report every problem in a dataset (exit 1 if a row or the file is unusable)")
+    dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
+    dc.add_argument("--template", choices=("plain_zh", "plain_en", "chat"),  # templates.TEMPLATE_NAMES (lazy imports)
+                    help="the recipe's data.template: plain templates refuse message-list questions")
+    dc.add_argument("--task", choices=["math"], help="math: warn about answers that are not numbers")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
     dg.add_argument("task", choices=["arithmetic"], help="which task to generate")
@@ -36,9 +39,10 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
-    from grpokit.data.io import check_jsonl
+    from grpokit.data.io import check_file
 
-    report = check_jsonl(args.file, args.question_field, args.answer_field)
+    report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
+                        numeric=args.task == "math")
     for p in report.errors:
         print(f"error   {p}")
     for p in report.warnings:
