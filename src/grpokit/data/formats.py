@@ -102,18 +102,18 @@ def _quiet_datasets():
     """datasets logs its own copy of a read error and draws progress bars; grpokit reports the error itself."""
     import logging
 
-    from datasets.utils import tqdm as ds_tqdm
+    import datasets
 
     logger = logging.getLogger("datasets")
-    level, bars_off = logger.level, ds_tqdm.are_progress_bars_disabled()
+    level, bars_on = logger.level, datasets.is_progress_bar_enabled()
     logger.setLevel(logging.CRITICAL)
-    ds_tqdm.disable_progress_bars()
+    datasets.disable_progress_bars()
     try:
         yield
     finally:
         logger.setLevel(level)
-        if not bars_off:
-            ds_tqdm.enable_progress_bars()
+        if bars_on:
+            datasets.enable_progress_bars()
 
 
 def _root_message(e: BaseException) -> str:
@@ -155,7 +155,8 @@ def read_json(path: str, raw: bytes) -> RawData:
     except Exception as e:  # noqa: BLE001 - datasets/pyarrow raise many types; all mean "cannot read"
         where, what = path, _root_message(e)
         try:  # datasets' error has no position: ask the stdlib parser where the document breaks
-            json.loads(body.decode("utf-8"))
+            if json.loads(body.decode("utf-8")) == []:
+                what = "the JSON array is empty"
         except json.JSONDecodeError as je:
             where, what = f"{path}:{je.lineno}", f"invalid JSON: {je.msg} at column {je.colno}"
         out.file_errors.append(Problem(where, what, "write a JSON array of row objects, or JSON Lines (.jsonl)"))
