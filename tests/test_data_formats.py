@@ -5,8 +5,8 @@ import json
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import write_jsonl
+
 from grpokit.cli import main
 from grpokit.data.io import check_file, load_rows
 from grpokit.errors import GrpokitError
@@ -239,3 +239,56 @@ def test_duplicate_conversations_and_overlap(tmp_path):
     train, held = report.rows[:1], report.rows[1:]
     assert overlapping_questions(train, held) == [U["content"]]  # shown as the user's text
     assert json.dumps(report.rows[2]["question"]) == json.dumps(U["content"])  # a string question stays a string
+
+
+def test_json_array_keeps_nan_apart_from_missing(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text('[{"question": "a", "answer": NaN},\n {"question": "b", "answer": 1e400},\n {"question": "c"},\n'
+                    ' {"question": "d", "answer": 4}]')
+    report = check_file(path)
+    assert [(e.where, e.message.split(",")[0]) for e in report.errors] == [
+        (f"{path} row 1 answer", "answer is NaN"),
+        (f"{path} row 2 answer", "answer is infinite (Infinity"),
+        (f"{path} row 3", "missing answer (looked for answer / expected_answer)"),
+    ]
+    assert [r["answer"] for r in report.rows] == ["4"]
+
+
+def _recipe(tmp_path, data: dict, rewards=("math_correctness",)):
+    import yaml
+
+    from grpokit.config import load_recipe
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({"model": {"name": "default"}, "data": data,
+                                    "rewards": [{"name": r} for r in rewards]}))
+    return load_recipe(path)
+
+
+# (id, data section, rows, rewards, expected error substring or expected note substring)
+RECIPE_CASES = [
+    ("plain template refuses messages", {"template": "plain_en"}, [{"question": [U], "answer": "5"}],
+     ("math_correctness",), ("error", "the plain_en template renders a question string")),
+    ("numeric task notes words", {"template": "chat"}, [{"question": "q", "answer": "five"}],
+     ("math_correctness",), ("note", "1 answer(s) of d.jsonl are not numbers although math_correctness")),
+    ("not a numeric task: no note", {"template": "chat"}, [{"question": "q", "answer": "five"}],
+     ("format",), ("note", None)),
+    ("empty file refused even with skip_bad_rows", {"skip_bad_rows": True}, [], ("math_correctness",),
+     ("error", "file is empty")),
+]
+
+
+@pytest.mark.parametrize("data,rows,rewards,expected", [c[1:] for c in RECIPE_CASES], ids=[c[0] for c in RECIPE_CASES])
+def test_training_data_is_checked_against_the_recipe(tmp_path, data, rows, rewards, expected):
+    from grpokit.data import load_datasets
+
+    write_jsonl(tmp_path / "d.jsonl", rows)
+    recipe = _recipe(tmp_path, {"train": "d.jsonl", "eval": "d.jsonl", **data}, rewards)
+    kind, text = expected
+    if kind == "error":
+        with pytest.raises(GrpokitError) as exc:
+            load_datasets(recipe)
+        assert text in " ".join(p.message for p in exc.value.problems)
+    else:
+        notes = load_datasets(recipe)[2]
+        assert any(text in n for n in notes) if text else not any("not numbers" in n for n in notes)

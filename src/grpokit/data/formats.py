@@ -7,11 +7,12 @@
     .parquet "FILE row N"
     hf:ID    a hub dataset: "hf:ID[split]#i"
 
-JSON arrays, CSV and Parquet are read by `datasets` (pandas / pyarrow
-underneath). JSONL is read by grpokit's own line-by-line reader, which is the
-first and only pass for it: `datasets`' JSON reader stops at the first bad
-line without saying which one, and a line-numbered report of every bad line
-is the point of `grpokit data check`. The rows reach TRL as a
+CSV and Parquet are read by `datasets` (pandas / pyarrow underneath). JSONL
+is read by grpokit's own line-by-line reader, which is the first and only
+pass for it: `datasets`' JSON reader stops at the first bad line without
+saying which one, and a line-numbered report of every bad line is the point
+of `grpokit data check`. A JSON array is parsed by the stdlib, as `datasets`
+does too (see `read_json` for why not through it). The rows reach TRL as a
 `datasets.Dataset` either way.
 
 Every text format is split on b"\\n" only and decoded line by line, so an
@@ -142,7 +143,13 @@ def _table_rows(path: str, rows: list[dict], wheres: list[str] | None = None) ->
 
 
 def read_json(path: str, raw: bytes) -> RawData:
-    body = raw[len(_BOM):] if raw.startswith(_BOM) else raw
+    """A JSON array of row objects, read with the stdlib parser.
+
+    `datasets` reads a JSON array with this same parser (its fallback when pyarrow's line reader
+    fails) and then stores NaN as null; reading it here keeps a NaN answer a NaN (reported as such,
+    not as "missing") and gives a syntax error its line and column.
+    """
+    body = raw.removeprefix(_BOM)
     if body.lstrip()[:1] != b"[":
         return read_jsonl(path, raw)  # JSON Lines with a .json name (datasets reads these first as well)
     out = RawData()
@@ -150,21 +157,16 @@ def read_json(path: str, raw: bytes) -> RawData:
     if out.row_errors:  # a JSON array is one document: a bad byte spoils it all
         out.file_errors, out.row_errors = out.row_errors, []
         return out
+    fix = "write a JSON array of row objects, or JSON Lines (.jsonl)"
     try:
-        rows, columns = load_with_datasets("json", path)
-    except Exception as e:  # noqa: BLE001 - datasets/pyarrow raise many types; all mean "cannot read"
-        where, what = path, _root_message(e)
-        try:  # datasets' error has no position: ask the stdlib parser where the document breaks
-            if json.loads(body.decode("utf-8")) == []:
-                what = "the JSON array is empty"
-        except json.JSONDecodeError as je:
-            where, what = f"{path}:{je.lineno}", f"invalid JSON: {je.msg} at column {je.colno}"
-        out.file_errors.append(Problem(where, what, "write a JSON array of row objects, or JSON Lines (.jsonl)"))
+        rows = json.loads(body.decode("utf-8"))
+    except json.JSONDecodeError as e:
+        out.file_errors.append(Problem(f"{path}:{e.lineno}", f"invalid JSON: {e.msg} at column {e.colno}", fix))
         return out
     if not rows:
         out.file_errors.append(Problem(path, "the JSON array is empty", "add rows"))
         return out
-    out.rows, out.columns = _table_rows(path, rows), columns
+    out.rows = [(f"{path} row {i}", r) for i, r in enumerate(rows, start=1)]
     return out
 
 
