@@ -8,13 +8,7 @@ template (message-list questions need `chat`).
 """
 from __future__ import annotations
 
-from grpokit.data.io import (
-    check_file,
-    check_jsonl,
-    load_rows,
-    overlapping_questions,
-    split_rows,
-)
+from grpokit.data.io import check_file, check_jsonl, load_rows, overlapping_questions, split_rows
 
 # Rewards that score answers as numbers: a recipe using one is a numeric task, and
 # `grpokit data check --task math` asks for the same check.

@@ -90,9 +90,8 @@ def _answer_type(value) -> str:
 
 def is_numeric_answer(answer: object) -> bool:
     """A finite number, or a string whose gold part (after GSM8K's ####) reads as one: 72, "1,234", "$3.50", "40%"."""
-    from grpokit.rewards.math import (
-        parse_gold,  # the verifier's own reading of a gold answer
-    )
+    # the verifier's own reading of a gold answer
+    from grpokit.rewards.math import parse_gold
 
     if isinstance(answer, bool):
         return False
