@@ -170,6 +170,7 @@ MESSAGE_CASES = [
     ("not a message", ["hi"], "not a message"),
     ("unknown role", [{"role": "human", "content": "hi"}], "unknown role 'human'"),
     ("content parts", [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "content must be a string"),
+    ("system message not first", [U, {"role": "system", "content": "s"}, U], "system message after the first"),
     ("ends with the assistant", [U, {"role": "assistant", "content": "5"}], "last message is from 'assistant'"),
     ("empty user text", [{"role": "user", "content": "  "}], "every user message is empty"),
 ]
@@ -292,3 +293,18 @@ def test_training_data_is_checked_against_the_recipe(tmp_path, data, rows, rewar
     else:
         notes = load_datasets(recipe)[2]
         assert any(text in n for n in notes) if text else not any("not numbers" in n for n in notes)
+
+
+def test_served_chat_template_gives_conversations_their_training_ids(tmp_path, tiny_qwen3_dir):
+    from grpokit.export import check_prompt_ids
+    from grpokit.models import load_tokenizer
+    from grpokit.serving import serving_chat_template
+
+    tok = load_tokenizer(str(tiny_qwen3_dir))
+    template = PromptTemplate("chat", system_prompt="Recipe system.", enable_thinking=False)
+    hf = tmp_path / "hf"
+    tok.save_pretrained(hf)
+    (hf / "chat_template.jinja").write_text(serving_chat_template(tok, template), encoding="utf-8")
+    questions = ["Plain 1 + 1?", [U], [{"role": "system", "content": "Row system."}, U]]
+    (check,) = check_prompt_ids(tmp_path, template, tok, questions)
+    assert check.ok, check.detail

@@ -10,10 +10,11 @@
 A question is a string, or already a conversation (TRL's conversational
 format: a list of `{role, content}` messages). The chat template uses a
 conversation as given; the recipe's system prompt is put first only when the
-conversation has no system message of its own (the row's own instructions
-win, and a row is never given two system messages). Plain templates render
-a question string only: `grpokit data check --template` and training refuse
-message lists for them before this point.
+conversation does not start with a system message of its own (the row's own
+instructions win, a row never gets two, and the exported chat template
+applies the same rule; data checks allow a system message only first).
+Plain templates render a question string only: `grpokit data check
+--template` and training refuse message lists for them before this point.
 
 A template produces the dataset's `prompt` column in the form TRL expects (a
 string for plain templates, a message list for chat) and `encode()`
@@ -63,7 +64,7 @@ class PromptTemplate:
                                  "use template: chat")
             return PLAIN_TEMPLATES[self.name].format(question=question)
         given = [dict(m) for m in question] if isinstance(question, list) else [{"role": "user", "content": question}]
-        if self.system_prompt and not any(m.get("role") == "system" for m in given):
+        if self.system_prompt and given[0].get("role") != "system":  # the rule the exported chat template applies
             given.insert(0, {"role": "system", "content": self.system_prompt})
         return given
 

@@ -129,6 +129,9 @@ def _message_problems(msgs: list, where: str) -> list[Problem]:
             return [Problem(w, f"not a message: {json.dumps(m, ensure_ascii=False)[:60]}", shape)]
         if m["role"] not in MESSAGE_ROLES:
             return [Problem(w, f"unknown role {m['role']!r}", f"use one of {', '.join(MESSAGE_ROLES)}")]
+        if m["role"] == "system" and i > 1:
+            return [Problem(w, "a system message after the first message",
+                            "put the system message first (chat templates and served models expect it there)")]
         if not isinstance(m["content"], str):
             return [Problem(w, f"content must be a string, got {type(m['content']).__name__}",
                             "write the message text as a JSON string (content parts and images are not supported)")]
