@@ -308,3 +308,19 @@ def test_served_chat_template_gives_conversations_their_training_ids(tmp_path, t
     questions = ["Plain 1 + 1?", [U], [{"role": "system", "content": "Row system."}, U]]
     (check,) = check_prompt_ids(tmp_path, template, tok, questions)
     assert check.ok, check.detail
+
+
+def test_exclude_accepts_any_format_and_conversations(tmp_path):
+    import pandas as pd
+
+    from grpokit.data.arithmetic import generate
+
+    first = generate(20, seed=5)
+    csv_path = tmp_path / "train.csv"
+    pd.DataFrame(first)[["question", "answer"]].to_csv(csv_path, index=False)
+    chat = write_jsonl(tmp_path / "chat.jsonl", [{"question": [U], "answer": "5"}])
+    out = tmp_path / "more.jsonl"
+    assert main(["data", "generate", "arithmetic", str(out), "--rows", "20", "--seed", "5",
+                 "--exclude", str(csv_path), "--exclude", str(chat)]) == 0
+    made = {json.loads(line)["question"] for line in out.read_text().split("\n") if line}
+    assert len(made) == 20 and not made & {r["question"] for r in first}

@@ -56,12 +56,9 @@ def cmd_data_check(args) -> int:
 def cmd_data_generate(args) -> int:
     from grpokit.data.arithmetic import generate
 
-    exclude = set()
-    for path in args.exclude or []:
-        from grpokit.data.io import load_rows
+    from grpokit.data.io import question_keys
 
-        exclude |= {r["question"] for r in load_rows(path)[0]}
-    rows = generate(args.rows, args.seed, exclude)
+    rows = generate(args.rows, args.seed, question_keys(args.exclude or []))
     _write_jsonl(args.out, rows)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0
@@ -69,7 +66,7 @@ def cmd_data_generate(args) -> int:
 
 def cmd_data_perturb(args) -> int:
     from grpokit.data.arithmetic import is_generated, perturb_rows
-    from grpokit.data.io import load_rows
+    from grpokit.data.io import load_rows, question_keys
 
     rows = load_rows(args.file)[0]
     bad = [i + 1 for i, r in enumerate(rows) if not is_generated(r)]
@@ -78,8 +75,7 @@ def cmd_data_perturb(args) -> int:
                                     "arithmetic rows (kind/a/b matching the question)",
                                     "perturb only files from `grpokit data generate arithmetic`; for other sets "
                                     "`grpokit eval` reports the train-vs-held-out gap instead")])
-    exclude = {r["question"] for path in args.exclude or [] for r in load_rows(path)[0]}
-    _write_jsonl(args.out, perturb_rows(rows, args.seed, exclude))
+    _write_jsonl(args.out, perturb_rows(rows, args.seed, question_keys(args.exclude or [])))
     print(f"wrote {len(rows)} perturbed rows to {args.out}")
     return 0
 

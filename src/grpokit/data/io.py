@@ -241,6 +241,11 @@ def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> l
     return out
 
 
+def question_keys(paths: list[str]) -> set[str]:
+    """The question keys of every row in these files (for `--exclude`): strings stripped, conversations as JSON."""
+    return {question_key(r["question"]) for path in paths for r in load_rows(str(path))[0]}
+
+
 def check_file(path: str | Path, question_field: str | None = None, answer_field: str | None = None, *,
                template: str | None = None, numeric: bool = False, hf_config: str | None = None,
                split: str = "train") -> DataReport:
