@@ -324,3 +324,23 @@ def test_exclude_accepts_any_format_and_conversations(tmp_path):
                  "--exclude", str(csv_path), "--exclude", str(chat)]) == 0
     made = {json.loads(line)["question"] for line in out.read_text().split("\n") if line}
     assert len(made) == 20 and not made & {r["question"] for r in first}
+
+
+def test_one_training_step_on_a_mixed_conversational_json_file(tmp_path, tiny_qwen3_dir):
+    import yaml
+
+    rows = [{"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{i} + 1?"}]}
+            if i % 2 else {"prompt": f"{i} + 1?"} for i in range(8)]
+    (tmp_path / "d.json").write_text(json.dumps([{**r, "answer": i + 1} for i, r in enumerate(rows)]))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": {"name": str(tiny_qwen3_dir)},
+        "data": {"train": "d.json", "eval_fraction": 0.25, "template": "chat", "system_prompt": "Recipe."},
+        "rewards": [{"name": "math_correctness"}, {"name": "format", "weight": 0.5}],
+        "train": {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 4,
+                  "max_steps": 1, "save_steps": 1, "logging_steps": 1, "num_samples_logged": 4}}))
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
+    prompts = [json.loads(line)["prompt"] for line in (run / "samples.jsonl").read_text().split("\n") if line]
+    systems = {p[0]["content"] for p in prompts}  # TRL saw message lists; each row kept its own system prompt
+    assert prompts and all(isinstance(p, list) for p in prompts) and systems <= {"Be brief.", "Recipe."}
