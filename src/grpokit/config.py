@@ -63,7 +63,9 @@ class ModelConfig(_Section):
 
 
 class DataConfig(_Section):
-    train: str = Field(..., description="Training rows: a .jsonl path, builtin:<path> or hf:<dataset id>.")
+    train: str = Field(
+        ..., description="Training rows: a .jsonl/.json/.csv/.parquet path, builtin:<path> or hf:<dataset id>."
+    )
     eval: str | None = Field(None, description="Held-out rows (same forms as train). If unset, eval_fraction is split off.")
     eval_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="Share of train held out when eval is unset.")
     eval_max_rows: int | None = Field(None, ge=1, description="Evaluate on at most this many held-out rows.")

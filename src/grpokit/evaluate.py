@@ -313,14 +313,14 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
     else:
         train = train_rows
         heldout, _ = load_rows(data, question_field=recipe.data.question_field, answer_field=recipe.data.answer_field,
-                               skip_bad_rows=recipe.data.skip_bad_rows)
+                               skip_bad_rows=recipe.data.skip_bad_rows, template=recipe.data.template)
         name = str(data)
     heldout = heldout[:max_rows] if max_rows else heldout
     if not heldout:
         raise GrpokitError([Problem(name, "no held-out rows to evaluate on",
                                     "set data.eval or data.eval_fraction in the recipe, or pass --data FILE")])
     generated = [r for r in heldout if is_generated(r)]
-    seen = {r["question"] for r in train or []}
+    seen = {r["question"] for r in train or [] if isinstance(r["question"], str)}  # generated rows are strings
     perturbed = perturb_rows(generated, PERTURB_SEED, exclude=seen) if generated else None
     subset = None
     if not perturbed and train:

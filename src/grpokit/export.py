@@ -230,10 +230,11 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
     chat_template = (hf_dir / "chat_template.jinja").read_text(encoding="utf-8")
     problems = []
     for q, ids, text in zip(questions, expected, expected_text):
-        got = hf_tok.apply_chat_template([{"role": "user", "content": q}], chat_template=chat_template,
+        msgs = q if isinstance(q, list) else [{"role": "user", "content": q}]  # a conversational row is sent as is
+        got = hf_tok.apply_chat_template(msgs, chat_template=chat_template,
                                          add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
         if list(got) != ids:
-            got_text = hf_tok.apply_chat_template([{"role": "user", "content": q}], chat_template=chat_template,
+            got_text = hf_tok.apply_chat_template(msgs, chat_template=chat_template,
                                                   add_generation_prompt=True, tokenize=False)
             problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(got_text, text)}")
     checks.append(Check("vllm prompt ids", not problems,
@@ -246,6 +247,8 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
         gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         problems = []
         for q, ids, text in zip(questions, expected, expected_text):
+            if not isinstance(q, str):
+                continue  # a Modelfile renders one user prompt; conversations are checked through the HF template
             rendered = render_go_template(mf.get("TEMPLATE", "{{ .Prompt }}"),
                                           {"System": mf.get("SYSTEM", ""), "Prompt": q, "Response": ""})
             got = ([meta["bos_id"]] if meta["add_bos"] else []) + list(

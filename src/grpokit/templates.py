@@ -7,6 +7,15 @@
 - `chat`: the tokenizer's own chat template, an optional system prompt, and
   Qwen3's `enable_thinking` passed through.
 
+A question is a string, or already a conversation (TRL's conversational
+format: a list of `{role, content}` messages). The chat template uses a
+conversation as given; the recipe's system prompt is put first only when the
+conversation does not start with a system message of its own (the row's own
+instructions win, a row never gets two, and the exported chat template
+applies the same rule; data checks allow a system message only first).
+Plain templates render a question string only: `grpokit data check
+--template` and training refuse message lists for them before this point.
+
 A template produces the dataset's `prompt` column in the form TRL expects (a
 string for plain templates, a message list for chat) and `encode()`
 reproduces TRL's own tokenisation of that prompt, so evaluation and export
@@ -47,15 +56,17 @@ class PromptTemplate:
         """Extra variables for the chat template (TRL's GRPOConfig.chat_template_kwargs)."""
         return {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
 
-    def build(self, question: str) -> str | list[dict[str, str]]:
-        """The `prompt` column value for one question."""
+    def build(self, question: str | list[dict]) -> str | list[dict[str, str]]:
+        """The `prompt` column value for one question (a string, or a conversation for the chat template)."""
         if not self.is_chat:
+            if not isinstance(question, str):
+                raise ValueError(f"the {self.name} template renders a question string, not a list of messages; "
+                                 "use template: chat")
             return PLAIN_TEMPLATES[self.name].format(question=question)
-        messages = []
-        if self.system_prompt:
-            messages.append({"role": "system", "content": self.system_prompt})
-        messages.append({"role": "user", "content": question})
-        return messages
+        given = [dict(m) for m in question] if isinstance(question, list) else [{"role": "user", "content": question}]
+        if self.system_prompt and given[0].get("role") != "system":  # the rule the exported chat template applies
+            given.insert(0, {"role": "system", "content": self.system_prompt})
+        return given
 
     def render(self, tokenizer, prompt: str | list[dict]) -> str:
         """The prompt as text, exactly as the model sees it."""

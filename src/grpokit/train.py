@@ -96,7 +96,8 @@ def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, 
     if not out:
         raise GrpokitError([Problem("train.max_prompt_length", f"all {len(rows)} prompts are longer than "
                                     f"{max_prompt_length} tokens", "raise train.max_prompt_length")])
-    return Dataset.from_list(out), dropped
+    # use_json: a column may hold strings in some rows and message lists in others (questions), which Arrow refuses.
+    return Dataset.from_list(out, on_mixed_types="use_json"), dropped
 
 
 # ---------------------------------------------------------------- TRL config

@@ -10,10 +10,15 @@ from grpokit.errors import GrpokitError, Problem
 def register(sub) -> None:
     data = sub.add_parser("data", help="dataset tools").add_subparsers(dest="data_command", required=True,
                                                                         metavar="ACTION")
-    dc = data.add_parser("check", help="report every problem in a .jsonl dataset (exit 1 if a row is unusable)")
-    dc.add_argument("file", help="the dataset file (.jsonl)")
+    dc = data.add_parser("check", help="report every problem in a dataset (exit 1 if a row or the file is unusable)")
+    dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
+    from grpokit.templates import TEMPLATE_NAMES  # a light module: the CLI still starts fast
+
+    dc.add_argument("--template", choices=TEMPLATE_NAMES,
+                    help="the recipe's data.template: plain templates refuse message-list questions")
+    dc.add_argument("--task", choices=["math"], help="math: warn about answers that are not numbers")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
     dg.add_argument("task", choices=["arithmetic"], help="which task to generate")
@@ -36,9 +41,10 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
-    from grpokit.data.io import check_jsonl
+    from grpokit.data.io import check_file
 
-    report = check_jsonl(args.file, args.question_field, args.answer_field)
+    report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
+                        numeric=args.task == "math")
     for p in report.errors:
         print(f"error   {p}")
     for p in report.warnings:
@@ -50,12 +56,9 @@ def cmd_data_check(args) -> int:
 def cmd_data_generate(args) -> int:
     from grpokit.data.arithmetic import generate
 
-    exclude = set()
-    for path in args.exclude or []:
-        from grpokit.data.io import load_rows
+    from grpokit.data.io import question_keys
 
-        exclude |= {r["question"] for r in load_rows(path)[0]}
-    rows = generate(args.rows, args.seed, exclude)
+    rows = generate(args.rows, args.seed, question_keys(args.exclude or []))
     _write_jsonl(args.out, rows)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0
@@ -63,7 +66,7 @@ def cmd_data_generate(args) -> int:
 
 def cmd_data_perturb(args) -> int:
     from grpokit.data.arithmetic import is_generated, perturb_rows
-    from grpokit.data.io import load_rows
+    from grpokit.data.io import load_rows, question_keys
 
     rows = load_rows(args.file)[0]
     bad = [i + 1 for i, r in enumerate(rows) if not is_generated(r)]
@@ -72,8 +75,7 @@ def cmd_data_perturb(args) -> int:
                                     "arithmetic rows (kind/a/b matching the question)",
                                     "perturb only files from `grpokit data generate arithmetic`; for other sets "
                                     "`grpokit eval` reports the train-vs-held-out gap instead")])
-    exclude = {r["question"] for path in args.exclude or [] for r in load_rows(path)[0]}
-    _write_jsonl(args.out, perturb_rows(rows, args.seed, exclude))
+    _write_jsonl(args.out, perturb_rows(rows, args.seed, question_keys(args.exclude or [])))
     print(f"wrote {len(rows)} perturbed rows to {args.out}")
     return 0
 

@@ -1,42 +1,59 @@
 """Load and check question/answer datasets.
 
-    grpokit data check train.jsonl
+    grpokit data check train.jsonl [--template chat] [--task math]
 
-Rows are JSON objects `{question, answer}`; `prompt` / `expected_answer` (the
+Rows are objects `{question, answer}`; `prompt` / `expected_answer` (the
 articles' names) are accepted too, and the recipe can name other columns.
 Every other column passes through to the rewards. GSM8K answers
 (`... #### 72`) are kept whole; the verifier reads the part after `####`.
+Files: .jsonl, .json, .csv, .parquet or hf:ID (see `formats`).
 
-`check_jsonl` reports every problem with its line number. Unusable rows
-(invalid JSON, not an object, a missing / empty / non-string question, a
-missing or empty answer, or an answer that is a list, object or boolean)
-make the file unusable unless the caller skips them; blank lines, a BOM and
-duplicate questions are warnings. Numeric answers are accepted and turned
-into strings.
+The question may be TRL's conversational form: a list of messages
+`{"role": ..., "content": ...}` (roles system/user/assistant/tool, string
+contents, the last one from the user). Such rows need the chat template.
+
+`check_file` reports every problem with its line (or row) number. Unusable
+rows (invalid JSON, a line that is not UTF-8, not an object, a missing /
+empty / non-string question, a bad message list, a missing or empty answer,
+an answer that is a list, object, boolean, NaN or infinite) make the file
+unusable unless the caller skips them; an empty file, an unreadable table or
+a missing column cannot be skipped. Blank lines, a BOM, duplicate questions
+and, on a numeric task, answers that are not numbers are warnings. Numeric
+answers are accepted and turned into strings. A row with several problems
+counts once.
 """
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpokit.data.formats import RawData, read_file, read_hf
 from grpokit.errors import GrpokitError, Problem
+from grpokit.templates import PLAIN_TEMPLATES
 
 QUESTION_FIELDS = ("question", "prompt")
 ANSWER_FIELDS = ("answer", "expected_answer")
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")  # the roles of TRL's conversational format
 
 
 @dataclass
 class DataReport:
     path: str
     rows: list[dict] = field(default_factory=list)  # usable rows, normalised to question/answer
-    errors: list[Problem] = field(default_factory=list)  # each makes one row unusable
+    errors: list[Problem] = field(default_factory=list)  # row errors make rows unusable; file errors the file
     warnings: list[Problem] = field(default_factory=list)
     lines_read: int = 0
     answer_types: Counter = field(default_factory=Counter)
     duplicates: int = 0
+    unusable: int = 0  # rows (or lines) lost, each counted once however many problems it has
+    fatal: bool = False  # a problem with the whole file: skip_bad_rows cannot help
+    conversational: int = 0  # usable rows whose question is a message list
+    non_numeric: list[str] = field(default_factory=list)  # wheres of non-numeric answers (numeric tasks only)
 
     @property
     def ok(self) -> bool:
@@ -44,7 +61,8 @@ class DataReport:
 
     def summary(self) -> str:
         types = ", ".join(f"{k}: {v}" for k, v in sorted(self.answer_types.items())) or "none"
-        return (f"{self.path}: {len(self.rows)} usable rows, {len(self.errors)} unusable, "
+        chat = f" ({self.conversational} conversational)" if self.conversational else ""
+        return (f"{self.path}: {len(self.rows)} usable rows{chat}, {self.unusable} unusable, "
                 f"{self.duplicates} duplicate questions, {len(self.warnings)} warnings; answer types: {types}")
 
 
@@ -70,9 +88,67 @@ def _answer_type(value) -> str:
     return type(value).__name__
 
 
+def is_numeric_answer(answer: object) -> bool:
+    """A finite number, or a string whose gold part (after GSM8K's ####) reads as one: 72, "1,234", "$3.50", "40%"."""
+    # the verifier's own reading of a gold answer
+    from grpokit.rewards.math import parse_gold
+
+    if isinstance(answer, bool):
+        return False
+    if isinstance(answer, (int, float)):
+        return math.isfinite(answer)
+    gold = parse_gold(answer)
+    try:
+        return gold is not None and math.isfinite(float(re.sub(r"[,$%\s]", "", gold)))
+    except ValueError:
+        return False
+
+
+def question_text(question: str | list[dict]) -> str:
+    """A question for display: the text itself, or the last user message of a conversation."""
+    if isinstance(question, str):
+        return question
+    users = [m.get("content", "") for m in question if isinstance(m, dict) and m.get("role") == "user"]
+    return str(users[-1]) if users else json.dumps(question, ensure_ascii=False)
+
+
+def question_key(question: str | list[dict]) -> str:
+    """What makes two questions the same (duplicates, train/eval overlap): the text, or the whole conversation."""
+    if isinstance(question, str):
+        return question.strip()
+    return json.dumps(question, ensure_ascii=False, sort_keys=True)
+
+
+def _message_problems(msgs: list, where: str) -> list[Problem]:
+    shape = 'write each message as {"role": "user", "content": "..."}'
+    if not msgs:
+        return [Problem(where, "the message list is empty", shape)]
+    for i, m in enumerate(msgs, start=1):
+        w = f"{where} message {i}"
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
+            return [Problem(w, f"not a message: {json.dumps(m, ensure_ascii=False)[:60]}", shape)]
+        if m["role"] not in MESSAGE_ROLES:
+            return [Problem(w, f"unknown role {m['role']!r}", f"use one of {', '.join(MESSAGE_ROLES)}")]
+        if m["role"] == "system" and i > 1:
+            return [Problem(w, "a system message after the first message",
+                            "put the system message first (chat templates and served models expect it there)")]
+        if not isinstance(m["content"], str):
+            return [Problem(w, f"content must be a string, got {type(m['content']).__name__}",
+                            "write the message text as a JSON string (content parts and images are not supported)")]
+    if msgs[-1]["role"] != "user":
+        return [Problem(f"{where} message {len(msgs)}", f"the last message is from {msgs[-1]['role']!r}, not the user",
+                        "end the prompt with the user's message: the model's reply follows it")]
+    if not any(m["content"].strip() for m in msgs if m["role"] == "user"):
+        return [Problem(where, "every user message is empty", "fill in the question or delete the row")]
+    return []
+
+
 def normalize_row(obj: object, where: str, question_field: str | None = None,
-                  answer_field: str | None = None) -> tuple[dict | None, list[Problem]]:
-    """One raw row -> (normalised row or None, problems that make it unusable)."""
+                  answer_field: str | None = None, template: str | None = None) -> tuple[dict | None, list[Problem]]:
+    """One raw row -> (normalised row or None, problems that make it unusable).
+
+    `template` (a template name) refuses message-list questions under a plain template, which renders a string.
+    """
     qf_names = (question_field,) if question_field else QUESTION_FIELDS
     af_names = (answer_field,) if answer_field else ANSWER_FIELDS
     if not isinstance(obj, dict):
@@ -81,13 +157,20 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
     problems = []
     qk = _pick(obj, question_field, QUESTION_FIELDS)
     ak = _pick(obj, answer_field, ANSWER_FIELDS)
+    q = obj.get(qk)
     if qk is None:
         problems.append(Problem(where, f"missing question (looked for {' / '.join(qf_names)})",
                                 "add a \"question\" field, or set data.question_field in the recipe"))
-    elif not isinstance(obj[qk], str):
-        problems.append(Problem(f"{where} {qk}", f"question must be a string, got {type(obj[qk]).__name__}",
-                                "write the question as a JSON string"))
-    elif not obj[qk].strip():
+    elif isinstance(q, list):
+        problems += _message_problems(q, f"{where} {qk}")
+        if not problems and template in PLAIN_TEMPLATES:
+            problems.append(Problem(f"{where} {qk}", f"the question is a list of messages; the {template} template "
+                                    "renders a question string", "set data.template: chat (the tokenizer's chat "
+                                    "template renders messages), or write the question as a string"))
+    elif not isinstance(q, str):
+        problems.append(Problem(f"{where} {qk}", f"question must be a string or a list of messages, "
+                                f"got {type(q).__name__}", "write the question as a JSON string"))
+    elif not q.strip():
         problems.append(Problem(f"{where} {qk}", "question is empty", "fill it in or delete the row"))
     if ak is None:
         problems.append(Problem(where, f"missing answer (looked for {' / '.join(af_names)})",
@@ -97,96 +180,104 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
         if a is None or isinstance(a, (bool, list, dict)):
             problems.append(Problem(f"{where} {ak}", f"answer must be a string or a number, got {json.dumps(a)[:40]}",
                                     'write the gold answer as a string, e.g. "72"'))
+        elif isinstance(a, float) and not math.isfinite(a):
+            what = "NaN" if math.isnan(a) else "infinite (Infinity, or a number beyond ±1.8e308 such as 1e400)"
+            problems.append(Problem(f"{where} {ak}", f"answer is {what}, not a number a completion can match",
+                                    'write the gold answer itself; as a string ("1e400") if it really is that'))
         elif isinstance(a, str) and not a.strip():
             problems.append(Problem(f"{where} {ak}", "answer is empty", "fill in the gold answer or delete the row"))
     if problems:
         return None, problems
     row = {k: v for k, v in obj.items() if k not in (qk, ak)}
     row.pop("prompt", None)  # `prompt` is the rendered prompt column TRL reads; never pass a raw one through
-    row["question"] = obj[qk]
+    row["question"] = [dict(m) for m in q] if isinstance(q, list) else q
     a = obj[ak]
     row["answer"] = a if isinstance(a, str) else (str(int(a)) if isinstance(a, float) and a.is_integer() else str(a))
     return row, []
 
 
 def check_rows(objects: list[tuple[str, object]], path: str, question_field=None, answer_field=None,
-               report: DataReport | None = None) -> DataReport:
+               report: DataReport | None = None, template: str | None = None, numeric: bool = False) -> DataReport:
+    """Normalise rows into `report`; `numeric` (a task scored as numbers) warns about non-numeric answers."""
     report = report or DataReport(path)
     first_seen: dict[str, str] = {}
     for where, obj in objects:
-        row, problems = normalize_row(obj, where, question_field, answer_field)
+        row, problems = normalize_row(obj, where, question_field, answer_field, template)
         if problems:
             report.errors.extend(problems)
+            report.unusable += 1
             continue
-        report.answer_types[_answer_type(obj[_pick(obj, answer_field, ANSWER_FIELDS)])] += 1
-        q = row["question"].strip()
-        if q in first_seen:
+        answer = obj[_pick(obj, answer_field, ANSWER_FIELDS)]
+        report.answer_types[_answer_type(answer)] += 1
+        if numeric and not is_numeric_answer(answer):
+            report.non_numeric.append(where)
+            report.warnings.append(Problem(where, f"answer {str(answer)[:40]!r} is not a number, on a numeric task",
+                                           "write the final number (GSM8K's `... #### 72` is fine); ignore this if "
+                                           "answers are expressions math_correctness compares symbolically"))
+        report.conversational += isinstance(row["question"], list)
+        key = question_key(row["question"])
+        if key in first_seen:
             report.duplicates += 1
-            report.warnings.append(Problem(where, f"duplicate question (first at {first_seen[q]})",
+            report.warnings.append(Problem(where, f"duplicate question (first at {first_seen[key]})",
                                            "remove the duplicate: it weighs that question twice"))
         else:
-            first_seen[q] = where
+            first_seen[key] = where
         report.rows.append(row)
     return report
 
 
-def check_jsonl(path: str | Path, question_field: str | None = None, answer_field: str | None = None) -> DataReport:
-    path = Path(path)
-    report = DataReport(str(path))
-    if not path.is_file():
-        report.errors.append(Problem(str(path), "file not found", "check the path"))
+def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> list[Problem]:
+    """A table without a question or answer column: one problem, not one per row."""
+    if raw.columns is None or not raw.rows:
+        return []
+    out = []
+    for what, preferred, names, key in (("question", question_field, QUESTION_FIELDS, "question_field"),
+                                        ("answer", answer_field, ANSWER_FIELDS, "answer_field")):
+        if _pick(dict.fromkeys(raw.columns), preferred, names) is None:
+            looked = preferred or " / ".join(names)
+            out.append(Problem(path, f"no {what} column (looked for {looked}; the file has: {', '.join(raw.columns)})",
+                               f"rename a column to {what}, or name it with data.{key} "
+                               f"(grpokit data check --{key.replace('_', '-')})"))
+    return out
+
+
+def question_keys(paths: list[str]) -> set[str]:
+    """The question keys of every row in these files (for `--exclude`): strings stripped, conversations as JSON."""
+    return {question_key(r["question"]) for path in paths for r in load_rows(str(path))[0]}
+
+
+def check_file(path: str | Path, question_field: str | None = None, answer_field: str | None = None, *,
+               template: str | None = None, numeric: bool = False, hf_config: str | None = None,
+               split: str = "train") -> DataReport:
+    """Every problem of a data file (any of formats.FORMATS) or hub dataset (`hf:ID`), with where it is."""
+    spec = str(path)
+    raw = read_hf(spec, hf_config, split) if spec.startswith("hf:") else read_file(path)
+    report = DataReport(spec, warnings=list(raw.warnings), lines_read=raw.lines_read)
+    file_errors = raw.file_errors + _missing_columns(raw, spec, question_field, answer_field)
+    if file_errors:
+        report.errors, report.fatal = file_errors, True
         return report
-    objects = []
-    raw = path.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        report.warnings.append(Problem(f"{path}:1", "file starts with a UTF-8 BOM (ignored)",
-                                       "save the file as UTF-8 without BOM"))
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        report.errors.append(Problem(str(path), f"not UTF-8 text ({e.reason} at byte {e.start})",
-                                     "re-encode the file as UTF-8"))
-        return report
-    for n, line in enumerate(text.splitlines(), start=1):
-        report.lines_read = n
-        where = f"{path}:{n}"
-        if not line.strip():
-            report.warnings.append(Problem(where, "blank line (skipped)", "delete it"))
-            continue
-        try:
-            objects.append((where, json.loads(line)))
-        except json.JSONDecodeError as e:
-            report.errors.append(Problem(where, f"invalid JSON: {e.msg} at column {e.colno}",
-                                         "each line must be one complete JSON object"))
-    return check_rows(objects, str(path), question_field, answer_field, report)
+    report.errors.extend(raw.row_errors)
+    report.unusable += len(raw.row_errors)
+    return check_rows(raw.rows, spec, question_field, answer_field, report, template, numeric)
 
 
-def load_hf(spec: str, config: str | None, split: str) -> list[tuple[str, object]]:
-    """Rows of a hub dataset (`hf:openai/gsm8k`), as (where, object) pairs."""
-    import datasets
-
-    name = spec[len("hf:"):]
-    try:
-        ds = datasets.load_dataset(name, config, split=split)
-    except Exception as e:  # noqa: BLE001 - network / hub errors come in many types; all mean "cannot load"
-        raise GrpokitError([Problem(spec, f"cannot load hub dataset: {str(e).splitlines()[0][:200]}",
-                                    "check the dataset id and network access, or download it to a .jsonl file")]) from None
-    return [(f"{spec}[{split}]#{i}", dict(r)) for i, r in enumerate(ds)]
+check_jsonl = check_file  # the name from when JSONL was the only format
 
 
 def load_rows(path_or_spec: str, *, question_field=None, answer_field=None, skip_bad_rows=False,
-              hf_config=None, split="train") -> tuple[list[dict], DataReport]:
+              hf_config=None, split="train", template: str | None = None,
+              numeric: bool = False) -> tuple[list[dict], DataReport]:
     """Usable rows of a dataset, or GrpokitError (exit 1) if some are unusable and not skipped."""
-    if path_or_spec.startswith("hf:"):
-        report = check_rows(load_hf(path_or_spec, hf_config, split), path_or_spec, question_field, answer_field)
-    else:
-        report = check_jsonl(path_or_spec, question_field, answer_field)
+    report = check_file(path_or_spec, question_field, answer_field, template=template, numeric=numeric,
+                        hf_config=hf_config, split=split)
+    if report.fatal:
+        raise GrpokitError(report.errors, exit_code=1, title=f"{path_or_spec}: cannot be used")
     if report.errors and not skip_bad_rows:
         shown = report.errors[:20]
         more = [Problem(path_or_spec, f"... and {len(report.errors) - 20} more")] if len(report.errors) > 20 else []
         raise GrpokitError(shown + more, exit_code=1,
-                           title=f"{path_or_spec}: {len(report.errors)} unusable row(s); fix them, or set "
+                           title=f"{path_or_spec}: {report.unusable} unusable row(s); fix them, or set "
                                  "data.skip_bad_rows: true to train without them")
     if not report.rows:
         raise GrpokitError([Problem(path_or_spec, "no usable rows", "run `grpokit data check` on the file")], exit_code=1)
@@ -208,5 +299,5 @@ def split_rows(rows: list[dict], eval_fraction: float, seed: int) -> tuple[list[
 
 
 def overlapping_questions(train: list[dict], eval_rows: list[dict]) -> list[str]:
-    seen = {r["question"].strip() for r in train}
-    return [r["question"] for r in eval_rows if r["question"].strip() in seen]
+    seen = {question_key(r["question"]) for r in train}
+    return [question_text(r["question"]) for r in eval_rows if question_key(r["question"]) in seen]
