@@ -21,8 +21,9 @@ The backend seam: a `Backend` turns prompt ids + `SamplingParams` into raw
 completion ids. `HFBackend` batches, left-pads and calls transformers'
 `generate` on the model's own device. `SamplingParams` has the fields and
 conventions of `vllm.SamplingParams` (temperature 0 = greedy, `n`, `max_tokens`,
-`seed`, `stop_token_ids`), so a vLLM backend is `LLM.generate(prompt_token_ids,
-SamplingParams(**fields))` registered in `BACKENDS`; callers pick it by name.
+`seed`, `stop_token_ids`), so a vLLM backend is `LLM.generate` on the prompt
+token ids with `vllm.SamplingParams(**params.as_dict())`, registered in
+`BACKENDS`; callers pick it by name.
 
 Not covered: beam search, stop strings, multimodal prompts.
 """
