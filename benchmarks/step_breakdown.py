@@ -7,7 +7,7 @@ Trains N steps of the recipe with grpokit's own training code (`grpokit.train.tr
 run directory in a temporary folder, deleted afterwards) and times each phase of
 every step. TRL's `profiling_context` only reports to wandb/mlflow/trackio, so the
 phases are timed by wrapping methods of the trainer *instance* (this script only;
-grpokit itself is unchanged):
+grpokit itself is unchanged; TRL's private method names come from grpokit.trl_adapter):
 
   generation      GRPOTrainer._generate_single_turn (prefill + sampling, KV cache)
   rewards         GRPOTrainer._calculate_rewards (every reward function)
@@ -73,6 +73,8 @@ class Recorder:
 def instrument(trainer, rec: Recorder) -> None:
     from transformers import TrainerCallback
 
+    from grpokit import trl_adapter
+
     def timed(name, fn, phase_of=None, after=None):
         def wrapper(*args, **kwargs):
             t = time.perf_counter()
@@ -85,8 +87,7 @@ def instrument(trainer, rec: Recorder) -> None:
         return wrapper
 
     def gen_tokens(args, kwargs, result):
-        completion_ids = result[0]
-        prompt_ids = args[0]
+        prompt_ids, completion_ids = trl_adapter.generation_io(args, result)
         lengths = [len(c) for c in completion_ids]
         rec.add("gen_tokens", sum(lengths))
         # generate() runs every row until the longest is done: compute is rows x (prompt + longest).
@@ -97,14 +98,14 @@ def instrument(trainer, rec: Recorder) -> None:
         return "loss forward" if torch.is_grad_enabled() else "old/ref logps"
 
     def logp_tokens(args, kwargs, result):
-        input_ids = kwargs.get("input_ids", args[1] if len(args) > 1 else None)
+        input_ids = trl_adapter.logps_input_ids(args, kwargs)
         key = "fwd_tokens" if torch.is_grad_enabled() else "nograd_tokens"
         rec.add(key, input_ids.numel())
 
-    trainer._generate_single_turn = timed("generation", trainer._generate_single_turn, after=gen_tokens)
-    trainer._calculate_rewards = timed("rewards", trainer._calculate_rewards)
-    trainer._get_per_token_logps_and_entropies = timed(
-        "logps", trainer._get_per_token_logps_and_entropies, phase_of=logp_phase, after=logp_tokens)
+    # TRL's private methods are named in grpokit.trl_adapter only (checked against the installed TRL there).
+    trl_adapter.wrap_method(trainer, "generation", lambda fn: timed("generation", fn, after=gen_tokens))
+    trl_adapter.wrap_method(trainer, "rewards", lambda fn: timed("rewards", fn))
+    trl_adapter.wrap_method(trainer, "logps", lambda fn: timed("logps", fn, phase_of=logp_phase, after=logp_tokens))
     trainer.accelerator.backward = timed("backward", trainer.accelerator.backward)
 
     class StepClock(TrainerCallback):

@@ -8,6 +8,7 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 
 from grpokit.no_signal import applies, keep_rows, signal_rows
+from grpokit.trl_adapter import metric_values, wrap_method
 from grpokit.train import _trainer_class
 
 PAD = 0
@@ -46,7 +47,7 @@ def _inputs(advantages: list[float]) -> dict:
 def _loss_and_grads(trainer, inputs, skip: bool):
     trainer.model.zero_grad(set_to_none=True)
     trainer.skip_no_signal = skip
-    loss = trainer._compute_loss(trainer.model, inputs)
+    loss = trainer.compute_loss(trainer.model, inputs)  # the Trainer entry point; TRL's _compute_loss behind it
     loss.backward()
     return loss.detach(), [p.grad.clone() if p.grad is not None else None for p in trainer.model.parameters()]
 
@@ -69,18 +70,18 @@ def test_loss_and_gradient_equal_trls(tmp_path, tiny_model_dir, tokenizer, advan
             assert torch.allclose(g, r, rtol=1e-4, atol=1e-7)
             compared += 1
     assert compared > 0 and any(r.abs().sum() > 0 for r in ref_grads if r is not None)
-    assert trainer._metrics["train"]["grpokit/trained_frac"][-1] == pytest.approx(
+    assert metric_values(trainer, "grpokit/trained_frac")[-1] == pytest.approx(
         sum(a != 0 for a in advantages) / len(advantages))
 
 
 def test_a_micro_batch_without_signal_costs_no_pass_and_gives_zero_gradients(tmp_path, tiny_model_dir, tokenizer):
     trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
     calls = []
-    trainer._get_per_token_logps_and_entropies = lambda *a, **k: calls.append(1)  # would be the forward pass
+    wrap_method(trainer, "logps", lambda fn: lambda *a, **k: calls.append(1))  # would be the forward pass
     loss, grads = _loss_and_grads(trainer, _inputs([0.0] * 6), skip=True)
     assert calls == [] and float(loss) == 0.0
     assert all(g is not None and not g.any() for g in grads)  # zero, as TRL's own pass would have given
-    assert trainer._metrics["train"]["grpokit/trained_frac"] == [0.0]
+    assert metric_values(trainer, "grpokit/trained_frac") == [0.0]
 
 
 @pytest.mark.parametrize("loss_type,beta,expected", [
@@ -98,7 +99,7 @@ def test_stands_aside_where_not_exact(tmp_path, tiny_model_dir, tokenizer):
     ref_loss, _ = _loss_and_grads(trainer, inputs, skip=False)
     loss, _ = _loss_and_grads(trainer, inputs, skip=True)
     assert float(loss) == float(ref_loss)
-    assert "grpokit/trained_frac" not in trainer._metrics["train"]
+    assert metric_values(trainer, "grpokit/trained_frac") == []
 
 
 def test_keep_rows_trims_padding_columns():
@@ -115,4 +116,4 @@ def test_stands_aside_with_several_processes(tmp_path, tiny_model_dir, tokenizer
     trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
     monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
     _loss_and_grads(trainer, _inputs([0.0] * 6), skip=True)  # DDP ranks must all run the pass
-    assert "grpokit/trained_frac" not in trainer._metrics["train"]
+    assert metric_values(trainer, "grpokit/trained_frac") == []

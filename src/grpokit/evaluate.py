@@ -92,62 +92,31 @@ def k_values(n: int) -> list[int]:
     return ks + [n] if n >= 1 else []
 
 
-# ---------------------------------------------------------------- generation
-def _generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
-              batch_size: int, num_return: int = 1, **sampling) -> tuple[list[str], list[int]]:
-    """Completions (num_return per question, grouped) and their token lengths up to and excluding EOS."""
-    import torch
-
-    with torch.no_grad():
-        return _generate_no_grad(model, tokenizer, template, questions, max_new_tokens, batch_size, num_return,
-                                 **sampling)
-
-
-def _generate_no_grad(model, tokenizer, template, questions, max_new_tokens, batch_size, num_return, **sampling):
-    import torch
-
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id
-    eos = set(_as_list(model.generation_config.eos_token_id) or [tokenizer.eos_token_id])
-    texts, lengths = [], []
-    for start in range(0, len(questions), batch_size):
-        ids = [template.encode(tokenizer, template.build(q)) for q in questions[start:start + batch_size]]
-        width = max(map(len, ids))
-        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
-        out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                             pad_token_id=pad, num_return_sequences=num_return, **sampling)
-        for row in out[:, width:].tolist():
-            n = next((i for i, t in enumerate(row) if t in eos), len(row))
-            lengths.append(n)
-            texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
-    if was_training:
-        model.train()
-    return texts, lengths
+# ---------------------------------------------------------------- generation (grpokit.generation)
+def _prompt_ids(tokenizer, template: PromptTemplate, questions: list[str]) -> list[list[int]]:
+    return [template.encode(tokenizer, template.build(q)) for q in questions]
 
 
 def generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
              batch_size: int = EVAL_BATCH_SIZE) -> tuple[list[str], list[int]]:
     """Greedy completions and their token lengths (up to and excluding EOS)."""
-    return _generate(model, tokenizer, template, questions, max_new_tokens, batch_size,
-                     do_sample=False, temperature=None, top_p=None, top_k=None)
+    from grpokit.generation import SamplingParams, complete
+
+    done = [g[0] for g in complete(model, tokenizer, _prompt_ids(tokenizer, template, questions),
+                                   SamplingParams(max_tokens=max_new_tokens), batch_size=batch_size,
+                                   label="eval (greedy)")]
+    return [c.text for c in done], [c.length for c in done]
 
 
 def sample(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int, k: int,
            temperature: float = 1.0, top_p: float = 1.0, seed: int = SAMPLE_SEED) -> list[list[str]]:
     """k sampled completions per question (seeded), as during training."""
-    import torch
+    from grpokit.generation import SamplingParams, complete
 
-    torch.manual_seed(seed)
-    texts, _ = _generate(model, tokenizer, template, questions, max_new_tokens, max(1, EVAL_BATCH_SIZE // k),
-                         num_return=k, do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
-    return [texts[i * k:(i + 1) * k] for i in range(len(questions))]
-
-
-def _as_list(x):
-    return x if isinstance(x, list) else ([] if x is None else [x])
+    params = SamplingParams(max_tokens=max_new_tokens, n=k, temperature=temperature, top_p=top_p, seed=seed)
+    groups = complete(model, tokenizer, _prompt_ids(tokenizer, template, questions), params,
+                      batch_size=EVAL_BATCH_SIZE, label=f"eval (pass@{k} samples)")
+    return [[c.text for c in g] for g in groups]
 
 
 def _mean(xs: list) -> float | None:

@@ -261,16 +261,15 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
 
 
 def greedy(model, ids: list[int], max_new_tokens: int, eos: list[int]) -> list[int]:
-    import torch  # lazy, as in load_gguf
+    """Greedy ids up to and including the stop id (stopping must agree too), through grpokit.generation.
 
-    x = torch.tensor([ids])
-    with torch.no_grad():
-        out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
-                             do_sample=False, eos_token_id=eos, pad_token_id=eos[0], temperature=None, top_p=None,
-                             top_k=None)
-    new = out[0, len(ids):].tolist()
-    n = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))  # keep the EOS: stopping must agree too
-    return new[:n]
+    One prompt per call, unpadded: the exact-equality checks were calibrated on unpadded prompts, and
+    left padding changes float rounding enough to flip a near tie.
+    """
+    from grpokit.generation import HFBackend, SamplingParams, run
+
+    params = SamplingParams(max_tokens=max_new_tokens, stop_token_ids=tuple(eos))
+    return list(run(HFBackend(model, pad_token_id=eos[0], batch_size=1), [ids], params, progress=False)[0][0].ids)
 
 
 def agreement(model, ids: list[int], reference: list[int]) -> tuple[int, int]:
@@ -396,9 +395,9 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
-    eos = model.generation_config.eos_token_id
-    eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
-    return eos or [tokenizer.eos_token_id]
+    from grpokit.generation import token_policy
+
+    return list(token_policy(model, tokenizer).stop_token_ids)
 
 
 def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos) -> list[dict]:
@@ -407,11 +406,11 @@ def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos) -
 
     picks = [("training", train_rows[0])] + ([("unseen", eval_rows[0])] if eval_rows else [])
     rows = [r for _, r in picks]
-    texts = []
-    for r in rows:
-        ids = template.encode(tokenizer, template.build(r["question"]))
-        new = greedy(model, ids, recipe.train.max_completion_length, eos)
-        texts.append(tokenizer.decode(new, skip_special_tokens=True))
+    from grpokit.generation import SamplingParams, complete
+
+    params = SamplingParams(max_tokens=recipe.train.max_completion_length, stop_token_ids=tuple(eos))
+    ids = [template.encode(tokenizer, template.build(r["question"])) for r in rows]
+    texts = [g[0].text for g in complete(model, tokenizer, ids, params, batch_size=1, label="smoke test")]
     correct, fmt = score(recipe, rows, texts)
     return [{"kind": k, "question": r["question"], "answer": r.get("answer"), "completion": t,
              "answer_line": bool(f), "correct": c}

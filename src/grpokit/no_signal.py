@@ -34,14 +34,11 @@ from __future__ import annotations
 
 import torch
 
+from grpokit.trl_adapter import (ADVANTAGES, COMPLETION_ALIGNED, COMPLETION_IDS, COMPLETION_MASK, MULTIMODAL_KEYS,
+                                 PROMPT_IDS, PROMPT_MASK, log_metric)
+
 EXACT_LOSS_TYPES = ("dapo", "cispo", "vespo")
 ADVANTAGE_EPS = 1e-6  # |advantage| at or below this is "no signal" (a zero-variance group gives ~1e-12 from rounding)
-# Inputs that are not per-row text tensors: when present, the filter stands aside rather than guess their layout.
-_UNSUPPORTED_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
-                     "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
-# (B, T_completion) tensors, trimmed together with completion_ids.
-_COMPLETION_ALIGNED = ("completion_mask", "old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
-                       "importance_sampling_ratio", "tool_mask")
 
 
 def applies(loss_type: str, beta: float) -> bool:
@@ -62,20 +59,20 @@ def keep_rows(inputs: dict, keep: torch.Tensor) -> dict:
     leading prompt columns and the trailing completion columns no kept row uses.
     """
     out = dict(inputs)
-    batch = inputs["completion_ids"].shape[0]
+    batch = inputs[COMPLETION_IDS].shape[0]
     for k, v in inputs.items():
         if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == batch:
             out[k] = v[keep]
-    used = out["completion_mask"].any(dim=0).nonzero()
+    used = out[COMPLETION_MASK].any(dim=0).nonzero()
     width = int(used.max()) + 1 if used.numel() else 1
-    out["completion_ids"] = out["completion_ids"][:, :width]
-    for k in _COMPLETION_ALIGNED:
+    out[COMPLETION_IDS] = out[COMPLETION_IDS][:, :width]
+    for k in (COMPLETION_MASK, *COMPLETION_ALIGNED):  # (B, T_completion) tensors, trimmed with completion_ids
         v = out.get(k)
         if isinstance(v, torch.Tensor) and v.dim() == 2:
             out[k] = v[:, :width]
-    used = out["prompt_mask"].any(dim=0).nonzero()
+    used = out[PROMPT_MASK].any(dim=0).nonzero()
     start = int(used.min()) if used.numel() else 0
-    out["prompt_ids"], out["prompt_mask"] = out["prompt_ids"][:, start:], out["prompt_mask"][:, start:]
+    out[PROMPT_IDS], out[PROMPT_MASK] = out[PROMPT_IDS][:, start:], out[PROMPT_MASK][:, start:]
     return out
 
 
@@ -86,22 +83,23 @@ def zero_loss(model) -> torch.Tensor:
 
 
 class SkipNoSignalRows:
-    """Mixin for GRPOTrainer: `_compute_loss` over the rows with a learning signal only (see the module doc)."""
+    """Mixin for a `trl_adapter.trainer_base()` class: TRL's loss over the rows with a learning signal only."""
 
     skip_no_signal: bool = False
 
-    def _compute_loss(self, model, inputs):
+    def grpokit_loss(self, model, inputs, trl_loss):
         # One process only: under DDP/ZeRO every rank must run the same forward/backward collectives, and a rank
         # that skipped its pass (or trained on fewer rows) would leave the others waiting.
-        if not (self.skip_no_signal and model.training and applies(self.loss_type, self.beta)) \
+        # Inputs that are not per-row text tensors (multimodal): the filter stands aside rather than guess.
+        if not (self.skip_no_signal and model.training and applies(self.args.loss_type, self.args.beta)) \
                 or self.accelerator.num_processes != 1 \
-                or any(inputs.get(k) is not None for k in _UNSUPPORTED_KEYS):
-            return super()._compute_loss(model, inputs)
-        keep = signal_rows(inputs["advantages"])
+                or any(inputs.get(k) is not None for k in MULTIMODAL_KEYS):
+            return trl_loss(inputs)
+        keep = signal_rows(inputs[ADVANTAGES])
         n = int(keep.sum())
-        self._metrics["train"]["grpokit/trained_frac"].append(n / keep.numel())
+        log_metric(self, "grpokit/trained_frac", n / keep.numel())
         if n == keep.numel():
-            return super()._compute_loss(model, inputs)
+            return trl_loss(inputs)
         if n == 0:
             return zero_loss(model)
-        return super()._compute_loss(model, keep_rows(inputs, keep))
+        return trl_loss(keep_rows(inputs, keep))

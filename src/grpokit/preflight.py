@@ -46,33 +46,15 @@ FORMAT_WEIGHT_TARGET = 0.4  # the 0.6B article raises the format share from 0.2 
 _EPS = 1e-9
 
 
-@torch.no_grad()
 def sample(model, tokenizer, template: PromptTemplate, questions: list[str], generations: int, max_new_tokens: int,
            temperature: float, top_p: float, seed: int) -> list[list[tuple[str, int, bool]]]:
     """G sampled completions per question: (text, tokens up to EOS, truncated at the limit)."""
-    was_training = model.training
-    model.eval()
-    torch.manual_seed(seed)
-    device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = model.generation_config.eos_token_id
-    eos = set(eos if isinstance(eos, list) else [eos if eos is not None else tokenizer.eos_token_id])
-    flat = [q for q in questions for _ in range(generations)]
-    out: list[tuple[str, int, bool]] = []
-    for start in range(0, len(flat), GEN_BATCH):
-        ids = [template.encode(tokenizer, template.build(q)) for q in flat[start:start + GEN_BATCH]]
-        width = max(map(len, ids))
-        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
-        gen = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,
-                             temperature=temperature, top_p=top_p, top_k=0, pad_token_id=pad)
-        for row in gen[:, width:].tolist():
-            n = next((i for i, t in enumerate(row) if t in eos), None)
-            text = tokenizer.decode(row[: n if n is not None else len(row)], skip_special_tokens=True)
-            out.append((text, n if n is not None else len(row), n is None and len(row) >= max_new_tokens))
-    if was_training:
-        model.train()
-    return [out[i * generations:(i + 1) * generations] for i in range(len(questions))]
+    from grpokit.generation import SamplingParams, complete
+
+    params = SamplingParams(max_tokens=max_new_tokens, n=generations, temperature=temperature, top_p=top_p, seed=seed)
+    groups = complete(model, tokenizer, [template.encode(tokenizer, template.build(q)) for q in questions], params,
+                      batch_size=GEN_BATCH, label="preflight")
+    return [[(c.text, c.length, c.truncated) for c in g] for g in groups]
 
 
 def quantile(xs: list[float], q: float) -> float:

@@ -231,11 +231,10 @@ def _jsonable(v):
 
 
 def _trainer_class():
-    from trl import GRPOTrainer
-
+    from grpokit import trl_adapter
     from grpokit.no_signal import SkipNoSignalRows
 
-    class GrpokitTrainer(SkipNoSignalRows, GRPOTrainer):
+    class GrpokitTrainer(SkipNoSignalRows, trl_adapter.trainer_base()):
         """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step and (when the
         recipe's train.skip_no_signal holds) trains on the completions with a learning signal only."""
 
@@ -256,14 +255,13 @@ def _trainer_class():
         def _write_samples(self) -> list[dict]:
             if self.samples_path is None or not self.num_samples_logged:
                 return []
-            prompts, completions = list(self._logs["prompt"]), list(self._logs["completion"])
+            prompts, completions, rewards = trl_adapter.latest_generation(self)
             if not completions:
                 return []
-            g = self.num_generations
+            g = self.args.num_generations
             # One completion from each of several groups: different prompts are more telling than one group.
             idx = list(range(0, len(completions), g))[: self.num_samples_logged]
             idx += [i for i in range(len(completions)) if i not in idx][: self.num_samples_logged - len(idx)]
-            rewards = {k: list(v) for k, v in self._logs["rewards"].items()}
             written = [{"step": self.state.global_step, "prompt": prompts[i], "completion": completions[i],
                         "rewards": {k: _jsonable(v[i]) for k, v in rewards.items() if i < len(v)}} for i in idx]
             with self.samples_path.open("a") as f:
