@@ -89,10 +89,10 @@ class ExportResult:
 
 # ---------------------------------------------------------------- checkpoint choice
 def select_checkpoint(run_dir: Path, which: str = "auto") -> Path:
-    """The checkpoint to export (RunDir.resolve_checkpoint's choice): the base model (step 0) and damaged files refused."""
+    """The checkpoint to export: RunDir.resolve_checkpoint's choice, where the base model (step 0) is refused."""
     from grpokit.rundir import RunDir
 
-    checkpoint = RunDir(run_dir).checked(RunDir(run_dir).resolve_checkpoint(which))
+    checkpoint = RunDir(run_dir).resolve_checkpoint(which)
     if checkpoint is None:
         raise GrpokitError([Problem(f"--checkpoint {which}", "this is step 0, the base model: no checkpoint beat it "
                                     "on held-out accuracy" if which in ("best", "auto") else "step 0 is the base model",
@@ -370,7 +370,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
                                     f"--to one of {', '.join(TARGETS)}; --quant one of {', '.join(QUANTS)}")])
     run_dir = Path(run_dir).resolve()
     recipe = RunDir(run_dir).load_recipe()
-    ck = select_checkpoint(run_dir, checkpoint)
+    ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
     out.mkdir(parents=True, exist_ok=True)
     template = _template(recipe)
