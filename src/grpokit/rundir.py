@@ -347,11 +347,17 @@ class RunDir:
         """Create (with --overwrite: empty) the folder of a run that can start; (the held lock, created by us)."""
         created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
-        lock = lock or self.lock(note).acquire()
-        self.refuse_existing(overwrite)  # again under the lock: another run may have started here meanwhile
-        if overwrite:
-            self.clear()
-        self.write_config(recipe)
+        lock = lock or self.lock(note).acquire()  # refused: another run started here meanwhile, its folder
+        try:
+            self.refuse_existing(overwrite)  # again under the lock: another run may have started here meanwhile
+            if overwrite:
+                self.clear()
+            self.write_config(recipe)
+        except BaseException:
+            lock.release()
+            if created:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
         return lock, created
 
     def clear(self) -> None:

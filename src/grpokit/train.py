@@ -254,23 +254,23 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     in run.json as `failed` and raised as a GrpokitError with the way to continue.
     """
     run = RunDir(Path(run_dir or recipe.output_dir).resolve())
-    lock = None
+    held: list = []  # the lock, once taken (here, or by _train when a new run's folder is created)
     if resume:
         run.load_recipe()  # a clear error when this is no run directory
-        lock = run.lock(note=_note).acquire()
+        held.append(run.lock(note=_note).acquire())
     else:
         recipe = _resolved(recipe, run.path)
         run.refuse_existing(overwrite)
         if overwrite and run.path.is_dir():
-            lock = run.lock(note=_note).acquire()  # refuse now, before the live run of another process is touched
+            held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
     try:
-        return _train(recipe, run, resume, overwrite, model, tokenizer, lock)
+        return _train(recipe, run, resume, overwrite, model, tokenizer, held)
     finally:
-        if lock is not None:
+        for lock in held:
             lock.release()
 
 
-def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, lock) -> dict:
+def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list) -> dict:
     from grpokit import models
     from grpokit.data import load_datasets
     from grpokit.rewards import build_reward
@@ -300,7 +300,8 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
     reward_funcs = [build_reward(r.name, r.params) for r in recipe.rewards]
     created = False
     if not resume:  # everything loaded: only now does the run get a folder
-        lock, created = run.open_new(recipe, overwrite, lock, note=_note)
+        lock, created = run.open_new(recipe, overwrite, held[0] if held else None, note=_note)
+        held[:] = [lock]
     for n in notes:
         console.print(f"[yellow]note:[/] {n}")
     summary = {"run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
