@@ -157,7 +157,7 @@ def disk_full_problem(where: Path, need_bytes: int | None) -> Problem:
     free = shutil.disk_usage(where if where.exists() else where.parent).free
     need = f"free {max(need_bytes - free, need_bytes // 4) / 1e9:.1f} GB" if need_bytes else "free space"
     return Problem(str(where), f"no space left on device at {where} ({free / 1e9:.1f} GB free)",
-                   f"{need} or move --output-dir to a larger disk; then `grpokit train --resume`")
+                   f"{need} or move --output-dir to a larger disk")
 
 
 
@@ -226,7 +226,7 @@ def fail_run(run: RunDir, summary: dict, exc: BaseException, step: int, need_byt
               "no complete checkpoint was saved: start again with `grpokit train RECIPE --overwrite`")
     if is_disk_full(exc):
         problem = disk_full_problem(run.path, need_bytes)
-        problem = Problem(problem.where, problem.message, f"{problem.fix} ({resume})")
+        problem = Problem(problem.where, problem.message, f"{problem.fix}; then {resume}")
     elif isinstance(exc, GrpokitError):
         return exc
     else:
