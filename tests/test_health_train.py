@@ -96,8 +96,8 @@ def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
     assert len(actions) == 2
     assert actions[0].startswith("rollback: restart from the initial model") and "beta 0.01 -> 0.02" in actions[0]
     assert actions[1].startswith("stop (rollback asked, but health.max_rollbacks=1 spent)")
-    assert summary["status"] == "stopped by health monitor (zero_variance_groups at step 2)"
+    assert (summary["status"], summary["reason"]) == ("stopped", "health monitor: zero_variance_groups at step 2")
     assert [m["step"] for m in _lines(run / "metrics.jsonl")] == [1, 2]
-    assert json.loads((run / "run.json").read_text())["status"].startswith("stopped by health monitor")
+    assert json.loads((run / "run.json").read_text())["status"] == "stopped"
     # The recipe asked for a preflight: it ran first, into the run directory.
     assert json.loads((run / "preflight.json").read_text())["prompts"] == 2

@@ -123,7 +123,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
     assert proc.returncode == 0, out
     assert "Traceback" not in out
     status = json.loads((run / "run.json").read_text())
-    assert status["status"] == f"interrupted ({sig.name})"
+    assert (status["status"], status["reason"]) == ("interrupted", sig.name)
     stopped_at = status["step"]
     assert 2 <= stopped_at < 6
     assert [c.name for c in complete_checkpoints(run)] == [f"checkpoint-{stopped_at}"]

@@ -20,6 +20,7 @@ from rich.table import Table
 from grpokit.config import load_recipe
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluate import _pct  # one percentage format for every table
+from grpokit.rundir import RunDir
 
 DEMO_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "smollm2-arithmetic.yaml"
 
@@ -66,7 +67,7 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
         console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
     result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary,
               "seconds_total": round(time.time() - t0, 1)}
-    (run_dir / "demo.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    RunDir(run_dir).demo_file.write_text(json.dumps(result, indent=2, ensure_ascii=False))
     report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
     console.print(f"demo finished in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
                   f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/)")
@@ -78,9 +79,9 @@ def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> P
     """The before/after evaluation as eval/results.json (steps 0 and last), then report.html."""
     from grpokit.evaluate import EvalSets, write_results
     from grpokit.report import write_report
-    from grpokit.train import latest_checkpoint
+    from grpokit.rundir import RunDir
 
-    last = latest_checkpoint(run_dir)
+    last = RunDir(run_dir).latest_checkpoint()
     entries = [{"step": step, "path": path, "heldout": r.as_dict(), "perturbed": None, "train": None, "gap": None}
                for step, path, r in ((0, recipe.model.name, before),
                                      (summary["step"], str(last) if last else "final model", after))]

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards import build_reward
+from grpokit.rundir import RunDir, read_json, select_steps  # noqa: F401 - select_steps: re-exported
 from grpokit.templates import PromptTemplate
 
 EVAL_BATCH_SIZE = 16  # 135M model on CPU: larger batches pad more and gain little
@@ -53,7 +54,6 @@ SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoin
 PERTURB_SEED = 1234  # one fixed perturbed copy per eval set, the same for every checkpoint
 GAP_FLAG = 0.10  # the 4B article saw 95% train vs 78% eval; 10 points is worth a look ...
 GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
-EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
 
 
 @dataclass
@@ -193,67 +193,12 @@ def choose_best(entries: list[dict]) -> dict | None:
 
 
 def read_best(run_dir: str | Path) -> dict | None:
-    path = Path(run_dir) / EVAL_DIR / BEST_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    return RunDir(run_dir).read_best()
 
 
 def resolve_checkpoint(run_dir: str | Path, spec: str) -> Path | None:
-    """`best`, `last`, `auto` (best if `grpokit eval` recorded one, else last) or a step -> its checkpoint folder.
-
-    None means step 0, the base model (a `best` that no checkpoint beat). `best` reads eval/best.json, so it
-    needs a prior `grpokit eval RUN_DIR`. Only complete checkpoints count (grpokit.train's COMPLETE marker).
-    """
-    from grpokit.train import complete_checkpoints
-
-    run_dir = Path(run_dir)
-    by_step = {int(p.name.split("-")[-1]): p for p in complete_checkpoints(run_dir)}
-    names = ", ".join(p.name for p in by_step.values()) or "none"
-    best = read_best(run_dir)
-    if spec == "auto":
-        spec = "best" if best is not None else "last"
-    if spec == "best":
-        if best is None:
-            raise GrpokitError([Problem(str(run_dir), f"no best checkpoint recorded yet ({EVAL_DIR}/{BEST_FILE} is "
-                                        "missing)", f"run `grpokit eval {run_dir}` first, or pass last or a step")])
-        step = int(best["step"])
-    elif spec == "last":
-        if not by_step:
-            raise GrpokitError([Problem(str(run_dir), "no complete checkpoint in this run",
-                                        "train first (or longer, or with a lower train.save_steps)")])
-        step = max(by_step)
-    elif spec.isdigit():
-        step = int(spec)
-    else:
-        raise GrpokitError([Problem(spec, "not a checkpoint", f"use best, last, auto or a step; complete: {names}")])
-    if step == 0:
-        return None
-    if step not in by_step:
-        raise GrpokitError([Problem(str(run_dir), f"no complete checkpoint at step {step}",
-                                    f"complete checkpoints: {names}")])
-    return by_step[step]
-
-
-def select_steps(spec: str, available: list[int], best_step: int | None = None) -> list[int]:
-    """Steps to evaluate: `all` (base + every checkpoint), `last`, `best`, or `N,M,...` (0 = base)."""
-    spec = spec.strip()
-    if spec == "all":
-        return sorted({0, *available})
-    if spec == "last":
-        return [max(available)] if available else [0]
-    if spec == "best":
-        if best_step is None:
-            raise GrpokitError([Problem("--checkpoints best", "no best checkpoint recorded yet",
-                                        "run `grpokit eval RUN_DIR` (all checkpoints) first")])
-        return [best_step]
-    try:
-        steps = sorted({int(s) for s in spec.split(",") if s.strip()})
-    except ValueError:
-        raise GrpokitError([Problem("--checkpoints", f"cannot read {spec!r}", "use all, best, last or N,M,...")]) from None
-    missing = [s for s in steps if s != 0 and s not in available]
-    if missing or not steps:
-        raise GrpokitError([Problem("--checkpoints", f"no complete checkpoint at step(s) {missing or spec}",
-                                    f"complete checkpoints: {sorted(available) or 'none'} (0 is the base model)")])
-    return steps
+    """`best`, `last`, `auto` or a step -> its complete checkpoint (None: step 0); see RunDir.resolve_checkpoint."""
+    return RunDir(run_dir).resolve_checkpoint(spec)
 
 
 # ---------------------------------------------------------------- evaluating checkpoints
@@ -307,6 +252,7 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
                    max_new_tokens: int | None = None, log=print) -> list[dict]:
     """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
     from grpokit import models
+    from grpokit.run_safety import refuse_nonfinite
 
     if recipe.train.torch_threads:  # the same CPU budget the recipe trains with
         import torch
@@ -330,6 +276,8 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
             model = PeftModel.from_pretrained(base, str(path))
         else:
             model = _device_of(models.load_model(str(path), recipe.model.dtype))
+        if path is not None:
+            refuse_nonfinite(model, path)
         heldout = evaluate(model, tokenizer, recipe, sets.heldout, max_new_tokens, k_samples=k_samples)
         entry = {"step": step, "path": str(path) if path else recipe.model.name, "heldout": heldout.as_dict(),
                  "perturbed": None, "train": None, "gap": None}
@@ -352,8 +300,7 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
 
 
 def results_path(out_dir: Path, data: str | None) -> Path:
-    stem = "" if data is None else "-" + re.sub(r"[^\w.-]+", "_", Path(data).stem)
-    return Path(out_dir) / EVAL_DIR / f"results{stem}.json"
+    return RunDir(out_dir).results_path(data)
 
 
 def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_samples: int,
@@ -365,8 +312,8 @@ def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_
                 "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
                 "samples_per_problem": k_samples}
     kept = []
-    if path.is_file():
-        prior = json.loads(path.read_text())
+    prior = read_json(path)
+    if prior is not None:
         if all(prior.get(k) == v for k, v in settings.items()):
             new_steps = {e["step"] for e in entries}
             kept = [e for e in prior.get("checkpoints", []) if e["step"] not in new_steps]
@@ -377,7 +324,7 @@ def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
     if record_best and best is not None:
-        (path.parent / BEST_FILE).write_text(json.dumps(results["best"], indent=2))
+        RunDir(out_dir).write_best(results["best"])
     results["path"] = str(path)
     return results
 
@@ -390,13 +337,13 @@ def _best_record(best: dict, settings: dict) -> dict:
 
 def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str = "all", k_samples: int = 0,
                  max_rows: int | None = None, max_new_tokens: int | None = None, log=print) -> dict:
-    from grpokit.train import complete_checkpoints, load_run_recipe
-
-    run_dir = Path(run_dir)
-    recipe = load_run_recipe(run_dir)
-    by_step = {int(p.name.split("-")[-1]): p for p in complete_checkpoints(run_dir)}
-    best = read_best(run_dir)
+    run = RunDir(run_dir)
+    recipe = run.load_recipe()
+    by_step = run.by_step()
+    best = run.read_best()
     steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)
+    for s in steps:  # refuse a damaged checkpoint before minutes of evaluation are spent on the others
+        run.checked(by_step.get(s))
     train_rows = None
     if data is not None:
         from grpokit.data import load_train_rows

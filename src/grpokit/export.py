@@ -89,10 +89,10 @@ class ExportResult:
 
 # ---------------------------------------------------------------- checkpoint choice
 def select_checkpoint(run_dir: Path, which: str = "auto") -> Path:
-    """The checkpoint to export: evaluate.resolve_checkpoint's choice, where the base model (step 0) is refused."""
-    from grpokit.evaluate import resolve_checkpoint
+    """The checkpoint to export: RunDir.resolve_checkpoint's choice, where the base model (step 0) is refused."""
+    from grpokit.rundir import RunDir
 
-    checkpoint = resolve_checkpoint(run_dir, which)
+    checkpoint = RunDir(run_dir).resolve_checkpoint(which)
     if checkpoint is None:
         raise GrpokitError([Problem(f"--checkpoint {which}", "this is step 0, the base model: no checkpoint beat it "
                                     "on held-out accuracy" if which in ("best", "auto") else "step 0 is the base model",
@@ -260,6 +260,23 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
     return checks
 
 
+def check_loadable(hf_dir: Path, model) -> list[Check]:
+    """"all weights finite" (a NaN checkpoint exports "identically") and "tokenizer loads", from the export."""
+    from transformers import AutoTokenizer
+
+    from grpokit.run_safety import nonfinite_weights
+
+    bad = nonfinite_weights(model)
+    checks = [Check("all weights finite", not bad, f"NaN/inf in {', '.join(bad[:3])}" if bad else
+                    f"{sum(1 for _ in model.parameters())} tensors, all finite")]
+    try:
+        AutoTokenizer.from_pretrained(hf_dir)
+        checks.append(Check("tokenizer loads", True, f"AutoTokenizer.from_pretrained({Path(hf_dir).name}) works"))
+    except Exception as e:  # any failure here is what a serving stack would hit
+        checks.append(Check("tokenizer loads", False, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"))
+    return checks
+
+
 def greedy(model, ids: list[int], max_new_tokens: int, eos: list[int]) -> list[int]:
     """Greedy ids up to and including the stop id (stopping must agree too), through grpokit.generation.
 
@@ -344,15 +361,16 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
            check_prompts: int = CHECK_PROMPTS, smoke: bool = True, log=print) -> ExportResult:
     from grpokit import models
     from grpokit.data import load_datasets
-    from grpokit.train import load_run_recipe
+    from grpokit.run_safety import refuse_nonfinite
+    from grpokit.rundir import RunDir
 
     if to not in TARGETS or quant not in QUANTS:
         raise GrpokitError([Problem("grpokit export", f"--to {to} --quant {quant}",
                                     f"--to one of {', '.join(TARGETS)}; --quant one of {', '.join(QUANTS)}")])
     run_dir = Path(run_dir).resolve()
-    recipe = load_run_recipe(run_dir)
-    ck = select_checkpoint(run_dir, checkpoint)
-    out = Path(out).resolve() if out else run_dir / "export" / ck.name
+    recipe = RunDir(run_dir).load_recipe()
+    ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
+    out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
     out.mkdir(parents=True, exist_ok=True)
     template = _template(recipe)
     train_tok = training_tokenizer(ck, recipe)
@@ -364,6 +382,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     max_new = min(CHECK_MAX_NEW_TOKENS, recipe.train.max_completion_length)
     # One model in memory at a time (a 4B model is 16 GB in float32): reference outputs first, then merge it.
     ref_model = load_checkpoint_model(ck, recipe)
+    refuse_nonfinite(ref_model, ck)  # else the export "matches" an equally broken checkpoint
     eos = _eos_ids(ref_model, train_tok)
     stops = [train_tok.convert_ids_to_tokens(i) for i in eos]
     reference = [greedy(ref_model, ids, max_new, eos) for ids in prompts]
@@ -377,8 +396,10 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
         write_modelfile(result.modelfile, result.gguf.name, ollama_template(train_tok, template),
                         template.system_prompt if template.is_chat else None, stops)
 
-    result.checks += check_prompt_ids(out, template, train_tok, questions)
     served = models.load_model(str(result.hf_dir), "float32").eval()
+    result.checks += check_loadable(result.hf_dir, served)
+    if result.checks[-1].ok:  # the prompt checks read the exported tokenizer
+        result.checks += check_prompt_ids(out, template, train_tok, questions)
     result.checks.append(check_generations("hf generations", served, prompts, reference, eos, max_new, 1.0))
     if result.gguf:
         gguf_model = load_gguf(result.gguf)

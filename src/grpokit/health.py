@@ -31,6 +31,7 @@ from statistics import mean, median
 from typing import Callable
 
 from grpokit.config import HEALTH_CODES, HealthConfig
+from grpokit.rundir import RunDir, read_json, read_jsonl  # noqa: F401 - read_jsonl: grpokit.health's old name
 
 _NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
 
@@ -397,21 +398,11 @@ def diagnose(metrics: list[dict], samples: list[dict], cfg: HealthConfig | None 
     return out
 
 
-# ---------------------------------------------------------------- run directory
-def read_jsonl(path: Path) -> list[dict]:
-    if not Path(path).is_file():
-        return []
-    return [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
-
-
+# ---------------------------------------------------------------- run directory (grpokit.rundir reads it)
 def load_evals(run_dir: Path) -> list[dict]:
     """[{step, accuracy}] (held-out greedy accuracy) from eval/results.json (grpokit eval) when present."""
-    path = Path(run_dir) / "eval" / "results.json"
-    if not path.is_file():
-        return []
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
+    data = read_json(RunDir(run_dir).results_path())
+    if data is None:
         return []
     found: list[dict] = []
 
@@ -441,20 +432,16 @@ def doctor_run(run_dir: Path) -> list[Finding]:
     """Diagnose a run directory with the thresholds of its own recipe (defaults if it has none)."""
     from grpokit.errors import GrpokitError, Problem
 
-    run_dir = Path(run_dir)
-    metrics_path = run_dir / "metrics.jsonl"
-    if not metrics_path.is_file():
-        raise GrpokitError([Problem(str(run_dir), "no metrics.jsonl here",
+    run = RunDir(run_dir)
+    if not run.metrics.is_file():
+        raise GrpokitError([Problem(str(run_dir), f"no {run.metrics.name} here",
                                     "pass the output_dir of a `grpokit train` run")])
     cfg, names = HealthConfig(), None
-    config = run_dir / "config.yaml"
-    if config.is_file():
-        import yaml
-
-        raw = yaml.safe_load(config.read_text()) or {}
+    raw = run.raw_config()
+    if raw is not None:
         cfg = HealthConfig.model_validate(raw.get("health") or {})
         names = [r.get("name") for r in raw.get("rewards") or [] if isinstance(r, dict)] or None
-    return diagnose(read_jsonl(metrics_path), read_jsonl(run_dir / "samples.jsonl"), cfg, load_evals(run_dir), names)
+    return diagnose(run.read_metrics(), run.read_samples(), cfg, load_evals(run_dir), names)
 
 
 # ---------------------------------------------------------------- live monitor
@@ -475,7 +462,7 @@ class HealthMonitor:
                  plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.ctx = Context(reward_names, load_evals(run_dir))
-        self.metrics = read_jsonl(self.run_dir / "metrics.jsonl")  # history before a resume / rollback
+        self.metrics = RunDir(run_dir).read_metrics()  # history before a resume / rollback
         self.rollbacks_left = rollbacks_left
         self.plan_rollback = plan_rollback
         self.printer = printer
@@ -501,14 +488,14 @@ class HealthMonitor:
 
     def record(self, f: Finding, action: str) -> None:
         line = {**f.as_dict(), "action": action}
-        with (self.run_dir / "health.jsonl").open("a", encoding="utf-8") as fh:
+        with RunDir(self.run_dir).health.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         self.printer(f"health {f.severity} [{f.code}] step {f.step}: {f.message} -> action: {action}")
 
 
 def actions_taken(run_dir: Path) -> list[dict]:
     """What the live monitor did beyond warning (its rolled-back steps are no longer in metrics.jsonl)."""
-    return [h for h in read_jsonl(Path(run_dir) / "health.jsonl") if h.get("action") != "warn"]
+    return [h for h in RunDir(run_dir).read_health() if h.get("action") != "warn"]
 
 
 __all__ = ["DETECTORS", "Finding", "HealthMonitor", "actions_taken", "check_step", "diagnose", "doctor_run", "load_evals"]

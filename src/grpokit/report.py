@@ -22,7 +22,8 @@ import json
 import math
 from pathlib import Path
 
-REPORT_DIR = "report"
+from grpokit.rundir import REPORT_DIR, read_json  # noqa: F401 - REPORT_DIR: for the CLI help
+
 SAMPLES_PER_PHASE = 2  # completions shown for each of beginning / middle / end
 # (file stem, title, metrics.jsonl keys, y label); rewards/<name>/mean are added to the first at run time.
 CURVES = (
@@ -34,25 +35,6 @@ CURVES = (
      ("frac_reward_zero_std", "grpokit/trained_frac"), "fraction"),
     ("entropy", "token entropy of the policy (over the completions trained on)", ("entropy",), "nats"),
 )
-
-
-# ---------------------------------------------------------------- reading the run
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut by a crash; the rest of the file is still worth showing
-                continue
-    return out
-
-
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def _number(v) -> float | None:
@@ -303,22 +285,20 @@ figure { margin: 1em 0; } img { max-width: 100%; } figcaption { font-size: 0.85e
 # ---------------------------------------------------------------- entry point
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write report.html and its PNGs; returns the path of report.html."""
-    import yaml
-
     from grpokit.errors import GrpokitError, Problem
+    from grpokit.rundir import RunDir
 
-    run_dir = Path(run_dir)
+    run_dir, rd = Path(run_dir), RunDir(run_dir)
     if not run_dir.is_dir():
         raise GrpokitError([Problem(str(run_dir), "no such run directory", "pass the output_dir of a grpokit train")])
-    out = Path(out_dir) if out_dir else run_dir / REPORT_DIR
+    out = Path(out_dir) if out_dir else rd.report_dir
     out.mkdir(parents=True, exist_ok=True)
-    cfg = run_dir / "config.yaml"
-    recipe = yaml.safe_load(cfg.read_text(encoding="utf-8")) if cfg.is_file() else None
-    run = _read_json(run_dir / "run.json") or {}
-    metrics = [m for m in _read_jsonl(run_dir / "metrics.jsonl") if "train_runtime" not in m]
-    results = _read_json(run_dir / "eval" / "results.json")
-    health_path = run_dir / "health.jsonl"
-    findings = _read_jsonl(health_path) if health_path.is_file() else None
+    recipe = rd.raw_config()
+    # Every reader is crash-tolerant: a line cut by a crash is skipped with one note, the rest still shown.
+    metrics = [m for m in rd.read_metrics() if "train_runtime" not in m]
+    results = read_json(rd.results_path())
+    findings = rd.read_health() if rd.health.is_file() else None
+    samples, run = rd.read_samples(), rd.read_status()
 
     curves, images = curves_section(metrics, recipe, out)
     evals, eval_images = eval_section(results, run_dir, out)
@@ -337,7 +317,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 <h2>Training curves</h2>
 {curves}
 <h2>Sample completions</h2>
-{samples_section(_read_jsonl(run_dir / "samples.jsonl"))}
+{samples_section(samples)}
 <h2>Health findings</h2>
 {health_section(findings)}
 <p class="note">Written by <code>grpokit report</code> from {_e(run_dir.resolve())}; images: {len(images) + len(eval_images)}.</p>

@@ -11,7 +11,7 @@ def register(sub) -> None:
     p.add_argument("target", help="a run directory, or a model: 'default', a local folder or a hub id")
     p.add_argument("--data", metavar="FILE.jsonl", help="evaluate on this file instead of the recipe's held-out set "
                    "(results go to eval/results-<stem>.json; best.json is left alone)")
-    p.add_argument("--checkpoints", default="all", metavar="all|best|last|N,...",
+    p.add_argument("--checkpoints", default="all", metavar="all|best|last|auto|N,...",
                    help="which steps of a run (0 = base model; default all: base + every complete checkpoint)")
     p.add_argument("--samples", type=int, default=0, metavar="K",
                    help="also sample K completions per problem at the recipe's temperature for pass@k (k <= K)")
@@ -27,10 +27,12 @@ def register(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from grpokit.evaluate import BEST_FILE, EVAL_DIR, _pct, evaluate_model, evaluate_run, results_table
+    from grpokit.evaluate import _pct, evaluate_model, evaluate_run, results_table
+    from grpokit.rundir import RunDir
     from grpokit.train import console
 
     target = Path(args.target)
+    run = RunDir(target)
     for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows),
                         ("--max-new-tokens", args.max_new_tokens)):
         if value is not None and value < (0 if flag == "--samples" else 1):
@@ -38,7 +40,7 @@ def cmd_eval(args) -> int:
                                         "pass a positive number (--samples 0 skips pass@k)")])
     common = dict(k_samples=args.samples, max_rows=args.max_rows, max_new_tokens=args.max_new_tokens,
                   log=lambda m: console.print(m))
-    if (target / "config.yaml").is_file():
+    if run.is_run():
         if args.recipe or args.template or args.system_prompt:
             raise GrpokitError([Problem("grpokit eval RUN_DIR", "--recipe/--template/--system-prompt apply to a model, "
                                         "not a run", "a run is always evaluated with the template it trained with")])
@@ -56,8 +58,8 @@ def cmd_eval(args) -> int:
         what = ("original vs perturbed numbers: memorised answers?" if g["kind"] == "perturbed"
                 else "training vs held-out rows: overfitting?")
         console.print(f"[yellow]step {e['step']}: accuracy gap of {100 * g['value']:.1f} points, {what}[/]")
-    if results.get("best") and (target / "config.yaml").is_file() and args.data is None:
+    if results.get("best") and run.is_run() and args.data is None:
         b = results["best"]
-        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out) -> {target / EVAL_DIR / BEST_FILE}")
+        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out) -> {run.best_file}")
     console.print(f"results: {results['path']}")
     return 0

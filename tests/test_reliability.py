@@ -1,0 +1,280 @@
+"""Crash safety on tiny real runs: half-written logs, two writers, a kill during a save, failures recorded
+with error + fix (disk full among them), refused runs that leave nothing behind, damaged checkpoints.
+
+Failures are simulated at their boundary (the checkpoint save, the free-space query, a training step);
+everything else is the real TRL loop on a tiny model.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import write_jsonl
+from grpokit.cli import main
+from grpokit.data.arithmetic import generate
+from grpokit.rundir import RunDir, read_jsonl
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _recipe(tmp_path: Path, model_dir: Path, **train) -> Path:
+    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
+    recipe = {"model": {"name": str(model_dir)},
+              "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+              "rewards": [{"name": "format"}],
+              "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
+                        "max_completion_length": 8, "max_steps": 2, "save_steps": 1, "logging_steps": 1,
+                        "temperature": 1.0, "num_samples_logged": 2, **train}}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model_dir) -> Path:
+    """A finished 2-step run (checkpoints 1 and 2); tests work on copies."""
+    tmp = tmp_path_factory.mktemp("reliability")
+    run = tmp / "run"
+    assert main(["train", str(_recipe(tmp, tiny_model_dir)), "--output-dir", str(run), "--skip-audit"]) == 0
+    return run
+
+
+def _copy(trained: Path, tmp_path: Path, max_steps: int | None = None) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    if max_steps is not None:
+        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        cfg["train"]["max_steps"] = max_steps
+        (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return run
+
+
+def _steps(path: Path) -> list[int]:
+    return [r["step"] for r in read_jsonl(path, note=pytest.fail)]
+
+
+# ---------------------------------------------------------------- half-written logs
+def test_doctor_report_eval_and_resume_on_logs_ending_in_half_a_line(trained, tmp_path, capsys):
+    run = _copy(trained, tmp_path, max_steps=3)
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 3, "reward": 0.')  # the crash came while step 3 was logged
+    with (run / "samples.jsonl").open("a") as f:
+        f.write('{"step": 3, "prompt": "What is')
+    for argv in (["doctor", str(run)], ["report", str(run)],
+                 ["eval", str(run), "--checkpoints", "last", "--max-rows", "2", "--max-new-tokens", "4"]):
+        assert main(argv) == 0, argv
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.count("note:") <= 2, (argv, err)
+        if argv[0] != "eval":  # eval reads no logs; doctor and report say what they skipped, once per file
+            assert err.count("metrics.jsonl") == 1 and err.count("samples.jsonl") == 1, (argv, err)
+
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr()
+    assert "resuming from checkpoint-2" in out.out and "partial or corrupt" in out.err
+    assert _steps(run / "metrics.jsonl") == [1, 2, 3]
+    assert set(_steps(run / "samples.jsonl")) == {1, 2, 3}
+    assert RunDir(run).read_status()["status"] == "completed"
+
+
+# ---------------------------------------------------------------- one writer
+def test_a_second_writer_is_refused_and_the_live_run_is_untouched(trained, tmp_path, tiny_model_dir, capsys):
+    run = _copy(trained, tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.rundir import RunDir\n"
+                               "held = RunDir(sys.argv[1]).lock().acquire(); print('locked', flush=True); "
+                               "time.sleep(120)", str(run)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(SRC)})
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
+        for argv in (["train", "--resume", str(run)],                                        # two resumes
+                     ["train", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(run),  # --overwrite
+                      "--overwrite", "--skip-audit"]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert "run directory is locked" in err and f"PID {holder.pid} on host" in err, err
+        assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---------------------------------------------------------------- kill during a save
+LAUNCHER = """
+import pathlib, sys, time
+import trl
+save = trl.GRPOTrainer._save_checkpoint
+def slow_save(self, model, trial):
+    if self.state.global_step == 2:  # half a checkpoint on disk, then the process is killed
+        ck = pathlib.Path(self.args.output_dir) / "checkpoint-2"
+        ck.mkdir(parents=True, exist_ok=True)
+        (ck / "model.safetensors").write_bytes(b"\\0" * 4096)
+        pathlib.Path(sys.argv[1]).write_text("saving")
+        time.sleep(300)
+    return save(self, model, trial)
+trl.GRPOTrainer._save_checkpoint = slow_save
+from grpokit.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_kill_during_save_then_resume_uses_the_last_complete_checkpoint(tmp_path, tiny_model_dir, capsys):
+    run, sentinel = tmp_path / "run", tmp_path / "saving"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER)
+    proc = subprocess.Popen([sys.executable, str(launcher), str(sentinel), "train", str(_recipe(tmp_path, tiny_model_dir)),
+                             "--output-dir", str(run), "--skip-audit"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(SRC)})
+    end = time.time() + 240
+    while not sentinel.exists():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.time() < end, "no save started"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1"]
+    assert (run / "checkpoints" / "checkpoint-2").is_dir()  # the half-written one
+
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "stale lock" in out and "resuming from checkpoint-1" in out, out
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]
+    assert _steps(run / "metrics.jsonl") == [1, 2]
+    assert RunDir(run).read_status()["status"] == "completed"
+
+
+# ---------------------------------------------------------------- every failure recorded
+def _save_hits_full_disk(monkeypatch):
+    import trl
+
+    def save(self, model, trial):
+        if self.state.global_step == 2:
+            ck = Path(self.args.output_dir) / "checkpoint-2"
+            ck.mkdir(parents=True, exist_ok=True)
+            (ck / "model.safetensors.tmp").write_bytes(b"\0" * 4096)  # the orphan a full disk leaves
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return original(self, model, trial)
+
+    original = trl.GRPOTrainer._save_checkpoint
+    monkeypatch.setattr(trl.GRPOTrainer, "_save_checkpoint", save)
+
+
+def _no_free_space(monkeypatch):
+    monkeypatch.setattr(RunDir, "free_bytes", lambda self: 10_000)
+
+
+def _step_two_diverges(monkeypatch):
+    import trl
+
+    def step(self, *args, **kwargs):
+        if self.state.global_step >= 1:
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        return original(self, *args, **kwargs)
+
+    original = trl.GRPOTrainer.training_step
+    monkeypatch.setattr(trl.GRPOTrainer, "training_step", step)
+
+
+FAILURE_CASES = [  # (simulate, error class in run.json, words on the terminal, last complete checkpoint)
+    (_save_hits_full_disk, "OSError", ["no space left on device at", "GB", "--output-dir", "checkpoint-1"], 1),
+    (_no_free_space, "OSError", ["no space left on device at", "--overwrite", "only 0.0 GB free"], None),
+    (_step_two_diverges, "RuntimeError", ["probability tensor", "learning_rate", "--resume"], 1),
+]
+
+
+@pytest.mark.parametrize("simulate,cls,words,last", FAILURE_CASES)
+def test_a_failure_in_training_is_recorded_with_error_and_fix(tmp_path, tiny_model_dir, monkeypatch, capsys,
+                                                             simulate, cls, words, last):
+    simulate(monkeypatch)
+    run = tmp_path / "run"
+    assert main(["train", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(run), "--skip-audit"]) == 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text and "error:" in out.err and "fix:" in out.err, text
+    for w in words:
+        assert w in text, (w, text)
+    status = RunDir(run).read_status()
+    assert status["status"] == "failed" and status["error"]["class"] == cls and status["error"]["message"]
+    assert (status["last_checkpoint"] or "").endswith(f"checkpoint-{last}" if last else "")
+    assert [p.name for p in (run / "checkpoints").glob("checkpoint-*")] == ([f"checkpoint-{last}"] if last else [])
+    assert RunDir(run).lock(note=pytest.fail).acquire()  # released: --resume can take it without a stale note
+
+
+# ---------------------------------------------------------------- refused before the start: nothing left behind
+@pytest.mark.parametrize("case", ["prompts too long", "no such model folder"])
+def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_dir, case):
+    from grpokit.config import load_recipe
+    from grpokit.train import train
+
+    overrides = ["train.max_prompt_length=1"] if case == "prompts too long" else [f"model.name={tmp_path / 'nope'}"]
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), overrides)
+    run = tmp_path / "run"
+    with pytest.raises(Exception):
+        train(recipe, run_dir=run)
+    assert not run.exists()
+
+
+def test_overwrite_refused_before_it_starts_keeps_the_old_run(trained, tmp_path, tiny_model_dir):
+    run = _copy(trained, tmp_path)
+    argv = ["train", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(run), "--overwrite", "--skip-audit",
+            "--set", "train.max_prompt_length=1"]
+    assert main(argv) == 2
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]
+
+
+# ---------------------------------------------------------------- damaged checkpoints
+def _nan_weights(ck: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(ck / "model.safetensors")
+    name = next(k for k in tensors if k.endswith("up_proj.weight"))
+    tensors[name][0, 0] = float("nan")
+    save_file(tensors, ck / "model.safetensors", metadata={"format": "pt"})
+
+
+DAMAGE = {
+    "missing config.json": lambda ck: (ck / "config.json").unlink(),
+    "truncated weights": lambda ck: (ck / "model.safetensors").write_bytes((ck / "model.safetensors").read_bytes()[:5000]),
+    "corrupt header": lambda ck: (ck / "model.safetensors").write_bytes(b"\xff" * 8 + (ck / "model.safetensors").read_bytes()[8:]),
+    "NaN weights": _nan_weights,
+}
+
+
+@pytest.mark.parametrize("how,words", [("missing config.json", "config.json is missing"),
+                                       ("truncated weights", "model.safetensors is unreadable"),
+                                       ("corrupt header", "model.safetensors is unreadable"),
+                                       ("NaN weights", "NaN or inf")])
+def test_eval_and_export_refuse_a_damaged_checkpoint(trained, tmp_path, capsys, how, words):
+    run = _copy(trained, tmp_path)
+    DAMAGE[how](run / "checkpoints" / "checkpoint-2")
+    for argv in (["eval", str(run), "--checkpoints", "2", "--max-rows", "2", "--max-new-tokens", "4"],
+                 ["export", str(run), "--checkpoint", "2", "--to", "hf"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "damaged" in err and words in err and "fix:" in err, (argv, err)
+
+
+def test_export_checks_finite_weights_and_the_tokenizer(trained, tmp_path):
+    from grpokit.export import export
+
+    result = export(_copy(trained, tmp_path), "2", "hf", check_prompts=1, smoke=False, log=lambda _: None)
+    checks = {c.name: c for c in result.checks}
+    assert checks["all weights finite"].ok and checks["tokenizer loads"].ok, checks
+
+
+def test_resume_falls_back_past_a_damaged_checkpoint(trained, tmp_path, capsys):
+    run = _copy(trained, tmp_path)
+    DAMAGE["truncated weights"](run / "checkpoints" / "checkpoint-2")
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoint-2 is damaged" in out and "resuming from checkpoint-1" in out, out
+    assert RunDir(run).resume_checkpoint(note=pytest.fail).name == "checkpoint-2"  # saved again, whole
+    assert _steps(run / "metrics.jsonl") == [1, 2]
