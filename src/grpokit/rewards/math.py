@@ -316,6 +316,7 @@ def _numeric_text(t: str) -> str:
     return _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), t)
 
 
+@functools.lru_cache(maxsize=65_536)  # called for the candidates, the value, its head and the gold answer
 def parse_number(text: str) -> Fraction | None:
     """'1,234.50 dollars' -> Fraction(2469, 2); None unless the text is one number plus words."""
     return _lone_number(_numeric_form(text))
