@@ -316,9 +316,15 @@ def _numeric_text(t: str) -> str:
     return _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), t)
 
 
-@functools.lru_cache(maxsize=65_536)  # called for the candidates, the value, its head and the gold answer
 def parse_number(text: str) -> Fraction | None:
     """'1,234.50 dollars' -> Fraction(2469, 2); None unless the text is one number plus words."""
+    if len(text) > _MAX_ANSWER_CHARS:  # not an answer; also keeps long text out of the caches
+        return None
+    return _parse_short_number(text)
+
+
+@functools.lru_cache(maxsize=65_536)  # called for the candidates, the value, its head and the gold answer
+def _parse_short_number(text: str) -> Fraction | None:
     return _lone_number(_numeric_form(text))
 
 
@@ -343,11 +349,11 @@ def _lone_number(t: str) -> Fraction | None:
 
 def classify_answer(value: str) -> str:
     """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers."""
+    if len(value) > _MAX_ANSWER_CHARS:  # first: a 100k-char answer line is not normalised (nor cached)
+        return "too_long"
     cleaned = clean_answer(value)
     if not cleaned:
         return "empty"
-    if len(value) > _MAX_ANSWER_CHARS:
-        return "too_long"
     whole = _clean(value)
     if _REFUSAL.search(whole.lower()):  # refusals anywhere in the line, explanations and equations included
         return "refusal"
