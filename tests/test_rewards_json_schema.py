@@ -53,6 +53,11 @@ CASES = [
     (json.dumps([{"id": i} for i in range(3000)]), UNIQUE, 0.3, 1.0, "valid"),  # 3000 distinct objects: linear check
     (json.dumps([{"id": i % 7} for i in range(3000)]), UNIQUE, 0.3, 0.3, "schema_mismatch"),  # ... with repeats
     ("[" * 24 + '"x"' + "]" * 24, EXPONENTIAL, 0.0, 0.0, "timeout"),  # 2^24 anyOf branches: the deadline stops it
+    ("[" * 24 + '"x"' + "]" * 24, {**EXPONENTIAL, "$schema": "http://json-schema.org/draft-07/schema#"}, 0.0, 0.0,
+     "timeout"),  # ... also when "$schema" names the draft (jsonschema re-picks the class at "#")
+    ("[" * 24 + '"x"' + "]" * 24, {**EXPONENTIAL, "$schema": "https://json-schema.org/draft/2020-12/schema"}, 0.0, 0.0,
+     "timeout"),  # ... the current draft named explicitly
+    ("[[[]]]", {**EXPONENTIAL, "$schema": "http://json-schema.org/draft-07/schema#"}, 0.0, 1.0, "valid"),  # shallow: fine
     ("1" * 10_000, SCHEMA, 0.0, 0.0, "not_json"),  # an integer longer than Python converts
 ]
 

@@ -19,9 +19,11 @@ A schema that is itself invalid, or nested too deeply to check, is a dataset
 bug: the reward raises (counted and reported by the registry) rather than
 scoring every completion 0.
 
-Not covered: `format` keywords (jsonschema leaves them unchecked by default)
-and catastrophic `pattern` regexes in a schema (the schema is trusted data; the
-strings they run on are bounded by `_MAX_JSON_CHARS`).
+Not covered: `format` keywords (jsonschema leaves them unchecked by default),
+catastrophic `pattern` regexes in a schema (the schema is trusted data; the
+strings they run on are bounded by `_MAX_JSON_CHARS`), and the time bound
+inside an embedded resource that names its own `$schema` (jsonschema validates
+it with the stock class; the size and depth bounds still hold).
 
 Run: `grpokit rewards score --reward json_schema --input rows.jsonl` (rows need `schema`).
 """
@@ -120,6 +122,10 @@ def _validator(schema_json: str):
         raise ValueError("the row's schema is nested too deeply to check against its meta-schema") from None
     keywords = {name: _timed(fn) for name, fn in cls.VALIDATORS.items()}
     keywords["uniqueItems"] = _timed(_unique_items)
+    if isinstance(schema, dict):
+        # jsonschema re-picks the validator class from "$schema" whenever a $ref reaches the root ("#"),
+        # which would swap the timed keywords for the stock ones; the class is already chosen from it.
+        schema = {k: v for k, v in schema.items() if k != "$schema"}
     return extend(cls, keywords)(schema)
 
 
