@@ -218,3 +218,70 @@ def test_health_section_is_validated_with_fixes(override, expected):
         load_recipe(recipe, [override])
     for s in expected:
         assert s in exc.value.render()
+
+
+def _reward_run(level, steps: int = 108, sigma: float = 0.06, seed: int = 0, every: int = 1) -> list[dict]:
+    """A metrics stream whose reward is level(step) plus Gaussian noise (GRPO's per-step reward is noisy)."""
+    rng = random.Random(seed)
+    return [{"step": s, "reward": level(s) + rng.gauss(0, sigma)} for s in range(every, steps + 1, every)]
+
+
+def _rising(s):  # the 108-step GPU run that fired reward_plateau 4 times: 0.05 -> 0.43
+    return 0.05 + 0.38 * s / 108
+
+
+PLATEAU_CASES = [
+    # (level, noise, steps, logging every, seeds, plateau expected)
+    (_rising, 0.06, 108, 1, range(10), False),  # a noisy steady climb: never a plateau
+    (_rising, 0.10, 108, 1, range(10), False),  # ... with more noise
+    (_rising, 0.06, 540, 5, range(5), False),  # the same climb logged every 5 steps (the trend is per step)
+    (lambda s: 0.05 + 0.38 * min(s, 40) / 40, 0.01, 108, 1, range(5), True),  # climbs to step 40, then flat
+    (lambda s: 0.3, 0.02, 108, 1, range(5), True),  # flat from the start
+    (lambda s: 0.3 + 0.005 * math.sin(s), 0.0, 60, 1, range(1), True),  # flat and noiseless
+    (lambda s: 0.6 - 0.004 * s, 0.02, 108, 1, range(3), True),  # falling: not rising either, reported
+]
+
+
+@pytest.mark.parametrize("level,sigma,steps,every,seeds,expected", PLATEAU_CASES,
+                         ids=["climb", "climb-noisy", "climb-every-5", "climb-then-flat", "flat", "noiseless", "falling"])
+def test_reward_plateau_follows_the_trend(level, sigma, steps, every, seeds, expected):
+    for seed in seeds:
+        found = [f for f in diagnose(_reward_run(level, steps, sigma, seed, every), []) if f.code == "reward_plateau"]
+        assert bool(found) == expected, (seed, [(f.step, f.evidence) for f in found])
+        for f in found:
+            assert f.evidence["fitted_change"] + 2 * f.evidence["change_error"] <= f.evidence["threshold"] + 1e-3
+
+
+def _format_run(values, scale: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Metrics whose format reward mean follows values(step) (a share of full marks) times `scale`, and samples
+    whose completions earn full marks (`scale`) or 0."""
+    rng = random.Random(seed)
+    metrics, samples = [], []
+    for s in range(1, 61):
+        share = values(s)
+        metrics.append({"step": s, "reward": 0.5, "rewards/math_correctness/mean": 0.5, "rewards/format/mean": share * scale})
+        samples += [{"step": s, "completion": "x", "rewards": {"format": scale if rng.random() < share else 0.0}}
+                    for _ in range(4)]
+    return metrics, samples
+
+
+FORMAT_CASES = [
+    # (share of full marks per step, full marks, with samples, collapse expected)
+    (lambda s: min(1.0, s / 20) if s < 45 else 0.1, 0.2, True, True),  # the article's 0.2 scale: 0.2 -> 0.02
+    (lambda s: min(1.0, s / 20) if s < 45 else 0.1, 0.2, False, True),  # ... judged from the metrics alone
+    (lambda s: min(1.0, s / 20) if s < 45 else 0.1, 1.0, True, True),  # the built-in 0/1 format reward
+    (lambda s: min(1.0, s / 20), 0.2, True, False),  # learned and kept
+    (lambda s: min(1.0, s / 20) if s < 45 else 0.75, 0.2, True, False),  # a dip to 0.15: not a collapse
+    (lambda s: 0.04 if s % 3 else 0.01, 1.0, True, False),  # never learned: noise near 0 of a 0/1 reward
+]
+
+
+@pytest.mark.parametrize("values,scale,with_samples,expected", FORMAT_CASES,
+                         ids=["scale-0.2", "scale-0.2-no-samples", "scale-1", "kept", "dip", "never-learned"])
+def test_format_collapse_is_relative_to_full_marks(values, scale, with_samples, expected):
+    metrics, samples = _format_run(values, scale)
+    found = [f for f in diagnose(metrics, samples if with_samples else [], reward_names=["math_correctness", "format"])
+             if f.code == "format_collapse"]
+    assert bool(found) == expected, [(f.step, f.evidence) for f in found]
+    if expected:
+        assert found[0].step >= 45 and found[0].evidence["full_marks"] == pytest.approx(scale, rel=0.05)

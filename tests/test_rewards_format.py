@@ -36,6 +36,8 @@ CASES = [
     (Z + "最终答案：不知道", {}, False, "refusal"),  # the article's format-bonus exploit
     (R + "Final answer: I don't know", {}, False, "refusal"),  # English refusal
     (Z + "最终答案：71 或 72", {}, False, "hedge"),  # hedge
+    (R + "Final answer: 72 (or 73 if rounded up)", {}, False, "hedge"),  # a hedge inside an explanation
+    (R + "Final answer: 72 (not counting the ones she gave away)", {}, True, ""),  # an explanation is not a hedge
     (R + "Final answer: 71, 72", {}, False, "several_answers"),  # list
     (R + "Final answer: 71\nFinal answer: 72", {}, False, "final-answer lines"),  # marker repeated
     (R + "Final answer: 72\nHope this helps!", {}, False, "after the final-answer line"),  # trailing text

@@ -1,12 +1,14 @@
 """math_correctness: one commented case per edge, English and Chinese (runs in about a second)."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 
 import pytest
 
 from grpokit.rewards import build_reward
+from grpokit.rewards.audit import TRICKS, prepare_row
 from grpokit.rewards.math import (
     DEFAULT_MARKERS,
     answers_match,
@@ -108,6 +110,38 @@ CASES = [
     (R + "Final answer: 72 (73 if rounded up)", "72", 0.0, "hedge"),  # a conditional second answer in a note
     (R + "Final answer: 71 or 72 = 72", "72", 0.0, "hedge"),  # a hedge before an equals sign still counts
     (R + "Final answer: 70 + 2 = 71-73", "72", 0.0, "hedge"),  # a range as the result of a calculation
+    # --- an explanation after the value: the value counts, as with math-verify alone
+    (R + "Final answer: 18 (not counting the eggs she eats)", "18", 1.0, "correct"),  # negation inside a note
+    (R + "Final answer: $18 if she sells all the remaining eggs", "18", 1.0, "correct"),  # a condition, no value
+    (R + "Final answer: 18 dollars, since she sells 9 eggs at $2 each", "18", 1.0, "correct"),  # a reason with numbers
+    (R + "Final answer: 18, which is what she makes every day", "18", 1.0, "correct"),  # relative clause
+    (R + "Final answer: $18 if she sells all 9 remaining eggs at $2", "18", 1.0, "correct"),  # condition with numbers
+    (R + "Final answer: 18 — since 9 × 2 = 18", "18", 1.0, "correct"),  # dash, worked equation as the reason
+    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs", "18", 1.0, "correct"),  # arithmetic is not a range
+    (Z + "最终答案：18元，因为她每天卖9个鸡蛋", "18", 1.0, "correct"),  # 因为 after a full-width comma
+    (Z + "最终答案：18元（不算她吃掉的鸡蛋）", "18", 1.0, "correct"),  # full-width parenthesis, 不算
+    (Z + "最终答案：18元，如果她卖掉剩下的鸡蛋", "18", 1.0, "correct"),  # 如果: a condition with no value
+    (R + "It is \\boxed{18}.\nFinal answer: 18 dollars, since she sells 9 eggs", "18", 1.0, "correct"),  # agree
+    (R + "Final answer: 17 (since 16 + 2 = 18)", "18", 0.0, "wrong"),  # the gold hidden in a reason earns nothing
+    (R + "Final answer: 17 dollars, so 18 in total", "18", 0.0, "wrong"),  # ... nor in a consequence
+    # --- ... but an explanation may not hedge
+    (R + "Final answer: 18 (or 19 if she sells one more)", "18", 0.0, "hedge"),  # "or" in a note
+    (R + "Final answer: 18 (19 if rounded up)", "18", 0.0, "hedge"),  # a conditional second value
+    (R + "Final answer: 18 if rounded down, 19 if rounded up", "18", 0.0, "hedge"),  # two conditions
+    (R + "Final answer: 18 if she sells them all, otherwise 12", "18", 0.0, "hedge"),  # otherwise
+    (R + "Final answer: 18 if rounded down; 19", "18", 0.0, "hedge"),  # a value after a condition
+    (R + "Final answer: 18, maybe less", "18", 0.0, "hedge"),  # maybe
+    (R + "Final answer: 18 (approximately)", "18", 0.0, "hedge"),  # approximately
+    (R + "Final answer: 18, depending on how many eggs she eats", "18", 0.0, "hedge"),  # depending
+    (R + "Final answer: 18 (not 19)", "18", 0.0, "hedge"),  # a negated second value
+    (R + "Final answer: 18 (19 dollars)", "18", 0.0, "hedge"),  # a second value in a note
+    (R + "Final answer: 16-20 (since she eats some)", "18", 0.0, "hedge"),  # a range before a reason
+    (R + "Final answer: about 18, since she sells 9 eggs", "18", 0.0, "hedge"),  # approximate before a reason
+    (R + "Final answer: not 18, because she eats some", "18", 0.0, "hedge"),  # negated before a reason
+    (Z + "最终答案：18元，如果卖9个；20元如果卖10个", "18", 0.0, "hedge"),  # two conditions, Chinese
+    (R + "Final answer: 18 dollars, 19 euros", "18", 0.0, "several_answers"),  # a comma before a number is a list
+    (R + "Final answer: I don't know (since the price is not given)", "18", 0.0, "refusal"),  # refusal with a reason
+    (R + "Final answer: 18 (I'm not sure)", "18", 0.0, "refusal"),  # a refusal in a note
     # --- several final answers
     (R + "Final answer: 71\nFinal answer: 72", "72", 0.0, "several_answers"),  # marker repeated, different
     (R + "It is \\boxed{71}.\nFinal answer: 72", "72", 0.0, "several_answers"),  # boxed disagrees with marker
@@ -206,3 +240,32 @@ def test_thread_safe_with_symbolic_answers():
 def test_registered_reward_returns_null_for_unparseable_gold():
     fn = build_reward("math_correctness")
     assert fn(prompts=None, completions=[R + "Final answer: 72", R + "Final answer: 72"], answer=["72", ""]) == [1.0, None]
+
+
+# The reward audit's tricks, each with an explanation added to every answer line: an explanation
+# may not turn a loophole into credit. The honest right answer with the same explanation still scores.
+_AUDIT_ROWS = [
+    {"question": "Janet's ducks lay 16 eggs. She eats 3 and bakes with 4. She sells the rest at $2. How much?",
+     "answer": "16 - 3 - 4 = <<16-3-4=9>>9 eggs are left.\n9 * 2 = <<9*2=18>>18 dollars.\n#### 18"},
+    {"question": "小明有 3 个苹果，又买了 36 个，一共有几个？", "answer": "39"},
+]
+_EXPLANATIONS = [
+    " (not counting the eggs she eats)",  # the issue's first example
+    " if she sells all the remaining eggs",  # a condition
+    ", since that is what the numbers give",  # a reason
+    "，因为这是计算的结果",  # a Chinese reason
+]
+
+
+@pytest.mark.parametrize("explanation", _EXPLANATIONS)
+@pytest.mark.parametrize("row", _AUDIT_ROWS, ids=["en", "zh"])
+def test_audit_tricks_with_an_explanation_earn_nothing(row, explanation):
+    r = prepare_row(row, DEFAULT_MARKERS, think=False, min_lines=2)
+
+    def explain(text: str) -> str:
+        return re.sub(r"((?:Final answer:|最终答案：)[^\n]*)", lambda m: m.group(1) + explanation, text)
+
+    assert score_math(explain(r.honest(r.gold)), row["answer"]) == 1.0  # control: the fix is in place
+    assert score_math(explain(r.honest(r.num(1))), row["answer"]) == 0.0
+    scored = {name: score_math(explain(t.build(r)), row["answer"]) for name, t in TRICKS.items() if t.build(r) is not None}
+    assert scored and {name: s for name, s in scored.items() if s} == {}

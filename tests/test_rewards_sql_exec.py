@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
@@ -21,6 +22,8 @@ def db(tmp_path_factory):
 
 
 GOLD = "SELECT name FROM items WHERE price > 2"
+BIG = "RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r LIMIT 1000000)"  # a million rows from nothing
+_FAST_S = 0.25  # the time limit the table runs under: every case, pathological ones included, ends about then
 ORDERED = "SELECT name FROM items ORDER BY price DESC"
 
 # (completion, gold, expected reward, reason fragment)
@@ -39,7 +42,20 @@ CASES = [
     ("ATTACH DATABASE 'other.db' AS o", GOLD, 0.0, "not authorized"),  # would create a file
     ("PRAGMA writable_schema = 1", GOLD, 0.0, "not authorized"),  # pragma
     ("SELECT zeroblob(1000000000)", GOLD, 0.0, "not authorized"),  # memory bomb
+    # --- pathological queries: bounded, fast, scored 0 (never a reward error)
     ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r", GOLD, 0.0, "interrupted"),  # endless
+    ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT i FROM r", GOLD, 0.0, "more than"),  # endless rows
+    (f"WITH {BIG} SELECT count(*) FROM r a, r b, r c", GOLD, 0.0, "interrupted"),  # a 10^18-row cross join
+    (f"WITH {BIG} SELECT a.i FROM r a, r b ORDER BY random() LIMIT 1", GOLD, 0.0, "interrupted"),  # ... sorted
+    ("SELECT count(*) FROM items a, items b, items c, items d, items e, items f, items g, items h, items i, items j, "
+     "items k, items l, items m, items n, items o, items p, items q, items r, items s, items t", GOLD, 0.0, "interrupted"),  # 3^20
+    ("WITH RECURSIVE r(s) AS (SELECT 'x' UNION SELECT s || s FROM r) SELECT max(length(s)) FROM r", GOLD, 0.0,
+     "too big"),  # a string that doubles every row
+    (f"WITH {BIG} SELECT printf('%.*c', 900000, 'x') FROM r", GOLD, 0.0, "result larger"),  # 0.9 MB rows until memory is full
+    ("SELECT " + "(" * 900 + "1" + ")" * 900, GOLD, 0.0, "parser stack overflow"),  # 900 levels of parentheses
+    ("SELECT " + "(SELECT " * 900 + "1" + ")" * 900, GOLD, 0.0, "parser stack overflow"),  # 900 nested subqueries
+    ("SELECT 1" + " + 1" * 1500, GOLD, 0.0, "too large"),  # an expression tree deeper than the pinned limit
+    ("SELECT '" + "x" * 30_000 + "'", GOLD, 0.0, "longer than"),  # a query longer than any honest one: not parsed
     ("SELEC name FROM items", GOLD, 0.0, "syntax error"),  # syntax error
     ("我不知道", GOLD, 0.0, "error"),  # refusal
     ("", GOLD, 0.0, "no_sql"),  # empty
@@ -49,7 +65,9 @@ CASES = [
 
 @pytest.mark.parametrize("completion,gold,reward,reason", CASES, ids=[str(i) for i in range(len(CASES))])
 def test_sql_exec(db, completion, gold, reward, reason):
-    got, why = check_sql(completion, db, gold, timeout_s=0.5)
+    start = time.perf_counter()
+    got, why = check_sql(completion, db, gold, timeout_s=_FAST_S)
+    assert time.perf_counter() - start < 2 * _FAST_S + 0.5  # the gold query and the completion's, each bounded
     assert got == reward
     assert reason in why
     with sqlite3.connect(db) as conn:  # nothing a completion did may change the database

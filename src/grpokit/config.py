@@ -171,7 +171,9 @@ class HealthConfig(_Section):
         0.8, ge=0, le=1, description="frac_reward_zero_std at or above this for `window` steps: too few groups "
         "carry signal (every completion of a prompt scored the same).")
     plateau_steps: int = Field(30, ge=2, description="Steps the reward must stay flat to count as a plateau.")
-    plateau_delta: float = Field(0.02, ge=0, description="Max spread (max - min of the window mean) of a flat reward.")
+    plateau_delta: float = Field(
+        0.02, ge=0, description="Largest rise over `plateau_steps` that is flat: the least-squares trend of the "
+        "reward plus two standard errors of it must stay below this (a noisy climb is not a plateau).")
     kl_max: float = Field(0.5, gt=0, description="Absolute kl bound; the articles see runs break beyond a few tenths.")
     kl_spike_factor: float = Field(5.0, gt=1, description="kl above this many times its running median is a spike.")
     kl_floor: float = Field(0.01, ge=0, description="kl below this is never a spike (ratios of tiny numbers are noise).")
@@ -185,7 +187,9 @@ class HealthConfig(_Section):
     repetition_ratio: float = Field(
         0.5, gt=0, le=1, description="A completion whose share of repeated n-grams reaches this is repetitive.")
     repetition_frac: float = Field(0.5, ge=0, le=1, description="Share of a step's samples that must be repetitive.")
-    format_learned: float = Field(0.5, ge=0, description="The format reward's running mean must have reached this ...")
+    format_learned: float = Field(
+        0.5, ge=0, description="The format reward's running mean must have reached this share of its full marks "
+        "(the best score a sampled completion earned: 0.2 for a reward worth 0.2) ...")
     format_drop: float = Field(0.5, gt=0, lt=1, description="... and then fallen below this share of that peak.")
     hacking_rise: float = Field(0.2, gt=0, description="Total reward rise over `plateau_steps` that must come ...")
     hacking_flat: float = Field(0.02, ge=0, description="... with the correctness reward moving less than this.")

@@ -34,6 +34,9 @@ from grpokit.config import HEALTH_CODES, HealthConfig
 from grpokit.rundir import RunDir, read_json, read_jsonl  # noqa: F401 - read_jsonl: grpokit.health's old name
 
 _NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
+# Standard errors of the fitted change a plateau's upper bound adds: ~98% one-sided confidence that the
+# reward is not rising faster than plateau_delta per window, so a noisy climb is not called a plateau.
+_PLATEAU_CONFIDENCE = 2.0
 
 
 @dataclass
@@ -56,6 +59,16 @@ class Finding:
 class Context:
     reward_names: list[str]
     evals: list[dict] = field(default_factory=list)  # [{step, accuracy}] from evaluation, if any
+    # Per reward, the highest score one sampled completion earned so far: its full marks as far as seen
+    # (a format reward may give 0.2, not 1). Filled by check_step from each step's samples.
+    full_marks: dict[str, float] = field(default_factory=dict)
+
+    def see(self, samples: list[dict]) -> None:
+        for x in samples:
+            rewards = x.get("rewards")
+            for name, v in (rewards.items() if isinstance(rewards, dict) else ()):
+                if _finite(v) and v > self.full_marks.get(name, -math.inf):
+                    self.full_marks[name] = float(v)
 
 
 # ---------------------------------------------------------------- helpers
@@ -129,22 +142,42 @@ def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
                     "threshold": cfg.zero_std_frac}, since=z[-run][0])
 
 
+def _trend(s: list[tuple[int, float]]) -> tuple[float, float]:
+    """(change, standard error of the change) over `s` from its least-squares line: slope x steps spanned."""
+    xs, ys = [float(x) for x, _ in s], _vals(s)
+    n, mx, my = len(xs), mean(xs), mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n < 3 or sxx == 0:
+        return 0.0, math.inf
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (n - 2)
+    span = xs[-1] - xs[0]
+    return slope * span, math.sqrt(residual / sxx) * span
+
+
 def detect_plateau(m, s, cfg, ctx) -> Finding | None:
+    # A plateau is a reward that is confidently not rising. The least-squares trend uses every step of the
+    # window (halves of it compare fewer points), and its standard error is the noise allowance: GRPO's
+    # per-step reward is noisy (a few prompts per step), so a slow climb often shows a flat or falling
+    # stretch between two half-windows (a 108-step run climbing 0.05 -> 0.43 fired 4 times that way).
+    # Reported only when even the upper bound of the change, _PLATEAU_CONFIDENCE errors above the fitted
+    # one, stays within plateau_delta; a noisy window has a wide bound and is not called flat.
     r = [p for p in _series(m, "reward") if p[0] > cfg.warmup_steps]
     n = cfg.plateau_steps
     if len(r) < n or r[-1][0] != m[-1]["step"]:
         return None
-    win = _vals(r[-n:])
-    first, second = mean(win[: n // 2]), mean(win[n // 2:])
-    if abs(second - first) > cfg.plateau_delta:
+    change, error = _trend(r[-n:])
+    if change + _PLATEAU_CONFIDENCE * error > cfg.plateau_delta:
         return None
+    level = mean(_vals(r[-n:]))
     return Finding("reward_plateau", "warning", r[-1][0],
-                   f"the reward has not moved for {n} steps (mean {_r(first)} -> {_r(second)}). Fix (0.6B article): "
-                   "if it never moved, groups carry no signal (see zero_variance_groups: more format weight, easier "
-                   "data); if it climbed then stalled, the learning rate is off (the article cut 1e-5 -> 3e-6 when "
-                   "the reward stalled near step 300); evaluate the checkpoints and keep the best rather than the last",
-                   {"window_steps": n, "first_half_mean": _r(first), "second_half_mean": _r(second),
-                    "threshold": cfg.plateau_delta}, since=r[-n][0])
+                   f"the reward has not risen for {n} steps (level {_r(level)}, fitted change {_r(change)} +/- "
+                   f"{_r(error)}). Fix (0.6B article): if it never moved, groups carry no signal (see "
+                   "zero_variance_groups: more format weight, easier data); if it climbed then stalled, the learning "
+                   "rate is off (the article cut 1e-5 -> 3e-6 when the reward stalled near step 300); evaluate the "
+                   "checkpoints and keep the best rather than the last",
+                   {"window_steps": n, "mean": _r(level), "fitted_change": _r(change), "change_error": _r(error),
+                    "confidence_errors": _PLATEAU_CONFIDENCE, "threshold": cfg.plateau_delta}, since=r[-n][0])
 
 
 def detect_kl_spike(m, s, cfg, ctx) -> Finding | None:
@@ -257,6 +290,9 @@ def detect_repetition(m, s, cfg, ctx) -> Finding | None:
 
 
 def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
+    # "Learned" is relative to the reward's own full marks, not an absolute level: a format reward worth
+    # 0.2 (the 0.6B article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
+    # Full marks come from the sampled completions' scores; without samples, from the best step mean.
     w = cfg.window
     for name in [n for n in ctx.reward_names if n in cfg.format_rewards]:
         f = _series(m, f"rewards/{name}/mean")
@@ -264,13 +300,14 @@ def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
             continue
         peak, end = _rolling_peak(f, w, len(f) - w)
         now = mean(_vals(f[-w:]))
-        if peak >= cfg.format_learned and now < cfg.format_drop * peak:
+        full = ctx.full_marks.get(name, max(_vals(f)))
+        if full > 0 and peak >= cfg.format_learned * full and now < cfg.format_drop * peak:
             return Finding("format_collapse", "warning", f[-1][0],
-                           f"the {name} reward had been learned (mean {_r(peak)}) and fell to {_r(now)}. Fix (0.6B "
-                           "article): keep the format weight at 0.15 or more of the total, do not lower it too fast, "
-                           "and resume from a checkpoint where the format was stable",
-                           {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now),
-                            "learned_threshold": cfg.format_learned, "drop_threshold": cfg.format_drop},
+                           f"the {name} reward had been learned (mean {_r(peak)} of full marks {_r(full)}) and fell "
+                           f"to {_r(now)}. Fix (0.6B article): keep the format weight at 0.15 or more of the total, do "
+                           "not lower it too fast, and resume from a checkpoint where the format was stable",
+                           {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now), "full_marks": _r(full),
+                            "learned_share": cfg.format_learned, "drop_threshold": cfg.format_drop},
                            since=f[min(end, len(f) - 1)][0])
     return None
 
@@ -367,6 +404,7 @@ def check_step(metrics: list[dict], samples: list[dict], cfg: HealthConfig, ctx:
     """Every detector on the latest step: `metrics` so far, `samples` of that step."""
     if not metrics:
         return []
+    ctx.see(samples)
     return [f for f in (d(metrics, samples, cfg, ctx) for d in DETECTORS.values()) if f is not None]
 
 

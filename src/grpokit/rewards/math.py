@@ -16,9 +16,14 @@ Covered:
   2.50 = 2.5, 1/2 = 0.5 = \\frac{1}{2}; a worked equation counts by its last
   side ("48 + 24 = 72"), a trailing note in words is dropped ("72 (in May)"); other forms (2\\sqrt{3} = \\sqrt{12},
   sets, expressions) through math-verify;
+- an explanation after a lone number is not part of the value, as with
+  math-verify alone: "18 (not counting the eggs she eats)", "$18 if she sells
+  all the remaining eggs", "18 dollars, since ...", "18元，因为..." all state 18;
 - no credit for refusals (不知道, I don't know ...), hedges (`38 或 39`,
-  `38, 39`, ranges including `38-40`, "about 39", "not 39"), or a number that only contains or
-  is contained in the gold one (390 or 3 for 39: numbers are whole tokens).
+  `38, 39`, ranges including `38-40`, "about 39", "not 39", and in an
+  explanation "or", "maybe", "otherwise", a conditional second value such as
+  "39 (40 if rounded up)"), or a number that only contains or is contained in
+  the gold one (390 or 3 for 39: numbers are whole tokens).
 
 Bounded time and thread safety: the completion is scanned linearly, at most
 `_MAX_CANDIDATES` answers are looked at, an answer longer than
@@ -29,7 +34,10 @@ what can make sympy run for minutes).
 
 Not covered: answers given only in words ("thirty-nine"), unit conversion
 (2 hours vs 120 minutes), percent vs fraction (50% vs 0.5), mixed numbers
-("1 1/2"), answers with no marker and no \\boxed.
+("1 1/2"), answers with no marker and no \\boxed, a second value in a condition
+with no punctuation, "or" or second condition before it ("39 if rounded down
+and 40 up" reads as 39; only the first number is compared, so it earns what
+"39" alone earns).
 """
 from __future__ import annotations
 
@@ -58,14 +66,35 @@ _REFUSAL = re.compile(
     r"\bcan\s?not\s+be\s+(?:determined|calculated|computed|known)|\bundetermined\b|\bunknown\b|\bnot\s+sure\b|"
     r"\bunsure\b|\bnot\s+enough\s+information\b|\binsufficient\b|\bunable\s+to\b|\bno\s+answer\b|\bn/a\b|^\?+$"
 )
-# Hedges and negations: several values, an approximate value, or "not X" are not an answer.
-_HEDGE = re.compile(
-    r"或|还是|\d\s*[到至]\s*-?\d|约|大概|左右|可能|也许|或许|上下|以上|以下|至少|最多|多于|少于|接近|差不多|不是|不等于|猜|"
+# Hedges: several values, an approximate value, or a conditional second value are not an answer.
+# These count anywhere in the answer line, explanations included.
+_UNCERTAIN = (
+    r"或|还是|否则|\d\s*[到至]\s*-?\d|约|大概|左右|可能|也许|或许|上下|至少|最多|多于|少于|接近|差不多|不等于|猜|"
     r"\b(?:or|either|between|about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|probably|"
-    r"possibly|likely|guess|least|most|more\s+than|less\s+than|fewer\s+than|up\s+to|not|neither|nor|"
-    r"somewhere|if|unless)\b|如果|若|\d\s*to\s*-?\d|[~≈±∓–—…]|\\(?:pm|mp|approx|sim|lor|neq|ne|leq|geq|le|ge)\b|"
-    r"[<>≤≥≠]|\.\.\."
+    r"possibly|likely|guess|least|most|more\s+than|less\s+than|fewer\s+than|up\s+to|neither|nor|"
+    r"somewhere|otherwise|else|instead|alternatively|depending)\b|\d\s*to\s*-?\d|[~≈±∓–—…]|"
+    r"\\(?:pm|mp|approx|sim|lor|neq|ne|leq|geq|le|ge)\b|[<>≤≥≠]|\.\.\."
 )
+# Negations and conditions: they qualify the value itself ("not 39", "39 if ...") unless they
+# stand in an explanation after a lone number ("18 (not counting the eggs she eats)").
+_QUALIFYING = r"不是|如果|若|以上|以下|\b(?:not|if|unless)\b"
+_HEDGE = re.compile(f"{_UNCERTAIN}|{_QUALIFYING}")
+_CLAUSE_HEDGE = re.compile(_UNCERTAIN)
+# Where an explanation starts after a lone number: a parenthesis holding words, a comma, semicolon
+# or dash before a word, or a connective ("18 dollars, since ...", "$18 if she sells ...").
+# A comma before a number is not one ("71, 72" is a list).
+_CLAUSE_START = re.compile(
+    r"\s*\((?=[^()]*[^\W\d_])|\s*[,;]\s*(?=[^\W\d_]{2,}|[\u4e00-\u9fff])|\s+[—–]\s*(?=[^\W\d_])|"
+    r"\s+(?=(?:if|unless|when|since|because|as|which|that|so|assuming|given|provided|after|before|from|for|"
+    r"not\s+counting|excluding|including|hence|thus|therefore|i\.e\.|e\.g\.)\b)|"
+    r"\s*(?=因为|由于|如果|假如|假设|所以|因此|不算|不包括|不含|包括|其中)",
+    re.IGNORECASE,
+)
+# Inside an explanation, a condition with a value of its own is a second answer ("(73 if rounded
+# up)", "if rounded up, 73"), and so are two conditions ("18 if ..., 20 if ...") or "not 19".
+_CONDITION = re.compile(r"\b(?:if|unless|when|whenever|assuming|provided)\b|如果|假如|假设|若", re.IGNORECASE)
+_VALUE_AFTER_PUNCT = re.compile(r"(?:^|[(\[,;:])\s*[-+$¥￥€£]?\s*\d")
+_NEGATED_NUMBER = re.compile(r"\bnot\s+[-+$¥￥€£]?\s*\d|不是\s*\d", re.IGNORECASE)
 # "38-40": a bare number minus a bare number is read as a range, not as unsimplified arithmetic
 # (checked on the final side of an equation chain, so "16 - 3 - 4 = 9" is still the answer 9).
 _RANGE = re.compile(r"(?<![\w.^{])\d+(?:\.\d+)?\s*-\s*\d+(?:\.\d+)?(?![\w.^}])")
@@ -213,14 +242,51 @@ def _candidate_key(value: str) -> object:
 # ------------------------------------------------------------ normalisation
 
 
+@functools.lru_cache(maxsize=65_536)  # called several times per answer (classify, parse, compare)
 def clean_answer(value: str) -> str:
-    """The value an answer states: `_clean`, then the last side of a worked equation ("48 + 24 = 72" -> "72")
-    and without a trailing note in words."""
-    t = _clean(value)
+    """The value an answer states: `_clean`, without an explanation after a lone number
+    ("18 (not counting the eggs she eats)" -> "18"), then the last side of a worked equation
+    ("48 + 24 = 72" -> "72") and without a trailing note in words."""
+    return _value_of(_split_clause(_clean(value))[0])
+
+
+def _value_of(t: str) -> str:
     lhs, eq, rhs = t.rpartition("=")
     if eq and _DIGIT.search(lhs):  # "x = 72" keeps its lead-in; a calculation gives way to its result
         t = rhs.strip()
     return _TRAILING_NOTE.sub("", t).strip(_TRAILING_PUNCT)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _split_clause(t: str) -> tuple[str, str]:
+    """(value, explanation) of a cleaned answer line; the explanation is '' unless the line opens
+    with a lone number (what GSM8K-style answers are) followed by a reason or a condition.
+
+    Only the value is compared; what the explanation may not hold is `_clause_hedges`' job. The split
+    depends on the text alone, never on the gold answer, so a line cannot be read two ways until one matches.
+    """
+    m = _CLAUSE_START.search(t)
+    if m is None or m.start() == 0:
+        return t, ""
+    head = t[: m.start()]
+    if _lone_number(_numeric_text(_value_of(head))) is None:
+        return t, ""
+    return head, t[m.end():]
+
+
+def _clause_hedges(clause: str, value: Fraction | None) -> bool:
+    """True when an explanation after the value carries doubt or a second answer (see `_CONDITION`)."""
+    if not clause:
+        return False
+    if _CLAUSE_HEDGE.search(clause) or _NEGATED_NUMBER.search(clause):
+        return True
+    conditions = len(_CONDITION.findall(clause))
+    if conditions > 1 or (conditions and _VALUE_AFTER_PUNCT.search(clause)):
+        return True
+    if not _VALUE_AFTER_PUNCT.match(clause):
+        return False
+    other = _lone_number(_numeric_text(_value_of(clause.strip("()[] "))))  # "18 (19 dollars)"
+    return other is not None and other != value
 
 
 @functools.lru_cache(maxsize=65_536)  # called several times per answer; answers repeat across a group
@@ -241,14 +307,28 @@ def _clean(value: str) -> str:
 
 
 def _numeric_form(value: str) -> str:
-    t = _FRAC.sub(r"\1/\2", clean_answer(value))
+    return _numeric_text(clean_answer(value))
+
+
+def _numeric_text(t: str) -> str:
+    t = _FRAC.sub(r"\1/\2", t)
     t = _FRAC_SHORT.sub(r"\1/\2", t)
     return _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), t)
 
 
 def parse_number(text: str) -> Fraction | None:
     """'1,234.50 dollars' -> Fraction(2469, 2); None unless the text is one number plus words."""
-    t = _numeric_form(text)
+    if len(text) > _MAX_ANSWER_CHARS:  # not an answer; also keeps long text out of the caches
+        return None
+    return _parse_short_number(text)
+
+
+@functools.lru_cache(maxsize=65_536)  # called for the candidates, the value, its head and the gold answer
+def _parse_short_number(text: str) -> Fraction | None:
+    return _lone_number(_numeric_form(text))
+
+
+def _lone_number(t: str) -> Fraction | None:
     tokens = list(_NUMBER_TOKEN.finditer(t))
     if len(tokens) != 1:
         return None
@@ -269,15 +349,16 @@ def parse_number(text: str) -> Fraction | None:
 
 def classify_answer(value: str) -> str:
     """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers."""
+    if len(value) > _MAX_ANSWER_CHARS:  # first: a 100k-char answer line is not normalised (nor cached)
+        return "too_long"
     cleaned = clean_answer(value)
     if not cleaned:
         return "empty"
-    if len(value) > _MAX_ANSWER_CHARS:
-        return "too_long"
-    whole = _clean(value).lower()  # refusals and hedges anywhere in the line, notes and equations included
-    if _REFUSAL.search(whole):
+    whole = _clean(value)
+    if _REFUSAL.search(whole.lower()):  # refusals anywhere in the line, explanations and equations included
         return "refusal"
-    if _HEDGE.search(whole) or _RANGE.search(cleaned):
+    head, clause = _split_clause(whole)  # hedges anywhere too, but an explanation may say "if" and "not"
+    if _HEDGE.search(head.lower()) or _RANGE.search(cleaned) or _clause_hedges(clause.lower(), parse_number(head)):
         return "hedge"
     if _several_numbers(_numeric_form(value)):
         return "several_answers"

@@ -8,17 +8,23 @@ Isolation, in layers: the database is opened through a `file:...?mode=ro`
 URI (SQLite refuses writes at the file level); an authorizer allows only
 reads, SELECT, functions and recursive CTEs (so INSERT/UPDATE/DELETE/DDL,
 ATTACH, PRAGMA and transactions are denied before they run); only one
-statement runs (sqlite3 rejects a second); a progress handler aborts a query
-past `timeout_s`; at most `max_rows` rows are fetched. A denied write, an
-error, a timeout or too many rows score 0.0.
+statement runs (sqlite3 rejects a second). Bounds, each a named constant with
+its reason: the query's length (`_MAX_SQL_CHARS`, before SQLite parses it),
+its expression depth (`_MAX_EXPR_DEPTH`; "((((...))))" 900 levels deep is a
+parser error, not a stack overflow), each value's size (`_MAX_VALUE_BYTES`),
+the whole result's size (`_MAX_RESULT_BYTES`) and rows (`max_rows`), and time:
+a progress handler interrupts a query past `timeout_s` (an endless recursive
+CTE, a huge cross join), checked again between fetched rows. A denied write,
+an error, a timeout or a result past a bound scores 0.0, never a reward error.
 
 Comparison: rows as tuples, floats rounded to `_FLOAT_DIGITS`; order-insensitive
 (a multiset) unless the gold query contains ORDER BY (any ORDER BY, also in a
 subquery: a conservative reading); column names are ignored, column order is not.
 
-Not covered: CPU/memory limits beyond the time limit and row cap (use the
-sandbox for untrusted code), databases other than SQLite, and SQL in prose
-without a fence (the whole answer text is tried as SQL).
+Not covered: SQLite's own working memory beyond what the time limit allows
+(a sort or DISTINCT over rows produced for `timeout_s` spills to temporary
+files; a process-wide heap limit would also bind the trainer), databases other
+than SQLite, and SQL in prose without a fence (the whole answer text is tried as SQL).
 
 Run: `grpokit rewards score --reward sql_exec --input rows.jsonl` (rows need `db` and `answer`).
 """
@@ -42,7 +48,11 @@ _ORDER_BY = re.compile(r"\border\s+by\b", re.I)
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 # Functions that allocate on request (zeroblob(1e9)) or touch files; the rest are pure.
 _DENIED_FUNCTIONS = {"zeroblob", "randomblob", "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
-_MAX_VALUE_BYTES = 10_000_000  # SQLITE_LIMIT_LENGTH: caps printf('%.*c', 1e9, 'x') and friends
+# Bounds on adversarial queries; honest queries and results sit far below each of them.
+_MAX_SQL_CHARS = 20_000  # honest queries are a few hundred characters; parsing runs before the progress handler can stop it
+_MAX_EXPR_DEPTH = 1000  # SQLITE_LIMIT_EXPR_DEPTH, pinned: a build compiled with 0 would recurse without limit in C
+_MAX_VALUE_BYTES = 1_000_000  # SQLITE_LIMIT_LENGTH: caps printf('%.*c', 1e9, 'x') and friends; one opcode builds a value
+_MAX_RESULT_BYTES = 10_000_000  # fetched text/blob bytes: 10k rows of 1 MB values would fill memory before the deadline
 
 
 class SqlRejected(Exception):
@@ -67,6 +77,8 @@ def _authorizer(action, arg1, arg2, db_name, trigger):
 
 def run_readonly(db_path: str, sql: str, timeout_s: float, max_rows: int) -> list[tuple]:
     """Rows of `sql` on `db_path`, read-only; raises sqlite3.Error or SqlRejected when it cannot run."""
+    if len(sql) > _MAX_SQL_CHARS:
+        raise SqlRejected(f"query longer than {_MAX_SQL_CHARS} characters")
     uri = f"file:{quote(os.path.abspath(db_path))}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, check_same_thread=False)
     try:
@@ -74,9 +86,18 @@ def run_readonly(db_path: str, sql: str, timeout_s: float, max_rows: int) -> lis
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_EVERY)
         conn.set_authorizer(_authorizer)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
-        rows = conn.execute(sql).fetchmany(max_rows + 1)
-        if len(rows) > max_rows:
-            raise SqlRejected(f"more than {max_rows} rows")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, _MAX_SQL_CHARS * 4)  # bytes: UTF-8 takes up to 4 per character
+        conn.setlimit(sqlite3.SQLITE_LIMIT_EXPR_DEPTH, _MAX_EXPR_DEPTH)
+        rows, size = [], 0
+        for row in conn.execute(sql):
+            rows.append(row)
+            size += sum(len(v) for v in row if isinstance(v, (str, bytes)))
+            if len(rows) > max_rows:
+                raise SqlRejected(f"more than {max_rows} rows")
+            if size > _MAX_RESULT_BYTES:
+                raise SqlRejected(f"result larger than {_MAX_RESULT_BYTES:,} bytes")
+            if time.monotonic() > deadline:  # time spent in Python between rows, which SQLite's handler does not see
+                raise sqlite3.OperationalError("interrupted")
         return rows
     finally:
         conn.close()
