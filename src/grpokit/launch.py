@@ -119,16 +119,26 @@ def format_command(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def run_launch(cmd: list[str]) -> int:
-    """Run accelerate and wait. Ctrl-C reaches the launcher through the terminal (it forwards one signal to every
-    worker, which finish the step and save); SIGTERM sent to this process is passed on the same way."""
+def run_launch(cmd: list[str]) -> tuple[int, str | None]:
+    """Run accelerate and wait; returns its exit code and the signal this process received, if any.
+
+    Ctrl-C reaches the launcher through the terminal (same process group); SIGTERM sent to this process alone
+    (a scheduler, `kill`) is passed on. torchrun forwards one signal to every worker, which finish the step,
+    save and stop; the launcher itself then exits 1 with a SignalException traceback, which the caller judges
+    by the run directory."""
     env = {**os.environ, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
                                                                            str(SHUTDOWN_TIMEOUT_S))}
     proc = subprocess.Popen(cmd, env=env)
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),  # the launcher got it already
-                signal.SIGTERM: signal.signal(signal.SIGTERM, lambda s, f: proc.send_signal(signal.SIGTERM))}
+    got: list[str] = []
+
+    def on_signal(signum, frame):
+        got.append(signal.Signals(signum).name)
+        if signum == signal.SIGTERM:
+            proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return proc.wait()
+        return proc.wait(), (got[0] if got else None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,6 +1,9 @@
 """`grpokit demo` and `grpokit train`: the training commands."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from grpokit.cli.output import add_set_option
 from grpokit.errors import GrpokitError, Problem
 
@@ -95,7 +98,14 @@ def _launch(args) -> int:
     if args.dry_run:
         print(format_command(cmd))
         return 0
-    return run_launch(cmd)
+    code, signalled = run_launch(cmd)
+    run_dir = Path(args.resume or args.output_dir or recipe.output_dir)
+    status = json.loads((run_dir / "run.json").read_text()).get("status", "") if (run_dir / "run.json").is_file() else ""
+    if code and signalled and status.startswith("interrupted"):
+        print(f"{signalled}: every process saved a checkpoint and stopped (the launcher's SignalException above "
+              f"is how torchrun ends); continue with: grpokit train --resume {run_dir}")
+        return 0
+    return code
 
 
 def _audit_warnings(recipe) -> None:
