@@ -188,11 +188,11 @@ def recommend(recipe, shape: Shape, gpu_gib: float | None = None) -> str:
                 for gc in (False, True):
                     p = plan_recipe(recipe, shape, strategy, n, gc)
                     if p.total <= size * GIB * HEADROOM:
-                        how = f"{n} x {size} GiB GPU" + ("" if n == 1 else f"s, --num-processes {n} "
+                        how = f"{n} x {size:g} GiB GPU" + ("" if n == 1 else f"s, --num-processes {n} "
                                                           f"--accelerate-config {strategy}")
                         gc_note = " with model.gradient_checkpointing: true" if gc else ""
                         return f"{how}{gc_note} ({p.total / GIB:.1f} GiB per GPU planned)"
-    return (f"does not fit 8 x {sizes[-1]} GiB GPUs: use LoRA (model.lora), shorter max_completion_length, a "
+    return (f"does not fit 8 x {sizes[-1]:g} GiB GPUs: use LoRA (model.lora), shorter max_completion_length, a "
             "smaller per_device_train_batch_size, or more machines")
 
 
