@@ -101,6 +101,7 @@ def grpo_args(recipe: Recipe, run_dir: Path):
         use_cpu=not on_gpu,
         report_to="none", disable_tqdm=True, log_completions=False, remove_unused_columns=False,
         dataloader_num_workers=0,
+        **recipe.generation.grpo_kwargs(),  # use_vllm / vllm_* (nothing for the default hf backend)
     )
 
 
