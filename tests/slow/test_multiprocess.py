@@ -97,3 +97,25 @@ def test_sigterm_to_the_launcher_saves_a_checkpoint_on_every_rank(tmp_path, tiny
     last = run / "checkpoints" / f"checkpoint-{state['step']}"
     assert (last / COMPLETE_MARKER).is_file()
     assert _steps(run / "metrics.jsonl") == list(range(1, state["step"] + 1))
+
+
+def test_health_rollback_then_stop_reach_both_ranks(tmp_path, tiny_model_dir, monkeypatch):
+    # Every completion hits the 8-token limit, so the truncation detector fires at step 1: the main process
+    # decides a rollback (restart from the initial model), then, with no rollback left, a stop. Both ranks
+    # must follow each decision, or the collective calls of the next step would hang.
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    run = tmp_path / "run"
+    recipe = _recipe(tmp_path, tiny_model_dir, max_steps=5)
+    cfg = yaml.safe_load(recipe.read_text())
+    cfg["health"] = {"actions": {"truncation": "rollback"}, "max_rollbacks": 1}
+    recipe.write_text(yaml.safe_dump(cfg))
+    assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
+
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "stopped by health monitor (truncation at step 1)", state["status"]
+    assert len(state["rollbacks"]) == 1 and state["rollbacks"][0]["restored"] is None
+    actions = [json.loads(line)["action"] for line in (run / "health.jsonl").read_text().splitlines()]
+    assert len(actions) == 2 and actions[0].startswith("rollback") and actions[1].startswith("stop")  # written once
+    assert _steps(run / "metrics.rolled_back.jsonl") == [1]
+    assert _steps(run / "metrics.jsonl") == [1]
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["learning_rate"] == 5e-4  # halved once
