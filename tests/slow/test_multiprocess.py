@@ -112,7 +112,7 @@ def test_health_rollback_then_stop_reach_both_ranks(tmp_path, tiny_model_dir, mo
     assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
 
     state = json.loads((run / "run.json").read_text())
-    assert state["status"] == "stopped by health monitor (truncation at step 1)", state["status"]
+    assert (state["status"], state["reason"]) == ("stopped", "health monitor: truncation at step 1"), state
     assert len(state["rollbacks"]) == 1 and state["rollbacks"][0]["restored"] is None
     actions = [json.loads(line)["action"] for line in (run / "health.jsonl").read_text().splitlines()]
     assert len(actions) == 2 and actions[0].startswith("rollback") and actions[1].startswith("stop")  # written once
