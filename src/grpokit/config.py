@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.vllm_config import GenerationConfig, check_generation
 
 BUILTIN_DATA = Path(__file__).parent / "datasets"
 
@@ -215,6 +216,7 @@ class Recipe(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     health: HealthConfig = Field(default_factory=HealthConfig, description="Training health detectors and actions.")
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")
+    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="hf generate or vLLM (TRL).")
     output_dir: str = Field("runs/grpokit", description="Run directory (config, metrics, samples, checkpoints).")
     # Where the recipe came from; used to resolve relative data paths. Not part of the YAML.
     source: str | None = Field(None, exclude=True)
@@ -391,6 +393,9 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> list[tuple[tu
         out += _check_data(data, base)
     if model is not None:
         out += _check_model(model, data)
+    generation = section("generation", GenerationConfig)
+    if generation is not None:
+        out += check_generation(generation, train)
     if "rewards" not in broken and isinstance(raw.get("rewards"), list):
         try:
             out += _check_rewards([RewardConfig.model_validate(r) for r in raw["rewards"]])

@@ -210,6 +210,10 @@ class RunDir:
         return read_json(self.run_json) or {}
 
     def write_status(self, summary: dict) -> None:
+        from grpokit.launch import is_main_process
+
+        if not is_main_process():  # with N processes (grpokit.launch) the main one alone writes run.json
+            return
         data = {k: v for k, v in summary.items() if k != "trainer"}
         _atomic_write(self.run_json, json.dumps(data, indent=2, default=str).encode("utf-8"))
 

@@ -36,6 +36,7 @@ from transformers import TrainerCallback
 from grpokit.config import Recipe
 from grpokit.errors import GrpokitError, Problem
 from grpokit.health import HealthMonitor
+from grpokit.launch import any_rank, barrier, broadcast, is_main_process
 from grpokit.rollback import LearningRateOverride, apply_rollback, plan_rollback
 from grpokit.rundir import COMPLETE_MARKER, RunDir, step_of
 from grpokit.templates import PromptTemplate
@@ -100,6 +101,7 @@ def grpo_args(recipe: Recipe, run_dir: Path):
         use_cpu=not on_gpu,
         report_to="none", disable_tqdm=True, log_completions=False, remove_unused_columns=False,
         dataloader_num_workers=0,
+        **recipe.generation.grpo_kwargs(),  # use_vllm / vllm_* (nothing for the default hf backend)
     )
 
 
@@ -113,7 +115,7 @@ class RunLogger(TrainerCallback):
         self.t_last = time.time()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "train_runtime" in logs:
+        if not logs or "train_runtime" in logs or not state.is_world_process_zero:  # one writer over N processes
             return
         record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
         with self.path.open("a") as f:
@@ -140,7 +142,9 @@ class CheckpointMarker(TrainerCallback):
         self.run = run
 
     def on_save(self, args, state, control, **kwargs):
-        self.run.mark_complete(state.global_step)
+        barrier()  # every rank has written its part (rng state, ZeRO shards) before the marker says complete
+        if state.is_world_process_zero:
+            self.run.mark_complete(state.global_step)
 
 
 class GracefulStop(TrainerCallback):
@@ -167,6 +171,9 @@ class GracefulStop(TrainerCallback):
                       "(Ctrl-C again to abort without saving)[/]")
 
     def on_step_end(self, args, state, control, **kwargs):
+        # Over N processes every rank must stop (and save) at the same step, whichever got the signal first.
+        if any_rank(self.requested is not None) and self.requested is None:
+            self.requested = "signal on another rank"
         if self.requested:
             control.should_save = True
             control.should_training_stop = True
@@ -201,13 +208,15 @@ def _trainer_class():
             if "train_runtime" in logs:
                 return
             samples = self._write_samples()
-            if self.health is not None:
+            stop = False
+            if self.health is not None:  # set on the main process only
                 record = {"step": self.state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
-                if self.health.observe(record, samples) is not None:
-                    self.control.should_training_stop = True
+                stop = self.health.observe(record, samples) is not None
+            if broadcast(stop):  # the main process's decision stops every rank at this step
+                self.control.should_training_stop = True
 
         def _write_samples(self) -> list[dict]:
-            if self.samples_path is None or not self.num_samples_logged:
+            if self.samples_path is None or not self.num_samples_logged or not self.accelerator.is_main_process:
                 return []
             prompts, completions, rewards = trl_adapter.latest_generation(self)
             if not completions:
@@ -253,13 +262,16 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     """
     run = RunDir(Path(run_dir or recipe.output_dir).resolve())
     held: list = []  # the lock, once taken (here, or by _train when a new run's folder is created)
+    main = is_main_process()  # with N processes (grpokit.launch) the main one alone writes the run directory
     if resume:
         run.load_recipe()  # a clear error when this is no run directory
-        held.append(run.lock(note=_note).acquire())
+        if main:
+            held.append(run.lock(note=_note).acquire())
     else:
         recipe = _resolved(recipe, run.path)
-        run.refuse_existing(overwrite)
-        if overwrite and run.path.is_dir():
+        if main:
+            run.refuse_existing(overwrite)
+        if main and overwrite and run.path.is_dir():
             held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
     try:
         return _train(recipe, run, resume, overwrite, model, tokenizer, held)
@@ -281,9 +293,10 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
         if resume_from is None:
             console.print(f"[yellow]no complete checkpoint in {run_dir}; starting from step 0[/]")
         step0 = step_of(resume_from) if resume_from else 0
-        run.remove_incomplete()
-        run.remove_after(step0)  # the steps after it are redone; so are their metrics and samples
-        run.truncate_logs(step0)
+        if is_main_process():
+            run.remove_incomplete()
+            run.remove_after(step0)  # the steps after it are redone; so are their metrics and samples
+            run.truncate_logs(step0)
 
     if recipe.train.torch_threads:
         torch.set_num_threads(recipe.train.torch_threads)
@@ -297,9 +310,10 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
         notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
     reward_funcs = [build_reward(r.name, r.params) for r in recipe.rewards]
     created = False
-    if not resume:  # everything loaded: only now does the run get a folder
+    if not resume and is_main_process():  # everything loaded: only now does the run get a folder
         lock, created = run.open_new(recipe, overwrite, held[0] if held else None, note=_note)
         held[:] = [lock]
+    barrier()  # the folder exists (and a resume's clean-up is done) before any rank trains
     for n in notes:
         console.print(f"[yellow]note:[/] {n}")
     summary = {"run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
@@ -308,13 +322,13 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
     rollbacks_done = sum(1 for x in run.read_health() if str(x.get("action", "")).startswith("rollback"))
     t0, trainer, guard = time.time(), None, disk_space_guard(run, _note)
     try:
-        if not resume and recipe.preflight.prompts:
+        if not resume and recipe.preflight.prompts and is_main_process():
             _preflight_warnings(recipe, run_dir, model, tokenizer, train_rows)
         while True:
             stopper = GracefulStop()
             plan: dict = {}
             monitor = None
-            if recipe.health.enabled:
+            if recipe.health.enabled and is_main_process():
                 monitor = HealthMonitor(recipe.health, run_dir, [r.name for r in recipe.rewards],
                                         recipe.health.max_rollbacks - rollbacks_done,
                                         plan_rollback=lambda f: plan_rollback(recipe, run, f, plan),
@@ -341,12 +355,15 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
                 trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
             finally:
                 stopper.uninstall()
-            decision = monitor.decision if monitor else None
+            # The main process decided (health); every rank needs the decision and the rollback plan.
+            decision, plan = broadcast((monitor.decision if monitor else None, plan))
             if stopper.requested or decision is None or decision.action != "rollback" or not plan:
                 break
             # Rollback: the bad stretch is set aside, training continues from before it with gentler settings.
             rollbacks_done += 1
-            recipe, resume_from = apply_rollback(recipe, run, plan, log=lambda m: console.print(f"[yellow]{m}[/]"))
+            if is_main_process():
+                recipe, resume_from = apply_rollback(recipe, run, plan, log=lambda m: console.print(f"[yellow]{m}[/]"))
+            recipe, resume_from = broadcast((recipe, resume_from))  # the others wait until the files are set aside
             summary["rollbacks"].append({"code": decision.finding.code, "at_step": decision.finding.step,
                                          "restored": plan["checkpoint"], "learning_rate": plan["learning_rate"],
                                          "beta": plan["beta"]})

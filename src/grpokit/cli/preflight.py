@@ -15,6 +15,13 @@ def register(sub) -> None:
     p.add_argument("--write-filtered", metavar="OUT.jsonl", help="write the data without the no-signal prompts")
     p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
     add_set_option(p)
+    m = p.add_argument_group("memory plan (no model loaded; see grpokit.memory)")
+    m.add_argument("--memory", action="store_true", help="print the per-GPU memory plan from the model config and exit")
+    m.add_argument("--num-processes", type=int, default=1, metavar="N", help="GPUs to plan for (default 1)")
+    m.add_argument("--accelerate-config", choices=("ddp", "zero2", "zero3", "fsdp"),
+                   help="plan one strategy (default: all of them)")
+    m.add_argument("--gpu-memory", type=float, metavar="GIB", help="GPU size for the recommendation "
+                   "(default: the smallest of 24/40/80/141 GiB that fits)")
     p.set_defaults(func=cmd_preflight)
 
 
@@ -22,6 +29,15 @@ def cmd_preflight(args) -> int:
     from grpokit.config import load_recipe
     from grpokit.preflight import preflight_recipe, render, write_filtered
 
+    if args.memory:
+        from grpokit import memory
+
+        if args.num_processes < 1:
+            raise GrpokitError([Problem("--num-processes", "must be >= 1", "e.g. --num-processes 8")])
+        recipe = load_recipe(args.recipe, args.set)
+        print(memory.render(memory.memory_report(recipe, args.num_processes, args.accelerate_config,
+                                                 args.gpu_memory), recipe))
+        return 0
     if args.prompts < 1 or (args.generations is not None and args.generations < 2):
         raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
                                     "e.g. --prompts 16 --generations 8")])

@@ -1,6 +1,9 @@
 """`grpokit demo` and `grpokit train`: the training commands."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from grpokit.cli.output import add_set_option
 from grpokit.errors import GrpokitError, Problem
 
@@ -19,7 +22,21 @@ def register(sub) -> None:
     tr.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     tr.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest complete checkpoint")
     tr.add_argument("--skip-audit", action="store_true", help="do not run the reward audit before training")
+    add_launch_options(tr)
     tr.set_defaults(func=cmd_train)
+
+
+def add_launch_options(tr) -> None:
+    g = tr.add_argument_group("several processes (runs `accelerate launch`; see grpokit.launch)")
+    g.add_argument("--num-processes", type=int, metavar="N",
+                   help="total processes (GPUs) over all machines; without it grpokit trains in this process")
+    g.add_argument("--accelerate-config", default="ddp", metavar="ddp|zero2|zero3|fsdp|FILE",
+                   help="a shipped accelerate config or your own YAML file (default ddp)")
+    g.add_argument("--num-machines", type=int, default=1, metavar="M", help="machines taking part (default 1)")
+    g.add_argument("--machine-rank", type=int, default=0, metavar="R", help="this machine's rank, 0 = main")
+    g.add_argument("--main-process-ip", metavar="IP", help="address of machine 0 (needed with --num-machines > 1)")
+    g.add_argument("--main-process-port", type=int, metavar="PORT", help="port on machine 0 (default: accelerate's)")
+    g.add_argument("--dry-run", action="store_true", help="print the accelerate command and exit")
 
 
 def cmd_demo(args) -> int:
@@ -33,10 +50,12 @@ def cmd_train(args) -> int:
     from grpokit.config import load_recipe
     from grpokit.train import load_run_recipe, train
 
+    if args.resume and args.recipe:
+        raise GrpokitError([Problem("grpokit train", "give either RECIPE or --resume RUN_DIR, not both",
+                                    "--resume reads the recipe saved in the run directory")])
+    if args.num_processes is not None or args.dry_run:
+        return _launch(args)
     if args.resume:
-        if args.recipe:
-            raise GrpokitError([Problem("grpokit train", "give either RECIPE or --resume RUN_DIR, not both",
-                                        "--resume reads the recipe saved in the run directory")])
         recipe = load_run_recipe(args.resume)
         train(recipe, run_dir=args.resume, resume=True)
         return 0
@@ -47,6 +66,46 @@ def cmd_train(args) -> int:
         _audit_warnings(recipe)
     train(recipe, run_dir=args.output_dir, overwrite=args.overwrite)
     return 0
+
+
+def _launch(args) -> int:
+    """Validate here once, then run `grpokit train` in every process through accelerate."""
+    from grpokit.config import load_recipe
+    from grpokit.launch import LaunchOptions, accelerate_command, check_options, format_command, run_launch
+
+    if args.num_processes is None:
+        raise GrpokitError([Problem("--dry-run", "prints the multi-process command: needs --num-processes",
+                                    "e.g. grpokit train RECIPE --num-processes 8 --dry-run")])
+    opts = LaunchOptions(args.num_processes, args.accelerate_config, args.num_machines, args.machine_rank,
+                         args.main_process_ip, args.main_process_port)
+    check_options(opts, need_modules=not args.dry_run)
+    if args.resume:
+        from grpokit.train import load_run_recipe
+
+        load_run_recipe(args.resume)  # a bad run directory fails here, not in N processes
+        argv = ["--resume", args.resume]
+    elif args.recipe:
+        recipe = load_recipe(args.recipe, args.set)
+        if not args.skip_audit and not args.dry_run:
+            _audit_warnings(recipe)
+        argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
+        argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
+    else:
+        raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
+    import torch
+
+    cmd = accelerate_command([*argv, "--skip-audit"], opts, cuda=torch.cuda.is_available())
+    if args.dry_run:
+        print(format_command(cmd))
+        return 0
+    code, signalled = run_launch(cmd)
+    run_dir = Path(args.resume or args.output_dir or recipe.output_dir)
+    status = json.loads((run_dir / "run.json").read_text()).get("status", "") if (run_dir / "run.json").is_file() else ""
+    if code and signalled and status.startswith("interrupted"):
+        print(f"{signalled}: every process saved a checkpoint and stopped (the launcher's SignalException above "
+              f"is how torchrun ends); continue with: grpokit train --resume {run_dir}")
+        return 0
+    return code
 
 
 def _audit_warnings(recipe) -> None:

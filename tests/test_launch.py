@@ -1,0 +1,107 @@
+"""`grpokit train --num-processes`: the accelerate command for each shipped config and layout, --dry-run, bad layouts.
+
+The real two-process run (gloo on CPU, resume, SIGTERM) is in tests/slow/test_multiprocess.py.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpokit.cli import main
+from grpokit.errors import GrpokitError
+from grpokit.launch import ACCELERATE_CONFIGS, CONFIG_DIR, LaunchOptions, accelerate_command, check_options, format_command
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = str(REPO / "recipes" / "smollm2-arithmetic.yaml")
+HEAD = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
+
+
+@pytest.mark.parametrize("opts, cuda, expected_tail", [
+    # one machine, CPU: the DDP config, gloo through torchrun, no bf16 autocast
+    (LaunchOptions(2), False, [str(CONFIG_DIR / "ddp.yaml"), "--num_processes", "2", "--num_machines", "1",
+                               "--machine_rank", "0", "--mixed_precision", "no"]),
+    # one machine, 8 GPUs, ZeRO-2: the config's bf16 stays
+    (LaunchOptions(8, "zero2"), True, [str(CONFIG_DIR / "zero2.yaml"), "--num_processes", "8", "--num_machines", "1",
+                                       "--machine_rank", "0"]),
+    (LaunchOptions(8, "zero3"), True, [str(CONFIG_DIR / "zero3.yaml"), "--num_processes", "8", "--num_machines", "1",
+                                       "--machine_rank", "0"]),
+    (LaunchOptions(8, "fsdp"), True, [str(CONFIG_DIR / "fsdp.yaml"), "--num_processes", "8", "--num_machines", "1",
+                                      "--machine_rank", "0"]),
+    # two nodes x 8 GPUs, this is node 1: total processes, rank and the main node's address go through
+    (LaunchOptions(16, "zero3", 2, 1, "10.0.0.1", 29500), True,
+     [str(CONFIG_DIR / "zero3.yaml"), "--num_processes", "16", "--num_machines", "2", "--machine_rank", "1",
+      "--main_process_ip", "10.0.0.1", "--main_process_port", "29500"]),
+    # the user's own accelerate file, by path
+    (LaunchOptions(4, str(CONFIG_DIR / "ddp.yaml")), True, [str(CONFIG_DIR / "ddp.yaml"), "--num_processes", "4",
+                                                            "--num_machines", "1", "--machine_rank", "0"]),
+])
+def test_accelerate_command(opts, cuda, expected_tail):
+    cmd = accelerate_command(["r.yaml", "--skip-audit"], opts, cuda=cuda)
+    assert cmd == HEAD + expected_tail + ["-m", "grpokit", "train", "r.yaml", "--skip-audit"]
+
+
+@pytest.mark.parametrize("name, distributed_type", [
+    ("ddp", "MULTI_GPU"), ("zero2", "DEEPSPEED"), ("zero3", "DEEPSPEED"), ("fsdp", "FSDP"),
+])
+def test_shipped_configs_are_accelerate_configs(name, distributed_type):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    path = CONFIG_DIR / ACCELERATE_CONFIGS[name][0]
+    raw = yaml.safe_load(path.read_text())
+    assert raw["distributed_type"] == distributed_type
+    assert "TRL" in path.read_text().splitlines()[0]  # the source is named
+    cfg = ClusterConfig.from_yaml_file(path)  # accelerate's own reader accepts every key
+    assert cfg.distributed_type.value == distributed_type
+
+
+@pytest.mark.parametrize("opts, where", [
+    (LaunchOptions(0), "--num-processes"),                             # no process at all
+    (LaunchOptions(3, num_machines=2, main_process_ip="h"), "--num-processes"),  # 3 over 2 machines
+    (LaunchOptions(4, num_machines=2, machine_rank=2, main_process_ip="h"), "--machine-rank"),  # ranks 0..1
+    (LaunchOptions(4, num_machines=2), "--main-process-ip"),           # other nodes cannot find node 0
+    (LaunchOptions(2, "nosuch"), "--accelerate-config nosuch"),        # neither a name nor a file
+])
+def test_bad_layouts_are_refused(opts, where):
+    with pytest.raises(GrpokitError) as e:
+        check_options(opts, need_modules=False)
+        accelerate_command([], opts, cuda=False)
+    assert [p.where for p in e.value.problems] == [where]
+
+
+def test_dry_run_prints_the_exact_command(capsys, tmp_path):
+    out_dir = tmp_path / "run"
+    code = main(["train", RECIPE, "--set", "train.max_steps=2", "--output-dir", str(out_dir), "--overwrite",
+                 "--num-processes", "2", "--dry-run"])
+    assert code == 0
+    import torch
+
+    expected = accelerate_command([RECIPE, "--set", "train.max_steps=2", "--output-dir", str(out_dir), "--overwrite",
+                                   "--skip-audit"], LaunchOptions(2), cuda=torch.cuda.is_available())
+    assert capsys.readouterr().out.strip() == format_command(expected)
+    assert not out_dir.exists()  # a dry run writes nothing
+
+
+def test_dry_run_of_a_resume_and_of_zero3_without_deepspeed(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text((REPO / "recipes" / "smollm2-arithmetic.yaml").read_text())
+    # the dry run shows the ZeRO-3 command even where deepspeed is not installed (it is for the GPU machines)
+    assert main(["train", "--resume", str(run), "--num-processes", "8", "--accelerate-config", "zero3", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "zero3.yaml --num_processes 8" in out and out.strip().endswith(f"train --resume {run} --skip-audit")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dry-run"], "needs --num-processes"),                       # nothing to print without a layout
+    (["--num-processes", "2", "--accelerate-config", "zero2"], "deepspeed"),  # real launch needs deepspeed
+])
+def test_launch_refusals_exit_2(capsys, argv, message):
+    import importlib.util
+
+    if message == "deepspeed" and importlib.util.find_spec("deepspeed"):
+        pytest.skip("deepspeed is installed here")
+    assert main(["train", RECIPE, *argv]) == 2
+    assert message in capsys.readouterr().err
