@@ -69,30 +69,26 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import json
 import logging
 import marshal
 import os
-import random
 import select
-import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 
 # The worker and judge programs (source strings run in fresh interpreters) live in their own module.
 from grpokit.sandbox_programs import _JUDGE_SRC, _WORKER_SRC
+# Limits and the bwrap command line live in sandbox_isolation.py (re-exported here: one import for users).
+from grpokit.sandbox_isolation import Isolation, Limits, _command, _rlimits, _root_uids, detect_isolation
 
 log = logging.getLogger(__name__)
 
 _STARTUP_GRACE_S = 3.0  # bwrap + two interpreters start in ~0.15 s; on a loaded 2-core box much longer
-_ROOT_UID_BASE = 1_879_048_192  # 0x70000000: far above any real account; root mode draws uids from here
-_ROOT_UID_SPAN = 1 << 20  # random per run, so concurrent runs almost never share an NPROC budget
 _MAX_REPORT_BYTES = 4 << 20  # judge output is one short record per test
 _ERROR_CHARS = 2000  # error text kept in a result
 _REAP_S = 5.0  # after SIGKILL to pid 1, the namespace is torn down in milliseconds
@@ -101,19 +97,6 @@ _HOST_ENV = {"PATH": "/usr/bin:/bin"}  # what bwrap (or, unsafe, the child) inhe
 
 class SandboxError(RuntimeError):
     """The sandbox itself failed (not the solution): bwrap missing or broken, judge crashed."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one run; each process of the run gets the per-process ones."""
-
-    timeout_s: float = 10.0  # wall clock for the whole run; the tree is killed after it
-    cpu_s: int = 10  # RLIMIT_CPU per process
-    memory_mb: int = 1024  # RLIMIT_AS per process: large allocations raise MemoryError
-    file_size_mb: int = 16  # RLIMIT_FSIZE: larger writes fail with "File too large"
-    nproc: int = 32  # RLIMIT_NPROC for the run's uid: fork bombs stop here
-    nofile: int = 256  # RLIMIT_NOFILE
-    tmp_mb: int = 64  # size of the private /tmp (tmpfs lives in RAM)
 
 
 @dataclass(frozen=True)
@@ -201,98 +184,8 @@ class RunResult:
         return self.passed / self.total if self.total else 0.0
 
 
-# ------------------------------------------------------------------ isolation
+# ------------------------------------------------------------------ isolation (sandbox_isolation.py)
 
-
-@dataclass(frozen=True)
-class Isolation:
-    """What this machine offers. `kind` is "bwrap" or "none"; `detail` says how or why not."""
-
-    kind: str
-    detail: str
-    fix: str = ""
-
-
-def _python() -> tuple[str, str]:
-    """The interpreter (not the venv shim) and its installation prefix."""
-    exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    return exe, os.path.realpath(sys.base_prefix)
-
-
-def _bwrap_argv(uid: int | None, limits: Limits, info_fd: int | None = None) -> list[str]:
-    """bwrap arguments up to `--`: a fresh, read-only, offline world."""
-    exe, prefix = _python()
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
-            "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
-            "--setenv", "LANG", "C.UTF-8", "--ro-bind", "/usr", "/usr"]
-    if uid is None:  # not root: bwrap makes a user namespace; forbid nested ones (unbounded tmpfs mounts)
-        argv += ["--unshare-user", "--disable-userns"]
-    for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(d):
-            argv += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            argv += ["--ro-bind", d, d]
-    # /etc holds only the loader's cache (readable: the unprivileged uid must find libraries)
-    argv += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-             "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
-    if not prefix.startswith("/usr/"):
-        # The install may sit under a private home (pyenv in /root): recreate its parents
-        # world-traversable inside, so the unprivileged uid can reach it, and show nothing else.
-        parts = prefix.strip("/").split("/")
-        for i in range(1, len(parts)):
-            argv += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
-        argv += ["--ro-bind", prefix, prefix]
-    if info_fd is not None:  # bwrap writes the sandbox's pid 1 here: see _stop()
-        argv += ["--info-fd", str(info_fd)]
-    argv += ["--chdir", "/tmp", "--"]
-    if uid is not None:  # root: bwrap keeps root; drop to a fresh uid with no way back
-        argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-                 "--inh-caps=-all", "--bounding-set=-all", "--"]
-    return argv + [exe]
-
-
-def _root_uids() -> tuple[int | None, int | None]:
-    if os.geteuid() != 0:
-        return None, None
-    a = _ROOT_UID_BASE + random.randrange(_ROOT_UID_SPAN)
-    return a, a + _ROOT_UID_SPAN  # judge and worker never share a uid
-
-
-@functools.lru_cache(maxsize=1)
-def detect_isolation() -> Isolation:
-    """Probe once per process: can bwrap start an isolated interpreter here?"""
-    if not sys.platform.startswith("linux"):
-        return Isolation("none", f"bubblewrap needs Linux; this is {sys.platform}")
-    if shutil.which("bwrap") is None:
-        return Isolation("none", "bwrap (bubblewrap) is not installed", "apt-get install -y bubblewrap")
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        return Isolation("none", "running as root but setpriv (util-linux) is missing", "apt-get install -y util-linux")
-    uid, _ = _root_uids()
-    argv = _bwrap_argv(uid, Limits()) + ["-I", "-S", "-c", "import os; print(os.getuid())"]
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return Isolation("none", f"bwrap failed to start: {e}")
-    if p.returncode != 0:
-        fix = ("allow unprivileged user namespaces (Ubuntu 24.04: sysctl kernel.apparmor_restrict_unprivileged_userns=0)"
-               if uid is None else "")
-        return Isolation("none", f"bwrap cannot run here: {p.stderr.strip()[:300]}", fix)
-    how = "root: bwrap + setpriv to a fresh uid per run" if uid is not None else "user namespace, --disable-userns"
-    return Isolation("bwrap", f"bubblewrap ({how}); sandboxed uid {p.stdout.strip()}; python {_python()[0]}")
-
-
-def _command(isolation: str, uid: int | None, limits: Limits, src: str, arg: str, info_fd: int) -> list[str]:
-    tail = ["-I", "-S", "-c", src] + ([arg] if arg else [])
-    if isolation == "bwrap":
-        return _bwrap_argv(uid, limits, info_fd) + tail
-    return [_python()[0]] + tail
-
-
-def _rlimits(limits: Limits) -> list[int]:
-    # order: CPU, AS, FSIZE, NPROC, NOFILE, CORE (see _limits in sandbox_programs._COMMON_SRC)
-    return [limits.cpu_s, limits.memory_mb << 20, limits.file_size_mb << 20, limits.nproc, limits.nofile, 0]
 
 
 def _referenced_names(spec: TestSpec) -> list[str]:
