@@ -23,7 +23,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from grpokit.data.humaneval import load_problems
-from grpokit.sandbox import Limits, TestSpec, _python, detect_isolation, run_many
+from grpokit.sandbox import Limits, TestSpec, detect_isolation, run_many
+from grpokit.sandbox_isolation import _python
 
 
 def plain_run(program: str) -> bool:
