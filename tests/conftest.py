@@ -69,3 +69,83 @@ def write_jsonl(path: Path, rows: list) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows),
                     encoding="utf-8")
     return path
+
+
+class FakeHub:
+    """A local stand-in for the Hugging Face Hub's HTTP API: repo creation, pre-upload, commit (files inline).
+
+    Enough of the API for huggingface_hub's `create_repo` + `upload_folder` to run unchanged against it; every
+    file is answered "regular" at pre-upload, so its bytes arrive base64 in the commit and are kept in `files`.
+    `fail_with = 403` answers every write with that status (a token without write access).
+    """
+
+    def __init__(self):
+        import base64
+        import gzip
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests, self.files, self.repos, self.commits, self.fail_with = [], {}, {}, [], None
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send(404, {"error": "not part of this fake"})
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                path = self.path.split("?")[0]
+                hub.requests.append((path, self.headers.get("Authorization")))
+                if hub.fail_with:
+                    return self._send(hub.fail_with, {"error": "You don't have the rights to create a model here"})
+                if path == "/api/repos/create":
+                    d = json.loads(body)
+                    repo = f"{d['organization']}/{d['name']}" if d.get("organization") else d["name"]
+                    hub.repos[repo] = d
+                    return self._send(200, {"url": f"{hub.url}/{repo}"})
+                if path == "/api/validate-yaml":  # the model card's metadata
+                    return self._send(200, {"errors": [], "warnings": []})
+                if "/preupload/" in path:
+                    files = json.loads(body)["files"]
+                    return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular",
+                                                       "shouldIgnore": False} for f in files]})
+                if "/commit/" in path:
+                    lines = [json.loads(x) for x in body.decode().splitlines()]
+                    hub.commits.append(lines[0]["value"].get("summary"))
+                    for op in lines[1:]:
+                        if op["key"] == "file":
+                            hub.files[op["value"]["path"]] = base64.b64decode(op["value"]["content"])
+                    repo = "/".join(path.split("/")[3:5])
+                    return self._send(200, {"commitUrl": f"{hub.url}/{repo}/commit/{'a' * 40}",
+                                            "commitOid": "a" * 40, "pullRequestUrl": None})
+                self._send(404, {"error": f"{path} is not part of this fake"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """A FakeHub as huggingface_hub's endpoint, with a token in HF_TOKEN."""
+    import huggingface_hub.constants
+
+    hub = FakeHub()
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_fake_write_token")
+    yield hub
+    hub.server.shutdown()
+    hub.server.server_close()

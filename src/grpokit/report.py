@@ -2,16 +2,19 @@
 
     grpokit report runs/smollm2-arithmetic        # -> runs/smollm2-arithmetic/report/report.html
 
-Reads only files of the run directory: `metrics.jsonl` (curves per step:
-reward total and per component, kl, completion length, share of groups whose
-rewards had zero spread, entropy), `eval/results.json` and `eval/best.json`
-(accuracy per checkpoint with the best one marked, base vs best vs last),
-`samples.jsonl` (completions from the beginning, middle and end of training)
-and `health.jsonl` if present (one finding per line: code, severity, step,
-message, evidence). A metric the run did not log (kl when beta is 0) is shown
-as "not logged", never an error. Plots are drawn with matplotlib's Agg
-backend (no display needed) into the same folder as report.html, which links
-them by relative path, so the folder can be copied or zipped as it is.
+Reads only files of the run directory: `metrics.jsonl` (curves per step,
+smoothed with the raw line faint, see report_plots: reward total and per
+component, kl, completion length and truncation, share of groups whose rewards
+had zero spread, entropy, clip ratio, loss, grad norm, learning rate, step
+time, memory), `eval/results.json` and `eval/best.json` (accuracy per
+checkpoint with the best one marked, base vs best vs last), `samples.jsonl`
+(a searchable table of completions from the first, middle and last logged
+step) and `health.jsonl` if present (one finding per line: code, severity,
+step, message, evidence; shown as one row per code). A metric the run did not
+log (kl when beta is 0) is shown as "not logged", never an error. Plots go
+into the same folder as report.html, which links them by relative path, and
+the search box is a few lines of inline script, so the folder can be copied
+or zipped as it is and read offline.
 
 Not covered: comparing several runs on one page; interactive plots.
 """
@@ -19,94 +22,22 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 
+from grpokit.report_plots import CURVES, number, plot_curve, plot_eval, series, smoothing_note
 from grpokit.rundir import REPORT_DIR, read_json  # noqa: F401 - REPORT_DIR: for the CLI help
 
-SAMPLES_PER_PHASE = 2  # completions shown for each of beginning / middle / end
-# (file stem, title, metrics.jsonl keys, y label); rewards/<name>/mean are added to the first at run time.
-CURVES = (
-    ("reward", "reward (total and per component)", ("reward",), "mean reward"),
-    ("kl", "KL to the reference model", ("kl",), "kl"),
-    ("completion_length", "completion length", ("completions/mean_length", "completions/min_length",
-                                                "completions/max_length"), "tokens"),
-    ("frac_reward_zero_std", "learning signal: groups with zero reward spread, completions trained on",
-     ("frac_reward_zero_std", "grpokit/trained_frac"), "fraction"),
-    ("entropy", "token entropy of the policy (over the completions trained on)", ("entropy",), "nats"),
-)
+__all__ = ["series", "write_report"]  # series is re-exported: callers of the report read curves through it
 
-
-def _number(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-
-def series(metrics: list[dict], key: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of one metric; steps where it is missing or not finite are left out."""
-    pts = [(m["step"], _number(m.get(key))) for m in metrics if "step" in m]
-    pts = [(s, v) for s, v in pts if v is not None]
-    return [s for s, _ in pts], [v for _, v in pts]
+SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
+EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
+SEVERITY_ORDER = {"error": 0, "critical": 0, "warning": 1, "info": 2}
 
 
 def reward_names(metrics: list[dict], recipe: dict | None) -> list[str]:
     names = [r["name"] for r in (recipe or {}).get("rewards", [])]
     logged = sorted({k.split("/")[1] for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")})
     return [n for n in names if n in logged] + [n for n in logged if n not in names]
-
-
-# ---------------------------------------------------------------- plots
-def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
-    from matplotlib.ticker import MaxNLocator
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.4), dpi=100)
-    ax.grid(alpha=0.3)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
-    return plt, fig, ax
-
-
-def _save(plt, fig, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def plot_curve(metrics: list[dict], keys: list[str], title: str, ylabel: str, path: Path) -> list[str]:
-    """One PNG with a line per logged key; returns the keys that had data (none: no file written)."""
-    drawn = [(k, *series(metrics, k)) for k in keys]
-    drawn = [d for d in drawn if d[1]]
-    if not drawn:
-        return []
-    plt, fig, ax = _figure()
-    for key, xs, ys in drawn:
-        ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=key)
-    ax.set(title=title, xlabel="step", ylabel=ylabel)
-    if len(drawn) > 1:
-        ax.legend(fontsize=8)
-    _save(plt, fig, path)
-    return [k for k, _, _ in drawn]
-
-
-def plot_eval(results: dict, path: Path) -> None:
-    plt, fig, ax = _figure()
-    entries = results["checkpoints"]
-    for kind, label in (("heldout", "held-out"), ("perturbed", "perturbed numbers"), ("train", "training rows")):
-        pts = [(e["step"], (e.get(kind) or {}).get("accuracy")) for e in entries]
-        pts = [(s, 100 * a) for s, a in pts if a is not None]
-        if pts:
-            ax.plot(*zip(*pts), marker="o", label=label)
-    best = results.get("best")
-    if best and best.get("accuracy") is not None:
-        ax.plot([best["step"]], [100 * best["accuracy"]], marker="*", markersize=16, color="gold",
-                markeredgecolor="black", linestyle="none", label=f"best (step {best['step']})")
-    ax.set(title="greedy accuracy per checkpoint (step 0 = base model)", xlabel="step", ylabel="accuracy (%)",
-           ylim=(-2, 102))
-    ax.legend(fontsize=8)
-    _save(plt, fig, path)
 
 
 # ---------------------------------------------------------------- HTML pieces
@@ -119,14 +50,15 @@ def _pct(x) -> str:
 
 
 def _num(x, digits=3) -> str:
-    x = _number(x)
+    x = number(x)
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+def _table(header: list[str] | None, rows: list[list[str]], cls: str = "", attrs: str = "") -> str:
+    """An HTML table; cells are HTML already. header None: no header row (a key/value list)."""
+    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>"
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="{cls}"{attrs}>{head}<tbody>{body}</tbody></table>'
 
 
 def _not_logged_reason(key: str, recipe: dict | None, metrics: list[dict]) -> str:
@@ -144,20 +76,21 @@ def curves_section(metrics: list[dict], recipe: dict | None, out: Path) -> tuple
     names = reward_names(metrics, recipe)
     if not metrics:
         return "<p>metrics.jsonl is missing or empty: the run logged no step.</p>", []
-    for stem, title, keys, ylabel in CURVES:
+    for stem, title, keys, ylabel, smooth in CURVES:
         keys = list(keys) + ([f"rewards/{n}/mean" for n in names] if stem == "reward" else [])
-        drawn = plot_curve(metrics, keys, title, ylabel, out / f"{stem}.png")
+        drawn, n = plot_curve(metrics, keys, title, ylabel, out / f"{stem}.png", smooth)
         if drawn:
             images.append(f"{stem}.png")
-            missing = [k for k in keys if k not in drawn]
+            missing = [k for k in keys if k not in drawn and stem != "memory"]  # memory: GPU or CPU key, not both
             note = f'<p class="note">{_e(", ".join(missing))}: not logged</p>' if missing else ""
-            parts.append(f'<figure><img src="{stem}.png" alt="{_e(title)}"><figcaption>{_e(title)}</figcaption>'
-                         f"</figure>{note}")
+            parts.append(f'<figure><img src="{stem}.png" alt="{_e(title)}"><figcaption>{_e(title)} '
+                         f"({_e(smoothing_note(n, smooth))})</figcaption></figure>{note}")
         else:
             parts.append(f'<p class="missing"><b>{_e(title)}</b>: {_e(_not_logged_reason(keys[0], recipe, metrics))}</p>')
     last = metrics[-1]
-    summary = [[_e(k), _num(last[k]) if k in last else "not logged"] for k in ["reward", *[f"rewards/{n}/mean" for n in names], "kl",
-                                                     "completions/mean_length", "frac_reward_zero_std", "entropy"]]
+    keys = ["reward", *[f"rewards/{n}/mean" for n in names], "kl", "completions/mean_length", "frac_reward_zero_std",
+            "entropy", "loss", "grad_norm", "step_time"]
+    summary = [[_e(k), _num(last[k]) if k in last else "not logged"] for k in keys]
     parts.append(f"<h3>last logged step ({_e(last.get('step'))})</h3>" + _table(["metric", "value"], summary, "narrow"))
     return "\n".join(parts), images
 
@@ -200,8 +133,8 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
         extra.append(f"{results['train_rows']} training rows")
     html_ = [f"<p>Greedy decoding on {src}" + (f", plus {_e(' and '.join(extra))}" if extra else "") +
              f"; the training template ({_e(results.get('template'))}) and the training verifiers.</p>",
-             '<figure><img src="eval_accuracy.png" alt="accuracy per checkpoint"><figcaption>accuracy per checkpoint'
-             "</figcaption></figure>"]
+             ('<figure><img src="eval_accuracy.png" alt="accuracy per checkpoint"><figcaption>accuracy per checkpoint'
+             "</figcaption></figure>")]
     if best is not None:
         html_.append(f"<p><b>Best checkpoint: step {_e(best)}</b> ({_pct(results['best']['accuracy'])} held-out; "
                      f"chosen by held-out greedy accuracy, ties to the earlier step).</p>")
@@ -244,19 +177,69 @@ def pick_phases(samples: list[dict]) -> list[tuple[str, int]]:
     return out
 
 
+SEARCH_JS = """
+function grpokitFilter(box) {
+  var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean), shown = 0;
+  var rows = document.querySelectorAll("#completions tbody tr");
+  rows.forEach(function (tr) {
+    var text = tr.textContent.toLowerCase();
+    var hit = words.every(function (w) { return text.indexOf(w) >= 0; });
+    tr.style.display = hit ? "" : "none"; shown += hit ? 1 : 0;
+  });
+  document.getElementById("completions-count").textContent = shown + " of " + rows.length + " completions";
+}
+"""
+
+
 def samples_section(samples: list[dict]) -> str:
+    """A table of completions from the first, middle and last logged step, with a search box (inline script)."""
     phases = pick_phases(samples)
     if not phases:
         return "<p>samples.jsonl is missing or empty (train.num_samples_logged may be 0).</p>"
-    parts = []
+    rows = []
     for name, step in phases:
-        rows = [s for s in samples if s.get("step") == step][:SAMPLES_PER_PHASE]
-        parts.append(f"<h3>{name} of training (step {step})</h3>")
-        for s in rows:
-            rewards = ", ".join(f"{_e(k)} {_num(v, 2)}" for k, v in (s.get("rewards") or {}).items())
-            parts.append(f'<div class="sample"><div class="q">{_e(_prompt_text(s.get("prompt", "")))}</div>'
-                         f'<pre>{_e(_completion_text(s.get("completion", "")))}</pre><div class="r">rewards: {rewards or "–"}</div></div>')
-    return "\n".join(parts)
+        for s in [s for s in samples if s.get("step") == step][:SAMPLES_PER_PHASE]:
+            rewards = "<br>".join(f"{_e(k)} {_num(v, 2)}" for k, v in (s.get("rewards") or {}).items())
+            rows.append([f"{step}<br><small>{name}</small>", _e(_prompt_text(s.get("prompt", ""))),
+                         f'<pre>{_e(_completion_text(s.get("completion", "")))}</pre>', rewards or "–"])
+    intro = ", ".join(f"{name} of training (step {step})" for name, step in phases)
+    return (f"<p>Completions logged at the {_e(intro)}; up to {SAMPLES_PER_PHASE} each.</p>"
+            '<p><input id="completions-search" type="search" placeholder="search prompts, completions, rewards" '
+            'oninput="grpokitFilter(this)" size="40"> <span id="completions-count" class="note">'
+            f"{len(rows)} of {len(rows)} completions</span></p>"
+            + _table(["step", "prompt", "completion", "rewards"], rows, "samples", ' id="completions"')
+            + f"<script>{SEARCH_JS}</script>")
+
+
+def _step_ranges(steps: list[int]) -> str:
+    """[3, 4, 5, 9] -> '3–5, 9'."""
+    out, run = [], []
+    for s in sorted(set(steps)):
+        if run and s != run[-1] + 1:
+            out.append(run)
+            run = []
+        run.append(s)
+    if run:
+        out.append(run)
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in out)
+
+
+def group_findings(findings: list[dict]) -> list[dict]:
+    """One entry per finding code (worst severity first): its steps, first/last step, count, latest message."""
+    groups: dict[str, dict] = {}
+    for f in findings:
+        g = groups.setdefault(str(f.get("code", "?")), {"code": str(f.get("code", "?")), "findings": []})
+        g["findings"].append(f)
+    out = []
+    for g in groups.values():
+        fs = g["findings"]
+        steps = sorted({f["step"] for f in fs if isinstance(f.get("step"), int)})
+        severity = min((str(f.get("severity", "")) for f in fs), key=lambda v: SEVERITY_ORDER.get(v, 3))
+        last = max(fs, key=lambda f: f.get("step") if isinstance(f.get("step"), int) else -1)
+        out.append({"code": g["code"], "severity": severity, "count": len(fs), "steps": steps,
+                    "first": steps[0] if steps else None, "last": steps[-1] if steps else None,
+                    "message": last.get("message", ""), "evidence": last.get("evidence")})
+    return sorted(out, key=lambda g: (SEVERITY_ORDER.get(g["severity"], 3), g["first"] if g["first"] is not None else 0))
 
 
 def health_section(findings: list[dict] | None) -> str:
@@ -264,9 +247,15 @@ def health_section(findings: list[dict] | None) -> str:
         return "<p>No health.jsonl in this run (the health monitor did not run).</p>"
     if not findings:
         return "<p>The health monitor found nothing wrong.</p>"
-    rows = [[_e(f.get("severity", "")), _e(f.get("code", "")), _e(f.get("step", "")), _e(f.get("message", "")),
-             f"<code>{_e(json.dumps(f.get('evidence'), ensure_ascii=False))[:400]}</code>"] for f in findings]
-    return _table(["severity", "code", "step", "message", "evidence"], rows)
+    rows = [[_e(g["severity"]), f"<b>{_e(g['code'])}</b>", _e(g["count"]), _e(_step_ranges(g["steps"]) or "–"),
+             _e(g["first"] if g["first"] is not None else "–"), _e(g["last"] if g["last"] is not None else "–"),
+             _e(g["message"]), f"<code>{_e(json.dumps(g['evidence'], ensure_ascii=False)[:EVIDENCE_CHARS])}</code>"]
+            for g in group_findings(findings)]
+    kinds = f"{len(rows)} kind{'s' if len(rows) != 1 else ''}"
+    return (f"<p>{len(findings)} finding{'s' if len(findings) != 1 else ''} of {kinds}; one row per kind, with the message and evidence "
+            "of its latest occurrence (every finding is in health.jsonl).</p>"
+            + _table(["severity", "code", "times", "steps", "first", "last", "latest message", "evidence"], rows,
+                     "health"))
 
 
 STYLE = """
@@ -276,9 +265,11 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 figure { margin: 1em 0; } img { max-width: 100%; } figcaption { font-size: 0.85em; color: #555; }
 .missing, .note { color: #777; } .bad { color: #b00; }
-.sample { border-left: 3px solid #9ab; padding: 0.3em 0.8em; margin: 0.6em 0; }
-.sample pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.4em; }
-.q { font-weight: 600; } .r { font-size: 0.85em; color: #555; }
+table.samples td, table.health td, table.samples th, table.health th { text-align: left; vertical-align: top; }
+table.samples pre { white-space: pre-wrap; margin: 0; max-height: 20em; overflow: auto; font-size: 13px; }
+table.samples td:nth-child(2) { min-width: 14em; } table.samples td:nth-child(3) { width: 55%; }
+table.health code { font-size: 0.85em; word-break: break-all; }
+input[type=search] { font-size: 1em; padding: 0.2em 0.4em; }
 """
 
 
@@ -305,13 +296,13 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     model = (recipe or {}).get("model", {}).get("name", run.get("model", "?"))
     facts = [["model", _e(model)], ["status", _e(run.get("status", "unknown"))],
              ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
-             ["training time", f"{run['seconds'] / 60:.1f} min" if _number(run.get("seconds")) else "–"],
+             ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
              ["rewards", _e(", ".join(f"{r['name']} ×{r.get('weight', 1.0)}" for r in (recipe or {}).get("rewards", [])))]]
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>grpokit report: {_e(run_dir.name)}</title>
 <style>{STYLE}</style></head><body>
 <h1>grpokit report: {_e(run_dir.name)}</h1>
-{_table(["", ""], facts, "narrow")}
+{_table(None, facts, "narrow facts")}
 <h2>Evaluation</h2>
 {evals}
 <h2>Training curves</h2>

@@ -117,7 +117,7 @@ class RunLogger(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:  # one writer over N processes
             return
-        record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}, **peak_memory()}
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
         now = time.time()
@@ -181,6 +181,17 @@ class GracefulStop(TrainerCallback):
 
 def _fmt(v, digits=3):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def peak_memory() -> dict:
+    """Peak memory so far (GiB) for the report's memory plot: the GPU's when training on one, else the process's."""
+    from grpokit.report_plots import MEMORY_KEYS
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return {MEMORY_KEYS[0]: round(torch.cuda.max_memory_allocated() / 2**30, 3)}
+    import resource
+
+    return {MEMORY_KEYS[1]: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}  # ru_maxrss: KiB
 
 
 def _jsonable(v):

@@ -27,10 +27,15 @@ SMALL = ["--set", "train.num_generations=4", "--set", "train.per_device_train_ba
          "--set", "train.max_completion_length=24", "--set", "train.save_steps=1", "--set", "train.max_steps=2"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Appended to a copy of the page: after load, write what the browser saw into the DOM for --dump-dom.
+# It also types into the completions search box: a word no completion holds must hide every row.
 PROBE = """<script>window.addEventListener('load', () => {
   const imgs = [...document.images].map(i => ({src: i.getAttribute('src'), w: i.naturalWidth, ok: i.complete}));
+  const text = document.body.innerText;
+  const box = document.getElementById('completions-search');
+  box.value = 'zzqx-in-no-completion'; box.dispatchEvent(new Event('input'));
+  const shown = [...document.querySelectorAll('#completions tbody tr')].filter(r => r.style.display !== 'none').length;
   const pre = document.createElement('pre'); pre.id = 'grpokit-probe';
-  pre.textContent = JSON.stringify({imgs, text: document.body.innerText});
+  pre.textContent = JSON.stringify({imgs, text, shown, count: document.getElementById('completions-count').textContent});
   document.body.appendChild(pre);
 });</script>"""
 
@@ -80,3 +85,5 @@ def test_eval_and_report_of_an_embedded_run_in_chromium(tmp_path):
     last = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()][-1]
     assert f"{last['reward']:.3f}" in text  # the last logged reward, as the run wrote it
     assert "KL to the reference model: not logged (train.beta is 0" in text  # the demo recipe has beta 0
+    assert {"loss.png", "learning_rate.png", "memory.png"} <= srcs  # logged by every run (memory: grpokit's logger)
+    assert seen["shown"] == 0 and seen["count"].startswith("0 of ")  # the search box filtered in the browser

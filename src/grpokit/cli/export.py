@@ -12,15 +12,23 @@ def register(sub) -> None:
     p.add_argument("--checkpoint", default="auto", help="best (from grpokit eval), last, a step number, "
                                                         "or auto = best if recorded, else last (default)")
     p.add_argument("--to", choices=TARGETS, default="hf", help="hf; gguf = hf + GGUF; ollama = gguf + Modelfile")
-    p.add_argument("--quant", choices=QUANTS, default="f16", help="GGUF precision (default f16)")
+    p.add_argument("--quant", choices=QUANTS, default="f16",
+                   help="GGUF precision (default f16); q6_k/q5_k_m/q4_k_m/q4_0 need llama.cpp's quantize (see README)")
     p.add_argument("--out", help="output folder (default RUN_DIR/export/checkpoint-N)")
     p.add_argument("--prompts", type=int, default=CHECK_PROMPTS, help="held-out prompts used by the checks")
+    p.add_argument("--push-to-hub", metavar="USER/REPO", help="upload the checked export to this Hugging Face model "
+                                                               "repository (token: HF_TOKEN or `hf auth login`)")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
     p.set_defaults(func=cmd_export)
 
 
 def cmd_export(args) -> int:
+    from grpokit import hub
     from grpokit.export import export
 
+    if args.private and not args.push_to_hub:
+        raise GrpokitError([Problem("--private", "only applies to --push-to-hub", "add --push-to-hub USER/REPO")])
+    token = hub.hub_token() if args.push_to_hub and hub.check_repo_id(args.push_to_hub) else None  # before exporting
     result = export(args.run_dir, args.checkpoint, args.to, args.quant, args.out, args.prompts)
     for c in result.checks:
         print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
@@ -34,4 +42,6 @@ def cmd_export(args) -> int:
     for what, cmd in result.commands.items():
         print(f"{what}: {cmd}")
     print(f"exported to {result.out_dir}")
+    if args.push_to_hub:
+        print(f"pushed to {hub.push_to_hub(result.out_dir, args.push_to_hub, args.private, token)}")
     return 0
