@@ -93,6 +93,7 @@ CASES = [
     ("trl typo", {"trl": {"epsilon_hihg": 0.28}}, ["trl.epsilon_hihg", "unknown GRPOConfig field", "did you mean 'epsilon_high'"]),
     ("trl clashes with train", {"trl": {"learning_rate": 1e-5}}, ["trl.learning_rate", "set train.learning_rate instead"]),
     ("trl sets what grpokit sets", {"trl": {"output_dir": "x"}}, ["trl.output_dir", "set by grpokit", "--output-dir"]),
+    ("trl vllm settings belong to generation:", {"trl": {"use_vllm": True}}, ["trl.use_vllm", "generation: section"]),
     ("trl init kwargs belong to the model", {"trl": {"model_init_kwargs": {}}}, ["trl.model_init_kwargs", "model.init_kwargs"]),
     ("trl wrong type", {"trl": {"mask_truncated_completions": "yes"}}, ["trl.mask_truncated_completions", "boolean"]),
     ("trl out of range", {"trl": {"top_entropy_quantile": 7}}, ["trl.top_entropy_quantile", "between 0 and 1"]),

@@ -168,7 +168,10 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
     """Keys of `trl:`: known GRPOConfig fields, not modelled elsewhere in the recipe, of the field's type."""
     from trl import GRPOConfig
 
+    from grpokit.vllm_config import GenerationConfig
+
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+    by_generation = set(GenerationConfig.model_construct(backend="vllm").grpo_kwargs())
     hints = typing.get_type_hints(GRPOConfig)
     out: Found = []
     for key, value in trl.items():
@@ -177,6 +180,9 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
             out.append((loc, f"'{key}' is a train setting; the recipe models it", f"set train.{key} instead"))
         elif key in GRPOKIT_SETS:
             out.append((loc, f"'{key}' is set by grpokit", f"set it through {GRPOKIT_SETS[key]}"))
+        elif key in by_generation:
+            out.append((loc, f"'{key}' is set by the generation: section", "set the backend there (generation.backend: "
+                        "vllm and its fields)"))
         elif key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             out.append((loc, f"unknown GRPOConfig field '{key}'",
