@@ -173,7 +173,7 @@ def _drive_logger(tmp_path: Path, out) -> None:
     progress = Progress(out)
     progress.clock = clock = _Clock()
     logger = RunLogger(tmp_path, ["math_correctness", "format"], progress)
-    args, state = SimpleNamespace(logging_steps=1), SimpleNamespace(global_step=0, max_steps=10)
+    args, state = SimpleNamespace(logging_steps=1), SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=True)
     progress.on_train_begin(args, state, None)
     for step in (1, 2, 3):
         clock.now += 2.0
