@@ -7,11 +7,15 @@ model in a second or two per training step.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Tests never reach the Hugging Face hub (CI has no network): hub ids are only looked up in the local cache.
+# Set before transformers/huggingface_hub are imported, which read it once.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # Qwen3's chat template reduced to what matters here: system/user turns, the
 # generation prompt, and `enable_thinking=False` pre-filling an empty think block.

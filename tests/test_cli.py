@@ -49,7 +49,8 @@ def run_dir(tmp_path) -> Path:
 @pytest.mark.parametrize("argv", [
     ["rewards", "list"],  # every reward family is imported to list them
     ["data", "check", str(SRC / "grpokit" / "datasets" / "arithmetic" / "train.jsonl")],
-    ["recipe", "check", str(REPO / "recipes" / "smollm2-arithmetic.yaml")],  # builds and validates the recipe
+    # Not `recipe check`: it builds what training builds (TRL's GRPOConfig, the scheduler, the model's tokenizer),
+    # so that a recipe it passes does not fail after the run directory exists; that needs torch and TRL.
     ["doctor", "RUN_DIR"],  # reads a run's logs and its recipe's health thresholds
 ])
 def test_model_free_commands_do_not_import_torch(argv, run_dir):

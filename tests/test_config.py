@@ -54,10 +54,62 @@ CASES = [
     ("unknown reward param", {"rewards": [{"name": "format", "params": {"min_lines": 2}}]},
      ["rewards.0.params.min_lines", "no parameter", "min_reasoning_lines"]),
     ("missing train file", {"data.train": "nope.jsonl"}, ["data.train", "file not found", "nope.jsonl"]),
-    ("missing rewards", {"rewards": []}, ["rewards", "at least 1"]),
+    ("missing rewards has a fix line", {"rewards": []}, ["rewards", "at least 1", "fix: add at least one reward"]),
     ("thinking without chat", {"data.template": "plain_en", "model.enable_thinking": True},
      ["model.enable_thinking", "chat template"]),
     ("all weights zero", {"rewards": [{"name": "format", "weight": 0}]}, ["every reward weight is 0"]),
+    # --- built as training builds them: reward factories are called with their params
+    ("reward param of the wrong type", {"rewards": [{"name": "format", "params": {"markers": 5}}]},
+     ["rewards.0.params.markers", "valid list", "got 5"]),
+    ("a string where a list of markers goes", {"rewards": [{"name": "math_correctness", "params": {"markers": "A:"}}]},
+     ["rewards.0.params.markers", "got 'A:'"]),
+    ("code_tests negative timeout", {"rewards": [{"name": "code_tests", "params": {"timeout_s": -1}}]},
+     ["rewards.0.params", "timeout_s must be > 0"]),
+    ("json_schema partial credit above 1", {"rewards": [{"name": "json_schema", "params": {"partial_credit": 7}}]},
+     ["rewards.0.params", "partial_credit must be between 0 and 1"]),
+    ("empty marker list", {"rewards": [{"name": "format", "params": {"markers": []}}]},
+     ["rewards.0.params", "markers must be a non-empty list"]),
+    ("negative reasoning lines", {"rewards": [{"name": "format", "params": {"min_reasoning_lines": -1}}]},
+     ["rewards.0.params", "min_reasoning_lines must be >= 0"]),
+    ("sql_exec zero timeout", {"rewards": [{"name": "sql_exec", "params": {"timeout_s": 0}}]},
+     ["rewards.0.params", "timeout_s must be > 0"]),
+    ("length negative min_chars", {"rewards": [{"name": "length", "params": {"min_chars": -5}}]},
+     ["rewards.0.params", "min_chars must be >= 0"]),
+    ("non-finite reward param", {"rewards": [{"name": "length", "params": {"short_penalty": float("-inf")}}]},
+     ["rewards.0.params.short_penalty", "not a finite number"]),
+    # --- finite numbers everywhere
+    ("learning_rate inf", {"train.learning_rate": float("inf")}, ["train.learning_rate", "finite number"]),
+    ("temperature inf", {"train.temperature": float("inf")}, ["train.temperature", "finite number"]),
+    ("health threshold nan", {"health.kl_max": float("nan")}, ["health.kl_max", "finite number"]),
+    # --- the scheduler is built on a one-tensor optimizer
+    ("unknown scheduler", {"train.lr_scheduler_type": "nonsense_sched"},
+     ["train.lr_scheduler_type", "unknown scheduler 'nonsense_sched'", "cosine"]),
+    ("scheduler typo", {"train.lr_scheduler_type": "cosin"}, ["did you mean 'cosine'"]),
+    ("scheduler that needs kwargs", {"train.lr_scheduler_type": "cosine_with_min_lr"},
+     ["train.lr_scheduler_type", "cannot be built", "lr_scheduler_kwargs"]),
+    ("scheduler that needs evaluation", {"train.lr_scheduler_type": "reduce_lr_on_plateau"},
+     ["train.lr_scheduler_type", "needs evaluation"]),
+    # --- trl: pass-through, checked by building the GRPOConfig
+    ("trl typo", {"trl": {"epsilon_hihg": 0.28}}, ["trl.epsilon_hihg", "unknown GRPOConfig field", "did you mean 'epsilon_high'"]),
+    ("trl clashes with train", {"trl": {"learning_rate": 1e-5}}, ["trl.learning_rate", "set train.learning_rate instead"]),
+    ("trl sets what grpokit sets", {"trl": {"output_dir": "x"}}, ["trl.output_dir", "set by grpokit", "--output-dir"]),
+    ("trl vllm settings belong to generation:", {"trl": {"use_vllm": True}}, ["trl.use_vllm", "generation: section"]),
+    ("trl init kwargs belong to the model", {"trl": {"model_init_kwargs": {}}}, ["trl.model_init_kwargs", "model.init_kwargs"]),
+    ("trl wrong type", {"trl": {"mask_truncated_completions": "yes"}}, ["trl.mask_truncated_completions", "boolean"]),
+    ("trl out of range", {"trl": {"top_entropy_quantile": 7}}, ["trl.top_entropy_quantile", "between 0 and 1"]),
+    ("trl zero iterations", {"trl": {"num_iterations": 0}}, ["trl.num_iterations", ">= 1"]),
+    ("trl inf", {"trl": {"epsilon_high": float("inf")}}, ["trl.epsilon_high", "not a finite number"]),
+    ("GRPOConfig refuses the combination", {"trl": {"generation_batch_size": 12}},
+     ["trl.generation_batch_size", "GRPOConfig refuses it", "divisible"]),
+    ("unknown tracker", {"trl": {"report_to": "tensorbord"}}, ["trl.report_to", "unknown tracker", "did you mean 'tensorboard'"]),
+    # --- model.init_kwargs
+    ("dtype in init_kwargs", {"model.init_kwargs": {"dtype": "float16"}}, ["model.init_kwargs.dtype", "set model.dtype"]),
+    ("quantized without lora", {"model.init_kwargs": {"quantization_config": {"load_in_4bit": True}}},
+     ["model.init_kwargs.quantization_config", "add model.lora"]),
+    ("non-finite init kwarg", {"model.init_kwargs": {"rope_theta": float("nan")}}, ["model.init_kwargs.rope_theta", "finite"]),
+    # --- the model source
+    ("missing local model folder", {"model.name": "/no/such/folder"}, ["model.name", "no such model folder", "/no/such/folder"]),
+    ("relative missing folder", {"model.name": "./models/mine"}, ["model.name", "no such model folder"]),
 ]
 
 
@@ -145,3 +197,122 @@ def test_seed_table_recipe_values():
     r4 = load_recipe(REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml")
     assert r4.model.lora and r4.model.enable_thinking is True and r4.train.learning_rate == 2e-6
     assert (r4.train.beta, r4.train.temperature, r4.train.max_completion_length) == (0.01, 0.9, 2048)
+
+
+def test_a_folder_that_is_not_a_model_is_reported(tmp_path, embedded_model_dir):
+    # (folder contents, expected message): an empty folder, then config.json without tokenizer files.
+    folder = tmp_path / "m"
+    folder.mkdir()
+    cases = [((), "no config.json"), (("config.json",), "no tokenizer files")]
+    for files, expected in cases:
+        for f in files:
+            shutil.copy(embedded_model_dir / f, folder / f)
+        with pytest.raises(GrpokitError) as exc:
+            load_recipe(write(tmp_path, patch({"model.name": str(folder)})))
+        assert expected in exc.value.render() and "model.name" in exc.value.render()
+
+
+def test_a_local_model_folder_loads_at_check_time(tmp_path, tiny_model_dir):
+    assert load_recipe(write(tmp_path, patch({"model.name": str(tiny_model_dir)}))).notes == []
+
+
+def test_hub_id_offline_is_skipped_with_a_note(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    recipe = load_recipe(write(tmp_path, patch({"model.name": "nosuch-org/nosuch-model"})))
+    assert any("not checked on the hub (HF_HUB_OFFLINE is set)" in n for n in recipe.notes), recipe.notes
+
+
+def test_hub_id_online_but_unreachable_is_a_problem(tmp_path, monkeypatch):
+    # A real unreachable endpoint (a closed local port): one request, no retries, a clear problem.
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(GrpokitError) as exc:
+        load_recipe(write(tmp_path, patch({"model.name": "nosuch-org/nosuch-model"})))
+    text = exc.value.render()
+    assert "cannot reach the Hugging Face hub" in text and "HF_HUB_OFFLINE=1" in text
+
+
+def test_a_missing_tracker_package_is_named(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    with pytest.raises(GrpokitError, match="tracker 'wandb' is not installed"):
+        load_recipe(write(tmp_path, patch({"trl": {"report_to": ["wandb"]}})))
+
+
+def test_qlora_without_bitsandbytes_is_named(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        pytest.skip("bitsandbytes is installed here")
+    update = {"model.init_kwargs": {"quantization_config": {"load_in_4bit": True}}, "model.lora": {"r": 8}}
+    with pytest.raises(GrpokitError, match="needs bitsandbytes"):
+        load_recipe(write(tmp_path, patch(update)))
+
+
+def test_trl_fields_reach_the_grpo_config(tmp_path):
+    from grpokit.train import grpo_args
+
+    trl = {"epsilon_high": 0.28, "mask_truncated_completions": True, "num_iterations": 2, "report_to": ["tensorboard"],
+           "top_entropy_quantile": 0.2, "generation_batch_size": 16}
+    update = {"trl": trl, "model.init_kwargs": {"attn_implementation": "sdpa"}}
+    recipe = load_recipe(write(tmp_path, patch(update)))
+    args = grpo_args(recipe, tmp_path / "run")
+    for key, value in trl.items():
+        assert getattr(args, key) == value, key
+    assert args.learning_rate == recipe.train.learning_rate  # train.* still set from the recipe
+    assert args.model_init_kwargs == {"attn_implementation": "sdpa"}  # the reference model loads like the policy
+
+
+# (id, recipe text, expected where, expected message): problems found while reading the file itself.
+FILE_CASES = [
+    ("duplicate section", "data:\n  train: builtin:arithmetic/train.jsonl\nrewards:\n  - name: format\n"
+     "train:\n  max_steps: 5\ntrain:\n  learning_rate: 1e-5\n", "recipe.yaml:7 train", "duplicate key 'train' (first at line 5)"),
+    ("duplicate nested key", "data:\n  train: builtin:arithmetic/train.jsonl\n  train: x.jsonl\nrewards:\n  - name: format\n",
+     "recipe.yaml:3 train", "duplicate key 'train' (first at line 2)"),
+    ("binary file", b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "recipe.yaml:1", "not a UTF-8 text file (byte 0x89 at offset 0)"),
+    ("latin-1 text", "model:\n  name: caf\u00e9\n".encode("latin-1"), "recipe.yaml:2", "not a UTF-8 text file"),
+]
+
+
+@pytest.mark.parametrize("text,where,message", [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES])
+def test_recipe_file_problems(tmp_path, text, where, message):
+    p = tmp_path / "recipe.yaml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(GrpokitError) as exc:
+        load_recipe(p)
+    assert any(where in pr.where and message in pr.message for pr in exc.value.problems), exc.value.render()
+
+
+def test_yaml_merge_keys_are_not_duplicates(tmp_path):
+    text = ("base: &b {num_generations: 4, per_device_train_batch_size: 8}\n"
+            "data:\n  train: builtin:arithmetic/train.jsonl\nrewards:\n  - name: format\n"
+            "train:\n  <<: *b\n  num_generations: 2\n")
+    with pytest.raises(GrpokitError) as exc:  # only the stray `base` key is wrong, not the override of a merge
+        load_recipe(write(tmp_path, text))
+    assert [p.where.split()[-1] for p in exc.value.problems] == ["base"]
+
+
+# (id, --set assignment, expected substring of the problem)
+SET_CASES = [
+    ("value that is not YAML", "train.max_steps=[", "not valid YAML"),
+    ("no equals sign", "train.max_steps", "expected section.key=value"),
+    ("empty key part", "train..max_steps=3", "not a dotted key path"),
+    ("list index out of range", "rewards.5.weight=2", "not one of its indexes"),
+]
+
+
+@pytest.mark.parametrize("assignment,expected", [c[1:] for c in SET_CASES], ids=[c[0] for c in SET_CASES])
+def test_bad_set_is_a_problem_not_a_traceback(tmp_path, assignment, expected, capsys):
+    path = write(tmp_path, GOOD)
+    assert main(["recipe", "check", str(path), "--set", assignment]) == 2
+    err = capsys.readouterr().err
+    assert f"--set {assignment}" in err and expected in err and "Traceback" not in err
+
+
+def test_set_reaches_list_items(tmp_path):
+    assert load_recipe(write(tmp_path, GOOD), ["rewards.0.weight=2"]).rewards[0].weight == 2

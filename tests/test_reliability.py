@@ -214,8 +214,10 @@ def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_di
     from grpokit.config import load_recipe
     from grpokit.train import train
 
-    overrides = ["train.max_prompt_length=1"] if case == "prompts too long" else [f"model.name={tmp_path / 'nope'}"]
-    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), overrides)
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), ["train.max_prompt_length=1"] if case == "prompts too long"
+                         else [])
+    if case == "no such model folder":  # recipe validation refuses it first; train must hold without that check too
+        recipe = recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": str(tmp_path / "nope")})})
     run = tmp_path / "run"
     with pytest.raises(Exception):
         train(recipe, run_dir=run)

@@ -137,3 +137,79 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
     steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines()]
     assert steps == list(range(1, 7)), steps
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
+
+
+def test_report_to_tensorboard_writes_event_files(tmp_path, tiny_model_dir):
+    pytest.importorskip("tensorboard")
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=1)
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit",
+                 "--set", "trl.report_to=[tensorboard]"]) == 0
+    events = list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert events, sorted(p.relative_to(run) for p in run.rglob("*"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tensorboard"))
+    acc.Reload()
+    assert "train/reward" in acc.Tags()["scalars"], acc.Tags()["scalars"]
+    assert (run / "metrics.jsonl").is_file()  # the run directory stays the record
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def _drive_logger(tmp_path: Path, out) -> None:
+    """Three 2-second steps of a 10-step run through RunLogger, a logging step after each."""
+    from types import SimpleNamespace
+
+    from grpokit.tracking import Progress
+    from grpokit.train import RunLogger
+
+    progress = Progress(out)
+    progress.clock = clock = _Clock()
+    logger = RunLogger(tmp_path, ["math_correctness", "format"], progress)
+    args, state = SimpleNamespace(logging_steps=1), SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=True)
+    progress.on_train_begin(args, state, None)
+    for step in (1, 2, 3):
+        clock.now += 2.0
+        state.global_step = step
+        progress.on_step_end(args, state, None)
+        logger.on_log(args, state, None, logs={"reward": 0.5, "rewards/math_correctness/mean": 0.25,
+                                               "rewards/format/mean": 0.5, "kl": 0.001,
+                                               "completions/mean_length": 12.0})
+    progress.on_train_end(args, state, None)
+
+
+def test_progress_is_one_plain_line_per_logging_step_when_not_a_tty(tmp_path):
+    import io
+    import re
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    _drive_logger(tmp_path, Console(file=buf, force_terminal=False, width=300))
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    # step done/total, reward with each component, kl, length, s/step, then the ETA (7 steps x 2 s left).
+    assert lines[2] == ("step 3/10 | reward 0.500 (math_correctness 0.250, format 0.500) | kl 0.0010 | len 12.0 | "
+                        "2.0s/step | eta 0:00:14"), lines[2]
+    assert all(re.search(r"\| eta \d+:\d\d:\d\d$", ln) for ln in lines)
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_progress_is_a_bar_with_eta_on_a_terminal(tmp_path):
+    import io
+    import re
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    _drive_logger(tmp_path, Console(file=buf, force_terminal=True, width=160))
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", buf.getvalue())  # colours and cursor codes
+    assert "3/10" in text and "2.0s/step | eta 0:00:14" in text, text
+    assert "step 3/10 | reward 0.500" in text  # the metrics line still printed above the bar

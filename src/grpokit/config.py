@@ -3,14 +3,17 @@
     grpokit train recipes/smollm2-arithmetic.yaml --set train.learning_rate=2e-5
 
 `load_recipe(path, overrides)` reads the YAML, applies `--set` overrides and
-validates everything before any model loads. Every problem is reported at
-once, each with `file:line field`, what is wrong and the fix (unknown keys
-get a "did you mean"), then `GrpokitError` (exit code 2) is raised.
+validates everything before any model loads, building what training will
+build (grpokit.config_checks: reward factories, scheduler, GRPOConfig, model
+folder). Every problem is reported at once, each with `file:line field`, what
+is wrong and the fix (unknown keys get a "did you mean"), then `GrpokitError`
+(exit code 2) is raised. Reading the file (UTF-8, YAML, duplicate keys,
+`--set`) is grpokit.config_yaml.
 
 Sections: `model`, `data`, `rewards`, `train` (TRL's own GRPOConfig names),
 `health` (detector thresholds and actions: the one place they are documented),
-`preflight`, `output_dir`. Relative data paths are resolved against the recipe file's
-folder (so a recipe travels with its data); `output_dir` against the current
+`preflight`, `output_dir`, `trl` (any other GRPOConfig field, passed as is).
+Relative data paths are resolved against the recipe file's folder (so a recipe travels with its data); `output_dir` against the current
 directory. `builtin:<path>` names a file bundled with grpokit
 (`builtin:arithmetic/train.jsonl`), `hf:<dataset id>` a Hugging Face hub
 dataset (needs network).
@@ -24,6 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from grpokit.config_yaml import apply_override, line_map, parse_yaml, read_recipe_text
 from grpokit.errors import GrpokitError, Problem
 from grpokit.vllm_config import GenerationConfig, check_generation
 
@@ -31,7 +35,9 @@ BUILTIN_DATA = Path(__file__).parent / "datasets"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf/nan are refused everywhere: `learning_rate: .inf` would otherwise fail at step 1 ("probability tensor
+    # contains inf") after the model has loaded.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class LoraConfig(_Section):
@@ -61,6 +67,10 @@ class ModelConfig(_Section):
         "On the 2-core CPU it cost no measurable time for SmolLM2-135M (peak 7.4 -> 5.0 GiB); on a GPU it "
         "usually costs ~20-30% step time."
     )
+    init_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra from_pretrained arguments, e.g. {attn_implementation: sdpa} or "
+        "QLoRA's {quantization_config: {load_in_4bit: true, bnb_4bit_quant_type: nf4}} (needs bitsandbytes and "
+        "model.lora). The dtype is model.dtype.")
 
 
 class DataConfig(_Section):
@@ -218,8 +228,14 @@ class Recipe(_Section):
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="hf generate or vLLM (TRL).")
     output_dir: str = Field("runs/grpokit", description="Run directory (config, metrics, samples, checkpoints).")
+    trl: dict[str, Any] = Field(
+        default_factory=dict, description="Any other TRL GRPOConfig field, passed as is (report_to, epsilon_high, "
+        "mask_truncated_completions, num_iterations, generation_batch_size, bf16, ...). Checked by building the "
+        "GRPOConfig; fields the recipe models elsewhere (train.*, model.*) are refused here.")
     # Where the recipe came from; used to resolve relative data paths. Not part of the YAML.
     source: str | None = Field(None, exclude=True)
+    # What validation could not check (e.g. a hub id while offline); printed by `recipe check` and `train`.
+    notes: list[str] = Field(default_factory=list, exclude=True)
 
     def resolve_data_path(self, spec: str) -> str:
         return resolve_data_path(spec, Path(self.source).parent if self.source else Path.cwd())
@@ -238,46 +254,6 @@ def resolve_data_path(spec: str, base: Path) -> str:
     return str(p if p.is_absolute() else (base / p).resolve())
 
 
-# ---------------------------------------------------------------- YAML line map
-def _line_map(text: str) -> dict[tuple, int]:
-    """Map each key path in the YAML to its 1-based line, for error messages."""
-    lines: dict[tuple, int] = {}
-
-    def walk(node, path):
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = (*path, k.value)
-                lines[key] = k.start_mark.line + 1
-                walk(v, key)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                lines[(*path, i)] = v.start_mark.line + 1
-                walk(v, (*path, i))
-
-    try:
-        walk(yaml.compose(text), ())
-    except yaml.YAMLError:
-        pass
-    return lines
-
-
-# ---------------------------------------------------------------- overrides
-def apply_override(raw: dict, assignment: str) -> None:
-    """`section.key=value` (value parsed as YAML) into the raw recipe dict."""
-    if "=" not in assignment:
-        raise GrpokitError(
-            [Problem(f"--set {assignment}", "expected section.key=value", "e.g. --set train.learning_rate=2e-5")]
-        )
-    dotted, value = assignment.split("=", 1)
-    node = raw
-    keys = dotted.strip().split(".")
-    for k in keys[:-1]:
-        if not isinstance(node.get(k), dict):
-            node[k] = {}
-        node = node[k]
-    node[keys[-1]] = yaml.safe_load(value) if value.strip() else None
-
-
 # ---------------------------------------------------------------- validation
 def _fix_for(err: dict, model_fields: list[str]) -> str:
     kind, loc, ctx = err["type"], err["loc"], err.get("ctx") or {}
@@ -287,6 +263,12 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
         return f"did you mean '{close[0]}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
     if kind == "missing":
         return f"add {field}"
+    if kind == "too_short" and loc == ("rewards",):
+        return "add at least one reward, e.g. `- name: math_correctness` (see `grpokit rewards list`)"
+    if kind == "too_short":
+        return f"give {field} at least {ctx.get('min_length')} item(s)"
+    if kind == "finite_number":
+        return f"give {field} a finite number"
     for bound, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if bound in ctx:
             return f"set {field} {word} {ctx[bound]}"
@@ -314,66 +296,12 @@ def _fields_at(loc: tuple) -> list[str]:
                 if isinstance(cc, type) and issubclass(cc, BaseModel):
                     model = cc
                     break
-    return [k for k in model.model_fields if k != "source"]
+    return [k for k in model.model_fields if k not in ("source", "notes")]
 
 
-def _check_train(t: TrainConfig) -> list[tuple[tuple, str, str]]:
-    out = []
-    gen_batch = t.per_device_train_batch_size * t.gradient_accumulation_steps
-    if gen_batch % t.num_generations:
-        out.append((
-            ("train", "num_generations"),
-            f"the generation batch (per_device_train_batch_size {t.per_device_train_batch_size} x "
-            f"gradient_accumulation_steps {t.gradient_accumulation_steps} = {gen_batch}) is not divisible by "
-            f"num_generations {t.num_generations}; TRL would reject it",
-            f"make per_device_train_batch_size x gradient_accumulation_steps a multiple of {t.num_generations}",
-        ))
-    return out
-
-
-def _check_rewards(rewards: list[RewardConfig]) -> list[tuple[tuple, str, str]]:
-    from grpokit.rewards.registry import available, get_spec
-
-    out = []
-    names = available()
-    for i, r in enumerate(rewards):
-        if r.name not in names:
-            close = difflib.get_close_matches(r.name, names, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            out.append((("rewards", i, "name"), f"unknown reward {r.name!r}", f"{hint}valid rewards: {', '.join(names)}"))
-            continue
-        spec = get_spec(r.name)
-        for p in spec.unknown_params(r.params):
-            valid = ", ".join(sorted(spec.param_defaults())) or "(none)"
-            out.append((("rewards", i, "params", p), f"reward {r.name!r} has no parameter {p!r}", f"valid parameters: {valid}"))
-    if rewards and all(r.weight == 0 for r in rewards):
-        out.append((("rewards",), "every reward weight is 0: nothing to learn from", "give at least one reward a non-zero weight"))
-    return out
-
-
-def _check_data(d: DataConfig, base: Path) -> list[tuple[tuple, str, str]]:
-    out = []
-    for key in ("train", "eval"):
-        spec = getattr(d, key)
-        if spec is None or spec.startswith("hf:"):
-            continue
-        path = Path(resolve_data_path(spec, base))
-        if not path.is_file():
-            out.append((("data", key), f"file not found: {path}",
-                        "fix the path (relative paths are resolved from the recipe's folder), or create it, "
-                        "e.g. `grpokit data generate arithmetic FILE`"))
-    return out
-
-
-def _check_model(m: ModelConfig, d: DataConfig | None) -> list[tuple[tuple, str, str]]:
-    if m.enable_thinking is not None and d is not None and d.template != "chat":
-        return [(("model", "enable_thinking"), "enable_thinking only applies to the chat template",
-                 "set data.template: chat, or remove model.enable_thinking")]
-    return []
-
-
-def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> list[tuple[tuple, str, str]]:
-    """Cross-field checks TRL or grpokit would reject later, run on every section that parsed."""
+def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tuple[tuple, str, str]], list[str]]:
+    """Build what training will build (grpokit.config_checks) from every section that parsed: (problems, notes)."""
+    from grpokit import config_checks as cc
 
     def section(key, model):
         if key in broken:
@@ -383,31 +311,45 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> list[tuple[tu
         except ValidationError:
             return None
 
-    out = []
-    train = section("train", TrainConfig)
-    data = section("data", DataConfig)
-    model = section("model", ModelConfig)
+    out, notes = [], []
+    train, data, model = section("train", TrainConfig), section("data", DataConfig), section("model", ModelConfig)
+    trl = None if "trl" in broken or not isinstance(raw.get("trl") or {}, dict) else dict(raw.get("trl") or {})
+    rewards = None
+    if "rewards" not in broken and isinstance(raw.get("rewards"), list):
+        try:
+            rewards = [RewardConfig.model_validate(r) for r in raw["rewards"]]
+        except ValidationError:
+            pass
+    if trl is not None:
+        out += cc.check_trl(trl, list(TrainConfig.model_fields))
     if train is not None:
-        out += _check_train(train)
+        out += cc.check_train(train, trl or {})
+    elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
+        out += cc.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     if data is not None:
-        out += _check_data(data, base)
+        out += cc.check_data(data, base)
     if model is not None:
-        out += _check_model(model, data)
+        found, notes = cc.check_model(model, data)
+        out += found
     generation = section("generation", GenerationConfig)
     if generation is not None:
         out += check_generation(generation, train)
-    if "rewards" not in broken and isinstance(raw.get("rewards"), list):
-        try:
-            out += _check_rewards([RewardConfig.model_validate(r) for r in raw["rewards"]])
-        except ValidationError:
-            pass
-    return out
-
+    if rewards is not None:
+        out += cc.check_rewards(rewards)
+    if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
+        # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
+        # its own refusals are reported with the rest.
+        stand_in = Recipe.model_construct(
+            model=model or ModelConfig(), data=data or DataConfig(train="-"), train=train, trl=trl,
+            rewards=rewards or [], health=HealthConfig(), preflight=PreflightConfig(),
+            generation=generation or GenerationConfig(), output_dir="-")
+        out += cc.check_grpo_config(stand_in)
+    return out, notes
 
 def validate_raw(raw: Any, source: str | None = None, text: str = "") -> Recipe:
     """Validate a raw recipe dict; raise GrpokitError listing every problem."""
     where = source or "recipe"
-    lines = _line_map(text) if text else {}
+    lines = line_map(text) if text else {}
 
     def at(loc: tuple) -> str:
         line = None
@@ -437,25 +379,19 @@ def validate_raw(raw: Any, source: str | None = None, text: str = "") -> Recipe:
                 msg = f"{msg} (got {err['input']!r})"
             problems.append(Problem(at(loc), msg, _fix_for(err, _fields_at(loc))))
     base = Path(source).parent if source else Path.cwd()
-    problems += [Problem(at(loc), msg, fix) for loc, msg, fix in _semantic_problems(raw, base, broken)]
+    found, notes = _semantic_problems(raw, base, broken)
+    problems += [Problem(at(loc), msg, fix) for loc, msg, fix in found]
     if problems or recipe is None:
         raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
+    recipe.notes = notes
     return recipe
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     """Read, override and validate a recipe file."""
     path = Path(path)
-    if not path.is_file():
-        raise GrpokitError([Problem(str(path), "recipe file not found", "check the path; examples live in recipes/")])
-    text = path.read_text(encoding="utf-8")
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise GrpokitError([Problem(where, f"not valid YAML: {getattr(e, 'problem', e)}",
-                                    "fix the indentation / quoting on that line")]) from None
+    text = read_recipe_text(path)
+    raw = parse_yaml(text, str(path))
     if raw is None:
         raw = {}
     for o in overrides or []:

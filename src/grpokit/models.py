@@ -10,7 +10,10 @@ dequantised model carries a `quantization_config` that blocks training and
 saving. The conversion writes to a temporary folder and renames it, so an
 interrupted conversion never leaves a half-written cache.
 
-Any other name is passed to `from_pretrained` (a hub id needs network).
+Any other name is passed to `from_pretrained` (a hub id needs network). Loading errors (a missing folder, a
+folder without config.json or tokenizer files, an unknown or unreachable hub id, a hub id not cached while
+HF_HUB_OFFLINE is set) become `GrpokitError`s naming the field and the fix; `check_model_source` runs the
+same checks (without loading weights) for `recipe check`.
 """
 from __future__ import annotations
 
@@ -91,24 +94,180 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def load_tokenizer(name_or_path: str):
+# ---------------------------------------------------------------- where a model comes from
+# Files a tokenizer folder can carry (any one is enough for AutoTokenizer).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+_DOWNLOAD_FIX = "download it on a machine with network first (`hf download {name}`), or use a local model folder"
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it (at import) or as the environment says now."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _is_hub_id(name: str) -> bool:
+    """'org/model' or 'model' that is not a path on this machine (transformers' own rule: a folder wins)."""
+    if Path(name).expanduser().exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1:
+        return False
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+        return True
+    except HFValidationError:
+        return False
+
+
+def _in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def local_problem(name: str, need: str = "model") -> tuple[str, str] | None:
+    """(what, fix) when `name` cannot be a usable model or tokenizer source, judged without network; else None.
+
+    `need` is "model" (config.json) or "tokenizer" (tokenizer files)."""
+    if name == "default":
+        return None
+    if _is_hub_id(name):
+        if hub_offline() and not _in_hub_cache(name):
+            return (f"HF_HUB_OFFLINE is set and the hub model {name!r} is not in the local cache",
+                    _DOWNLOAD_FIX.format(name=name) + ", or unset HF_HUB_OFFLINE")
+        return None
+    path = Path(name).expanduser()
+    if not path.exists():
+        return (f"no such model folder: {path}", "fix the path, use a hub id such as Qwen/Qwen3-0.6B-Base, or "
+                "'default' for the embedded model")
+    if not path.is_dir():
+        return f"{path} is a file, not a model folder", "point at the folder holding config.json and the weights"
+    if need == "model" and not (path / "config.json").is_file():
+        return f"{path} has no config.json: not a Hugging Face model folder", "point at a folder written by save_pretrained"
+    if need == "tokenizer" and not any((path / f).is_file() for f in _TOKENIZER_FILES):
+        return (f"{path} has no tokenizer files ({', '.join(_TOKENIZER_FILES)})",
+                "save the tokenizer into the folder too (tokenizer.save_pretrained(folder))")
+    return None
+
+
+def check_model_source(name: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Recipe-time check of model.name, as far as it can go without loading weights: (problems, notes).
+
+    A local folder must exist and its config and tokenizer must load. A hub id is looked up on the hub only
+    when online (one request, no retries); with HF_HUB_OFFLINE set it is only looked up in the local cache,
+    and a note says the check was skipped."""
+    if name == "default":
+        if (cache_dir() / "models" / DEFAULT_MODEL_DIRNAME / "config.json").is_file():
+            return [], []
+        try:
+            default_gguf_path()
+        except GrpokitError as e:
+            return [(p.message, p.fix) for p in e.problems], []
+        return [], []
+    if not _is_hub_id(name):
+        for need in ("model", "tokenizer"):
+            bad = local_problem(name, need)
+            if bad:
+                return [bad], []
+        try:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(name)
+            load_tokenizer(name)
+        except GrpokitError as e:
+            return [(p.message, p.fix) for p in e.problems], []
+        except (OSError, ValueError, KeyError) as e:
+            return [(f"the model config in {name} does not load: {_first_line(e)}",
+                     "check config.json (model_type) or re-save the model with save_pretrained")], []
+        return [], []
+    if _in_hub_cache(name):
+        return [], []
+    if hub_offline():
+        return [], [f"model.name {name!r}: not checked on the hub (HF_HUB_OFFLINE is set) and not in the local "
+                    "cache, so training on this machine would fail"]
+    return _hub_lookup(name), []
+
+
+def _hub_lookup(name: str) -> list[tuple[str, str]]:
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(name, timeout=10)
+    except GatedRepoError:
+        return [(f"the hub model {name!r} is gated", "accept its licence on its hub page, then `hf auth login`")]
+    except RepositoryNotFoundError:
+        return [(f"no model {name!r} on the Hugging Face hub (or it is private and you are not logged in)",
+                 "check the spelling (org/name), or `hf auth login` for a private model")]
+    except Exception as e:  # noqa: BLE001 - any transport failure means the same thing to the user
+        return [(f"cannot reach the Hugging Face hub to check {name!r}: {_first_line(e)}",
+                 "check the network; or set HF_HUB_OFFLINE=1 to skip this check (training then needs the model "
+                 "in the local cache)")]
+    return []
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
+
+def _source_problem(name: str, need: str) -> tuple[str, str] | None:
+    """local_problem, and for a hub id neither cached nor offline one quick lookup: transformers would retry an
+    unreachable hub for most of a minute before failing."""
+    bad = local_problem(name, need)
+    if bad is None and name != "default" and _is_hub_id(name) and not hub_offline() and not _in_hub_cache(name):
+        found = _hub_lookup(name)
+        bad = found[0] if found else None
+    return bad
+
+
+def _load_failed(name: str, what: str, where: str, e: BaseException) -> GrpokitError:
+    text = str(e)
+    if "couldn't connect" in text.lower() or "connect" in type(e).__name__.lower():
+        fix = "check the network, or " + _DOWNLOAD_FIX.format(name=name)
+    elif "not a valid model identifier" in text or "Repository Not Found" in text or "404" in text:
+        fix = "check the spelling of the hub id (org/name), or point at a local model folder"
+    else:
+        fix = "use 'default', a local model folder written by save_pretrained, or a hub id on a machine with network"
+    return GrpokitError([Problem(where, f"cannot load the {what} {name!r}: {_first_line(e)}", fix)])
+
+
+def load_tokenizer(name_or_path: str, where: str = "model.name"):
     from transformers import AutoTokenizer
 
     from grpokit.templates import prepare_tokenizer
 
-    return prepare_tokenizer(AutoTokenizer.from_pretrained(name_or_path))
+    bad = _source_problem(name_or_path, "tokenizer")
+    if bad:
+        raise GrpokitError([Problem(where, *bad)])
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError, KeyError, ImportError) as e:
+        raise _load_failed(name_or_path, "tokenizer", where, e) from None
+    return prepare_tokenizer(tokenizer)
 
 
-def load_model(name_or_path: str, dtype: str = "auto"):
+def from_pretrained_kwargs(init_kwargs: dict | None) -> dict:
+    """model.init_kwargs as from_pretrained takes them: a quantization_config mapping becomes BitsAndBytesConfig."""
+    kwargs = dict(init_kwargs or {})
+    if isinstance(kwargs.get("quantization_config"), dict):
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(**kwargs["quantization_config"])
+    return kwargs
+
+
+def load_model(name_or_path: str, dtype: str = "auto", init_kwargs: dict | None = None, where: str = "model.name"):
     from transformers import AutoModelForCausalLM
 
+    bad = _source_problem(name_or_path, "model")
+    if bad:
+        raise GrpokitError([Problem(where, *bad)])
     try:
-        return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype(dtype))
-    except OSError as e:
-        raise GrpokitError([Problem(
-            "model.name", f"cannot load model {name_or_path!r}: {str(e).splitlines()[0]}",
-            "use 'default', a local model folder, or a hub id on a machine with network access",
-        )]) from None
+        return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype(dtype),
+                                                    **from_pretrained_kwargs(init_kwargs))
+    except (OSError, ValueError, KeyError, ImportError) as e:
+        raise _load_failed(name_or_path, "model", where, e) from None
 
 
 def peft_config(lora) -> object | None:

@@ -10,7 +10,9 @@ subclass:
   any exception ends as run.json `failed` + `error:`/`fix:` (run_safety);
 - SIGINT / SIGTERM finish the current step, save a checkpoint and exit
   cleanly (a second Ctrl-C aborts at once);
-- a progress line per logging step: step, reward (and each component), kl;
+- a metrics line per logging step (step, reward and each component, kl, length, s/step) under a rich
+  progress bar with ETA on a terminal, or ending with the ETA in a log (grpokit.tracking);
+- trackers named in the recipe's `trl.report_to` (tensorboard event files go to `tensorboard/`);
 - the health monitor (grpokit.health) after every logging step: findings go
   to `health.jsonl` and the terminal; per code the recipe says warn, stop, or
   rollback (grpokit.rollback: restore the last checkpoint before the
@@ -40,6 +42,7 @@ from grpokit.launch import any_rank, barrier, broadcast, is_main_process
 from grpokit.rollback import LearningRateOverride, apply_rollback, plan_rollback
 from grpokit.rundir import COMPLETE_MARKER, RunDir, step_of
 from grpokit.templates import PromptTemplate
+from grpokit.tracking import Progress, route_trackers
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -78,11 +81,16 @@ def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, 
 
 # ---------------------------------------------------------------- TRL config
 def grpo_args(recipe: Recipe, run_dir: Path):
+    """The GRPOConfig for a recipe: grpokit's settings, then the recipe's `trl:` fields on top.
+
+    Also what `recipe check` builds (grpokit.config_checks), so a value TRL refuses is reported before any
+    model loads. Trackers are off unless trl.report_to names them; the run directory stays the record."""
     from trl import GRPOConfig
 
     t = recipe.train
     on_gpu = torch.cuda.is_available()
-    return GRPOConfig(
+    init_kwargs = {k: v for k, v in recipe.model.init_kwargs.items() if k != "quantization_config"}
+    kwargs = dict(
         output_dir=str(RunDir(run_dir).checkpoints_dir),
         learning_rate=t.learning_rate, beta=t.beta, num_generations=t.num_generations,
         temperature=t.temperature, top_p=t.top_p, max_completion_length=t.max_completion_length,
@@ -97,22 +105,28 @@ def grpo_args(recipe: Recipe, run_dir: Path):
         reward_weights=[r.weight for r in recipe.rewards],
         chat_template_kwargs=template_of(recipe).chat_template_kwargs() or None,
         gradient_checkpointing=recipe.model.gradient_checkpointing,
+        # TRL builds the reference model (beta > 0) from these, like the policy grpokit loads.
+        model_init_kwargs=init_kwargs or None,
         bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
         use_cpu=not on_gpu,
-        report_to="none", disable_tqdm=True, log_completions=False, remove_unused_columns=False,
+        report_to="none", run_name=Path(run_dir).name, project="grpokit",
+        disable_tqdm=True, log_completions=False, remove_unused_columns=False,
         dataloader_num_workers=0,
         **recipe.generation.grpo_kwargs(),  # use_vllm / vllm_* (nothing for the default hf backend)
     )
+    kwargs.update(recipe.trl)
+    return GRPOConfig(**kwargs)
 
 
 # ---------------------------------------------------------------- callbacks
 class RunLogger(TrainerCallback):
-    """metrics.jsonl and the terminal progress line."""
+    """metrics.jsonl and the metrics line of each logging step (through grpokit.tracking.Progress)."""
 
-    def __init__(self, run_dir: Path, reward_names: list[str]):
+    def __init__(self, run_dir: Path, reward_names: list[str], progress: Progress):
         self.path = RunDir(run_dir).metrics
         self.reward_names = reward_names
-        self.t_last = time.time()
+        self.progress = progress
+        self.t_last = progress.clock()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:  # one writer over N processes
@@ -120,7 +134,7 @@ class RunLogger(TrainerCallback):
         record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}, **peak_memory()}
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
-        now = time.time()
+        now = self.progress.clock()
         per_step = (now - self.t_last) / max(1, args.logging_steps)
         self.t_last = now
         parts = [f"step {state.global_step}/{state.max_steps}"]
@@ -132,7 +146,9 @@ class RunLogger(TrainerCallback):
         if "completions/mean_length" in logs:
             parts.append(f"len {logs['completions/mean_length']:.1f}")
         parts.append(f"{per_step:.1f}s/step")
-        console.print(" | ".join(parts))
+        if not self.progress.live:  # a log file: the ETA rides on the line (a terminal shows it on the bar)
+            parts.append(f"eta {self.progress.pace(state)[1]}")
+        self.progress.print(" | ".join(parts))
 
 
 class CheckpointMarker(TrainerCallback):
@@ -315,7 +331,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
     train_rows, eval_rows, notes = load_datasets(recipe)
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = tokenizer or models.load_tokenizer(model_path)
-    model = model or models.load_model(model_path, recipe.model.dtype)
+    model = model or models.load_model(model_path, recipe.model.dtype, recipe.model.init_kwargs)
     dataset, dropped = build_prompt_dataset(train_rows, template, tokenizer, recipe.train.max_prompt_length)
     if dropped:
         notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
@@ -344,15 +360,17 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
                                         recipe.health.max_rollbacks - rollbacks_done,
                                         plan_rollback=lambda f: plan_rollback(recipe, run, f, plan),
                                         printer=lambda line: console.print(f"[yellow]{line}[/]"))
+            progress = Progress(console)
             trainer = _trainer_class()(
                 model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
                 processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                callbacks=[RunLogger(run_dir, [r.name for r in recipe.rewards]), CheckpointMarker(run), stopper,
-                           LearningRateOverride(recipe.train.learning_rate), guard],
+                callbacks=[progress, RunLogger(run_dir, [r.name for r in recipe.rewards], progress),
+                           CheckpointMarker(run), stopper, LearningRateOverride(recipe.train.learning_rate), guard],
             )
             from transformers.trainer_callback import PrinterCallback
 
             trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
+            route_trackers(trainer, run_dir)
             trainer.samples_path = run.samples
             trainer.num_samples_logged = recipe.train.num_samples_logged
             trainer.health = monitor
@@ -366,6 +384,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
                 trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
             finally:
                 stopper.uninstall()
+                progress.close()  # a live progress bar must not outlive an exception
             # The main process decided (health); every rank needs the decision and the rollback plan.
             decision, plan = broadcast((monitor.decision if monitor else None, plan))
             if stopper.requested or decision is None or decision.action != "rollback" or not plan:
@@ -379,7 +398,8 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
                                          "restored": plan["checkpoint"], "learning_rate": plan["learning_rate"],
                                          "beta": plan["beta"]})
             del trainer
-            model = models.load_model(model_path, recipe.model.dtype)  # fresh weights; resume loads the checkpoint's
+            # fresh weights; resume loads the checkpoint's
+            model = models.load_model(model_path, recipe.model.dtype, recipe.model.init_kwargs)
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once, without a save
         run.remove_incomplete()
         summary.update(status="aborted", reason="second Ctrl-C", seconds=round(time.time() - t0, 1),

@@ -18,5 +18,7 @@ def cmd_recipe_check(args) -> int:
 
     recipe = load_recipe(args.recipe, args.set)
     print(recipe.to_yaml(), end="")
+    for note in recipe.notes:  # what validation could not check here (e.g. a hub id while offline)
+        err.print(f"[yellow]note:[/] {note}")
     err.print(f"[green]{args.recipe}: valid[/]")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option
+from grpokit.cli.output import add_set_option, err
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -62,6 +62,8 @@ def cmd_train(args) -> int:
     if not args.recipe:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
     recipe = load_recipe(args.recipe, args.set)
+    for note in recipe.notes:  # what validation could not check here (e.g. a hub id while offline)
+        err.print(f"[yellow]note:[/] {note}")
     if not args.skip_audit:
         _audit_warnings(recipe)
     train(recipe, run_dir=args.output_dir, overwrite=args.overwrite)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from grpokit.rewards.math import DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, classify_answer, extract_final_answer, marker_pattern
+from grpokit.rewards.math import (DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, classify_answer,
+                                  extract_final_answer, marker_pattern)
 from grpokit.rewards.registry import register
 
 _MIN_WORD_FRACTION = 0.5  # honest prose/maths is mostly letters and digits; "!!!\n###" garbage is not
@@ -111,7 +112,9 @@ def get_format_reward(
     min_reasoning_lines: int = 1,
     require_think: bool = False,
 ):
-    markers = tuple(markers)
+    markers = answer_markers(markers)
+    if min_reasoning_lines < 0:
+        raise ValueError(f"format: min_reasoning_lines must be >= 0, got {min_reasoning_lines}")
 
     def score(completions: list[str], **_columns) -> list[float]:
         return [1.0 if check_format(c, markers, min_reasoning_lines, require_think).ok else 0.0 for c in completions]

@@ -119,6 +119,8 @@ def get_length_reward(
     think_budget: int | None = None,
     think_penalty: float = 0.5,
 ):
+    if min_chars < 0 or any(v is not None and v < 1 for v in (max_completion_length, think_budget)):
+        raise ValueError("length: min_chars must be >= 0, max_completion_length and think_budget >= 1")
     if max_completion_length is not None and overlong_buffer is not None and not 0 < overlong_buffer <= max_completion_length:
         raise ValueError(f"overlong_buffer must be in (0, max_completion_length={max_completion_length}], got {overlong_buffer}")
     settings = dict(

@@ -51,6 +51,13 @@ from fractions import Fraction
 from grpokit.rewards.registry import register
 
 DEFAULT_MARKERS = ("Final answer:", "最终答案：", "最终答案:")
+
+
+def answer_markers(markers) -> tuple[str, ...]:
+    """A reward's `markers` param, checked: a string would become one marker per character, [] matches nothing."""
+    if isinstance(markers, str) or not markers or not all(isinstance(m, str) and m.strip() for m in markers):
+        raise ValueError(f"markers must be a non-empty list of non-empty strings, got {markers!r}")
+    return tuple(markers)
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 _MAX_ANSWER_CHARS = 200  # a final answer is a value, not a paragraph; also bounds the symbolic path
@@ -492,7 +499,7 @@ def score_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAU
     params={"markers": "answer-line markers to look for, case-insensitive (default: Final answer:, 最终答案：, 最终答案:)"},
 )
 def get_math_correctness_reward(markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS):
-    markers = tuple(markers)
+    markers = answer_markers(markers)
 
     def score(completions: list[str], answer: list, **_columns) -> list[float | None]:
         return [score_math(c, a, markers) for c, a in zip(completions, answer)]

@@ -150,6 +150,8 @@ def check_sql(completion: str, db: object, gold_sql: object, timeout_s: float = 
     },
 )
 def get_sql_exec_reward(timeout_s: float = 2.0, max_rows: int = 10_000):
+    if not timeout_s > 0 or max_rows < 1:
+        raise ValueError(f"sql_exec: timeout_s must be > 0 and max_rows >= 1, got {timeout_s} and {max_rows}")
     def score(completions: list[str], db: list, answer: list | None = None, gold_sql: list | None = None, **_columns):
         if answer is None and gold_sql is None:
             raise ValueError("sql_exec needs the gold query in an 'answer' or 'gold_sql' column")
