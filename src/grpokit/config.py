@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.vllm_config import GenerationConfig, check_generation
+from grpokit.rewards.registry import ROLES
 
 BUILTIN_DATA = Path(__file__).parent / "datasets"
 
@@ -88,9 +89,24 @@ class DataConfig(_Section):
 
 
 class RewardConfig(_Section):
-    name: str = Field(..., description="Registered reward name (grpokit rewards list).")
+    name: str | None = Field(None, description="A built-in reward (grpokit rewards list), or your own function as "
+                             "module:function (or module.function).")
+    path: str | None = Field(None, description="Your own reward function's .py file (relative to the recipe); with "
+                             "`function`.")
+    function: str | None = Field(None, description="The function's name in `path`.")
+    role: Literal[ROLES] | None = Field(None, description="Own rewards only: correctness (default), format, shaping "
+                                        "or penalty; built-in rewards declare theirs.")
     weight: float = Field(1.0, description="Weight in the summed reward.")
-    params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory (own "
+                                   "functions: extra keyword arguments).")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.name is None) == (self.path is None):
+            raise ValueError("give either `name` (a built-in reward or module:function) or `path` + `function`")
+        if (self.path is None) != (self.function is None):
+            raise ValueError("`path` and `function` go together: {path: rewards.py, function: score}")
+        return self
 
 
 class TrainConfig(_Section):
@@ -196,10 +212,14 @@ class HealthConfig(_Section):
     hacking_flat: float = Field(0.02, ge=0, description="... with the correctness reward moving less than this.")
     entropy_min: float = Field(0.05, ge=0, description="Mean token entropy (nats) below this: groups become identical.")
     entropy_drop: float = Field(0.1, gt=0, lt=1, description="... or below this share of its early level.")
-    correctness_rewards: list[str] = Field(
-        default_factory=lambda: ["math_correctness", "code_tests", "sql_exec", "json_schema"],
-        description="Rewards that check the answer itself (reward_hacking_suspected compares them to the total).")
-    format_rewards: list[str] = Field(default_factory=lambda: ["format"], description="Rewards that check the layout.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_role_lists(cls, raw):
+        # Run directories written before rewards declared roles list them here; the roles replace them.
+        if isinstance(raw, dict):
+            raw = {k: v for k, v in raw.items() if k not in ("correctness_rewards", "format_rewards")}
+        return raw
 
 
 class PreflightConfig(_Section):
@@ -331,12 +351,27 @@ def _check_train(t: TrainConfig) -> list[tuple[tuple, str, str]]:
     return out
 
 
-def _check_rewards(rewards: list[RewardConfig]) -> list[tuple[tuple, str, str]]:
+def _check_rewards(rewards: list[RewardConfig], base: Path) -> list[tuple[tuple, str, str]]:
+    from grpokit.rewards.own import OwnRewardError, build_own, is_own, reward_label
     from grpokit.rewards.registry import available, get_spec
 
     out = []
     names = available()
+    labels = [reward_label(r) for r in rewards]
     for i, r in enumerate(rewards):
+        if labels.index(labels[i]) != i:
+            out.append((("rewards", i), f"two rewards are named {labels[i]!r} (logs and weights would mix them)",
+                        "give each reward its own function name"))
+        if r.path is not None or is_own(r.name):
+            try:
+                build_own(r, base, "")
+            except OwnRewardError as e:
+                out.append((("rewards", i, "path" if r.path else "name"), e.problem.what, e.problem.fix))
+            continue
+        if r.role is not None:
+            out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "
+                        f"{get_spec(r.name).role if r.name in names else 'declared by it'}",
+                        "remove `role` (it is for your own reward functions)"))
         if r.name not in names:
             close = difflib.get_close_matches(r.name, names, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
@@ -398,7 +433,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> list[tuple[tu
         out += check_generation(generation, train)
     if "rewards" not in broken and isinstance(raw.get("rewards"), list):
         try:
-            out += _check_rewards([RewardConfig.model_validate(r) for r in raw["rewards"]])
+            out += _check_rewards([RewardConfig.model_validate(r) for r in raw["rewards"]], base)
         except ValidationError:
             pass
     return out
