@@ -100,14 +100,6 @@ class RewardConfig(_Section):
     params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory (own "
                                    "functions: extra keyword arguments).")
 
-    @model_validator(mode="after")
-    def _one_source(self):
-        if (self.name is None) == (self.path is None):
-            raise ValueError("give either `name` (a built-in reward or module:function) or `path` + `function`")
-        if (self.path is None) != (self.function is None):
-            raise ValueError("`path` and `function` go together: {path: rewards.py, function: score}")
-        return self
-
 
 class TrainConfig(_Section):
     """GRPO settings, named as in TRL's GRPOConfig and passed through to it."""
@@ -359,6 +351,11 @@ def _check_rewards(rewards: list[RewardConfig], base: Path) -> list[tuple[tuple,
     names = available()
     labels = [reward_label(r) for r in rewards]
     for i, r in enumerate(rewards):
+        if (r.name is None) == (r.path is None) or (r.path is None) != (r.function is None):
+            out.append((("rewards", i), "a reward is either `name` (built in, or module:function) or `path` + "
+                        "`function`", "write {name: format} or {name: my_module:score} or "
+                        "{path: rewards.py, function: score}"))
+            continue
         if labels.index(labels[i]) != i:
             out.append((("rewards", i), f"two rewards are named {labels[i]!r} (logs and weights would mix them)",
                         "give each reward its own function name"))
@@ -366,7 +363,7 @@ def _check_rewards(rewards: list[RewardConfig], base: Path) -> list[tuple[tuple,
             try:
                 build_own(r, base, "")
             except OwnRewardError as e:
-                out.append((("rewards", i, "path" if r.path else "name"), e.problem.what, e.problem.fix))
+                out.append((("rewards", i, "path" if r.path else "name"), e.problem.message, e.problem.fix))
             continue
         if r.role is not None:
             out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "

@@ -166,11 +166,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     if k_samples > 0 and rows and c is not None:
         groups = sample(model, tokenizer, task.template, questions, max_new, k_samples,
                         task.generation.temperature, task.generation.top_p)
-        flat_rows = [r for r in rows for _ in range(k_samples)]
-        # One call for every sample: code_tests runs them through the sandbox in parallel.
-        flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
-        hits = [sum(bool(p) for p in flat[i * k_samples:(i + 1) * k_samples]) for i in range(len(rows))]
-        passes = {str(k): sum(pass_at_k(k_samples, h, k) for h in hits) / len(hits) for k in k_values(k_samples)}
+        passes = sampled_pass_at_k(task, rows, groups)
     return EvalResult(
         rows=len(rows), accuracy=_mean(correct), format_rate=_mean(fmt),
         mean_length=sum(lengths) / max(1, len(lengths)),
@@ -179,6 +175,21 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
         pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
         reward_means={n: _mean(s) for n, s in scores.items()},
     )
+
+
+def sampled_pass_at_k(task, rows: list[dict], groups: list[list[str]]) -> dict[str, float]:
+    """pass@k for k = 1, 2, 4, ... <= n from n sampled completions per row, judged by the correctness reward.
+
+    A sample passes when the correctness reward scores it 1.0 (code_tests: every test passed). All samples
+    are scored in one call, so code_tests runs them through the sandbox in parallel."""
+    c = task.correctness
+    n = len(groups[0]) if groups else 0
+    if c is None or not rows or n == 0:
+        return {}
+    flat_rows = [r for r in rows for _ in range(n)]
+    flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
+    hits = [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
+    return {str(k): sum(pass_at_k(n, h, k) for h in hits) / len(hits) for k in k_values(n)}
 
 
 def _columns(rows: list[dict]) -> dict[str, list]:

@@ -79,7 +79,7 @@ class Task:
         for i, rc in enumerate(recipe.rewards):
             if rc.path is not None or is_own(rc.name):
                 try:
-                    fn = build_own(rc, base, f"rewards[{i}]")
+                    fn = build_own(rc, base, f"rewards.{i}")
                 except OwnRewardError as e:
                     raise GrpokitError([e.problem]) from None
                 rewards.append(TaskReward(fn.name, fn, rc.weight, rc.role or DEFAULT_ROLE, fn.spec))

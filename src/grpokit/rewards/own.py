@@ -41,7 +41,7 @@ class OwnRewardError(Exception):
     """Loading failed; carries the Problem (where, what, fix)."""
 
     def __init__(self, problem: Problem):
-        super().__init__(f"{problem.where}: {problem.what}")
+        super().__init__(f"{problem.where}: {problem.message}")
         self.problem = problem
 
 
