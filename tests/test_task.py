@@ -46,8 +46,8 @@ def test_the_table_lists_every_builtin_and_nothing_else():
 
 def test_listing_rewards_imports_no_reward_module():
     # The table is read without importing the reward modules (they load on first use).
-    code = ("import sys; from grpokit.rewards import available; available(); "
-            "print(sorted(m for m in sys.modules if m.startswith('grpokit.rewards.') and m != 'grpokit.rewards.registry'))")
+    code = ("import sys; from grpokit.rewards import available; available(); print(sorted(m for m in sys.modules "
+            "if m.startswith('grpokit.rewards.') and m != 'grpokit.rewards.registry'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO / "src")}).stdout
     assert out.strip() == "[]"
@@ -114,7 +114,8 @@ def test_own_reward_params_are_keyword_arguments(own_dir):
 
 BAD_OWN = [
     # (id, reward entry, where, what)
-    ("module not found", {"name": "no_such_module_abc:score"}, "rewards.0.name", "no module named 'no_such_module_abc'"),
+    ("module not found", {"name": "no_such_module_abc:score"}, "rewards.0.name",
+     "no module named 'no_such_module_abc'"),
     ("function not in module", {"name": "my_rewards:nope"}, "rewards.0.name", "has no function 'nope'"),
     ("its import fails", {"name": "broken_rewards:score"}, "rewards.0.name", "no_such_package_xyz"),
     ("its import raises", {"path": "raises.py", "function": "score"}, "rewards.0.path", "RuntimeError: boom at import"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpokit.errors import GrpokitError, Problem
+from grpokit.errors import GrpokitError
 from grpokit.rewards.registry import RewardFunction, RewardSpec, build_reward, names_with_role
 from grpokit.templates import PromptTemplate
 

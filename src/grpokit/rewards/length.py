@@ -93,7 +93,8 @@ def length_penalty(
 
 @describe(
     description="A penalty (<= 0): short_penalty for empty or very short completions, a soft ramp near "
-    "max_completion_length (real tokens in training, estimated elsewhere), and optionally for a <think> block over think_budget tokens.",
+    "max_completion_length (real tokens in training, estimated elsewhere), and optionally for a <think> block "
+    "over think_budget tokens.",
     columns=(),
     params={
         "min_chars": "completions with fewer stripped characters get short_penalty (default 50)",
