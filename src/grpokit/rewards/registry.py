@@ -57,12 +57,13 @@ class Builtin:
     reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | any (the audit's tricks
     # target answer lines, so it runs only where no reward reads another form)
     refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
+    numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
 
 
 # The one list of built-in rewards. Adding a reward: a module with a @describe'd factory, and a row here.
 BUILTIN: dict[str, Builtin] = {
     "math_correctness": Builtin("grpokit.rewards.math:get_math_correctness_reward", "correctness", "accuracy",
-                                reads="answer_line", refusals=True),
+                                reads="answer_line", refusals=True, numeric=True),
     "code_tests": Builtin("grpokit.rewards.code:get_code_tests_reward", "correctness", "pass@1", reads="code"),
     "json_schema": Builtin("grpokit.rewards.json_schema:get_json_schema_reward", "correctness", "valid rate",
                            reads="json"),
@@ -113,6 +114,10 @@ def available() -> list[str]:
 
 def names_with_role(role: str) -> list[str]:
     return [n for n, b in BUILTIN.items() if b.role == role]
+
+
+def numeric_rewards() -> list[str]:
+    return [n for n, b in BUILTIN.items() if b.numeric]
 
 
 def get_spec(name: str) -> RewardSpec:
