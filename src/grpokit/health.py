@@ -436,7 +436,7 @@ def diagnose(metrics: list[dict], samples: list[dict], cfg: HealthConfig | None 
     """Replay a run step by step through the detectors; every finding, in step order."""
     cfg = cfg or HealthConfig()
     ctx = Context(list(reward_names or reward_names_in(metrics)), list(evals or []),
-                  dict(reward_names) if isinstance(reward_names, dict) else {})
+                  roles=dict(reward_names) if isinstance(reward_names, dict) else {})
     by_step: dict[int, list[dict]] = {}
     for x in samples:
         by_step.setdefault(x.get("step"), []).append(x)
@@ -517,7 +517,7 @@ class HealthMonitor:
                  plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.ctx = Context(list(reward_names), load_evals(run_dir),
-                           dict(reward_names) if isinstance(reward_names, dict) else {})
+                           roles=dict(reward_names) if isinstance(reward_names, dict) else {})
         self.metrics = RunDir(run_dir).read_metrics()  # history before a resume / rollback
         self.rollbacks_left = rollbacks_left
         self.plan_rollback = plan_rollback
