@@ -13,7 +13,7 @@ from grpokit.errors import GrpokitError
 from grpokit.evaluate import (accuracy_gap, choose_best, k_values, pass_at_k, read_best, resolve_checkpoint,
                               select_steps)
 from grpokit.rewards.math import check_math
-from test_train import make_recipe
+from test_train import CHARS, make_recipe
 
 
 # ---------------------------------------------------------------- pass@k
@@ -148,7 +148,8 @@ def test_data_perturb_command(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, tiny_model_dir):
     tmp = tmp_path_factory.mktemp("evalrun")
-    recipe = make_recipe(tmp, tiny_model_dir, [{"name": "test_chars"}, {"name": "format", "weight": 0.5}])
+    recipe = make_recipe(tmp, tiny_model_dir, [CHARS, {"name": "math_correctness", "weight": 0.5},
+                                               {"name": "format", "weight": 0.5}])
     run = tmp / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
     return run
@@ -196,7 +197,7 @@ def test_eval_with_other_data_leaves_best_alone(tiny_run, tmp_path):
 
 
 def test_eval_lora_checkpoint(tmp_path, tiny_model_dir):
-    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=1)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit",
                  "--set", "model.lora.r=4", "--set", "model.lora.target_modules=[q_proj,v_proj]"]) == 0

@@ -7,7 +7,6 @@ step. That is deterministic, unlike waiting for an absurd learning rate to blow 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import yaml
@@ -15,23 +14,8 @@ import yaml
 from conftest import write_jsonl
 from grpokit.config import load_recipe
 from grpokit.data.arithmetic import generate
-from grpokit.rewards.registry import REGISTRY, register
 from grpokit.train import complete_checkpoints, train
-
-INJECT = {"calls": 0, "bad": set()}  # reward calls (1-based) on which every completion scores 0.5
-
-if "test_injected" not in REGISTRY:
-    @register("test_injected", description="test only: random scores, constant on INJECT['bad'] calls", columns=())
-    def get_test_injected_reward():
-        rng = random.Random(0)
-
-        def score(completions, **_):
-            INJECT["calls"] += 1
-            if INJECT["calls"] in INJECT["bad"]:
-                return [0.5] * len(completions)
-            return [rng.random() for _ in completions]
-
-        return score
+from reward_fns import INJECT  # the own reward's switch: calls (1-based) on which every completion scores 0.5
 
 
 def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | None = None, **train_cfg):
@@ -39,7 +23,7 @@ def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | Non
     raw = {
         "model": {"name": str(model_dir)},
         "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
-        "rewards": [{"name": "test_injected"}],
+        "rewards": [{"name": "reward_fns:test_injected"}],
         "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
                   "max_completion_length": 8, "save_steps": 1, "logging_steps": 1, "num_samples_logged": 2,
                   **train_cfg},

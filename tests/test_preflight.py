@@ -12,13 +12,6 @@ from grpokit.config import load_recipe
 from grpokit.data.arithmetic import generate
 from grpokit.cli import build_parser
 from grpokit.preflight import interleave_easy_hard, quantile, recommend
-from grpokit.rewards.registry import REGISTRY, register as register_reward
-
-if "test_plus_spread" not in REGISTRY:
-    # Spread only on additions (alternating scores inside each group of 2), none elsewhere.
-    @register_reward("test_plus_spread", description="test only", columns=("op",))
-    def get_test_plus_spread_reward():
-        return lambda completions, op, **_: [float(i % 2) if o == "+" else 0.0 for i, o in enumerate(op)]
 
 
 def _recipe_file(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
@@ -40,7 +33,7 @@ def _preflight(argv) -> int:
 def test_preflight_on_a_tiny_model(tmp_path, tiny_model_dir, capsys):
     recipe = _recipe_file(tmp_path, tiny_model_dir, [{"name": "math_correctness", "weight": 0.8},
                                                      {"name": "format", "weight": 0.2},
-                                                     {"name": "test_plus_spread", "weight": 0.1}])
+                                                     {"name": "reward_fns:test_plus_spread", "weight": 0.1, "role": "shaping"}])
     out, filtered = tmp_path / "preflight.json", tmp_path / "filtered.jsonl"
     assert _preflight([str(recipe), "--prompts", "8", "--output", str(out), "--write-filtered", str(filtered)]) == 0
     text = capsys.readouterr().out

@@ -115,11 +115,11 @@ def test_series_skips_missing_and_non_finite():
 
 
 def test_demo_ends_with_the_report(tmp_path, tiny_model_dir, capsys):
-    from test_train import make_recipe
+    from test_train import CHARS, make_recipe
 
     from grpokit.demo import run_demo
 
-    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}, {"name": "format", "weight": 0.5}],
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS, {"name": "format", "weight": 0.5}],
                          max_steps=1)
     run_demo(output_dir=str(tmp_path / "demo"), recipe_path=recipe)
     report = tmp_path / "demo" / "report" / "report.html"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from grpokit.rewards import build_reward
+from grpokit.rewards import build_reward as _build_builtin
 from grpokit.rewards.audit import TRICKS, audit_rewards
-from grpokit.rewards.registry import register, REGISTRY
+from grpokit.rewards.registry import RewardFunction
 
 ROWS = [
     {"question": "Natalia sold clips to 48 friends in April and half as many in May. How many in total?",
@@ -41,14 +41,13 @@ def _marker_only_format(completions, **_):
     return [1.0 if ("Final answer:" in c or "最终答案" in c) else 0.0 for c in completions]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def broken_rewards():
-    for name, fn in [("_naive_substring", _naive_substring), ("_naive_last_number", _naive_last_number),
-                     ("_marker_only_format", _marker_only_format)]:
-        register(name, description="test-only broken reward")(lambda fn=fn: fn)
-    yield
-    for name in ("_naive_substring", "_naive_last_number", "_marker_only_format"):
-        REGISTRY.pop(name)
+BROKEN = {"_naive_substring": _naive_substring, "_naive_last_number": _naive_last_number,
+          "_marker_only_format": _marker_only_format}
+
+
+def build_reward(name, params=None):
+    # The broken test rewards are plain scorers wrapped like any reward; no global registry to patch.
+    return RewardFunction(name, BROKEN[name], {}) if name in BROKEN else _build_builtin(name, params)
 
 
 def test_sound_recipe_passes():

@@ -17,14 +17,10 @@ from safetensors.torch import load_file
 from conftest import write_jsonl
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate
-from grpokit.rewards.registry import REGISTRY, register
 from grpokit.train import COMPLETE_MARKER, complete_checkpoints
 
-if "test_chars" not in REGISTRY:
-    # A reward with spread on random text, so a tiny untrained model gets non-zero advantages.
-    @register("test_chars", description="test only: completion length / 40", columns=())
-    def get_test_chars_reward():
-        return lambda completions, **_: [min(len(c), 40) / 40 for c in completions]
+# An own reward with spread on random text (tests/reward_fns.py), so a tiny untrained model gets non-zero advantages.
+CHARS = {"name": "reward_fns:test_chars", "role": "shaping"}
 
 
 def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
@@ -43,7 +39,7 @@ def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -
 
 
 def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_dir):
-    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}, {"name": "format", "weight": 0.5}])
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS, {"name": "format", "weight": 0.5}])
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
 
@@ -71,7 +67,7 @@ def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_d
 
 
 def test_lora_run_saves_an_adapter(tmp_path, tiny_model_dir):
-    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=1)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit",
                  "--set", "model.lora.r=4", "--set", "model.lora.target_modules=[q_proj,v_proj]"]) == 0
@@ -106,7 +102,7 @@ def _wait_for(predicate, timeout: float, proc=None) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir, sig):
-    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=6, save_steps=1000)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=6, save_steps=1000)
     run = tmp_path / "run"
     # The test reward lives in this module; the child imports it through a tiny launcher.
     launcher = tmp_path / "launch.py"

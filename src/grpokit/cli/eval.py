@@ -60,6 +60,7 @@ def cmd_eval(args) -> int:
         console.print(f"[yellow]step {e['step']}: accuracy gap of {100 * g['value']:.1f} points, {what}[/]")
     if results.get("best") and run.is_run() and args.data is None:
         b = results["best"]
-        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out) -> {run.best_file}")
+        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out {b.get('metric', 'accuracy')}) -> "
+                      f"{run.best_file}")
     console.print(f"results: {results['path']}")
     return 0

@@ -61,6 +61,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         defaults = spec.param_defaults()
         print(name)
         print(f"  checks:  {spec.description}")
+        print(f"  role:    {spec.role}" + (f" (evaluation reports its {spec.metric})" if spec.metric else ""))
         print(f"  columns: {', '.join(spec.columns) or '(completion only)'}")
         for param, help_text in spec.params.items():
             print(f"  param {param} = {defaults.get(param)!r}: {help_text}")

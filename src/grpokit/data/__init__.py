@@ -9,10 +9,11 @@ template (message-list questions need `chat`).
 from __future__ import annotations
 
 from grpokit.data.io import check_file, check_jsonl, load_rows, overlapping_questions, split_rows
+from grpokit.rewards.registry import numeric_rewards
 
-# Rewards that score answers as numbers: a recipe using one is a numeric task, and
-# `grpokit data check --task math` asks for the same check.
-NUMERIC_REWARDS = ("math_correctness",)
+# Rewards that score answers as numbers (declared in the rewards table): a recipe using one is a
+# numeric task, and `grpokit data check --task math` asks for the same check.
+NUMERIC_REWARDS = tuple(numeric_rewards())
 
 
 def is_numeric_task(recipe) -> bool:

@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Callable
 
 from grpokit.rewards.math import DEFAULT_MARKERS, parse_gold, parse_number
-from grpokit.rewards.registry import RewardFunction, build_reward
+from grpokit.rewards.registry import RewardFunction
 
 _DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
 _PADDING_CHARS = 100_000  # the issue's "very long" case; also exercises each reward's time bound
@@ -336,27 +336,30 @@ def audit_rewards(
 
 
 def recipe_rewards(recipe) -> list[tuple[RewardFunction, float]]:
-    """The recipe's rewards, built as training builds them, with their weights."""
-    return [(build_reward(r.name, r.params), r.weight) for r in recipe.rewards]
+    """The recipe's (or task's) rewards, built as training builds them (own functions included), with weights."""
+    from grpokit.task import Task
+
+    return [(r.fn, r.weight) for r in Task.of(recipe).rewards]
 
 
 def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
-    from grpokit.data import load_train_rows  # the data package pulls in loaders the audit alone does not need
+    from grpokit.task import Task
 
-    return audit_rewards(recipe_rewards(recipe), load_train_rows(recipe), max_rows)
-
-
-ANSWER_LINE_REWARDS = {"math_correctness", "format", "length"}
+    task = Task.of(recipe)
+    return audit_rewards(recipe_rewards(task), task.rows()[0], max_rows)
 
 
 def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
     """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
     # The tricks are answer-line tricks; on code/JSON/SQL rewards they would only produce noise.
-    other = sorted({r.name for r in recipe.rewards} - ANSWER_LINE_REWARDS)
-    if other:
-        return [f"reward audit skipped: its tricks target answer-line rewards, not {', '.join(other)}"]
+    reason = task.audit_skip_reason()
+    if reason:
+        return [f"reward audit skipped: {reason}"]
     try:
-        result = audit_recipe(recipe, max_rows)
+        result = audit_recipe(task, max_rows)
     except ValueError as e:
         return [f"reward audit skipped: {e}"]
     out = [

@@ -35,24 +35,22 @@ import os
 import re
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.rewards.registry import register
+from grpokit.rewards.parsing import answer_region, fenced_blocks
+from grpokit.rewards.registry import describe
 from grpokit.sandbox import Limits, RunResult, TestSpec, detect_isolation, run_many
 
 log = logging.getLogger(__name__)
 
-_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)  # \Z: a fence cut off by max length
-_PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
 _SHOWN_FAILURES = 3  # failed tests listed by `explain`
 
 
 def extract_code(completion: str, entry_point: str | None = None) -> str:
     """The code a completion proposes; "" when its only code sits in an unclosed <think>."""
-    close = completion.rfind(_THINK_CLOSE)
-    if completion.rfind(_THINK_OPEN) > close:
+    text = answer_region(completion)
+    if text is None:
         return ""
-    text = completion if close < 0 else completion[close + len(_THINK_CLOSE):]
-    blocks = [body for tag, body in _FENCE.findall(text) if tag.lower() in _PYTHON_TAGS]
+    blocks = fenced_blocks(text, _PYTHON_TAGS)
     if not blocks:
         return text
     if entry_point:
@@ -120,8 +118,7 @@ def _score(result: RunResult, mode: str, compile_penalty: float) -> float:
     return result.fraction
 
 
-@register(
-    "code_tests",
+@describe(
     description="Runs the completion's Python (fenced block or raw text) against the row's tests in the bubblewrap "
     "sandbox; the fraction of tests passed (or 1/0 with mode=all), compile_penalty when the code does not compile "
     "or load. Reads HumanEval columns (test, entry_point, humaneval_prompt) or `tests`, a list of asserts.",

@@ -21,9 +21,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from grpokit.rewards.math import (DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, classify_answer,
-                                  extract_final_answer, marker_pattern)
-from grpokit.rewards.registry import register
+from grpokit.rewards.math import classify_answer, extract_final_answer
+from grpokit.rewards.parsing import DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, marker_pattern
+from grpokit.rewards.registry import describe
 
 _MIN_WORD_FRACTION = 0.5  # honest prose/maths is mostly letters and digits; "!!!\n###" garbage is not
 _MIN_COMPRESSION_RATIO = 0.12  # honest text compresses to ~30-50%; a phrase repeated 1000x to <5%
@@ -96,8 +96,7 @@ def check_format(
     return FormatVerdict(True, "")
 
 
-@register(
-    "format",
+@describe(
     description="1.0 when the completion has reasoning (optionally in a <think> block) followed by exactly one "
     "final-answer line, the last line, carrying a single value (no refusal or hedge), else 0.0.",
     columns=(),

@@ -32,17 +32,16 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import threading
 import time
 
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.validators import extend, validator_for
 
-from grpokit.rewards.math import answer_region
-from grpokit.rewards.registry import register
+from grpokit.rewards.parsing import answer_region, fenced_blocks
+from grpokit.rewards.registry import describe
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n(.*?)```", re.S)
+_JSON_TAGS = frozenset({"", "json"})
 # The bounds on what is validated; honest answers sit far below each of them.
 _MAX_JSON_CHARS = 50_000  # a JSON answer fits a completion budget of a few thousand tokens; caps parse time and string sizes
 _MAX_JSON_NODES = 10_000  # values (objects, arrays, scalars): honest answers have tens to hundreds; validation is linear in them
@@ -60,7 +59,7 @@ def extract_json_text(completion: str) -> str | None:
     region = answer_region(completion)
     if region is None:
         return None
-    blocks = _FENCE.findall(region)
+    blocks = fenced_blocks(region, _JSON_TAGS)
     return (blocks[-1] if blocks else region).strip()
 
 
@@ -182,8 +181,7 @@ def check_json(
     return 1.0, "valid", []
 
 
-@register(
-    "json_schema",
+@describe(
     description="1.0 when the completion (or its last fenced JSON block) parses and validates against the row's "
     "JSON Schema; partial_credit when it parses but does not validate; 0.0 otherwise; null without a schema.",
     columns=("schema",),

@@ -12,9 +12,11 @@ Three independent parts, summed:
   than that many tokens costs up to `-think_penalty`, linearly, reaching it at
   twice the budget. An unclosed think block counts to the end of the text.
 
-Token counts are a tokenizer-free estimate (`estimate_tokens`), because the
-reward sees text only (the registry passes completions as strings) and loading
-a tokenizer inside a reward would tie it to one model: digits count one token
+During training the over-long part counts real tokens: the scorer asks for
+TRL's `completion_ids`. Where there are none (`grpokit rewards score`, the
+audit) and for the think budget, token counts are a tokenizer-free estimate
+(`estimate_tokens`), because loading a tokenizer inside a reward would tie it
+to one model: digits count one token
 each (Qwen-family tokenizers split numbers into digits), CJK characters 1/1.5
 token, other characters 1/4 token. On Qwen3 tokenizers this is within about
 ±25% for English and Chinese maths text; the ramps make the penalty soft, so
@@ -26,8 +28,8 @@ from __future__ import annotations
 
 import math
 
-from grpokit.rewards.math import THINK_CLOSE, THINK_OPEN
-from grpokit.rewards.registry import register
+from grpokit.rewards.parsing import think_text
+from grpokit.rewards.registry import describe
 
 _CJK_CHARS_PER_TOKEN = 1.5
 _OTHER_CHARS_PER_TOKEN = 4.0
@@ -45,16 +47,6 @@ def estimate_tokens(text: str) -> int:
     cjk = sum(_is_cjk(ch) for ch in text)
     other = len(text) - digits - cjk
     return math.ceil(digits + cjk / _CJK_CHARS_PER_TOKEN + other / _OTHER_CHARS_PER_TOKEN)
-
-
-def think_text(text: str) -> str:
-    """The thinking part: between `<think>` (or the start, as Qwen3 puts `<think>` in the prompt) and `</think>`."""
-    close = text.find(THINK_CLOSE)
-    open_ = text.find(THINK_OPEN)
-    start = 0 if open_ < 0 else open_ + len(THINK_OPEN)
-    if close >= 0 and close >= start:
-        return text[start:close]
-    return text[start:] if open_ >= 0 else ""
 
 
 def _ramp(value: float, start: float, full: float) -> float:
@@ -75,17 +67,21 @@ def length_penalty(
     overlong_penalty: float = 1.0,
     think_budget: int | None = None,
     think_penalty: float = 0.5,
+    tokens: int | None = None,
 ) -> tuple[float, dict]:
-    """(penalty, parts) for one completion; parts holds each component and the token estimates."""
+    """(penalty, parts) for one completion; parts holds each component and the token counts.
+
+    `tokens` is the completion's real token count when known (TRL's completion_ids), else it is estimated."""
     if len(text.strip()) < min_chars:
         return short_penalty, {"short": short_penalty}
     parts: dict = {}
     total = 0.0
     if max_completion_length:
-        tokens = estimate_tokens(text)
+        counted = tokens is not None
+        tokens = tokens if counted else estimate_tokens(text)
         buffer = overlong_buffer if overlong_buffer is not None else int(max_completion_length * _DEFAULT_BUFFER_FRACTION)
         p = -overlong_penalty * _ramp(tokens, max_completion_length - buffer, max_completion_length)
-        parts.update(tokens_est=tokens, overlong=p)
+        parts.update({"tokens" if counted else "tokens_est": tokens, "overlong": p})
         total += p
     if think_budget:
         tokens = estimate_tokens(think_text(text))
@@ -95,10 +91,10 @@ def length_penalty(
     return total, parts
 
 
-@register(
-    "length",
+@describe(
     description="A penalty (<= 0): short_penalty for empty or very short completions, a soft ramp near "
-    "max_completion_length (estimated tokens), and optionally for a <think> block over think_budget tokens.",
+    "max_completion_length (real tokens in training, estimated elsewhere), and optionally for a <think> block "
+    "over think_budget tokens.",
     columns=(),
     params={
         "min_chars": "completions with fewer stripped characters get short_penalty (default 50)",
@@ -133,8 +129,9 @@ def get_length_reward(
         think_penalty=think_penalty,
     )
 
-    def score(completions: list[str], **_columns) -> list[float]:
-        return [length_penalty(c, **settings)[0] for c in completions]
+    def score(completions: list[str], completion_ids: list | None = None, **_columns) -> list[float]:
+        counts = [len(ids) for ids in completion_ids] if completion_ids is not None else [None] * len(completions)
+        return [length_penalty(c, **settings, tokens=n)[0] for c, n in zip(completions, counts)]
 
     def explain(completion: str, **_row) -> dict:
         reward, parts = length_penalty(completion, **settings)

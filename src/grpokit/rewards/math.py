@@ -48,21 +48,15 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-from grpokit.rewards.registry import register
+from grpokit.rewards.parsing import DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, THINK_CLOSE, THINK_OPEN  # noqa: F401
+from grpokit.rewards.parsing import answer_lines as _marker_values
+from grpokit.rewards.parsing import answer_markers, answer_region, marker_pattern  # noqa: F401 - kept importable from here
+from grpokit.rewards.registry import describe
 
-DEFAULT_MARKERS = ("Final answer:", "最终答案：", "最终答案:")
+_MAX_ANSWER_CHARS = MAX_ANSWER_CHARS  # also bounds the symbolic path
+_MAX_CANDIDATES = MAX_CANDIDATES
 
-
-def answer_markers(markers) -> tuple[str, ...]:
-    """A reward's `markers` param, checked: a string would become one marker per character, [] matches nothing."""
-    if isinstance(markers, str) or not markers or not all(isinstance(m, str) and m.strip() for m in markers):
-        raise ValueError(f"markers must be a non-empty list of non-empty strings, got {markers!r}")
-    return tuple(markers)
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-
-_MAX_ANSWER_CHARS = 200  # a final answer is a value, not a paragraph; also bounds the symbolic path
 _MAX_SYMBOLIC_CHARS = 120  # sympy time grows quickly with expression size
-_MAX_CANDIDATES = 16  # no honest completion states 16 final answers; bounds work on 100k-char inputs
 _GSM8K_GOLD = re.compile(r"####\s*([^\n]+?)\s*$")
 
 # Refusals: the article's "最终答案：不知道" earned a format bonus; here it is no answer at all.
@@ -136,46 +130,6 @@ class MathVerdict:
 
 
 # ---------------------------------------------------------------- extraction
-
-
-def answer_region(text: str) -> str | None:
-    """The part of a completion that may hold the answer: after the last `</think>`.
-
-    None when a `<think>` is never closed: a truncated thought has no answer.
-    """
-    close = text.rfind(THINK_CLOSE)
-    if text.rfind(THINK_OPEN) > close:
-        return None
-    return text if close < 0 else text[close + len(THINK_CLOSE):]
-
-
-@functools.lru_cache(maxsize=64)
-def marker_pattern(markers: tuple[str, ...]) -> re.Pattern:
-    # Longest first so that "最终答案：" wins over a shorter marker that prefixes it.
-    alternatives = sorted((re.escape(m) for m in markers if m), key=len, reverse=True)
-    return re.compile("|".join(alternatives), re.IGNORECASE)
-
-
-def _marker_values(region: str, markers: tuple[str, ...]) -> list[tuple[int, int, str]]:
-    """(start, end, value) for each answer line; the value may sit on the next non-empty line."""
-    out = []
-    for m in marker_pattern(markers).finditer(region):
-        eol = region.find("\n", m.end())
-        eol = len(region) if eol < 0 else eol
-        value = region[m.end():eol]
-        if not value.strip("* \t"):  # "Final answer:\n72" or "**Final answer:**\n72"
-            nxt = eol + 1
-            while nxt < len(region):
-                nl = region.find("\n", nxt)
-                nl = len(region) if nl < 0 else nl
-                if region[nxt:nl].strip():
-                    value, eol = region[nxt:nl], nl
-                    break
-                nxt = nl + 1
-        out.append((m.start(), eol, value.strip()[: _MAX_ANSWER_CHARS + 1]))
-        if len(out) > _MAX_CANDIDATES:
-            break
-    return out
 
 
 def _boxed_values(region: str, limit: int) -> list[tuple[int, str]]:
@@ -490,8 +444,7 @@ def score_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAU
     return check_math(completion, answer, markers).reward
 
 
-@register(
-    "math_correctness",
+@describe(
     description="1.0 when the completion's single final answer (answer line or \\boxed{}, after any <think> block) "
     "is equivalent to the gold answer (numbers, fractions, units, LaTeX, symbolic via math-verify), else 0.0; "
     "refusals, hedges and several different answers score 0.0; null when the gold answer cannot be parsed.",

@@ -1,28 +1,42 @@
 """The reward registry: rewards are looked up by name from a recipe.
 
-A reward family registers a *factory* with `@register(...)`. The factory takes
-the reward's params as keyword arguments (validated against its signature, so
-a typo in a recipe's `params` is reported before any model loads) and returns
-a *scorer*:
+Every built-in reward is one row of `BUILTIN` below: its name, where its
+factory lives (`module:function`, imported only when the reward is used, so
+`grpokit rewards list` and recipe checks stay cheap) and its ROLE:
+
+- `correctness`: checks the answer itself; its pass rate (score 1.0) is the
+  task's primary metric (`metric` names it) and what health's hacking check
+  compares the total reward with;
+- `format`: checks the layout (reasoning, one answer line); evaluation reports
+  its rate, health watches it for collapse;
+- `shaping`: nudges behaviour without judging the answer (length limits);
+- `penalty`: only subtracts (a recipe's own rewards may declare it).
+
+A factory carries its description, columns and params through `@describe(...)`
+(next to its code). It takes the reward's params as keyword arguments
+(validated against its signature, so a typo in a recipe's `params` is
+reported before any model loads) and returns a *scorer*:
 
     scorer(completions: list[str], **columns) -> list[float | None]
 
 `completions` are plain texts (chat-format completions are flattened to the
 assistant's text before the scorer sees them); `columns` are the dataset
-columns, one list per column, aligned with completions. A scorer returns
-`None` only for rows the reward genuinely does not apply to (for example a
-gold answer that cannot be parsed); it never swallows its own exceptions.
+columns, one list per column, aligned with completions. A scorer that names a
+`completion_ids` or `prompts` parameter also gets TRL's token ids / prompts. A
+scorer returns `None` only for rows the reward genuinely does not apply to
+(for example a gold answer that cannot be parsed); it never swallows its own
+exceptions.
 
 `build_reward(name, params)` wraps a scorer into a TRL reward function
 (`f(prompts, completions, **kwargs)`) whose `__name__` is the reward name, so
 TRL logs it as `rewards/<name>/mean`. The wrapper counts rows whose scoring
 raised, logs them as `rewards/<name>/errors`, scores them `None` (NaN: left
 out of the sum, not turned into 0) and raises once a whole batch fails.
-
-This module does not define rewards itself; see the sibling modules.
+A recipe's own reward functions (`grpokit.rewards.own`) get the same wrapper.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 from dataclasses import dataclass, field
@@ -32,6 +46,32 @@ Scorer = Callable[..., list]
 
 log = logging.getLogger(__name__)
 
+ROLES = ("correctness", "format", "shaping", "penalty")
+
+
+@dataclass(frozen=True)
+class Builtin:
+    factory: str  # "module:function"
+    role: str
+    metric: str | None = None  # correctness rewards: what their pass rate is called
+    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | any (the audit's tricks
+    # target answer lines, so it runs only where no reward reads another form)
+    refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
+    numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
+
+
+# The one list of built-in rewards. Adding a reward: a module with a @describe'd factory, and a row here.
+BUILTIN: dict[str, Builtin] = {
+    "math_correctness": Builtin("grpokit.rewards.math:get_math_correctness_reward", "correctness", "accuracy",
+                                reads="answer_line", refusals=True, numeric=True),
+    "code_tests": Builtin("grpokit.rewards.code:get_code_tests_reward", "correctness", "pass@1", reads="code"),
+    "json_schema": Builtin("grpokit.rewards.json_schema:get_json_schema_reward", "correctness", "valid rate",
+                           reads="json"),
+    "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
+    "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="answer_line"),
+    "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
+}
+
 
 @dataclass(frozen=True)
 class RewardSpec:
@@ -40,6 +80,10 @@ class RewardSpec:
     description: str  # what the reward checks, one or two sentences
     columns: tuple[str, ...]  # dataset columns it reads (besides the completion)
     params: dict[str, str] = field(default_factory=dict)  # param -> help text
+    role: str = "correctness"
+    metric: str | None = None
+    reads: str = "any"
+    refusals: bool = False
 
     def param_defaults(self) -> dict[str, Any]:
         sig = inspect.signature(self.factory)
@@ -54,38 +98,47 @@ class RewardSpec:
         return [k for k in params if k not in sig.parameters]
 
 
-REGISTRY: dict[str, RewardSpec] = {}
-
-
-def register(name: str, *, description: str, columns: tuple[str, ...] = (), params: dict[str, str] | None = None):
-    """Decorator: register a reward factory under `name`."""
+def describe(*, description: str, columns: tuple[str, ...] = (), params: dict[str, str] | None = None):
+    """Decorator: attach what `grpokit rewards list` shows to a reward factory (BUILTIN registers it by name)."""
 
     def deco(factory: Callable[..., Scorer]) -> Callable[..., Scorer]:
-        if name in REGISTRY:
-            raise ValueError(f"reward {name!r} registered twice")
-        REGISTRY[name] = RewardSpec(name, factory, description, tuple(columns), dict(params or {}))
+        factory.reward_info = {"description": description, "columns": tuple(columns), "params": dict(params or {})}
         return factory
 
     return deco
 
 
-def _load_families() -> None:
-    # Importing the family modules fills REGISTRY; kept in one place so that
-    # `grpokit.rewards.registry` alone is enough to see every reward.
-    from grpokit.rewards import families  # noqa: F401
-
-
 def available() -> list[str]:
-    _load_families()
-    return sorted(REGISTRY)
+    return sorted(BUILTIN)
+
+
+def names_with_role(role: str) -> list[str]:
+    return [n for n, b in BUILTIN.items() if b.role == role]
+
+
+def numeric_rewards() -> list[str]:
+    return [n for n, b in BUILTIN.items() if b.numeric]
 
 
 def get_spec(name: str) -> RewardSpec:
-    _load_families()
     try:
-        return REGISTRY[name]
+        entry = BUILTIN[name]
     except KeyError:
-        raise KeyError(f"unknown reward {name!r}; valid rewards: {', '.join(sorted(REGISTRY))}") from None
+        raise KeyError(f"unknown reward {name!r}; valid rewards: {', '.join(sorted(BUILTIN))}") from None
+    return _load_spec(name, entry)
+
+
+_SPECS: dict[str, RewardSpec] = {}
+
+
+def _load_spec(name: str, entry: Builtin) -> RewardSpec:
+    if name not in _SPECS:
+        module, _, attr = entry.factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        info = factory.reward_info
+        _SPECS[name] = RewardSpec(name, factory, info["description"], info["columns"], info["params"],
+                                  entry.role, entry.metric, entry.reads, entry.refusals)
+    return _SPECS[name]
 
 
 def completion_text(completion: Any) -> str:
@@ -102,25 +155,40 @@ def completion_text(completion: Any) -> str:
 
 
 _TRL_KWARGS = {"trainer_state", "log_extra", "log_metric", "completion_ids", "environments"}
+_ROW_EXTRAS = ("prompts", "completion_ids")  # row-aligned TRL values a scorer may name as parameters
+_CONTEXT = ("trainer_state", "log_metric", "log_extra", "environments")  # whole-batch TRL values, likewise
+
+
+def _accepted(scorer) -> set[str]:
+    try:
+        return {p.name for p in inspect.signature(scorer).parameters.values()
+                if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    except (TypeError, ValueError):
+        return set()
 
 
 class RewardFunction:
     """A named, TRL-compatible reward function built from a registered scorer."""
 
-    def __init__(self, name: str, scorer: Scorer, params: dict[str, Any]):
+    def __init__(self, name: str, scorer: Scorer, params: dict[str, Any], spec: RewardSpec | None = None):
         self.__name__ = name
         self.name = name
         self.scorer = scorer
         self.params = params
+        self.spec = spec
+        self.extras = [k for k in _ROW_EXTRAS if k in _accepted(scorer)]
+        self.context = [k for k in _CONTEXT if k in _accepted(scorer)]
         self.errors = 0  # rows whose scoring raised, over the whole run
         self.calls = 0
 
-    def score_texts(self, texts: list[str], columns: dict[str, list]) -> tuple[list[float | None], list[str]]:
+    def score_texts(self, texts: list[str], columns: dict[str, list],
+                    context: dict | None = None) -> tuple[list[float | None], list[str]]:
         """Score texts row by row; returns (scores, error messages per failed row)."""
         scores: list[float | None] = []
         errors: list[str] = []
+        context = context or {}
         try:
-            out = self.scorer(texts, **columns)
+            out = self.scorer(texts, **columns, **context)
             if len(out) != len(texts):
                 raise ValueError(f"reward {self.name!r} returned {len(out)} scores for {len(texts)} completions")
             return [None if s is None else float(s) for s in out], []
@@ -129,7 +197,7 @@ class RewardFunction:
         for i, text in enumerate(texts):
             row = {k: [v[i]] for k, v in columns.items()}
             try:
-                (s,) = self.scorer([text], **row)
+                (s,) = self.scorer([text], **row, **context)
                 scores.append(None if s is None else float(s))
             except Exception as e:  # noqa: BLE001 - counted, logged and reported, never turned into 0
                 scores.append(None)
@@ -139,8 +207,10 @@ class RewardFunction:
     def __call__(self, prompts=None, completions=None, **kwargs):
         log_metric = kwargs.get("log_metric")
         columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
+        given = {"prompts": prompts, "completion_ids": kwargs.get("completion_ids")}
+        columns.update({k: list(given[k]) for k in self.extras if given[k] is not None})
         texts = [completion_text(c) for c in completions]
-        scores, errors = self.score_texts(texts, columns)
+        scores, errors = self.score_texts(texts, columns, {k: kwargs[k] for k in self.context if k in kwargs})
         self.calls += 1
         self.errors += len(errors)
         if log_metric is not None:
@@ -158,4 +228,4 @@ def build_reward(name: str, params: dict[str, Any] | None = None) -> RewardFunct
     bad = spec.unknown_params(params)
     if bad:
         raise TypeError(f"reward {name!r} has no parameter(s) {bad}; valid: {sorted(spec.param_defaults())}")
-    return RewardFunction(name, spec.factory(**params), params)
+    return RewardFunction(name, spec.factory(**params), params, spec)

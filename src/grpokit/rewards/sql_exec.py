@@ -38,12 +38,12 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from grpokit.rewards.math import answer_region
-from grpokit.rewards.registry import register
+from grpokit.rewards.parsing import answer_region, fenced_blocks
+from grpokit.rewards.registry import describe
 
 _FLOAT_DIGITS = 6  # SUM/AVG over floats differ in the last bits between equivalent queries
 _PROGRESS_EVERY = 1000  # SQLite VM instructions between time checks: ~microseconds, cheap
-_FENCE = re.compile(r"```[ \t]*(?:sql|SQL|sqlite)?[ \t]*\n(.*?)```", re.S)
+_SQL_TAGS = frozenset({"", "sql", "sqlite"})
 _ORDER_BY = re.compile(r"\border\s+by\b", re.I)
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 # Functions that allocate on request (zeroblob(1e9)) or touch files; the rest are pure.
@@ -64,7 +64,7 @@ def extract_sql(completion: str) -> str | None:
     region = answer_region(completion)
     if region is None:
         return None
-    blocks = _FENCE.findall(region)
+    blocks = fenced_blocks(region, _SQL_TAGS)
     sql = (blocks[-1] if blocks else region).strip()
     return sql.rstrip(";").strip() or None
 
@@ -139,8 +139,7 @@ def check_sql(completion: str, db: object, gold_sql: object, timeout_s: float = 
     return (1.0, "same_result") if same else (0.0, "different_result")
 
 
-@register(
-    "sql_exec",
+@describe(
     description="1.0 when the completion's SQL, run read-only on the row's SQLite db within a time limit, returns the "
     "same result set as the gold query (order-insensitive unless it has ORDER BY); a write, error or timeout scores 0.0.",
     columns=("db", "answer"),

@@ -1,0 +1,92 @@
+"""Answer parsing shared by every reward: one rule each for the think block, fenced blocks and answer lines.
+
+- think block: Qwen3 puts reasoning in `<think>…</think>` (the opener may sit in
+  the prompt). The answer is what follows the LAST `</think>`; a `<think>` that
+  is never closed has no answer (a truncated thought) -> `answer_region` is None.
+  `think_text` is the thinking part itself (for budgets).
+- fenced blocks: ```` ```tag ```` ... ```` ``` ````; a fence cut off by the
+  length limit runs to the end of the text. `fenced_blocks(text, tags)` keeps
+  the blocks whose tag is one of `tags` ("" = no tag), in order.
+- answer line: a line starting with one of the markers (`Final answer:`,
+  `最终答案：` ..., case-insensitive); its value may sit on the next non-empty
+  line. `answer_lines` gives (start, end, value) of each.
+
+The math, format, length, code, JSON and SQL rewards all read completions
+through these functions, so a completion means the same thing to each of them.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+DEFAULT_MARKERS = ("Final answer:", "最终答案：", "最终答案:")
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def answer_markers(markers) -> tuple[str, ...]:
+    """A reward's `markers` param, checked: a string would become one marker per character, [] matches nothing."""
+    if isinstance(markers, str) or not markers or not all(isinstance(m, str) and m.strip() for m in markers):
+        raise ValueError(f"markers must be a non-empty list of non-empty strings, got {markers!r}")
+    return tuple(markers)
+
+MAX_ANSWER_CHARS = 200  # a final answer is a value, not a paragraph (math.py bounds its checks with the same)
+MAX_CANDIDATES = 16  # no honest completion states 16 final answers; bounds work on 100k-char inputs
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)  # \Z: a fence cut off by max length
+
+
+# ---------------------------------------------------------------- think block
+def answer_region(text: str) -> str | None:
+    """The part of a completion that may hold the answer: after the last `</think>`.
+
+    None when a `<think>` is never closed: a truncated thought has no answer.
+    """
+    close = text.rfind(THINK_CLOSE)
+    if text.rfind(THINK_OPEN) > close:
+        return None
+    return text if close < 0 else text[close + len(THINK_CLOSE):]
+
+
+def think_text(text: str) -> str:
+    """The thinking part: between `<think>` (or the start, as Qwen3 puts `<think>` in the prompt) and `</think>`."""
+    close = text.find(THINK_CLOSE)
+    open_ = text.find(THINK_OPEN)
+    start = 0 if open_ < 0 else open_ + len(THINK_OPEN)
+    if close >= 0 and close >= start:
+        return text[start:close]
+    return text[start:] if open_ >= 0 else ""
+
+
+# ---------------------------------------------------------------- fenced blocks
+def fenced_blocks(text: str, tags: frozenset[str] | set[str] | tuple[str, ...]) -> list[str]:
+    """Bodies of the fenced blocks whose (lower-cased) tag is in `tags`; "" in `tags` accepts untagged fences."""
+    return [body for tag, body in _FENCE.findall(text) if tag.lower() in tags]
+
+
+# ---------------------------------------------------------------- answer lines
+@functools.lru_cache(maxsize=64)
+def marker_pattern(markers: tuple[str, ...]) -> re.Pattern:
+    # Longest first so that "最终答案：" wins over a shorter marker that prefixes it.
+    alternatives = sorted((re.escape(m) for m in markers if m), key=len, reverse=True)
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def answer_lines(region: str, markers: tuple[str, ...]) -> list[tuple[int, int, str]]:
+    """(start, end, value) for each answer line; the value may sit on the next non-empty line."""
+    out = []
+    for m in marker_pattern(markers).finditer(region):
+        eol = region.find("\n", m.end())
+        eol = len(region) if eol < 0 else eol
+        value = region[m.end():eol]
+        if not value.strip("* \t"):  # "Final answer:\n72" or "**Final answer:**\n72"
+            nxt = eol + 1
+            while nxt < len(region):
+                nl = region.find("\n", nxt)
+                nl = len(region) if nl < 0 else nl
+                if region[nxt:nl].strip():
+                    value, eol = region[nxt:nl], nl
+                    break
+                nxt = nl + 1
+        out.append((m.start(), eol, value.strip()[: MAX_ANSWER_CHARS + 1]))
+        if len(out) > MAX_CANDIDATES:
+            break
+    return out

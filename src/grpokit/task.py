@@ -1,0 +1,164 @@
+"""A task: what a recipe asks the model to do and how it is judged, built once and shared.
+
+    task = Task.from_recipe(recipe)
+    task.rewards            # each reward built as training builds it: function, weight, role
+    task.correctness        # the first reward with the `correctness` role (None: nothing checks the answer)
+    task.primary_metric     # "accuracy" (math), "pass@1" (code_tests), "valid rate", "execution match", ...
+    task.generation         # max_new_tokens, temperature, top_p
+    task.rows()             # (train rows, held-out rows, notes), loaded on first use
+
+Train, preflight, evaluation, the reward audit and the report read rewards
+through the task and ask for a ROLE (registry.ROLES), never for a reward by
+name, so a code, JSON, SQL or own-reward task is trained, checked and
+evaluated with its own rewards. Building a task loads no model and no data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grpokit.errors import GrpokitError
+from grpokit.rewards.registry import RewardFunction, RewardSpec, build_reward, names_with_role
+from grpokit.templates import PromptTemplate
+
+PASS_SCORE = 1.0  # a correctness reward's "right": 1.0 (code_tests: every test passed; fraction mode scores less)
+_EPS = 1e-9
+# What evaluation asks of a task when none is given: the math task (answer line checked, layout rewarded).
+DEFAULT_REWARDS = ({"name": "math_correctness"}, {"name": "format"})
+
+
+def reward_roles(reward_configs) -> dict[str, str]:
+    """{logged name: role} of a recipe's reward entries, without building them (health and doctor read this)."""
+    from grpokit.rewards.own import DEFAULT_ROLE, is_own, reward_label
+    from grpokit.rewards.registry import BUILTIN
+
+    out = {}
+    for rc in reward_configs:
+        builtin = BUILTIN.get(rc.name) if rc.path is None and not is_own(rc.name) else None
+        out[reward_label(rc)] = builtin.role if builtin else (rc.role or DEFAULT_ROLE)
+    return out
+
+
+def template_of(recipe) -> PromptTemplate:
+    return PromptTemplate(recipe.data.template, recipe.data.system_prompt, recipe.model.enable_thinking)
+
+
+@dataclass(frozen=True)
+class Generation:
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+
+
+@dataclass
+class TaskReward:
+    name: str  # as logged: rewards/<name>/mean
+    fn: RewardFunction
+    weight: float
+    role: str
+    spec: RewardSpec
+
+    def passes(self, scores: list[float | None]) -> list[bool | None]:
+        return [None if s is None else s >= PASS_SCORE - _EPS for s in scores]
+
+
+@dataclass
+class Task:
+    recipe: object
+    template: PromptTemplate
+    rewards: list[TaskReward]
+    generation: Generation
+    _rows: tuple | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_recipe(cls, recipe) -> "Task":
+        from grpokit.rewards.own import DEFAULT_ROLE, OwnRewardError, build_own, is_own
+
+        base = Path(recipe.source).parent if recipe.source else Path.cwd()
+        rewards = []
+        for i, rc in enumerate(recipe.rewards):
+            if rc.path is not None or is_own(rc.name):
+                try:
+                    fn = build_own(rc, base, f"rewards.{i}")
+                except OwnRewardError as e:
+                    raise GrpokitError([e.problem]) from None
+                rewards.append(TaskReward(fn.name, fn, rc.weight, rc.role or DEFAULT_ROLE, fn.spec))
+            else:
+                fn = build_reward(rc.name, rc.params)
+                rewards.append(TaskReward(rc.name, fn, rc.weight, fn.spec.role, fn.spec))
+        t = recipe.train
+        return cls(recipe, template_of(recipe), rewards, Generation(t.max_completion_length, t.temperature, t.top_p))
+
+    @classmethod
+    def of(cls, recipe_or_task) -> "Task":
+        return recipe_or_task if isinstance(recipe_or_task, Task) else cls.from_recipe(recipe_or_task)
+
+    # ------------------------------------------------------------ roles
+    def by_role(self, role: str) -> list[TaskReward]:
+        return [r for r in self.rewards if r.role == role]
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return {r.name: r.role for r in self.rewards}
+
+    @property
+    def correctness(self) -> TaskReward | None:
+        return next(iter(self.by_role("correctness")), None)
+
+    @property
+    def format(self) -> TaskReward | None:
+        return next(iter(self.by_role("format")), None)
+
+    @property
+    def primary_metric(self) -> str | None:
+        c = self.correctness
+        return None if c is None else (c.spec.metric or f"{c.name} pass rate")
+
+    def measured(self) -> str | None:
+        """What evaluation can and cannot say, when no reward checks the answer; None when one does."""
+        if self.correctness is not None:
+            return None
+        names = ", ".join(f"{r.name} ({r.role})" for r in self.rewards)
+        return (f"no reward of this task has the correctness role ({names}): evaluation measures the mean of each "
+                "reward, the format rate, mean length and cut-off share, but no accuracy or pass rate and no best "
+                f"checkpoint. Fix: add a correctness reward ({', '.join(names_with_role('correctness'))}) "
+                "or give your own reward `role: correctness`")
+
+    def audit_skip_reason(self) -> str | None:
+        """Why the reward audit's answer-line tricks do not apply to this task; None when they do."""
+        other = sorted({r.name for r in self.rewards if r.spec.reads not in ("answer_line", "any")})
+        if other:
+            return f"its tricks target answer-line rewards, not {', '.join(other)}"
+        return None
+
+    # ------------------------------------------------------------ data and scoring
+    def rows(self) -> tuple[list[dict], list[dict], list[str]]:
+        if self._rows is None:
+            from grpokit.data import load_datasets
+
+            self._rows = load_datasets(self.recipe)
+        return self._rows
+
+    def score(self, texts: list[str], rows: list[dict], prompts: list | None = None
+              ) -> tuple[dict[str, list], dict[str, int]]:
+        """Every reward's scores on `texts` (aligned with `rows`), and the rows each reward raised on."""
+        columns = {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
+        scores, errors = {}, {}
+        for r in self.rewards:
+            cols = dict(columns)
+            if "prompts" in r.fn.extras and prompts is not None:
+                cols["prompts"] = list(prompts)
+            scores[r.name], errs = r.fn.score_texts(texts, cols)
+            errors[r.name] = len(errs)
+        return scores, errors
+
+    def refusals(self, texts: list[str], rows: list[dict]) -> list[bool] | None:
+        """Per completion, whether the correctness reward calls it a refusal; None where it cannot say."""
+        c = self.correctness
+        explain = getattr(c.fn.scorer, "explain", None) if c is not None and c.spec.refusals else None
+        if explain is None:
+            return None
+        return [explain(t, **r)["reason"] == "refusal" for r, t in zip(rows, texts)]
+
+
+__all__ = ["DEFAULT_REWARDS", "Generation", "PASS_SCORE", "Task", "TaskReward", "reward_roles", "template_of"]
