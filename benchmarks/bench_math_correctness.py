@@ -1,6 +1,6 @@
 """Throughput of the math_correctness reward on 10,000 realistic GSM8K-style completions.
 
-    python benchmarks/bench_math_correctness.py [--n 10000] [--data ../shared/data/gsm8k/test.jsonl]
+    python benchmarks/bench_math_correctness.py [--n 10000] [--data GSM8K/test.jsonl]
 
 Completions are built from GSM8K rows (the rationale with its calculator
 annotations removed, as a model would write it) in the shapes a policy

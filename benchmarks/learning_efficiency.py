@@ -22,7 +22,7 @@ model and every checkpoint are then evaluated greedily with ONE check for both
 with the prompt it was trained with and its own max_completion_length. Prints
 both curves (accuracy and format rate against training seconds) and, for the
 baseline's final accuracy (and format rate), the time each run first reached it
-and the ratio baseline_time / grpokit_time (>= 2 is issue 8's target). A
+and the ratio baseline_time / grpokit_time (grpokit aims at >= 2). A
 ratio needs the baseline to have improved on the base model; otherwise it is
 reported as not defined. Run on an otherwise idle machine: the two runs are
 compared by wall time.

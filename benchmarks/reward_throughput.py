@@ -1,6 +1,6 @@
 """Completions scored per second by every registered reward, on inputs shaped like training batches.
 
-    python benchmarks/reward_throughput.py [--seconds 3] [--data ../shared/data/gsm8k/test.jsonl]
+    python benchmarks/reward_throughput.py [--seconds 3] [--data GSM8K/test.jsonl]
 
 Each reward is called through its TRL-facing wrapper (`build_reward(...)`) in
 batches of 16 (a typical per_device_train_batch_size), single process, for

@@ -88,7 +88,7 @@ def test_select_steps_errors_say_what_exists(spec, best):
 
 
 @pytest.mark.parametrize("kind, held, other, rows, flagged", [
-    ("train", 0.78, 0.95, 100, True),          # the 4B article's 95% train vs 78% eval
+    ("train", 0.78, 0.95, 100, True),          # the Qwen3-4B/14B article's 95% train vs 78% eval
     ("train", 0.78, 0.83, 100, False),         # 5 points: below the 10-point threshold
     ("train", 0.50, 0.75, 8, False),           # 25 points on 8 rows is within noise
     ("perturbed", 0.90, 0.60, 64, True),       # right on the originals, wrong with new numbers: memorised

@@ -77,11 +77,11 @@ CASES = [
     # The reward stops moving after step 20.
     ("reward_plateau", alter(healthy(), 20, reward=lambda s, v: 0.9 + 0.005 * math.sin(s),
                              **{"rewards/math_correctness/mean": lambda s, v: 0.3}), healthy_samples(), 49),
-    # kl jumps 30x at step 40 (still under the absolute bound): the 0.6B article's "KL突然爆炸".
+    # kl jumps 30x at step 40 (still under the absolute bound): the Qwen3-0.6B-Base article's "KL突然爆炸".
     ("kl_spike", alter(healthy(), 40, kl=lambda s, v: 0.4), healthy_samples(), 40),
     # kl over the absolute bound.
     ("kl_spike", alter(healthy(), 12, kl=lambda s, v: 2.0), healthy_samples(), 12),
-    # Length 60 -> 12 tokens (the 4B article's 2000 -> 300).
+    # Length 60 -> 12 tokens (the Qwen3-4B/14B article's 2000 -> 300).
     ("length_collapse", alter(healthy(), 35, **{"completions/mean_length": lambda s, v: 12.0}), healthy_samples(), 37),
     ("truncation", alter(healthy(), 10, **{"completions/clipped_ratio": lambda s, v: 0.7}), healthy_samples(), 10),
     ("empty_completions", healthy(), [x if x["step"] < 25 else {**x, "completion": " \n"} for x in healthy_samples()], 25),

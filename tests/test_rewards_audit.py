@@ -51,7 +51,7 @@ def build_reward(name, params=None):
 
 
 def test_sound_recipe_passes():
-    # 0.8 correctness + 0.2 format (the 0.6B article) plus the length safeguards.
+    # 0.8 correctness + 0.2 format (the Qwen3-0.6B-Base article) plus the length safeguards.
     rewards = [(build_reward("math_correctness"), 0.8), (build_reward("format"), 0.2),
                (build_reward("length", {"max_completion_length": 512}), 1.0)]
     result = audit_rewards(rewards, ROWS)

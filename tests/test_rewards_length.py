@@ -13,7 +13,7 @@ WORDS = "word " * 400  # 2000 chars, ~500 estimated tokens
 CASES = [
     ("", {}, -1.0),  # empty
     ("   \n\t ", {}, -1.0),  # whitespace only
-    ("Final answer: 72", {}, -1.0),  # under 50 characters (the 4B article's floor)
+    ("Final answer: 72", {}, -1.0),  # under 50 characters (the Qwen3-4B/14B article's floor)
     ("最终答案：72", {}, -1.0),  # Chinese, under 50 characters
     (OK, {}, 0.0),  # long enough, nothing else enabled
     ("Final answer: 72", {"min_chars": 5}, 0.0),  # floor lowered

@@ -160,7 +160,7 @@ class HealthActions(_Section):
 
     zero_variance_groups: HealthAction = Field("warn", description="Action on zero_variance_groups.")
     reward_plateau: HealthAction = Field("warn", description="Action on reward_plateau.")
-    kl_spike: HealthAction = Field("warn", description="Action on kl_spike (the 0.6B article rolls back by hand).")
+    kl_spike: HealthAction = Field("warn", description="Action on kl_spike (the Qwen3-0.6B-Base article rolls back by hand).")
     length_collapse: HealthAction = Field("warn", description="Action on length_collapse.")
     truncation: HealthAction = Field("warn", description="Action on truncation.")
     empty_completions: HealthAction = Field("warn", description="Action on empty_completions.")
@@ -182,7 +182,7 @@ class HealthConfig(_Section):
     actions: HealthActions = Field(default_factory=HealthActions, description="warn | stop | rollback per code.")
     max_rollbacks: int = Field(2, ge=0, description="Rollbacks allowed per run; after that a rollback finding stops.")
     rollback_min_beta: float = Field(
-        0.04, gt=0, description="beta used by a rollback when the run had beta 0 (the 0.6B article's value); "
+        0.04, gt=0, description="beta used by a rollback when the run had beta 0 (the Qwen3-0.6B-Base article's value); "
         "a reference model is then loaded, which costs one more copy of the weights.")
     warmup_steps: int = Field(5, ge=0, description="Steps before trend detectors (plateau, collapse, spike) judge.")
     window: int = Field(5, ge=1, description="Steps a condition must persist, and the size of the running level.")
@@ -198,7 +198,7 @@ class HealthConfig(_Section):
     kl_floor: float = Field(0.01, ge=0, description="kl below this is never a spike (ratios of tiny numbers are noise).")
     length_drop: float = Field(
         0.5, gt=0, lt=1, description="Mean completion length below this share of its running peak level is a "
-        "collapse (the 4B article: 2000 -> 300 tokens is the model learning to be lazy).")
+        "collapse (the Qwen3-4B/14B article: 2000 -> 300 tokens is the model learning to be lazy).")
     truncation_frac: float = Field(0.3, ge=0, le=1, description="completions/clipped_ratio at or above this is truncation.")
     empty_chars: int = Field(5, ge=0, description="A sampled completion with fewer non-blank characters is empty.")
     empty_frac: float = Field(0.5, ge=0, le=1, description="Share of a step's samples that must be empty to report.")

@@ -57,7 +57,7 @@ from grpokit.templates import PromptTemplate
 EVAL_BATCH_SIZE = 16  # 135M model on CPU: larger batches pad more and gain little
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
 PERTURB_SEED = 1234  # one fixed perturbed copy per eval set, the same for every checkpoint
-GAP_FLAG = 0.10  # the 4B article saw 95% train vs 78% eval; 10 points is worth a look ...
+GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
 GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
 
 
@@ -411,7 +411,7 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
         return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": name})})
     if data is None:
         raise GrpokitError([Problem("grpokit eval MODEL", "no data to evaluate on",
-                                    "pass --data FILE.jsonl (e.g. ../shared/data/gsm8k/test.jsonl) or --recipe RECIPE.yaml")])
+                                    "pass --data FILE.jsonl (e.g. a GSM8K test.jsonl) or --recipe RECIPE.yaml")])
     if template is None:
         from grpokit import models
 

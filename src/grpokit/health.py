@@ -143,7 +143,7 @@ def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
         return None
     return Finding("zero_variance_groups", "warning", z[-1][0],
                    f"{_r(mean(_vals(z[-cfg.window:])) * 100, 1)}% of prompt groups scored every completion the same "
-                   f"for {run} steps: their advantages are 0 and they teach nothing. Fix (0.6B article): raise the "
+                   f"for {run} steps: their advantages are 0 and they teach nothing. Fix (Qwen3-0.6B-Base article): raise the "
                    "format reward's weight so all-wrong groups still differ, raise num_generations (8 -> 12), mix "
                    "easier prompts in (`grpokit preflight --write-filtered` drops always/never-solved prompts and "
                    "alternates easy and hard)",
@@ -181,9 +181,9 @@ def detect_plateau(m, s, cfg, ctx) -> Finding | None:
     level = mean(_vals(r[-n:]))
     return Finding("reward_plateau", "warning", r[-1][0],
                    f"the reward has not risen for {n} steps (level {_r(level)}, fitted change {_r(change)} +/- "
-                   f"{_r(error)}). Fix (0.6B article): if it never moved, groups carry no signal (see "
+                   f"{_r(error)}). Fix (Qwen3-0.6B-Base article): if it never moved, groups carry no signal (see "
                    "zero_variance_groups: more format weight, easier data); if it climbed then stalled, the learning "
-                   "rate is off (the article cut 1e-5 -> 3e-6 when the reward stalled near step 300); evaluate the "
+                   "rate is off (the Qwen3-0.6B-Base article cut 1e-5 -> 3e-6 when the reward stalled near step 300); evaluate the "
                    "checkpoints and keep the best rather than the last",
                    {"window_steps": n, "mean": _r(level), "fitted_change": _r(change), "change_error": _r(error),
                     "confidence_errors": _PLATEAU_CONFIDENCE, "threshold": cfg.plateau_delta}, since=r[-n][0])
@@ -204,7 +204,7 @@ def detect_kl_spike(m, s, cfg, ctx) -> Finding | None:
     why = f"above the bound {cfg.kl_max}" if absolute else f"{_r(v / max(level, 1e-12), 1)}x its recent median {_r(level)}"
     return Finding("kl_spike", "error", step,
                    f"kl jumped to {_r(v)} at step {step} ({why}): the policy is leaving the reference model and "
-                   "its language degrades. Fix: lower the learning rate or raise beta (4B article); the 0.6B article "
+                   "its language degrades. Fix: lower the learning rate or raise beta (Qwen3-4B/14B article); the Qwen3-0.6B-Base article "
                    "halves the learning rate, raises beta 0.04 -> 0.08 and resumes from the last normal checkpoint "
                    "(health.actions.kl_spike: rollback does exactly that)",
                    {"kl": _r(v, 6), "recent_median": None if level is None else _r(level, 6), "kl_max": cfg.kl_max,
@@ -227,7 +227,7 @@ def detect_length_collapse(m, s, cfg, ctx) -> Finding | None:
         return None
     return Finding("length_collapse", "warning", ln[-1][0],
                    f"mean completion length fell from {_r(peak, 1)} to {_r(now, 1)} tokens: the model is learning "
-                   "to be lazy, hitting the reward with the shortest output (4B article: 2000 -> 300). Fix: make "
+                   "to be lazy, hitting the reward with the shortest output (Qwen3-4B/14B article: 2000 -> 300). Fix: make "
                    "correctness dominate the reward, penalise very short answers (the `length` reward's "
                    "short_penalty), lower the learning rate, and roll back to before the drop",
                    {"peak_mean_length": _r(peak, 1), "recent_mean_length": _r(now, 1), "drop_threshold": cfg.length_drop},
@@ -244,7 +244,7 @@ def detect_truncation(m, s, cfg, ctx) -> Finding | None:
     return Finding("truncation", "warning", c[-1][0],
                    f"{_r(mean(recent) * 100, 1)}% of completions hit max_completion_length: cut answers lose their "
                    "final line and score as wrong. Fix: raise train.max_completion_length to cover the p99 length "
-                   "(`grpokit preflight` measures it; the 0.6B article uses 512 for math, 1024 for logic), or reward "
+                   "(`grpokit preflight` measures it; the Qwen3-0.6B-Base article uses 512 for math, 1024 for logic), or reward "
                    "brevity with the `length` reward",
                    {"clipped_ratio": [_r(v) for v in recent], "threshold": cfg.truncation_frac},
                    since=c[-len(recent)][0])
@@ -263,9 +263,9 @@ def detect_empty(m, s, cfg, ctx) -> Finding | None:
         return None
     return Finding("empty_completions", "error", step,
                    f"{_r(share * 100, 1)}% of sampled completions are empty or nearly so (mean length "
-                   f"{mean_len}). Fix (4B article): sample with temperature >= 0.9 (low temperature with top_p "
+                   f"{mean_len}). Fix (Qwen3-4B/14B article): sample with temperature >= 0.9 (low temperature with top_p "
                    "collapses into empty or looping output) and give very short completions a large negative score "
-                   "(the `length` reward's short_penalty; the article uses < 50 characters)",
+                   "(the `length` reward's short_penalty; the Qwen3-4B/14B article uses < 50 characters)",
                    {"empty_share": _r(share), "samples": len(texts), "mean_length": mean_len,
                     "examples": [t[:40] for t in texts if _blank(t, cfg)][:3]}, since=step)
 
@@ -292,7 +292,7 @@ def detect_repetition(m, s, cfg, ctx) -> Finding | None:
     step = m[-1]["step"]
     return Finding("repetition", "warning", step,
                    f"{len(bad)}/{len(texts)} sampled completions repeat the same {cfg.repetition_ngram}-grams. Fix "
-                   "(0.6B article): raise temperature to 0.9 or more, and check max_completion_length (loops run "
+                   "(Qwen3-0.6B-Base article): raise temperature to 0.9 or more, and check max_completion_length (loops run "
                    "until the limit; see truncation)",
                    {"repeated_share": [_r(x, 3) for x in shares], "threshold": cfg.repetition_ratio,
                     "examples": [t[:80] for t in bad[:2]]}, since=step)
@@ -300,7 +300,7 @@ def detect_repetition(m, s, cfg, ctx) -> Finding | None:
 
 def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
     # "Learned" is relative to the reward's own full marks, not an absolute level: a format reward worth
-    # 0.2 (the 0.6B article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
+    # 0.2 (the Qwen3-0.6B-Base article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
     # Full marks come from the sampled completions' scores; without samples, from the best step mean.
     w = cfg.window
     for name in ctx.with_role("format"):
@@ -313,7 +313,7 @@ def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
         if full > 0 and peak >= cfg.format_learned * full and now < cfg.format_drop * peak:
             return Finding("format_collapse", "warning", f[-1][0],
                            f"the {name} reward had been learned (mean {_r(peak)} of full marks {_r(full)}) and fell "
-                           f"to {_r(now)}. Fix (0.6B article): keep the format weight at 0.15 or more of the total, do "
+                           f"to {_r(now)}. Fix (Qwen3-0.6B-Base article): keep the format weight at 0.15 or more of the total, do "
                            "not lower it too fast, and resume from a checkpoint where the format was stable",
                            {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now), "full_marks": _r(full),
                             "learned_share": cfg.format_learned, "drop_threshold": cfg.format_drop},
@@ -339,13 +339,13 @@ def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
             return Finding("reward_hacking_suspected", "warning", step,
                            f"the total reward rose by {_r(rise)} over steps {lo}-{hi} while "
                            f"{', '.join(moves)} did not rise: the model is earning reward without getting answers "
-                           "right (0.6B article: it learns to farm the format score). Fix: lower the format weight, "
+                           "right (Qwen3-0.6B-Base article: it learns to farm the format score). Fix: lower the format weight, "
                            "raise correctness, score non-answers ('I don't know') 0, run `grpokit rewards audit`, and "
                            "read samples.jsonl. Expected briefly while a base model first learns the format",
                            {"total_rise": _r(rise), "correctness_change": {k: _r(v) for k, v in moves.items()},
                             "steps": [lo, hi], "rise_threshold": cfg.hacking_rise, "flat_threshold": cfg.hacking_flat},
                            since=lo)
-    # (b) evaluation accuracy falls while the training reward climbs (4B article: 95% train vs 78% eval).
+    # (b) evaluation accuracy falls while the training reward climbs (Qwen3-4B/14B article: 95% train vs 78% eval).
     ev = sorted((e for e in ctx.evals if e.get("step", 0) <= step and _finite(e.get("accuracy"))), key=lambda e: e["step"])
     if len(ev) >= 2:
         best = max(ev, key=lambda e: e["accuracy"])
@@ -358,7 +358,7 @@ def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
             return Finding("reward_hacking_suspected", "warning", step,
                            f"evaluation accuracy fell from {_r(best['accuracy'])} (step {best['step']}) to "
                            f"{_r(last['accuracy'])} (step {last['step']}) while the training reward rose from "
-                           f"{_r(r_best)} to {_r(r_last)}: the model is fitting the reward, not the task (4B article: "
+                           f"{_r(r_best)} to {_r(r_last)}: the model is fitting the reward, not the task (Qwen3-4B/14B article: "
                            "95% train vs 78% eval). Fix: keep the best evaluated checkpoint, train fewer steps or "
                            "one epoch, use more varied data, tighten the reward (`grpokit rewards audit`)",
                            {"eval_best": best, "eval_last": last, "reward_at_best": _r(r_best),
@@ -385,7 +385,7 @@ def detect_entropy_collapse(m, s, cfg, ctx) -> Finding | None:
     return Finding("entropy_collapse", "warning", e[-1][0],
                    f"token entropy fell to {_r(now)} (early level {None if early is None else _r(early)}): the "
                    "completions of a group become identical, so groups stop carrying signal. Fix: raise temperature "
-                   "(0.6B article: 0.7-1.2, 4B article: 0.9), lower the learning rate; prefer a base model, which "
+                   "(Qwen3-0.6B-Base article: 0.7-1.2, Qwen3-4B/14B article: 0.9), lower the learning rate; prefer a base model, which "
                    "keeps more entropy than an instruct one",
                    {"recent_entropy": _r(now), "early_entropy": None if early is None else _r(early),
                     "entropy_min": cfg.entropy_min, "drop_threshold": cfg.entropy_drop},

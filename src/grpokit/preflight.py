@@ -38,10 +38,10 @@ import torch
 from grpokit.templates import PromptTemplate
 
 GEN_BATCH = 32  # sequences per generate call: a 135M model on CPU gains little from larger batches
-LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (0.6B article)
+LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (Qwen3-0.6B-Base article)
 TRUNCATION_SHARE = 0.05  # more completions than this cut at the limit: answers lose their final line
 FILTER_SHARE = 0.25  # no-signal prompts above this share are worth filtering out of the data
-FORMAT_WEIGHT_TARGET = 0.4  # the 0.6B article raises the format share from 0.2 to 0.4-0.5 when format is weak
+FORMAT_WEIGHT_TARGET = 0.4  # the Qwen3-0.6B-Base article raises the format share from 0.2 to 0.4-0.5 when format is weak
 _EPS = 1e-9
 
 
@@ -66,7 +66,7 @@ def quantile(xs: list[float], q: float) -> float:
 
 
 def interleave_easy_hard(items: list[dict], key: str = "mean_reward") -> list[dict]:
-    """Easiest, hardest, second easiest, second hardest, ...: no long run of hard prompts (0.6B article)."""
+    """Easiest, hardest, second easiest, second hardest, ...: no long run of hard prompts (Qwen3-0.6B-Base article)."""
     ordered = sorted(items, key=lambda x: -x[key])
     out, lo, hi = [], 0, len(ordered) - 1
     while lo <= hi:
@@ -171,7 +171,7 @@ def recommend(recipe, r: dict) -> list[dict]:
         value = _round_up(max(2 * t.max_completion_length, p99 * 1.25))
         add("train.max_completion_length", value,
             f"{r['truncated_share']:.0%} of completions hit the limit of {t.max_completion_length} tokens, so their "
-            "final answer line is lost and they score as wrong; raise it (the 0.6B article: 512 for math, 1024 for "
+            "final answer line is lost and they score as wrong; raise it (the Qwen3-0.6B-Base article: 512 for math, 1024 for "
             "logic) and run preflight again to see the p99")
     elif p99 * 2 < t.max_completion_length and t.max_completion_length > 64:
         add("train.max_completion_length", max(64, _round_up(p99 * 1.5)),
@@ -180,27 +180,27 @@ def recommend(recipe, r: dict) -> list[dict]:
     if zv >= LOW_SIGNAL_SHARE:
         add("train.num_generations", max(t.num_generations + 4, int(t.num_generations * 1.5)),
             f"{zv:.0%} of prompts scored every completion the same (no learning signal): more samples per prompt "
-            "make a differing answer likelier (0.6B article: 8 -> 12)")
+            "make a differing answer likelier (Qwen3-0.6B-Base article: 8 -> 12)")
         fmt = task.by_role("format")
         total_w = sum(abs(rc.weight) for rc in task.rewards) or 1.0
         if not fmt:
             add("rewards", "add {name: format, weight: 0.2}",
-                "a format reward gives all-wrong groups a difference to learn from (0.6B article: 0.8 correctness "
+                "a format reward gives all-wrong groups a difference to learn from (Qwen3-0.6B-Base article: 0.8 correctness "
                 "+ 0.2 format)")
         elif fmt[0].weight / total_w < FORMAT_WEIGHT_TARGET and (r["format_rate"] or 0) < 0.5:
             add(f"rewards.{fmt[0].name}.weight", round(FORMAT_WEIGHT_TARGET / (1 - FORMAT_WEIGHT_TARGET) *
                                                        (total_w - fmt[0].weight), 3),
-                f"the format rate is {r['format_rate'] or 0:.0%}: the 0.6B article raises the format share to 0.4-0.5 "
+                f"the format rate is {r['format_rate'] or 0:.0%}: the Qwen3-0.6B-Base article raises the format share to 0.4-0.5 "
                 "while the model cannot hold the format, then lowers it back to 0.1-0.2")
     flat = round(zv * r["prompts"])
     if zv >= FILTER_SHARE:
         add("data", "grpokit preflight --write-filtered OUT.jsonl",
             f"{flat} of {r['prompts']} prompts scored every completion the same ({len(r['always_solved'])} always "
             f"solved, {len(r['never_solved'])} never solved in all): they give zero advantage; drop them and "
-            "alternate easy with hard prompts (0.6B article)")
+            "alternate easy with hard prompts (Qwen3-0.6B-Base article)")
     if r["all_wrong_share"] is not None and r["all_wrong_share"] >= 0.9:
         add("data", "easier prompts first",
-            f"{r['all_wrong_share']:.0%} of prompts were never solved: the 0.6B article adds very easy problems so "
+            f"{r['all_wrong_share']:.0%} of prompts were never solved: the Qwen3-0.6B-Base article adds very easy problems so "
             "some answers are right and the reward leaves zero")
     if t.temperature < 0.9 and zv >= LOW_SIGNAL_SHARE:
         add("train.temperature", 0.9, f"temperature {t.temperature} samples near-identical completions; both "

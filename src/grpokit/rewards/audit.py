@@ -35,7 +35,7 @@ _TIE = 1e-9  # float tolerance: "at least as much" includes equal within roundin
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CALC = re.compile(r"<<[^>]*>>")  # GSM8K calculator annotations: "48/2 = <<48/2=24>>24"
 # Neutral reasoning for rows without a rationale; as long as a real short solution, so that a
-# length floor (50 characters in the 4B article) does not punish the honest answers themselves.
+# length floor (50 characters in the Qwen3-4B/14B article) does not punish the honest answers themselves.
 _FILLER_EN = (
     "First, I list the quantities given in the question and what it asks for.",
     "Then I combine them step by step, checking each intermediate result.",
@@ -110,7 +110,7 @@ def _digits_rearranged(r: AuditRow) -> str | None:
     return None
 
 
-trick("refusal", "reasoning, then the marker with a refusal (the article's 最终答案：不知道)")(
+trick("refusal", "reasoning, then the marker with a refusal (the articles' 最终答案：不知道)")(
     lambda r: r.honest("不知道" if r.zh else "I don't know")
 )
 trick("refusal_undetermined", "reasoning, then the marker with 'cannot be determined'")(

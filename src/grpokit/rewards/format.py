@@ -1,6 +1,6 @@
 """The `format` reward: reasoning before a single, usable final-answer line.
 
-Following the 0.6B-Base article: at least `min_reasoning_lines` non-empty
+Following the Qwen3-0.6B-Base article: at least `min_reasoning_lines` non-empty
 lines of reasoning, then exactly one answer line (the last non-empty line)
 carrying one value. With `require_think` (Qwen3 thinking mode) the reasoning
 sits in one well-formed `<think>…</think>` block before the answer (the

@@ -1,8 +1,8 @@
-"""The `length` reward: the seed's length safeguards as one configurable penalty (always <= 0).
+"""The `length` reward: the Qwen3-4B/14B article's length safeguards as one configurable penalty (always <= 0).
 
 Three independent parts, summed:
 - short: a completion whose stripped text is under `min_chars` characters
-  (empty included) scores `short_penalty` (the 4B article: -1.0 under 50
+  (empty included) scores `short_penalty` (the Qwen3-4B/14B article: -1.0 under 50
   characters) and nothing else, so collapsing to "" never pays;
 - over-long (DAPO's soft overlong punishment): with `max_completion_length`
   set, 0 up to `max_completion_length - overlong_buffer` tokens, then a
