@@ -149,6 +149,9 @@ def fake_hub(monkeypatch):
 
     hub = FakeHub()
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+    # The suite runs with HF_HUB_OFFLINE=1 (above); the fake Hub on loopback is the one endpoint allowed.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_TOKEN", "hf_fake_write_token")
     yield hub
     hub.server.shutdown()
