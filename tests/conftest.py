@@ -179,5 +179,5 @@ def tiny_rm_dir(tmp_path_factory, tiny_rm_base_dir) -> Path:
 
     out = tmp_path_factory.mktemp("tiny-rm") / "rm"
     train_reward_model(str(BUILTIN_DATA / "preference" / "rankings.jsonl"), str(tiny_rm_base_dir), str(out),
-                       max_steps=4, learning_rate=1e-3, log=lambda *_: None)
+                       max_steps=3, batch_size=4, learning_rate=1e-3, log=lambda *_: None)
     return out

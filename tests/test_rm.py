@@ -91,7 +91,7 @@ def test_csv_round_trip_keeps_ranks_and_reports_lines(tmp_path):
 
 def test_reward_model_trains_and_reports_heldout_accuracy(tiny_rm_dir):
     info = json.loads((tiny_rm_dir / "rm.json").read_text())
-    assert info["steps"] == 4 and info["train_pairs"] + info["heldout_pairs"] == 72
+    assert info["steps"] == 3 and info["train_pairs"] + info["heldout_pairs"] == 72
     assert info["heldout_pairs"] > 0 and 0.0 <= info["heldout"]["accuracy"] <= 1.0
     assert (tiny_rm_dir / "config.json").is_file() and (tiny_rm_dir / "model.safetensors").is_file()
 
@@ -99,7 +99,7 @@ def test_reward_model_trains_and_reports_heldout_accuracy(tiny_rm_dir):
 def test_rm_train_and_eval_from_the_cli(tmp_path, tiny_rm_base_dir, capsys):
     out = tmp_path / "rm"
     assert main(["rm", "train", str(BUNDLED), "--base", str(tiny_rm_base_dir), "--out", str(out),
-                 "--max-steps", "2"]) == 0
+                 "--max-steps", "1", "--batch-size", "4"]) == 0
     assert "held-out pairwise accuracy" in capsys.readouterr().out
     assert main(["rm", "eval", str(out), str(BUNDLED)]) == 0
     text = capsys.readouterr().out

@@ -216,6 +216,7 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
         per_device_train_batch_size=batch_size, logging_steps=1, save_strategy="no", report_to="none",
         disable_tqdm=True, seed=seed, use_cpu=not on_gpu, bf16=False, max_length=None, dataset_num_proc=None,
         lr_scheduler_type="linear",
+        gradient_checkpointing=False,  # TRL's default is on; measured ~4x slower per step on CPU, and RMs are small here
     )
     n_train = len(pairs(train_rows))
     log(f"training a reward model on {base} from {n_train} pairs of {len(train_rows)} prompts "

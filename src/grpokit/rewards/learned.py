@@ -26,6 +26,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards.registry import describe
 
 SCALES = ("sigmoid", "raw")
+LEARNED_REWARDS = ("reward_model",)  # scored by a model, not a rule: the audit and health treat them as gameable
 
 
 def _sigmoid(x: float) -> float:
