@@ -110,9 +110,10 @@ def check_ranking(obj: object, where: str, seen_ids: dict[str, str]) -> tuple[di
 
 def read_rankings(path: str | Path) -> list[dict]:
     """The ranked prompts of a ranking file, or GrpokitError listing every problem."""
+    from grpokit.config import resolve_data_path
     from grpokit.data.formats import read_file
 
-    path = str(path)
+    path = resolve_data_path(str(path), Path.cwd()) if str(path).startswith("builtin:") else str(path)
     if not Path(path).is_file():
         raise GrpokitError([Problem(path, "no such file", "pass a ranking file from `grpokit rm candidates`")])
     raw = read_file(path)

@@ -195,6 +195,9 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
 
     from grpokit import models
 
+    from grpokit.config import resolve_data_path
+
+    rankings_path = resolve_data_path(rankings_path, Path.cwd())  # builtin:preference/rankings.jsonl works too
     rankings = read_rankings(rankings_path)
     train_rows, held = split_prompts(rankings, eval_fraction, seed)
     out_dir = Path(out)
@@ -246,7 +249,10 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
 
 def evaluate_reward_model(rm_dir: str, rankings_path: str) -> dict:
     """Pairwise accuracy of a trained reward model on a ranking file; written to RM_DIR/eval/<stem>.json."""
+    from grpokit.config import resolve_data_path
+
     info = read_rm_info(rm_dir)
+    rankings_path = resolve_data_path(rankings_path, Path.cwd())
     rankings = read_rankings(rankings_path)
     scorer = RewardModelScorer(rm_dir)
     result = {"rankings": str(rankings_path), "prompts": len(rankings), **pairwise_accuracy(scorer, rankings)}
