@@ -102,11 +102,12 @@ def test_compare_prints_one_table_and_names_missing_evaluations(runs, capsys):
     # the rewritten set is not evaluated yet: the commands are named, exit 1
     assert main(["compare", str(runs["grpo"]), str(runs["sft"]), "--data", str(rewritten)]) == 1
     err = capsys.readouterr().err
-    assert f"grpokit eval {runs['sft']} --data {rewritten} --checkpoints 2" in err
+    best = json.loads((runs["sft"] / "eval" / "best.json").read_text())["step"]  # ties (all 0%) go to step 0
+    assert f"grpokit eval {runs['sft']} --data {rewritten} --checkpoints {best}" in err
     assert main(["compare", str(runs["grpo"]), str(runs["sft"]), "--data", str(rewritten), "--evaluate",
                  ]) == 0
     out = capsys.readouterr().out
-    for words in ("held-out accuracy", "rewritten set accuracy", "drop on the rewritten set", "sft", "grpo", "step 2"):
+    for words in ("held-out accuracy", "rewritten set accuracy", "drop on the rewritten set", "sft", "grpo", f"step {best}"):
         assert words in out, words
     assert main(["compare", str(runs["grpo"]), str(runs["sft"])]) == 0  # without --data: held-out only
 
@@ -131,31 +132,41 @@ def test_mine_failures_output_passes_data_check(runs, tmp_path, capsys):
     assert main(["data", "check", str(out)]) == 0
 
 
-def test_init_from_records_lineage_in_run_json(runs, tmp_path, capsys):
-    # the SFT run has no best.json of its own... it does (evaluated): best, else last
-    best = json.loads((runs["sft"] / "eval" / "best.json").read_text())["step"]
+def test_init_from_records_lineage_in_run_json(runs, tmp_path):
+    # an evaluated run gives its best checkpoint (here step 0: the untrained tiny model ties at 0%) ...
+    from grpokit.lineage import resolve_init_from
+
+    assert resolve_init_from(str(runs["sft"]))[1]["kind"] == "run-base"
+    # ... an unevaluated one its last complete checkpoint
+    earlier = tmp_path / "earlier"
+    shutil.copytree(runs["sft"], earlier, ignore=shutil.ignore_patterns("eval"))
     run = tmp_path / "round2"
     assert main(["train", str(runs["recipe"]), "--output-dir", str(run), "--skip-audit", "--init-from",
-                 str(runs["sft"]), "--set", "train.max_steps=1", "--set", "train.save_steps=1"]) == 0
+                 str(earlier), "--set", "train.max_steps=1", "--set", "train.save_steps=1"]) == 0
     lineage = json.loads((run / "run.json").read_text())["init_from"]
-    assert lineage["run"] == str(runs["sft"].resolve()) and lineage["step"] == best
-    assert lineage["kind"] in ("run-best-checkpoint", "run-base")
+    assert lineage["run"] == str(earlier.resolve()) and lineage["step"] == 2
+    assert lineage["kind"] == "run-last-checkpoint" and lineage["path"].endswith("checkpoint-2")
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["model"]["name"] == lineage["path"]  # step 0 of the new run is where it started
-    from grpokit.report import build_report
+    from grpokit.report import write_report
 
-    html = Path(build_report(run)).read_text()
-    assert "started from" in html
+    html = Path(write_report(run)).read_text()
+    assert "started from" in html and "checkpoint" in html
+
+
+def _adapter_folder(d: Path) -> Path:
+    for name in ("config.json", "adapter_config.json"):
+        (d / name).write_text("{}")
+    return d
 
 
 @pytest.mark.parametrize("make,what", [
-    (lambda d: d, "neither a grpokit run directory"),                                      # an empty folder
-    (lambda d: (d / "config.json").write_text("{}") or (d / "adapter_config.json").write_text("{}") or d,
-     "LoRA adapter"),                                                                       # an adapter folder
+    (lambda d: d, "neither a grpokit run directory"),  # an empty folder
+    (_adapter_folder, "LoRA adapter"),                  # a LoRA adapter is not a whole model
 ])
-def test_init_from_refuses_what_it_cannot_start_from(runs, tmp_path, capsys, make, what):
+def test_init_from_refuses_what_it_cannot_start_from(tmp_path, tiny_model_dir, capsys, make, what):
     target = make(tmp_path)
-    assert main(["sft", str(runs["recipe"]), "--output-dir", str(tmp_path / "x"), "--init-from", str(target)]) == 2
+    assert main(["sft", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(tmp_path / "x"), "--init-from", str(target)]) == 2
     assert what in capsys.readouterr().err
 
 
