@@ -18,10 +18,10 @@ carry about ±6 points of noise).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.rundir import RunDir, read_json
 
 
 def _pct(x) -> str:
@@ -29,19 +29,17 @@ def _pct(x) -> str:
 
 
 def _read(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
-def _run_facts(run_dir: Path) -> dict:
-    import yaml
-
-    if not (run_dir / "config.yaml").is_file():
-        raise GrpokitError([Problem(str(run_dir), "not a grpokit run directory (no config.yaml)",
+def _run_facts(run: RunDir) -> dict:
+    if not run.is_run():
+        raise GrpokitError([Problem(str(run), "not a grpokit run directory (no config.yaml)",
                                     "pass the output_dir of `grpokit train` or `grpokit sft`")])
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-    run = _read(run_dir / "run.json") or {}
-    return {"kind": run.get("kind", "grpo"), "template": (cfg.get("data") or {}).get("template"),
-            "system_prompt": (cfg.get("data") or {}).get("system_prompt"), "init_from": run.get("init_from")}
+    cfg = run.raw_config() or {}
+    status = run.read_status()
+    return {"kind": status.get("kind", "grpo"), "template": (cfg.get("data") or {}).get("template"),
+            "system_prompt": (cfg.get("data") or {}).get("system_prompt"), "init_from": status.get("init_from")}
 
 
 def _chosen(results: dict) -> dict:
@@ -52,13 +50,13 @@ def _chosen(results: dict) -> dict:
 
 
 def compare_runs(run_a: str, run_b: str, data: str | None = None, evaluate: bool = False, log=print) -> dict:
-    from grpokit.evaluate import evaluate_run, results_path
+    from grpokit.evaluate import evaluate_run
 
     runs, missing = [], []
     for spec in (run_a, run_b):
         run_dir = Path(spec)
-        facts = _run_facts(run_dir)
-        held = _read(results_path(run_dir, None))
+        facts = _run_facts(RunDir(run_dir))
+        held = _read(RunDir(run_dir).results_path(None))
         if held is None and evaluate:
             log(f"evaluating {run_dir} (all checkpoints, held-out set) ...")
             held = evaluate_run(run_dir, log=log)
@@ -68,7 +66,7 @@ def compare_runs(run_a: str, run_b: str, data: str | None = None, evaluate: bool
         entry = _chosen(held)
         other = None
         if data is not None:
-            found = _read(results_path(run_dir, data))
+            found = _read(RunDir(run_dir).results_path(data))
             other = next((e for e in (found or {}).get("checkpoints", []) if e["step"] == entry["step"]), None)
             if other is None and evaluate:
                 log(f"evaluating {run_dir} step {entry['step']} on {data} ...")

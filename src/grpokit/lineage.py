@@ -23,14 +23,13 @@ def resolve_init_from(spec: str) -> tuple[str, dict]:
     """(model folder to load, lineage record) for a run directory or a model folder."""
     path = Path(spec).expanduser().resolve()
     if (path / "config.yaml").is_file():  # a grpokit run directory
-        from grpokit.evaluate import read_best, resolve_checkpoint
-        from grpokit.train import load_run_recipe
+        from grpokit.rundir import RunDir
 
-        best = read_best(path)
-        ck = resolve_checkpoint(path, "auto")
-        how = "best" if best is not None else "last"
+        run = RunDir(path)
+        how = "best" if run.read_best() is not None else "last"
+        ck = run.resolve_checkpoint("auto")
         if ck is None:  # step 0 was the best: the run's own starting model
-            base = load_run_recipe(path).model.name
+            base = run.load_recipe().model.name
             return base, {"path": base, "step": 0, "kind": "run-base", "run": str(path), "chosen": how}
         if (ck / "adapter_config.json").is_file():
             raise GrpokitError([Problem(f"--init-from {spec}", f"{ck.name} is a LoRA adapter, not a whole model",

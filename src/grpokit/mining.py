@@ -49,12 +49,11 @@ def mine_failures(run_dir: str | Path, out: str | Path, from_file: str | None = 
     """Write the rows to `out` (JSONL); returns the counts."""
     from grpokit.data import load_train_rows
     from grpokit.data.io import load_rows, question_key
-    from grpokit.evaluate import results_path
-    from grpokit.train import load_run_recipe
+    from grpokit.rundir import RunDir
 
     run_dir = Path(run_dir)
-    recipe = load_run_recipe(run_dir)
-    results_file = Path(results) if results else results_path(run_dir, None)
+    recipe = RunDir(run_dir).load_recipe()
+    results_file = Path(results) if results else RunDir(run_dir).results_path(None)
     rows, step = eval_failures(run_dir, results_file)
     from_eval = len(rows)
     if from_file:

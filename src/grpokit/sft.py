@@ -37,6 +37,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpokit.config import Recipe
+from grpokit.rundir import RunDir
 
 SOLUTION_FIELDS = ("solution", "completion")
 _CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
@@ -105,16 +106,14 @@ class SftLogger(TrainerCallback):
                         + (f" | token accuracy {acc:.3f}" if acc is not None else ""))
 
 
-def sft_args(recipe: Recipe, run_dir: Path):
+def sft_args(recipe: Recipe, run: RunDir):
     import torch
     from trl import SFTConfig
-
-    from grpokit.train import checkpoints_dir
 
     t = recipe.train
     on_gpu = torch.cuda.is_available()
     return SFTConfig(
-        output_dir=str(checkpoints_dir(run_dir)), learning_rate=t.learning_rate, max_steps=t.max_steps,
+        output_dir=str(run.checkpoints_dir), learning_rate=t.learning_rate, max_steps=t.max_steps,
         num_train_epochs=t.num_train_epochs, per_device_train_batch_size=t.per_device_train_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps, lr_scheduler_type=t.lr_scheduler_type,
         warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
@@ -130,20 +129,23 @@ def sft_args(recipe: Recipe, run_dir: Path):
 
 def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: bool = False,
               init_from: dict | None = None, model=None, tokenizer=None, log=print) -> dict:
-    """SFT for a recipe into a run directory; returns the summary written to run.json."""
+    """SFT for a recipe into a run directory; returns the summary written to run.json.
+
+    The run directory's rules are GRPO's (grpokit.rundir): a taken folder is refused before anything loads, the
+    folder is created once data and model have loaded, one writer holds the lock, a failure is recorded.
+    """
     from trl import SFTTrainer
 
     from grpokit import models
     from grpokit.data import load_datasets
-    from grpokit.train import CheckpointMarker, _resolved, _write_run_json, latest_checkpoint, prepare_run_dir
+    from grpokit.run_safety import fail_run
+    from grpokit.train import CheckpointMarker, _resolved
 
-    run_dir = Path(run_dir or recipe.output_dir).resolve()
-    recipe = _resolved(recipe, run_dir)
+    run = RunDir(Path(run_dir or recipe.output_dir).resolve())
+    recipe = _resolved(recipe, run.path)
+    run.refuse_existing(overwrite)
     train_rows, eval_rows, notes = load_datasets(recipe)
-    dataset = sft_dataset(train_rows, recipe)  # before the run dir: a row problem leaves nothing behind
-    prepare_run_dir(recipe, run_dir, overwrite)
-    for n in notes:
-        log(f"note: {n}")
+    dataset = sft_dataset(train_rows, recipe)
     if recipe.train.torch_threads:
         import torch
 
@@ -151,27 +153,35 @@ def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: b
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = tokenizer or models.load_tokenizer(model_path)
     model = model or models.load_model(model_path, recipe.model.dtype)
-    summary = {"kind": "sft", "run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
-               "eval_rows": len(eval_rows), "notes": notes, "status": "running", "init_from": init_from}
-    _write_run_json(run_dir, summary)
-    trainer = SFTTrainer(model=model, args=sft_args(recipe, run_dir), train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                         callbacks=[SftLogger(run_dir, log), CheckpointMarker()])
-    from transformers.trainer_callback import PrinterCallback
+    lock, _ = run.open_new(recipe, overwrite)
+    try:
+        for n in notes:
+            log(f"note: {n}")
+        summary = {"kind": "sft", "run_dir": str(run.path), "model": recipe.model.name, "train_rows": len(dataset),
+                   "eval_rows": len(eval_rows), "notes": notes, "status": "running", "init_from": init_from}
+        run.write_status(summary)
+        trainer = SFTTrainer(model=model, args=sft_args(recipe, run), train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
+                             callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
+        from transformers.trainer_callback import PrinterCallback
 
-    trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
-    log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run_dir}")
-    t0 = time.time()
-    trainer.train()
-    last = latest_checkpoint(run_dir)
-    if last is None or not last.name.endswith(f"-{trainer.state.global_step}"):
-        trainer.save_model(str(run_dir / "checkpoints" / f"checkpoint-{trainer.state.global_step}"))
-        CheckpointMarker().on_save(trainer.args, trainer.state, None)  # the final weights are a checkpoint too
-        last = latest_checkpoint(run_dir)
-    summary.update(status="completed", step=trainer.state.global_step, seconds=round(time.time() - t0, 1),
-                   last_checkpoint=str(last) if last else None)
-    _write_run_json(run_dir, summary)
-    log(f"completed at step {trainer.state.global_step} in {summary['seconds']:.0f}s; last checkpoint: {last}")
-    log(f"next: grpokit eval {run_dir}")
+        trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
+        log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run.path}")
+        t0 = time.time()
+        try:
+            trainer.train()
+            step = trainer.state.global_step
+            if step not in run.by_step():  # the final weights are a checkpoint too, whatever save_steps says
+                trainer.save_model(str(run.checkpoint_path(step)))
+                run.mark_complete(step)
+        except Exception as e:  # recorded in run.json as failed, shown as where / what / fix
+            raise fail_run(run, summary, e, trainer.state.global_step) from e
+        last = run.latest_checkpoint()
+        summary.update(status="completed", step=step, seconds=round(time.time() - t0, 1),
+                       last_checkpoint=str(last) if last else None)
+        run.write_status(summary)
+    finally:
+        lock.release()
+    log(f"completed at step {step} in {summary['seconds']:.0f}s; last checkpoint: {last}")
+    log(f"next: grpokit eval {run.path}")
     return summary
-

@@ -283,8 +283,7 @@ def _note(line: str) -> None:
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
           model=None, tokenizer=None, init_from: dict | None = None) -> dict:
     """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json.
-
-    `init_from`: the lineage record of `--init-from` (grpokit.lineage), kept in run.json.
+    `init_from` (grpokit.lineage's record of --init-from) is kept in run.json.
 
     Holds the run's lock throughout: a second writer (--resume, --overwrite) is refused. A new run's folder is
     created only once data, model and rewards have loaded; any exception after training starts is recorded
