@@ -132,3 +132,22 @@ def test_reward_model_reward_bad_params(params, what):
     with pytest.raises(GrpokitError) as e:
         build_reward("reward_model", params)
     assert what in str(e.value)
+
+
+def test_candidates_are_sampled_unranked_and_ready_for_csv(tmp_path, tiny_model_dir, capsys):
+    import yaml
+
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"question": "Say hi."}, {"prompt": "Name a colour."}])
+    recipe = {"model": {"name": str(tiny_model_dir)}, "data": {"train": str(prompts), "template": "plain_en"},
+              "rewards": [{"name": "length"}], "train": {"max_completion_length": 6, "temperature": 1.0}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "rankings.jsonl"
+    assert main(["rm", "candidates", str(tmp_path / "r.yaml"), "--prompts", str(prompts), "--n", "3",
+                 "--out", str(out)]) == 0
+    assert "fill in each rank" in capsys.readouterr().out
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["question"] for r in rows] == ["Say hi.", "Name a colour."]
+    assert all(2 <= len(r["candidates"]) <= 3 and {c["rank"] for c in r["candidates"]} == {None} for r in rows)
+    with pytest.raises(GrpokitError):  # unranked: not usable for training yet
+        read_rankings(out)
+    assert main(["rm", "export-csv", str(out), str(tmp_path / "r.csv")]) == 0

@@ -78,7 +78,7 @@ def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens
                      "candidates": [{"id": f"c{j + 1}", "text": t, "rank": None} for j, t in enumerate(unique)]})
     write_jsonl(out, rows)
     return {"prompts": len(rows), "candidates": sum(len(r["candidates"]) for r in rows), "dropped_duplicates": dropped,
-            "path": out}
+            "too_few": [r["id"] for r in rows if len(r["candidates"]) < 2], "path": out}
 
 
 # ---------------------------------------------------------------- the model's input

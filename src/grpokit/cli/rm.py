@@ -49,6 +49,9 @@ def cmd_candidates(args) -> int:
     r = write_candidates(recipe, args.prompts, args.n, args.out, seed=args.seed)
     dup = f" ({r['dropped_duplicates']} identical answers dropped)" if r["dropped_duplicates"] else ""
     print(f"wrote {r['candidates']} candidates for {r['prompts']} prompts to {args.out}{dup}")
+    if r["too_few"]:
+        print(f"warning: {len(r['too_few'])} prompt(s) got fewer than 2 different answers ({', '.join(r['too_few'][:5])}):"
+              " delete them or sample again with another --seed or a higher temperature (--set train.temperature=1.2)")
     print(f"next: fill in each rank (1 = best), in the file or via `grpokit rm export-csv {args.out} rankings.csv`")
     return 0
 
