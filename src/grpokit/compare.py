@@ -2,7 +2,7 @@
 
     grpokit compare runs/smollm2-arithmetic runs/smollm2-arithmetic-sft [--data rewritten.jsonl] [--evaluate]
 
-The second article's table: each run's chosen checkpoint (eval/best.json,
+The SFT-vs-GRPO table of the articles: each run's chosen checkpoint (eval/best.json,
 else its last evaluated step) on the recipe's held-out set and on a
 *rewritten* held-out set (new numbers, reworded questions). A model that
 memorised its training distribution drops on the rewritten set; one that

@@ -4,7 +4,7 @@
     cat data/train.jsonl failures.jsonl > data/train-round2.jsonl
     grpokit train RECIPE --set data.train=data/train-round2.jsonl --init-from runs/smollm2-arithmetic
 
-The first article's loop: every week or two, add the failures collected in
+The articles' retraining loop: every week or two, add the failures collected in
 use to the data and run another short GRPO round from the deployed model.
 Two sources, in the grpokit row format (question, answer, other columns):
 - the run's evaluation: the rows the chosen checkpoint (eval/best.json,

@@ -4,7 +4,7 @@
     grpokit eval runs/smollm2-arithmetic-sft           # the same evaluation as a GRPO run
     grpokit compare runs/smollm2-arithmetic runs/smollm2-arithmetic-sft
 
-The second article's control experiment: the same rows, the same prompt
+The control experiment the articles describe: the same rows, the same prompt
 template (PromptTemplate, so the prompt ids match GRPO's exactly), trained
 to imitate a reference solution instead of being rewarded. Loss is on the
 completion only (TRL's prompt-completion format). The recipe's `train:`

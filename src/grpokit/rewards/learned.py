@@ -4,7 +4,7 @@
       - {name: reward_model, weight: 1.0, params: {path: runs/rm-style}}
       - {name: length, weight: 0.5}          # rule rewards alongside keep it honest
 
-For tasks without a checkable answer (tone, style: the first article's
+For tasks without a checkable answer (tone, style: the articles'
 preference tasks). The model is loaded on first use, on the training device,
 scores completions in batches and caches each (question, completion) for the
 run. `scale: sigmoid` (default) maps the model's unbounded score into (0, 1)
