@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -228,6 +229,7 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
     trainer = RewardTrainer(model=model, args=args, train_dataset=_pair_dataset(tokenizer, train_rows, max_length),
                             processing_class=tokenizer)
     trainer.train()
+    shutil.rmtree(args.output_dir, ignore_errors=True)  # save_strategy "no": only an empty trainer folder is left
     train_acc = [x["accuracy"] for x in trainer.state.log_history if "accuracy" in x]
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer.model.config.pad_token_id = tokenizer.pad_token_id
