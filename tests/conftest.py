@@ -156,3 +156,31 @@ def fake_hub(monkeypatch):
     yield hub
     hub.server.shutdown()
     hub.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def tiny_rm_base_dir(tmp_path_factory, tokenizer) -> Path:
+    """A tiny LlamaForSequenceClassification (one output) built from a config: the base of a test reward model."""
+    import torch
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, num_labels=1,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    path = tmp_path_factory.mktemp("tiny-rm-base")
+    LlamaForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_rm_dir(tmp_path_factory, tiny_rm_base_dir) -> Path:
+    """A reward model trained for a few steps on the bundled style rankings (grpokit rm train)."""
+    from grpokit.config import BUILTIN_DATA
+    from grpokit.rm import train_reward_model
+
+    out = tmp_path_factory.mktemp("tiny-rm") / "rm"
+    train_reward_model(str(BUILTIN_DATA / "preference" / "rankings.jsonl"), str(tiny_rm_base_dir), str(out),
+                       max_steps=3, batch_size=4, learning_rate=1e-3, log=lambda *_: None)
+    return out

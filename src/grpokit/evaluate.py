@@ -74,6 +74,7 @@ class EvalResult:
     samples_per_problem: int = 0
     metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
     reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
+    failed: list[dict] = field(default_factory=list)  # rows not answered right, with the verdict (data mine-failures)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -174,6 +175,8 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
         refusal_rate=None if refusals is None else sum(refusals) / max(1, len(refusals)),
         pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
         reward_means={n: _mean(s) for n, s in scores.items()},
+        failed=[{**r, "verdict": "refusal" if refusals and refusals[i] else "wrong"}
+                for i, (r, ok) in enumerate(zip(rows, correct)) if ok is not None and ok != 1.0],
     )
 
 

@@ -345,6 +345,9 @@ def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
                            {"total_rise": _r(rise), "correctness_change": {k: _r(v) for k, v in moves.items()},
                             "steps": [lo, hi], "rise_threshold": cfg.hacking_rise, "flat_threshold": cfg.hacking_flat},
                            since=lo)
+    learned = _learned_vs_rules(m, cfg, ctx, step)
+    if learned is not None:
+        return learned
     # (b) evaluation accuracy falls while the training reward climbs (Qwen3-4B/14B article: 95% train vs 78% eval).
     ev = sorted((e for e in ctx.evals if e.get("step", 0) <= step and _finite(e.get("accuracy"))), key=lambda e: e["step"])
     if len(ev) >= 2:
@@ -363,6 +366,31 @@ def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
                            "one epoch, use more varied data, tighten the reward (`grpokit rewards audit`)",
                            {"eval_best": best, "eval_last": last, "reward_at_best": _r(r_best),
                             "reward_at_last": _r(r_last)}, since=best["step"] + 1)
+    return None
+
+
+def _learned_vs_rules(m, cfg, ctx, step) -> Finding | None:
+    """(c) a learned reward (reward_model) climbs while every rule reward of the recipe stays flat or falls."""
+    from grpokit.rewards.learned import LEARNED_REWARDS
+
+    learned = [n for n in ctx.reward_names if n in LEARNED_REWARDS]
+    rules = [n for n in ctx.reward_names if n not in LEARNED_REWARDS]
+    w = cfg.window
+    for n in learned:
+        s = [p for p in _series(m, f"rewards/{n}/mean") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
+        if not rules or len(s) < 2 * w or s[-1][0] != step:
+            continue
+        lo, rise = s[0][0], mean(_vals(s[-w:])) - mean(_vals(s[:w]))
+        moves = {r: mean(_vals(c[-w:])) - mean(_vals(c[:w])) for r in rules
+                 if len(c := [p for p in _series(m, f"rewards/{r}/mean") if lo <= p[0] <= step]) >= 2 * w}
+        if moves and rise >= cfg.hacking_rise and all(v < cfg.hacking_flat for v in moves.values()):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"the learned reward {n} rose by {_r(rise)} over steps {lo}-{step} while the rule rewards "
+                           f"({', '.join(moves)}) did not: the policy may be gaming the reward model. Fix: read "
+                           "samples.jsonl, check the reward model on fresh rankings (`grpokit rm eval`), add rankings "
+                           "of the new answers and retrain it, or raise the rule rewards' weights",
+                           {"learned": n, "learned_rise": _r(rise), "rule_change": {k: _r(v) for k, v in moves.items()},
+                            "steps": [lo, step]}, since=lo)
     return None
 
 

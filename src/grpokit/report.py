@@ -299,6 +299,10 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
              ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
              ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
              ["rewards", _e(", ".join(f"{r['name']} ×{r.get('weight', 1.0)}" for r in (recipe or {}).get("rewards", [])))]]
+    if run.get("init_from"):  # --init-from: the run's lineage, one line
+        from grpokit.lineage import describe
+
+        facts.insert(1, ["started from", _e(describe(run["init_from"]))])
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>grpokit report: {_e(run_dir.name)}</title>
 <style>{STYLE}</style></head><body>

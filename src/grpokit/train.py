@@ -281,8 +281,9 @@ def _note(line: str) -> None:
 
 
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
-          model=None, tokenizer=None) -> dict:
+          model=None, tokenizer=None, init_from: dict | None = None) -> dict:
     """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json.
+    `init_from` (grpokit.lineage's record of --init-from) is kept in run.json.
 
     Holds the run's lock throughout: a second writer (--resume, --overwrite) is refused. A new run's folder is
     created only once data, model and rewards have loaded; any exception after training starts is recorded
@@ -302,13 +303,14 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         if main and overwrite and run.path.is_dir():
             held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
     try:
-        return _train(recipe, run, resume, overwrite, model, tokenizer, held)
+        return _train(recipe, run, resume, overwrite, model, tokenizer, held, init_from)
     finally:
         for lock in held:
             lock.release()
 
 
-def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list) -> dict:
+def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list,
+           init_from: dict | None = None) -> dict:
     from grpokit import models
     from grpokit.data import load_datasets
     from grpokit.task import Task
@@ -347,7 +349,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
         console.print(f"[yellow]note:[/] {n}")
     summary = {"run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
                "eval_rows": len(eval_rows), "notes": notes, "status": "running",
-               "resumed_from": str(resume_from) if resume_from else None, "rollbacks": []}
+               "resumed_from": str(resume_from) if resume_from else None, "rollbacks": [], "init_from": init_from}
     rollbacks_done = sum(1 for x in run.read_health() if str(x.get("action", "")).startswith("rollback"))
     t0, trainer, guard = time.time(), None, disk_space_guard(run, _note)
     try:

@@ -1,4 +1,4 @@
-"""`grpokit data check | generate | perturb | import`: dataset tools."""
+"""`grpokit data check | generate | perturb | import | mine-failures`: dataset tools."""
 from __future__ import annotations
 
 import json
@@ -38,6 +38,13 @@ def register(sub) -> None:
     di.add_argument("source", choices=["humaneval"], help="which benchmark")
     di.add_argument("out", help="where to write the rows (.jsonl)")
     di.set_defaults(func=cmd_data_import)
+    dm = data.add_parser("mine-failures", help="rows a run's best checkpoint got wrong (+ failures from use), "
+                                               "deduplicated against its training set, for the next round")
+    dm.add_argument("run_dir", help="an evaluated run directory (grpokit eval RUN_DIR)")
+    dm.add_argument("--out", required=True, help="where to write the rows (.jsonl)")
+    dm.add_argument("--from-file", metavar="FILE", help="failures collected in use, in the same row format")
+    dm.add_argument("--results", metavar="FILE", help="eval results to mine (default RUN_DIR/eval/results.json)")
+    dm.set_defaults(func=cmd_data_mine_failures)
 
 
 def cmd_data_check(args) -> int:
@@ -85,6 +92,17 @@ def cmd_data_import(args) -> int:
 
     n = import_humaneval(args.out)
     print(f"wrote {n} rows to {args.out}")
+    return 0
+
+
+def cmd_data_mine_failures(args) -> int:
+    from grpokit.mining import mine_failures
+
+    r = mine_failures(args.run_dir, args.out, args.from_file, args.results)
+    print(f"wrote {r['written']} rows to {r['out']}: {r['from_eval']} failed at eval step {r['step']}, "
+          f"{r['from_file']} from --from-file; dropped {r['in_train']} already in training, {r['repeated']} repeats")
+    print("note: held-out rows added to training no longer measure generalisation; evaluate the next round on a "
+          "fresh held-out set")
     return 0
 
 

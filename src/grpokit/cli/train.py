@@ -21,6 +21,8 @@ def register(sub) -> None:
     tr.add_argument("--output-dir", help="run directory (default: the recipe's output_dir)")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     tr.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest complete checkpoint")
+    tr.add_argument("--init-from", metavar="RUN_DIR|EXPORT_DIR",
+                    help="start from an earlier run's best (else last) checkpoint or an exported model folder")
     tr.add_argument("--skip-audit", action="store_true", help="do not run the reward audit before training")
     add_launch_options(tr)
     tr.set_defaults(func=cmd_train)
@@ -50,6 +52,9 @@ def cmd_train(args) -> int:
     from grpokit.config import load_recipe
     from grpokit.train import load_run_recipe, train
 
+    if args.init_from and args.resume:
+        raise GrpokitError([Problem("--init-from", "a resumed run continues from its own checkpoint",
+                                    "drop --init-from (the run keeps the lineage it started with)")])
     if args.resume and args.recipe:
         raise GrpokitError([Problem("grpokit train", "give either RECIPE or --resume RUN_DIR, not both",
                                     "--resume reads the recipe saved in the run directory")])
@@ -57,16 +62,22 @@ def cmd_train(args) -> int:
         return _launch(args)
     if args.resume:
         recipe = load_run_recipe(args.resume)
-        train(recipe, run_dir=args.resume, resume=True)
+        train(recipe, run_dir=args.resume, resume=True, init_from=_earlier_lineage(args.resume))
         return 0
     if not args.recipe:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
     recipe = load_recipe(args.recipe, args.set)
     for note in recipe.notes:  # what validation could not check here (e.g. a hub id while offline)
         err.print(f"[yellow]note:[/] {note}")
+    lineage = None
+    if args.init_from:
+        from grpokit.lineage import apply_init_from, describe
+
+        recipe, lineage = apply_init_from(recipe, args.init_from)
+        print(describe(lineage))
     if not args.skip_audit:
         _audit_warnings(recipe)
-    train(recipe, run_dir=args.output_dir, overwrite=args.overwrite)
+    train(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage)
     return 0
 
 
@@ -92,6 +103,7 @@ def _launch(args) -> int:
             _audit_warnings(recipe)
         argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
         argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
+        argv += ["--init-from", args.init_from] if args.init_from else []
     else:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
     import torch
@@ -108,6 +120,13 @@ def _launch(args) -> int:
               f"is how torchrun ends); continue with: grpokit train --resume {run_dir}")
         return 0
     return code
+
+
+def _earlier_lineage(run_dir) -> dict | None:
+    """The lineage a run started with (run.json's init_from), kept when it is resumed."""
+    from grpokit.rundir import RunDir
+
+    return RunDir(run_dir).read_status().get("init_from")
 
 
 def _audit_warnings(recipe) -> None:

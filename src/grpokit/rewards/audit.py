@@ -351,8 +351,15 @@ def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
 
 def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
     """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
+    from grpokit.rewards.learned import LEARNED_REWARDS
     from grpokit.task import Task
 
+    learned = [r.name for r in recipe.rewards if r.name in LEARNED_REWARDS]
+    warn = [f"reward audit: {n} is a learned reward and can be gamed (the policy finds what the reward model "
+            "over-rewards: length, flattery, a phrase); keep rule rewards alongside it, read samples.jsonl, and "
+            "re-check with `grpokit rm eval` on fresh rankings" for n in learned]
+    if learned:  # the tricks would be scored by the reward model: a forward pass per trick, and no fixed verdict
+        return warn
     task = Task.of(recipe)
     # The tricks are answer-line tricks; on code/JSON/SQL rewards they would only produce noise.
     reason = task.audit_skip_reason()

@@ -10,7 +10,10 @@ factory lives (`module:function`, imported only when the reward is used, so
 - `format`: checks the layout (reasoning, one answer line); evaluation reports
   its rate, health watches it for collapse;
 - `shaping`: nudges behaviour without judging the answer (length limits);
-- `penalty`: only subtracts (a recipe's own rewards may declare it).
+- `penalty`: only subtracts (a recipe's own rewards may declare it);
+- `preference`: a learned score of people's preferences (`reward_model`): no
+  pass rate, and it can be gamed, so the audit warns and health compares it
+  with the rule rewards.
 
 A factory carries its description, columns and params through `@describe(...)`
 (next to its code). It takes the reward's params as keyword arguments
@@ -46,7 +49,7 @@ Scorer = Callable[..., list]
 
 log = logging.getLogger(__name__)
 
-ROLES = ("correctness", "format", "shaping", "penalty")
+ROLES = ("correctness", "format", "shaping", "penalty", "preference")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ BUILTIN: dict[str, Builtin] = {
     "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
     "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="answer_line"),
     "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
+    # A learned reward (grpokit.rm): it judges the whole answer against people's rankings, so it is the task's
+    # preference signal, not a checkable correctness; health compares it with the rule rewards (hacking).
+    "reward_model": Builtin("grpokit.rewards.learned:get_reward_model_reward", "preference"),
 }
 
 
