@@ -7,6 +7,7 @@
     grpokit data check | generate | perturb | import
     grpokit rewards list | score | audit
     grpokit preflight | eval | report | doctor | export | sandbox check
+    grpokit serve-vllm RECIPE.yaml [--port P] [--dry-run]   # `trl vllm-serve` for the recipe's model
     grpokit --version                          # also: python -m grpokit ...
 
 One module per command group (`train` also holds `demo`); each has
@@ -24,12 +25,12 @@ import argparse
 import os
 import sys
 
-from grpokit.cli import data, doctor, eval, export, preflight, recipe, report, rewards, sandbox, train
+from grpokit.cli import data, doctor, eval, export, preflight, recipe, report, rewards, sandbox, serve, train
 from grpokit.cli.output import err, print_error
 from grpokit.errors import GrpokitError
 
 # The order of `grpokit --help`: the training loop first, then the tools around it.
-COMMAND_GROUPS = (train, recipe, data, rewards, preflight, eval, report, doctor, export, sandbox)
+COMMAND_GROUPS = (train, recipe, data, rewards, preflight, eval, report, doctor, export, sandbox, serve)
 
 
 def version() -> str:
