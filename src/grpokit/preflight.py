@@ -46,13 +46,14 @@ _EPS = 1e-9
 
 
 def sample(model, tokenizer, template: PromptTemplate, questions: list[str], generations: int, max_new_tokens: int,
-           temperature: float, top_p: float, seed: int) -> list[list[tuple[str, int, bool]]]:
+           temperature: float, top_p: float, seed: int,
+           backend: tuple[str, dict] = ("hf", {})) -> list[list[tuple[str, int, bool]]]:
     """G sampled completions per question: (text, tokens up to EOS, truncated at the limit)."""
     from grpokit.generation import SamplingParams, complete
 
     params = SamplingParams(max_tokens=max_new_tokens, n=generations, temperature=temperature, top_p=top_p, seed=seed)
     groups = complete(model, tokenizer, [template.encode(tokenizer, template.build(q)) for q in questions], params,
-                      batch_size=GEN_BATCH, label="preflight")
+                      batch_size=GEN_BATCH, backend=backend[0], backend_options=backend[1], label="preflight")
     return [[(c.text, c.length, c.truncated) for c in g] for g in groups]
 
 
@@ -91,6 +92,7 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report.
 
     `recipe` may be a `grpokit.task.Task` (a recipe is turned into one)."""
+    from grpokit.generation import backend_of
     from grpokit.task import Task
 
     task = Task.of(recipe)
@@ -102,7 +104,7 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     chosen = rng.sample(range(len(rows)), min(prompts, len(rows)))
     picked = [rows[i] for i in chosen]
     groups = sample(model, tokenizer, task.template, [r["question"] for r in picked], g,
-                    t.max_completion_length, t.temperature, t.top_p, t.seed)
+                    t.max_completion_length, t.temperature, t.top_p, t.seed, backend=backend_of(recipe))
 
     texts = [c[0] for grp in groups for c in grp]
     per_reward, errors = task.score(texts, [r for r in picked for _ in range(g)])

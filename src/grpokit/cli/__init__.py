@@ -9,6 +9,7 @@
     grpokit preflight | eval | report | doctor | export | sandbox check
     grpokit rm candidates | export-csv | import-csv | train | eval   # reward model from rankings
     grpokit sft RECIPE.yaml | compare RUN_A RUN_B [--data FILE]     # SFT baseline, SFT vs GRPO
+    grpokit serve-vllm RECIPE.yaml [--port P] [--dry-run]   # `trl vllm-serve` for the recipe's model
     grpokit --version                          # also: python -m grpokit ...
 
 One module per command group (`train` also holds `demo`); each has
@@ -26,12 +27,12 @@ import argparse
 import os
 import sys
 
-from grpokit.cli import compare, data, doctor, eval, export, preflight, recipe, report, rewards, rm, sandbox, sft, train
+from grpokit.cli import compare, data, doctor, eval, export, preflight, recipe, report, rewards, rm, sandbox, serve, sft, train
 from grpokit.cli.output import err, print_error
 from grpokit.errors import GrpokitError
 
 # The order of `grpokit --help`: the training loop first, then the tools around it.
-COMMAND_GROUPS = (train, sft, recipe, data, rewards, rm, preflight, eval, compare, report, doctor, export, sandbox)
+COMMAND_GROUPS = (train, sft, recipe, data, rewards, rm, preflight, eval, compare, report, doctor, export, sandbox, serve)
 
 
 def version() -> str:
