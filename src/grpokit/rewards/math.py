@@ -42,7 +42,6 @@ and 40 up" reads as 39; only the first number is compared, so it earns what
 from __future__ import annotations
 
 import functools
-import logging
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -50,13 +49,14 @@ from fractions import Fraction
 
 from grpokit.rewards.parsing import DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, THINK_CLOSE, THINK_OPEN  # noqa: F401
 from grpokit.rewards.parsing import answer_lines as _marker_values
-from grpokit.rewards.parsing import answer_markers, answer_region, marker_pattern  # noqa: F401 - kept importable from here
+from grpokit.rewards.parsing import answer_markers, answer_region, boxed_values, marker_pattern  # noqa: F401 - kept importable from here
 from grpokit.rewards.registry import describe
+# math-verify (sympy) for symbolic answers, screened and bounded: math_symbolic.py
+from grpokit.rewards.math_symbolic import _symbolic, _symbolic_equal  # noqa: F401
 
 _MAX_ANSWER_CHARS = MAX_ANSWER_CHARS  # also bounds the symbolic path
 _MAX_CANDIDATES = MAX_CANDIDATES
 
-_MAX_SYMBOLIC_CHARS = 120  # sympy time grows quickly with expression size
 _GSM8K_GOLD = re.compile(r"####\s*([^\n]+?)\s*$")
 
 # Refusals: the article's "最终答案：不知道" earned a format bonus; here it is no answer at all.
@@ -115,8 +115,6 @@ _TRAILING_PUNCT = " \t.。!！,，;；:：、?？"
 _WORDY = re.compile(r"[\w\s%=:'’¥￥€£]*")
 _GLUED_VARIABLE = re.compile(r"[xyzabcnijke]\b")  # "3x" is an expression; "3 x" or "5m" stay units
 _OPERATOR = re.compile(r"[-+*/×÷^()\[\]{}\\=]")
-_SYMBOLIC_BANNED = re.compile(r"\*\*|\\(?:binom|choose|sum|prod|int|lim|infty)|\^\s*\{[^}]*[\^{]|\d{3,}\s*!")
-_EXPONENT = re.compile(r"\^\s*(\{[^}]*\}|\S)")
 
 
 @dataclass(frozen=True)
@@ -132,43 +130,13 @@ class MathVerdict:
 # ---------------------------------------------------------------- extraction
 
 
-def _boxed_values(region: str, limit: int) -> list[tuple[int, str]]:
-    """(start, content) of each `\\boxed{...}` with balanced braces."""
-    out, pos = [], 0
-    while len(out) <= limit:
-        start = region.find("\\boxed", pos)
-        if start < 0:
-            break
-        i = start + len("\\boxed")
-        while i < len(region) and region[i] == " ":
-            i += 1
-        pos = i
-        if i >= len(region) or region[i] != "{":
-            continue
-        depth, j, stop = 0, i, min(len(region), i + _MAX_ANSWER_CHARS + 2)
-        while j < stop:
-            if region[j] == "{":
-                depth += 1
-            elif region[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if depth == 0:
-            out.append((start, region[i + 1: j]))
-        elif j - i > _MAX_ANSWER_CHARS:  # no closing brace within the limit: too long to be an answer
-            out.append((start, region[i + 1: stop]))  # (a box cut off by the end of text is skipped)
-        pos = j + 1
-    return out
-
-
 def answer_candidates(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> list[str] | None:
     """Every final answer the completion states, in order; None for an unclosed `<think>`."""
     region = answer_region(text)
     if region is None:
         return None
     lines = _marker_values(region, tuple(markers))
-    boxed = _boxed_values(region, _MAX_CANDIDATES - len(lines))
+    boxed = boxed_values(region, _MAX_CANDIDATES - len(lines))
     # A \boxed inside an answer line is that line's value, not a second answer.
     boxed = [(s, v) for s, v in boxed if not any(a <= s < b for a, b, _ in lines)]
     found = sorted([(a, v) for a, _, v in lines] + boxed)
@@ -256,7 +224,7 @@ def _clean(value: str) -> str:
     t = unicodedata.normalize("NFKC", value).replace("−", "-").replace("’", "'")
     t = t.strip()
     if t.startswith("\\boxed"):
-        inner = _boxed_values(t, 1)
+        inner = boxed_values(t, 1)
         if inner:
             t = inner[0][1]
     t = _DEGREE.sub("", t)
@@ -345,48 +313,6 @@ def parse_gold(answer: object) -> str | None:
         text = m.group(1)
     text = text.strip()
     return text or None
-
-
-class _BoundedElsewhere(logging.Filter):
-    """Drops math-verify's "timeout is disabled" warning: the bound is `_symbolic_safe` here."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Timeout is disabled" not in record.getMessage()
-
-
-for _name in ("math_verify.parser", "math_verify.grader"):
-    logging.getLogger(_name).addFilter(_BoundedElsewhere())
-
-
-@functools.lru_cache(maxsize=8192)
-def _symbolic(text: str) -> tuple | None:
-    """math-verify's parse of a screened answer (cached: gold answers repeat across a group)."""
-    from math_verify import parse  # sympy import is slow; only paid when a symbolic answer shows up
-
-    if not _symbolic_safe(text):
-        return None
-    parsed = parse(f"${text}$", parsing_timeout=None)  # timeout off: SIGALRM breaks in threads
-    return tuple(parsed) if parsed else None
-
-
-def _symbolic_safe(text: str) -> bool:
-    if len(text) > _MAX_SYMBOLIC_CHARS or _SYMBOLIC_BANNED.search(text):
-        return False
-    # Exponents stay small literals: 9^{9^{9^9}} or 10^{10^{10}} keep sympy busy for minutes.
-    for m in _EXPONENT.finditer(text):
-        exp = m.group(1).strip("{} ")
-        if not re.fullmatch(r"-?\d{1,2}|[A-Za-z]|-?\d/\d", exp):
-            return False
-    return True
-
-
-def _symbolic_equal(predicted: str, gold: str) -> bool:
-    from math_verify import verify
-
-    g, p = _symbolic(gold), _symbolic(predicted)
-    if g is None or p is None:
-        return False
-    return bool(verify(list(g), list(p), timeout_seconds=None))
 
 
 @functools.lru_cache(maxsize=8192)

@@ -90,3 +90,33 @@ def answer_lines(region: str, markers: tuple[str, ...]) -> list[tuple[int, int, 
         if len(out) > MAX_CANDIDATES:
             break
     return out
+
+
+def boxed_values(region: str, limit: int) -> list[tuple[int, str]]:
+    """(start, content) of each `\\boxed{...}` with balanced braces."""
+    out, pos = [], 0
+    while len(out) <= limit:
+        start = region.find("\\boxed", pos)
+        if start < 0:
+            break
+        i = start + len("\\boxed")
+        while i < len(region) and region[i] == " ":
+            i += 1
+        pos = i
+        if i >= len(region) or region[i] != "{":
+            continue
+        depth, j, stop = 0, i, min(len(region), i + MAX_ANSWER_CHARS + 2)
+        while j < stop:
+            if region[j] == "{":
+                depth += 1
+            elif region[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if depth == 0:
+            out.append((start, region[i + 1: j]))
+        elif j - i > MAX_ANSWER_CHARS:  # no closing brace within the limit: too long to be an answer
+            out.append((start, region[i + 1: stop]))  # (a box cut off by the end of text is skipped)
+        pos = j + 1
+    return out
