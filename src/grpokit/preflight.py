@@ -13,9 +13,10 @@ max_completion_length; completion length quantiles (p50, p90, p99 in
 tokens). From these it recommends settings, each with its reason (the 0.6B
 article's advice: a max_completion_length that covers the p99, more
 generations or more format weight when too few groups carry signal), and
-lists the prompts always or never solved. `--write-filtered` writes the
-dataset without the judged no-signal prompts, easy and hard alternating
-(the article's difficulty mixing). Writes preflight.json.
+lists the prompts always or never solved. `--write-filtered` writes only
+the judged prompts that showed a reward spread, easy and hard alternating
+(the article's difficulty mixing); train on them in that order with
+`train.shuffle_dataset: false` (TRL shuffles otherwise). Writes preflight.json.
 
 `grpokit train` runs a short one first when the recipe sets
 `preflight.prompts` > 0, and prints its recommendations.
@@ -211,18 +212,17 @@ def recommend(recipe, r: dict) -> list[dict]:
 
 
 def write_filtered(report: dict, rows: list[dict], path: Path) -> tuple[int, int, int]:
-    """Rows minus the judged no-signal prompts; judged ones easy/hard alternating, then the unjudged ones.
+    """The judged prompts with a reward spread, easy/hard alternating; no-signal and unjudged rows left out.
 
-    Returns (written, dropped, unjudged)."""
+    Returns (written, dropped: judged without signal, unjudged: not sampled, so not written)."""
     judged = {p["index"]: p for p in report["per_prompt"]}
     keep = interleave_easy_hard([p for p in judged.values() if not p["zero_variance"]])
-    unjudged = [r for i, r in enumerate(rows) if i not in judged]
-    out = [rows[p["index"]] for p in keep] + unjudged
+    out = [rows[p["index"]] for p in keep]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with Path(path).open("w", encoding="utf-8") as f:
         for row in out:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(out), len(judged) - len(keep), len(unjudged)
+    return len(out), len(judged) - len(keep), len(rows) - len(judged)
 
 
 def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = None,
