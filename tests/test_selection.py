@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from conftest import write_jsonl
 from grpokit.config import Recipe, load_recipe
 from grpokit.data.arithmetic import generate
 from grpokit.errors import GrpokitError
+from grpokit.report import curves_section
 from grpokit.refill import attach, group_signal, merge_rows
 from grpokit.selection import STATE_FILE, PassRates, SelectionConfig, Selector, SignalSampler, choose
 from grpokit.train import _trainer_class, grpo_args
@@ -224,7 +226,7 @@ def _recipe(tmp_path: Path, model_dir: Path, **extra) -> Path:
            "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
            "rewards": [{"name": "math_correctness"}, {"name": "format", "weight": 0.5}],
            "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
-                     "max_completion_length": 6, "max_steps": 2, "save_steps": 2, "logging_steps": 1}, **extra}
+                     "max_completion_length": 6, "max_steps": 2, "save_steps": 1, "logging_steps": 1}, **extra}
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -247,6 +249,23 @@ def test_shuffle_dataset_reaches_grpoconfig(tmp_path, tiny_model_dir, setting, e
     assert grpo_args(recipe, tmp_path / "run").shuffle_dataset is expected
 
 
+@pytest.mark.parametrize("target, adaptive", [(None, False), (0.3, True)])
+def test_entropy_target_turns_on_trls_adaptive_entropy(tmp_path, tiny_model_dir, target, adaptive):
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), [f"train.entropy_target={target}"] if target else [])
+    args = grpo_args(recipe, tmp_path / "run")
+    assert args.use_adaptive_entropy is adaptive and (not adaptive or args.entropy_target == target)
+
+
+def test_skip_no_signal_stands_aside_under_an_entropy_bonus(tmp_path, tiny_model_dir, tokenizer):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie, beta=0.0, loss_type="dapo",
+                       use_adaptive_entropy=True)
+    trainer.skip_no_signal = True
+    trainer.current_gradient_accumulation_steps = 1
+    batch = trainer._generate_and_score_completions([{"prompt": p} for p in ("A 0", "A 0", "A 1", "A 1")])
+    trainer.compute_loss(trainer.model, batch)  # the bonus has a gradient on tied rows: TRL's full pass runs
+    assert metric_values(trainer, "grpokit/trained_frac") == []
+
+
 def test_two_real_steps_update_the_estimates_and_log_the_bands(tmp_path, tiny_model_dir):
     from grpokit.cli import main
 
@@ -263,3 +282,10 @@ def test_two_real_steps_update_the_estimates_and_log_the_bands(tmp_path, tiny_mo
     state = json.loads((run / "checkpoints" / "checkpoint-2" / STATE_FILE).read_text())
     assert sum(state["seen"]) == 4  # 2 steps x 2 groups, each counted once
     assert metrics[1]["grpokit/bands/never_solved"] == pytest.approx(sum(1 for n in state["seen"] if n) / 9)
+    html, images = curves_section(metrics, None, tmp_path)
+    assert "selection.png" in images  # the report draws the bands
+
+    # Resume from step 1: the estimates come back from checkpoint-1 (2 groups) and step 2 adds its 2 again.
+    shutil.rmtree(run / "checkpoints" / "checkpoint-2")
+    assert main(["train", "--resume", str(run)]) == 0
+    assert sum(json.loads((run / "checkpoints" / "checkpoint-2" / STATE_FILE).read_text())["seen"]) == 4
