@@ -22,7 +22,7 @@ from grpokit.data.arithmetic import generate
 from grpokit.errors import GrpokitError
 from grpokit.report import curves_section
 from grpokit.refill import attach, group_signal, merge_rows
-from grpokit.selection import STATE_FILE, PassRates, SelectionConfig, Selector, SignalSampler, choose
+from grpokit.selection import STATE_FILE, PassRates, SelectionConfig, Selector, SignalSampler, choose, prompt_key
 from grpokit.train import _trainer_class, grpo_args
 from grpokit.trl_adapter import metric_values
 
@@ -90,6 +90,15 @@ def test_choice_is_seeded():
     a = [choose(rates, 3, random.Random(7), (0.6, 0.3)) for _ in range(3)]
     b = [choose(rates, 3, random.Random(7), (0.6, 0.3)) for _ in range(3)]
     assert a == b
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("1 + 1 =", "1 + 1 =", True),  # plain prompts are their own key
+    ([{"role": "user", "content": "hi"}], [{"content": "hi", "role": "user"}], True),  # message key order ignored
+    ([{"role": "user", "content": "hi"}], [{"role": "user", "content": "ho"}], False),
+])
+def test_prompt_key(a, b, same):
+    assert (prompt_key(a) == prompt_key(b)) is same
 
 
 def test_shares_above_one_are_refused():

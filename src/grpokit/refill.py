@@ -106,7 +106,8 @@ class SignalAware:
         if self.selector.config.refill and ta.NUM_ITEMS in batch and not any(
                 batch.get(k) is not None for k in ta.MULTIMODAL_KEYS):
             batch = self._refill(inputs, batch, g)
-        ta.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[ta.ADVANTAGES], g).float().mean()))
+        if batch[ta.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
+            ta.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[ta.ADVANTAGES], g).float().mean()))
         for band, share in self.selector.rates.shares().items():
             ta.set_metric(self, f"grpokit/bands/{band}", share)
         return batch
