@@ -200,7 +200,8 @@ def recommend(recipe, r: dict) -> list[dict]:
         add("data", "grpokit preflight --write-filtered OUT.jsonl",
             f"{flat} of {r['prompts']} prompts scored every completion the same ({len(r['always_solved'])} always "
             f"solved, {len(r['never_solved'])} never solved in all): they give zero advantage; drop them and "
-            "alternate easy with hard prompts (Qwen3-0.6B-Base article)")
+            "alternate easy with hard prompts (Qwen3-0.6B-Base article), or let training prefer prompts with signal "
+            "as it goes (selection.enabled: true, selection.refill: true)")
     if r["all_wrong_share"] is not None and r["all_wrong_share"] >= 0.9:
         add("data", "easier prompts first",
             f"{r['all_wrong_share']:.0%} of prompts were never solved: the Qwen3-0.6B-Base article adds very easy problems so "
