@@ -178,8 +178,11 @@ def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Sele
             f"{trainer.accelerator.num_processes} (the processes would have to agree on which groups to keep)",
             "set selection.refill: false for multi-process training (selection.enabled works there), "
             "or train on one process")])
-    names = {r.name: r.weight for r in recipe.rewards}
-    correctness = next((n for n in names if n in recipe.health.correctness_rewards), None)
+    from grpokit.task import reward_roles
+
+    roles = reward_roles(recipe.rewards)  # {logged name: role}, in the recipe's order
+    names = dict(zip(roles, (r.weight for r in recipe.rewards)))
+    correctness = next((n for n, role in roles.items() if role == "correctness"), None)
     questions = dataset["question"] if "question" in dataset.column_names else None
     selector = Selector(cfg, list(dataset["prompt"]), questions, recipe.train.seed, correctness, names)
     if preflight_file is not None and Path(preflight_file).is_file():

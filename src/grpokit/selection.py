@@ -6,8 +6,8 @@ A GRPO group teaches nothing when all its completions score the same: a
 prompt the model always solves, or never does. grpokit keeps a pass-rate
 estimate per training prompt (`PassRates`): seeded from the run's
 preflight.json when `preflight.prompts` > 0 made one, then updated from
-the rewards of every generation batch training computes (the correctness
-reward's mean over the group when the recipe has one, else whether the
+the rewards of every generation batch training computes (the group mean of
+the reward with the `correctness` role when the recipe has one, else whether the
 total reward has a spread). Each prompt is in one band:
 
   unseen          no estimate yet
