@@ -8,7 +8,8 @@ estimate per training prompt (`PassRates`): seeded from the run's
 preflight.json when `preflight.prompts` > 0 made one, then updated from
 the rewards of every generation batch training computes (the group mean of
 the reward with the `correctness` role when the recipe has one, else whether the
-total reward has a spread). Each prompt is in one band:
+total reward has a spread, a tie at the best total seen counting as solved).
+Each prompt is in one band:
 
   unseen          no estimate yet
   never_solved    estimate <= band_margin
