@@ -11,7 +11,7 @@ from conftest import write_jsonl
 from grpokit.config import load_recipe
 from grpokit.data.arithmetic import generate
 from grpokit.cli import build_parser
-from grpokit.preflight import interleave_easy_hard, quantile, recommend
+from grpokit.preflight import interleave_easy_hard, quantile, recommend, write_filtered
 
 
 def _recipe_file(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
@@ -53,10 +53,10 @@ def test_preflight_on_a_tiny_model(tmp_path, tiny_model_dir, capsys):
     assert "recommendations:" in text and "p99" in text
 
     rows = [json.loads(l) for l in filtered.read_text().splitlines()]
-    judged = {p["question"] for p in r["per_prompt"]}
-    kept_judged = [x["question"] for x in rows if x["question"] in judged]
-    assert sorted(kept_judged) == sorted(p["question"] for p in plus)  # the no-signal ones are gone
-    assert len(rows) == 16 - (8 - len(plus))  # 16 train rows (20 minus the 20% eval split), unjudged kept
+    # Only the judged prompts with a spread (no-signal and the 8 unjudged of 16 train rows are left out), in the
+    # easy/hard order the report promises.
+    assert [x["question"] for x in rows] == [p["question"] for p in interleave_easy_hard(plus)]
+    assert "unjudged row(s) left out" in text and "train.shuffle_dataset: false" in text
 
 
 def test_bad_counts_are_reported(tmp_path, tiny_model_dir):
@@ -104,3 +104,23 @@ def test_recommendations(tmp_path, train, report, expected, absent):
     settings = {r["setting"] for r in recs}
     assert expected <= settings and not (absent & settings), recs
     assert all(r["reason"] for r in recs)
+
+
+def _judged(index: int, mean_reward: float, zero_variance: bool) -> dict:
+    return {"index": index, "question": f"q{index}", "mean_reward": mean_reward, "zero_variance": zero_variance}
+
+
+@pytest.mark.parametrize("judged, expected, counts", [
+    # easy/hard alternating among the judged rows with a spread; tied and unjudged rows are not written
+    ([_judged(1, 0.2, False), _judged(3, 0.9, False), _judged(4, 0.5, False), _judged(0, 0.0, True)],
+     ["q3", "q1", "q4"], (3, 1, 2)),
+    # every judged prompt tied: an empty file, not the unjudged rows
+    ([_judged(2, 0.0, True)], [], (0, 1, 5)),
+    # nothing judged
+    ([], [], (0, 0, 6)),
+])
+def test_write_filtered_writes_only_judged_rows_in_order(tmp_path, judged, expected, counts):
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(6)]
+    out = tmp_path / "f.jsonl"
+    assert write_filtered({"per_prompt": judged}, rows, out) == counts
+    assert [json.loads(l)["question"] for l in out.read_text().splitlines()] == expected

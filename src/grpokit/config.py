@@ -31,6 +31,7 @@ from grpokit.config_yaml import apply_override, line_map, parse_yaml, read_recip
 from grpokit.errors import GrpokitError, Problem
 from grpokit.vllm_config import GenerationConfig, check_generation
 from grpokit.rewards.registry import ROLES
+from grpokit.selection import SelectionConfig
 
 BUILTIN_DATA = Path(__file__).parent / "datasets"
 
@@ -146,6 +147,12 @@ class TrainConfig(_Section):
         "scored the same); exact, so only time changes. Applies with beta 0 and loss_type dapo/cispo/vespo "
         "(grpokit.no_signal).")
     torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
+    shuffle_dataset: bool = Field(True, description="TRL shuffles the training prompts; false keeps the file's order "
+                                  "(e.g. a curriculum). selection.enabled chooses prompts itself and ignores it.")
+    entropy_target: float | None = Field(
+        None, gt=0, description="Entropy guard: when the mean token entropy (nats) falls to this, TRL's adaptive "
+        "entropy bonus engages (Skywork-OR1; use_adaptive_entropy). Set it near the entropy logged early in "
+        "training; null: off. skip_no_signal stands aside while it is on (the bonus has a gradient everywhere).")
 
 
 HEALTH_CODES = (
@@ -239,6 +246,8 @@ class Recipe(_Section):
     health: HealthConfig = Field(default_factory=HealthConfig, description="Training health detectors and actions.")
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="hf generate or vLLM (TRL).")
+    selection: SelectionConfig = Field(default_factory=SelectionConfig,
+                                       description="Which prompts each step trains on (grpokit.selection).")
     output_dir: str = Field("runs/grpokit", description="Run directory (config, metrics, samples, checkpoints).")
     trl: dict[str, Any] = Field(
         default_factory=dict, description="Any other TRL GRPOConfig field, passed as is (report_to, epsilon_high, "

@@ -91,7 +91,9 @@ class SkipNoSignalRows:
         # One process only: under DDP/ZeRO every rank must run the same forward/backward collectives, and a rank
         # that skipped its pass (or trained on fewer rows) would leave the others waiting.
         # Inputs that are not per-row text tensors (multimodal): the filter stands aside rather than guess.
+        # An entropy bonus (entropy_coef, train.entropy_target) has a gradient on every completion: not exact either.
         if not (self.skip_no_signal and model.training and applies(self.args.loss_type, self.args.beta)) \
+                or self.args.entropy_coef or self.args.use_adaptive_entropy \
                 or self.accelerator.num_processes != 1 \
                 or any(inputs.get(k) is not None for k in MULTIMODAL_KEYS):
             return trl_loss(inputs)

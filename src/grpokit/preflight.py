@@ -13,9 +13,10 @@ max_completion_length; completion length quantiles (p50, p90, p99 in
 tokens). From these it recommends settings, each with its reason (the 0.6B
 article's advice: a max_completion_length that covers the p99, more
 generations or more format weight when too few groups carry signal), and
-lists the prompts always or never solved. `--write-filtered` writes the
-dataset without the judged no-signal prompts, easy and hard alternating
-(the article's difficulty mixing). Writes preflight.json.
+lists the prompts always or never solved. `--write-filtered` writes only
+the judged prompts that showed a reward spread, easy and hard alternating
+(the article's difficulty mixing); train on them in that order with
+`train.shuffle_dataset: false` (TRL shuffles otherwise). Writes preflight.json.
 
 `grpokit train` runs a short one first when the recipe sets
 `preflight.prompts` > 0, and prints its recommendations.
@@ -199,7 +200,8 @@ def recommend(recipe, r: dict) -> list[dict]:
         add("data", "grpokit preflight --write-filtered OUT.jsonl",
             f"{flat} of {r['prompts']} prompts scored every completion the same ({len(r['always_solved'])} always "
             f"solved, {len(r['never_solved'])} never solved in all): they give zero advantage; drop them and "
-            "alternate easy with hard prompts (Qwen3-0.6B-Base article)")
+            "alternate easy with hard prompts (Qwen3-0.6B-Base article), or let training prefer prompts with signal "
+            "as it goes (selection.enabled: true, selection.refill: true)")
     if r["all_wrong_share"] is not None and r["all_wrong_share"] >= 0.9:
         add("data", "easier prompts first",
             f"{r['all_wrong_share']:.0%} of prompts were never solved: the Qwen3-0.6B-Base article adds very easy problems so "
@@ -211,18 +213,17 @@ def recommend(recipe, r: dict) -> list[dict]:
 
 
 def write_filtered(report: dict, rows: list[dict], path: Path) -> tuple[int, int, int]:
-    """Rows minus the judged no-signal prompts; judged ones easy/hard alternating, then the unjudged ones.
+    """The judged prompts with a reward spread, easy/hard alternating; no-signal and unjudged rows left out.
 
-    Returns (written, dropped, unjudged)."""
+    Returns (written, dropped: judged without signal, unjudged: not sampled, so not written)."""
     judged = {p["index"]: p for p in report["per_prompt"]}
     keep = interleave_easy_hard([p for p in judged.values() if not p["zero_variance"]])
-    unjudged = [r for i, r in enumerate(rows) if i not in judged]
-    out = [rows[p["index"]] for p in keep] + unjudged
+    out = [rows[p["index"]] for p in keep]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with Path(path).open("w", encoding="utf-8") as f:
         for row in out:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(out), len(judged) - len(keep), len(unjudged)
+    return len(out), len(judged) - len(keep), len(rows) - len(judged)
 
 
 def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = None,

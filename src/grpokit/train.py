@@ -3,8 +3,7 @@
     grpokit train recipes/smollm2-arithmetic.yaml --set train.max_steps=20
     grpokit train --resume runs/smollm2-arithmetic
 
-The GRPO loop is TRL's; grpokit adds, through callbacks and one small
-subclass:
+The GRPO loop is TRL's; grpokit adds, through callbacks and one subclass:
 - the run directory (grpokit.rundir: config.yaml, run.json, metrics.jsonl,
   samples.jsonl, checkpoints with a COMPLETE marker, one writer's lock);
   any exception ends as run.json `failed` + `error:`/`fix:` (run_safety);
@@ -19,8 +18,8 @@ subclass:
   problem, halve learning_rate, double beta, continue; at most
   health.max_rollbacks times).
 
-Not covered here: the detectors themselves (grpokit.health), evaluation of
-checkpoints, export (their own modules).
+Not covered here: the detectors (grpokit.health), prompt selection and refill
+(grpokit.selection, grpokit.refill), evaluation, export (their own modules).
 """
 from __future__ import annotations
 
@@ -96,7 +95,8 @@ def grpo_args(recipe: Recipe, run_dir: Path):
         per_device_train_batch_size=t.per_device_train_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
         max_steps=t.max_steps, num_train_epochs=t.num_train_epochs, epsilon=t.epsilon, loss_type=t.loss_type,
-        scale_rewards=t.scale_rewards, lr_scheduler_type=t.lr_scheduler_type,
+        scale_rewards=t.scale_rewards, lr_scheduler_type=t.lr_scheduler_type, shuffle_dataset=t.shuffle_dataset,
+        **({"use_adaptive_entropy": True, "entropy_target": t.entropy_target} if t.entropy_target else {}),
         warmup_steps=t.warmup_ratio,  # transformers 5 reads a float in [0, 1) as a ratio of the total steps
         weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
         logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
@@ -220,10 +220,11 @@ def _jsonable(v):
 def _trainer_class():
     from grpokit import trl_adapter
     from grpokit.no_signal import SkipNoSignalRows
+    from grpokit.refill import SignalAware
 
-    class GrpokitTrainer(SkipNoSignalRows, trl_adapter.trainer_base()):
-        """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step and (when the
-        recipe's train.skip_no_signal holds) trains on the completions with a learning signal only."""
+    class GrpokitTrainer(SkipNoSignalRows, SignalAware, trl_adapter.trainer_base()):
+        """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step, trains on the
+        completions with a learning signal only (train.skip_no_signal) and chooses prompts (grpokit.refill)."""
 
         samples_path: Path | None = None
         num_samples_logged: int = 4
@@ -379,6 +380,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             trainer.num_samples_logged = recipe.train.num_samples_logged
             trainer.health = monitor
             trainer.skip_no_signal = recipe.train.skip_no_signal
+            trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
             run.write_status(summary)
             created = False  # from here on the run exists: a failure is recorded in it, not cleaned away
             console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"

@@ -4,6 +4,11 @@ grpokit uses TRL's GRPOTrainer through its public API (GRPOConfig, reward functi
 no public API exists, through these private parts:
 
   GRPOTrainer._compute_loss(model, inputs)          train.skip_no_signal filters the micro-batch first (`LossHook`)
+  GRPOTrainer._get_train_sampler(dataset)           selection.enabled swaps in its sampler (`sampler_layout`: the
+                                                    RepeatSampler layout it must keep)
+  GRPOTrainer._generate_and_score_completions(inputs)  pass rates updated from each batch; selection.refill
+                                                    calls it again for more groups (grpokit.refill)
+  Trainer._save_checkpoint(model, trial)            the selection estimates saved into the checkpoint folder
   GRPOTrainer._metrics[mode][name]                  grpokit's own per-step metrics next to TRL's (`log_metric`)
   GRPOTrainer._logs["prompt"|"completion"|"rewards"]  the latest generation batch, for samples.jsonl
   the batch dict _generate_and_score_completions hands _compute_loss (the key constants below)
@@ -43,6 +48,8 @@ PROFILED_METHODS = {"generation": "_generate_single_turn", "rewards": "_calculat
 METHODS: dict[str, tuple[str, ...]] = {
     "_compute_loss": ("model", "inputs"),
     "_generate_and_score_completions": ("inputs",),
+    "_get_train_sampler": ("dataset",),
+    "_save_checkpoint": ("model", "trial"),
     "_generate_single_turn": ("prompt_ids",),  # returns (completion_ids, logprobs)
     "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
     "_get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep"),
@@ -164,6 +171,39 @@ def metric_values(trainer, name: str, mode: str = "train") -> list:
     return list(trainer._metrics[mode].get(name, []))
 
 
+def set_metric(trainer, name: str, value: float, mode: str = "train") -> None:
+    """Logged at the next logging step as this value (a snapshot, not averaged with earlier ones)."""
+    trainer._metrics[mode][name] = [value]
+
+
+def generation_rewards(trainer, n: int) -> tuple[list, dict[str, list]]:
+    """Prompts and per-reward scores of the last `n` completions scored (all processes' rows, in order)."""
+    logs = trainer._logs
+    return list(logs["prompt"])[-n:], {k: list(v)[-n:] for k, v in logs["rewards"].items()}
+
+
+def sampler_layout(trainer) -> dict:
+    """The arguments of TRL's RepeatSampler for training: a replacement sampler must keep this layout."""
+    args = trainer.args
+    return {"mini_repeat_count": args.num_generations, "batch_size": args.generation_batch_size // args.num_generations,
+            "repeat_count": args.num_iterations * args.steps_per_generation}
+
+
+def checkpoint_folder(trainer, trial=None) -> str:
+    """The folder `_save_checkpoint` has just written (grpokit runs no hyper-parameter search: no trial folder)."""
+    import os
+
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    return os.path.join(trainer.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}")
+
+
+def pad_token_id(trainer) -> int:
+    proc = trainer.processing_class
+    return getattr(proc, "pad_token_id", None) if getattr(proc, "pad_token_id", None) is not None \
+        else proc.tokenizer.pad_token_id
+
+
 def latest_generation(trainer) -> tuple[list, list, dict[str, list]]:
     """Prompts, completions and per-reward scores of the latest generation batch."""
     logs = trainer._logs
@@ -189,5 +229,7 @@ def logps_input_ids(args: tuple, kwargs: dict):
 
 __all__ = ["ADVANTAGES", "BATCH_KEYS", "COMPLETION_ALIGNED", "COMPLETION_IDS", "COMPLETION_MASK", "LossHook",
            "MULTIMODAL_KEYS", "NUM_ITEMS", "PROFILED_METHODS", "PROMPT_IDS", "PROMPT_MASK", "TESTED_TRL",
-           "batch_problems", "generation_io", "instance_problems", "latest_generation", "log_metric",
-           "logps_input_ids", "metric_values", "problems", "trainer_base", "wrap_method"]
+           "batch_problems", "checkpoint_folder", "generation_io", "generation_rewards", "instance_problems",
+           "latest_generation", "log_metric",
+           "logps_input_ids", "metric_values", "pad_token_id", "problems", "sampler_layout", "set_metric",
+           "trainer_base", "wrap_method"]

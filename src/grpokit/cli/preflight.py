@@ -12,7 +12,9 @@ def register(sub) -> None:
     p.add_argument("recipe", help="recipe YAML file")
     p.add_argument("--prompts", type=int, default=16, help="training prompts to sample (default 16)")
     p.add_argument("--generations", type=int, help="completions per prompt (default: train.num_generations)")
-    p.add_argument("--write-filtered", metavar="OUT.jsonl", help="write the data without the no-signal prompts")
+    p.add_argument("--write-filtered", metavar="OUT.jsonl",
+                   help="write only the judged prompts with a reward spread, easy/hard alternating (keep that order "
+                   "in training with --set train.shuffle_dataset=false)")
     p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
     add_set_option(p)
     m = p.add_argument_group("memory plan (no model loaded; see grpokit.memory)")
@@ -46,7 +48,7 @@ def cmd_preflight(args) -> int:
     print(render(r))
     if args.write_filtered:
         n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered))
-        print(f"wrote {n} rows to {args.write_filtered}: {dropped} no-signal prompt(s) dropped, judged prompts "
-              f"alternate easy/hard, {unjudged} unjudged row(s) kept after them "
-              f"(--prompts {len(rows)} judges every row)")
+        print(f"wrote {n} rows to {args.write_filtered} (easy/hard alternating): {dropped} no-signal prompt(s) "
+              f"dropped, {unjudged} unjudged row(s) left out (--prompts {len(rows)} judges every row); train on "
+              "them in this order with train.shuffle_dataset: false")
     return 0
