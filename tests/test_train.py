@@ -137,7 +137,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
 
 def test_report_to_tensorboard_writes_event_files(tmp_path, tiny_model_dir):
     pytest.importorskip("tensorboard")
-    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "test_chars"}], max_steps=1)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit",
                  "--set", "trl.report_to=[tensorboard]"]) == 0
