@@ -112,6 +112,16 @@ class RewardConfig(_Section):
                                    "functions: extra keyword arguments).")
 
 
+class EnvConfig(_Section):
+    """A tool-calling environment (grpokit.envs): TRL's environment_factory runs the episodes."""
+
+    name: Literal["calculator", "repofix"] = Field(..., description="Environment (grpokit.envs.ENVIRONMENTS).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments, e.g. repofix "
+                                   "{max_steps: 8, sandbox: bwrap}.")
+    max_tool_calling_iterations: int | None = Field(
+        4, ge=1, description="TRL's cap on tool-call rounds per episode (null: until the model stops calling).")
+
+
 class TrainConfig(_Section):
     """GRPO settings, named as in TRL's GRPOConfig and passed through to it."""
 
@@ -243,6 +253,7 @@ class Recipe(_Section):
     data: DataConfig
     rewards: list[RewardConfig] = Field(..., min_length=1)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    env: EnvConfig | None = Field(None, description="Tool-calling environment; unset: single-turn completions.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Training health detectors and actions.")
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="hf generate or vLLM (TRL).")
@@ -352,6 +363,8 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tu
     if model is not None:
         found, notes = cc.check_model(model, data)
         out += found
+    if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
+        out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))
     generation = section("generation", GenerationConfig)
     if generation is not None:
         out += check_generation(generation, train)
