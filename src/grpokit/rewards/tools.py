@@ -13,8 +13,9 @@ rollout's environment instance.
   `expected_calls` names (1.0: exactly the right tools; rightly calling none
   when `expected_calls` is `[]` is 1.0); None for rows without expected calls.
 - `tool_args`: share of the calls whose arguments validate against the called
-  tool's JSON schema in the row's `tools` (a call to an undefined tool is
-  invalid); None for an episode with no call (nothing to judge).
+  tool's JSON schema in the row's `tools` (a call to an undefined tool, or
+  with an argument the schema does not name, is invalid); None for an episode
+  with no call (nothing to judge).
 - `task_success`: the goal check. `final_answer`: the last assistant message's
   answer line against `answer`, by the math verifier the arithmetic task uses;
   `hidden_tests`: the environment's share of hidden tests passing.
@@ -62,7 +63,10 @@ def args_valid(name, arguments, tools: dict[str, dict]) -> bool:
 
     if name not in tools or not isinstance(arguments, dict):
         return False
-    return Draft202012Validator(tools[name].get("parameters", {"type": "object"})).is_valid(arguments)
+    # An argument the schema does not name is an error to the Python tool (TypeError), so it is invalid here too,
+    # unless the schema itself allows extra properties.
+    schema = {"additionalProperties": False, **tools[name].get("parameters", {"type": "object"})}
+    return Draft202012Validator(schema).is_valid(arguments)
 
 
 def _messages_reward(fn):

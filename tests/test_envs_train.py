@@ -1,0 +1,27 @@
+"""TRL's own tool-calling rollouts driven by a grpokit recipe with `env:`, on a tiny model (one step)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.mark.parametrize("recipe", ["smollm2-calculator-tools.yaml"])
+def test_env_recipe_trains_one_step_through_trls_environment_factory(recipe, tiny_model_dir, tmp_path):
+    from grpokit.config import load_recipe
+    from grpokit.train import train
+
+    r = load_recipe(REPO / "recipes" / recipe, [
+        f"model.name={tiny_model_dir}", "model.gradient_checkpointing=false", "train.max_steps=1",
+        "train.num_generations=2", "train.per_device_train_batch_size=2", "train.max_completion_length=24",
+        "train.save_steps=100", f"output_dir={tmp_path / 'run'}"])
+    summary = train(r)
+    assert summary["status"] == "completed", summary
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    step = metrics[0]
+    # TRL's tool metrics and one column per grpokit reward component
+    assert {"tools/call_frequency", "tools/failure_frequency"} <= set(step)
+    assert {f"rewards/{n}/mean" for n in ("task_success", "tool_choice", "tool_args", "tool_shaping")} <= set(step)
+    assert summary["reward_errors"] == {n: 0 for n in ("task_success", "tool_choice", "tool_args", "tool_shaping")}
