@@ -25,3 +25,18 @@ def test_env_recipe_trains_one_step_through_trls_environment_factory(recipe, tin
     assert {"tools/call_frequency", "tools/failure_frequency"} <= set(step)
     assert {f"rewards/{n}/mean" for n in ("task_success", "tool_choice", "tool_args", "tool_shaping")} <= set(step)
     assert summary["reward_errors"] == {n: 0 for n in ("task_success", "tool_choice", "tool_args", "tool_shaping")}
+
+
+def test_tool_eval_reports_success_validity_and_calls(tiny_model_dir, tmp_path):
+    from grpokit.config import load_recipe
+    from grpokit.data import load_datasets
+    from grpokit.envs.evaluate import evaluate_tools, tools_table
+
+    r = load_recipe(REPO / "recipes" / "smollm2-calculator-tools.yaml", ["train.max_completion_length=16"])
+    rows = load_datasets(r)[1][:2]
+    doc = evaluate_tools(r, [(0, str(tiny_model_dir))], rows, generations=2, out_path=tmp_path / "res.json",
+                         log=lambda m: None)
+    e = doc["checkpoints"][0]
+    assert e["episodes"] == 4 and 0.0 <= e["task_success"] <= 1.0 and e["calls_per_episode"] is not None
+    assert e["tool_failures"] is not None and json.loads((tmp_path / "res.json").read_text())["rows"] == 2
+    assert "task success" in tools_table(doc)
