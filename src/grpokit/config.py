@@ -167,7 +167,7 @@ class TrainConfig(_Section):
 
 HEALTH_CODES = (
     "zero_variance_groups", "reward_plateau", "kl_spike", "length_collapse", "truncation", "empty_completions",
-    "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan",
+    "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan", "tool_failures_rising",
 )
 HealthAction = Literal["warn", "stop", "rollback"]
 
@@ -186,6 +186,7 @@ class HealthActions(_Section):
     reward_hacking_suspected: HealthAction = Field("warn", description="Action on reward_hacking_suspected.")
     entropy_collapse: HealthAction = Field("warn", description="Action on entropy_collapse.")
     nan: HealthAction = Field("warn", description="Action on nan (stop or rollback: training on NaN is wasted).")
+    tool_failures_rising: HealthAction = Field("warn", description="Action on tool_failures_rising (tool tasks).")
 
 
 class HealthConfig(_Section):
@@ -231,6 +232,9 @@ class HealthConfig(_Section):
     hacking_flat: float = Field(0.02, ge=0, description="... with the correctness reward moving less than this.")
     entropy_min: float = Field(0.05, ge=0, description="Mean token entropy (nats) below this: groups become identical.")
     entropy_drop: float = Field(0.1, gt=0, lt=1, description="... or below this share of its early level.")
+    tool_failure_max: float = Field(0.5, ge=0, le=1, description="tools/failure_frequency at or above this ...")
+    tool_failure_rise: float = Field(0.2, gt=0, le=1, description="... and risen this much since warm-up: "
+                                     "tool_failures_rising (grpokit.envs.health).")
 
     @model_validator(mode="before")
     @classmethod
