@@ -27,16 +27,17 @@ def test_env_recipe_trains_one_step_through_trls_environment_factory(recipe, tin
     assert summary["reward_errors"] == {n: 0 for n in ("task_success", "tool_choice", "tool_args", "tool_shaping")}
 
 
-def test_tool_eval_reports_success_validity_and_calls(tiny_model_dir, tmp_path):
-    from grpokit.config import load_recipe
-    from grpokit.data import load_datasets
-    from grpokit.envs.evaluate import evaluate_tools, tools_table
+def test_grpokit_eval_on_a_tool_recipe_reports_success_validity_and_calls(tiny_model_dir, tmp_path, capsys):
+    from grpokit.cli import main
 
-    r = load_recipe(REPO / "recipes" / "smollm2-calculator-tools.yaml", ["train.max_completion_length=16"])
-    rows = load_datasets(r)[1][:2]
-    doc = evaluate_tools(r, [(0, str(tiny_model_dir))], rows, generations=2, out_path=tmp_path / "res.json",
-                         log=lambda m: None)
+    recipe = tmp_path / "calc.yaml"  # the bundled recipe with short episodes: the tiny model only babbles
+    recipe.write_text((REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text()
+                      .replace("max_completion_length: 96", "max_completion_length: 12"))
+    code = main(["eval", str(tiny_model_dir), "--recipe", str(recipe),
+                 "--max-rows", "2", "--samples", "2", "--output-dir", str(tmp_path / "ev")])
+    assert code == 0
+    doc = json.loads((tmp_path / "ev" / "eval" / "results-tools.json").read_text())
     e = doc["checkpoints"][0]
-    assert e["episodes"] == 4 and 0.0 <= e["task_success"] <= 1.0 and e["calls_per_episode"] is not None
-    assert e["tool_failures"] is not None and json.loads((tmp_path / "res.json").read_text())["rows"] == 2
-    assert "task success" in tools_table(doc)
+    assert doc["rows"] == 2 and e["episodes"] == 4 and 0.0 <= e["task_success"] <= 1.0
+    assert e["calls_per_episode"] is not None and e["tool_failures"] is not None
+    assert "task success" in capsys.readouterr().out
