@@ -45,6 +45,9 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
         trainer = GRPOTrainer(model=model, reward_funcs=[build_reward(r.name, r.params) for r in recipe.rewards],
                               args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer,
                               **tool_kwargs)
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
         trainer.evaluate()
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
     out = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_rewards/") or k.startswith("eval_tools/")}
