@@ -10,25 +10,19 @@ import torch
 from safetensors.torch import load_file
 
 from grpokit.cli import main
-from grpokit.rewards.registry import REGISTRY, register
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--set", "train.num_generations=2", "--set", "train.per_device_train_batch_size=2",
          "--set", "train.max_steps=2", "--set", "train.save_steps=2", "--skip-audit"]
 
-if "slow_test_episode_chars" not in REGISTRY:
-    # Spread on any episode text, so the advantages are non-zero and the weights must move even when the
-    # 135M model never calls a tool (then every task reward of a group is equal).
-    @register("slow_test_episode_chars", description="test only: episode text length / 100", columns=())
-    def get_slow_test_episode_chars_reward():
-        return lambda completions, **_: [min(len(c), 100) / 100 for c in completions]
-
-
 @pytest.mark.parametrize("recipe,tokens", [("smollm2-calculator-tools.yaml", 48), ("smollm2-repofix.yaml", 64)])
 def test_tool_environment_trains_on_the_embedded_model(recipe, tokens, tmp_path, embedded_model_dir):
     run = tmp_path / "run"
-    rewards = "[{name: task_success}, {name: tool_args, weight: 0.25}, {name: slow_test_episode_chars, weight: 0.1}]"
+    # reward_fns:slow_test_chars spreads scores on any text, so the weights must move even when the 135M model
+    # never calls a tool (then every task reward of a group is equal).
+    rewards = ('[{name: task_success}, {name: tool_args, weight: 0.25}, '
+               '{name: "reward_fns:slow_test_chars", role: shaping, weight: 0.1}]')
     code = main(["train", str(REPO / "recipes" / recipe), "--output-dir", str(run), *SMALL,
                  "--set", f"train.max_completion_length={tokens}", "--set", f"rewards={rewards}"])
     assert code == 0
