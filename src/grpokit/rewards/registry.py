@@ -57,7 +57,7 @@ class Builtin:
     factory: str  # "module:function"
     role: str
     metric: str | None = None  # correctness rewards: what their pass rate is called
-    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | any (the audit's tricks
+    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | episode | any (the audit's tricks
     # target answer lines, so it runs only where no reward reads another form)
     refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
     numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
@@ -77,10 +77,11 @@ BUILTIN: dict[str, Builtin] = {
     # preference signal, not a checkable correctness; health compares it with the rule rewards (hacking).
     "reward_model": Builtin("grpokit.rewards.learned:get_reward_model_reward", "preference"),
     # Tool-calling episodes (grpokit.envs): they read the episode's messages, not an answer form of their own.
-    "task_success": Builtin("grpokit.rewards.tools:get_task_success_reward", "correctness", "task success"),
-    "tool_choice": Builtin("grpokit.rewards.tools:get_tool_choice_reward", "format"),
-    "tool_args": Builtin("grpokit.rewards.tools:get_tool_args_reward", "format"),
-    "tool_shaping": Builtin("grpokit.rewards.tools:get_tool_shaping_reward", "shaping"),
+    "task_success": Builtin("grpokit.rewards.tools:get_task_success_reward", "correctness", "task success",
+                            reads="episode"),
+    "tool_choice": Builtin("grpokit.rewards.tools:get_tool_choice_reward", "format", reads="episode"),
+    "tool_args": Builtin("grpokit.rewards.tools:get_tool_args_reward", "format", reads="episode"),
+    "tool_shaping": Builtin("grpokit.rewards.tools:get_tool_shaping_reward", "shaping", reads="episode"),
 }
 
 
