@@ -93,6 +93,9 @@ CASES = [
     ("reward_hacking_suspected", alter(healthy(), 1, **{"rewards/math_correctness/mean": lambda s, v: 0.2},
                                        reward=lambda s, v: 0.2 + 0.02 * s), healthy_samples(), 15),
     ("entropy_collapse", alter(healthy(), 30, entropy=lambda s, v: 0.01), healthy_samples(), 30),
+    # Tool task: 5% of tool calls fail, then 80% from step 30 (TRL's tools/failure_frequency).
+    ("tool_failures_rising", alter(alter(healthy(), 1, **{"tools/failure_frequency": lambda s, v: 0.05}), 30,
+                                   **{"tools/failure_frequency": lambda s, v: 0.8}), healthy_samples(), 30),
 ]
 
 

@@ -32,6 +32,10 @@ ROLE_TABLE = [
     ("format", "format", None),
     ("length", "shaping", None),
     ("reward_model", "preference", None),  # a learned reward (grpokit.rm): no pass rate
+    ("task_success", "correctness", "task success"),   # tool episodes (grpokit.envs)
+    ("tool_choice", "format", None),
+    ("tool_args", "format", None),
+    ("tool_shaping", "shaping", None),
 ]
 
 
@@ -166,6 +170,10 @@ SHIPPED = [
     ("qwen3-0.6b-base-gsm8k.yaml", "accuracy", None),
     ("qwen3-4b-gsm8k-lora.yaml", "accuracy", None),
     ("qwen3-14b-gsm8k-lora.yaml", "accuracy", None),
+    ("smollm2-calculator-tools.yaml", "task success", {"task_success": "correctness", "tool_choice": "format",
+                                                       "tool_args": "format", "tool_shaping": "shaping"}),
+    ("smollm2-repofix.yaml", "task success", {"task_success": "correctness", "tool_args": "format"}),
+    ("qwen3-4b-tools.yaml", "task success", None),
 ]
 
 

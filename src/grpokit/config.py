@@ -112,6 +112,16 @@ class RewardConfig(_Section):
                                    "functions: extra keyword arguments).")
 
 
+class EnvConfig(_Section):
+    """A tool-calling environment (grpokit.envs): TRL's environment_factory runs the episodes."""
+
+    name: Literal["calculator", "repofix"] = Field(..., description="Environment (grpokit.envs.ENVIRONMENTS).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments, e.g. repofix "
+                                   "{max_steps: 8, sandbox: bwrap}.")
+    max_tool_calling_iterations: int | None = Field(
+        4, ge=1, description="TRL's cap on tool-call rounds per episode (null: until the model stops calling).")
+
+
 class TrainConfig(_Section):
     """GRPO settings, named as in TRL's GRPOConfig and passed through to it."""
 
@@ -157,7 +167,7 @@ class TrainConfig(_Section):
 
 HEALTH_CODES = (
     "zero_variance_groups", "reward_plateau", "kl_spike", "length_collapse", "truncation", "empty_completions",
-    "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan",
+    "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan", "tool_failures_rising",
 )
 HealthAction = Literal["warn", "stop", "rollback"]
 
@@ -176,6 +186,7 @@ class HealthActions(_Section):
     reward_hacking_suspected: HealthAction = Field("warn", description="Action on reward_hacking_suspected.")
     entropy_collapse: HealthAction = Field("warn", description="Action on entropy_collapse.")
     nan: HealthAction = Field("warn", description="Action on nan (stop or rollback: training on NaN is wasted).")
+    tool_failures_rising: HealthAction = Field("warn", description="Action on tool_failures_rising (tool tasks).")
 
 
 class HealthConfig(_Section):
@@ -221,6 +232,9 @@ class HealthConfig(_Section):
     hacking_flat: float = Field(0.02, ge=0, description="... with the correctness reward moving less than this.")
     entropy_min: float = Field(0.05, ge=0, description="Mean token entropy (nats) below this: groups become identical.")
     entropy_drop: float = Field(0.1, gt=0, lt=1, description="... or below this share of its early level.")
+    tool_failure_max: float = Field(0.5, ge=0, le=1, description="tools/failure_frequency at or above this ...")
+    tool_failure_rise: float = Field(0.2, gt=0, le=1, description="... and risen this much since warm-up: "
+                                     "tool_failures_rising (grpokit.envs.health).")
 
     @model_validator(mode="before")
     @classmethod
@@ -243,6 +257,7 @@ class Recipe(_Section):
     data: DataConfig
     rewards: list[RewardConfig] = Field(..., min_length=1)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    env: EnvConfig | None = Field(None, description="Tool-calling environment; unset: single-turn completions.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Training health detectors and actions.")
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="hf generate or vLLM (TRL).")
@@ -352,6 +367,8 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tu
     if model is not None:
         found, notes = cc.check_model(model, data)
         out += found
+    if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
+        out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))
     generation = section("generation", GenerationConfig)
     if generation is not None:
         out += check_generation(generation, train)

@@ -31,6 +31,7 @@ from statistics import mean, median
 from typing import Callable
 
 from grpokit.config import HEALTH_CODES, HealthConfig
+from grpokit.envs.health import detect_tool_failures
 from grpokit.rundir import RunDir, read_json, read_jsonl  # noqa: F401 - read_jsonl: grpokit.health's old name
 
 _NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
@@ -433,6 +434,7 @@ DETECTORS: dict[str, Detector] = {
     "format_collapse": detect_format_collapse,
     "reward_hacking_suspected": detect_reward_hacking,
     "entropy_collapse": detect_entropy_collapse,
+    "tool_failures_rising": detect_tool_failures,  # grpokit.envs.health
 }
 assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"
 

@@ -35,6 +35,7 @@ from rich.console import Console
 from transformers import TrainerCallback
 
 from grpokit.config import Recipe
+from grpokit.envs.training import max_tool_calling_iterations, tool_setup
 from grpokit.errors import GrpokitError, Problem
 from grpokit.health import HealthMonitor
 from grpokit.launch import any_rank, barrier, broadcast, is_main_process
@@ -103,6 +104,7 @@ def grpo_args(recipe: Recipe, run_dir: Path):
         save_total_limit=t.save_total_limit, seed=t.seed,
         reward_weights=[r.weight for r in recipe.rewards],
         chat_template_kwargs=template_of(recipe).chat_template_kwargs() or None,
+        max_tool_calling_iterations=max_tool_calling_iterations(recipe),  # grpokit.envs: tool episodes
         gradient_checkpointing=recipe.model.gradient_checkpointing,
         # TRL builds the reference model (beta > 0) from these, like the policy grpokit loads.
         model_init_kwargs=init_kwargs or None,
@@ -337,6 +339,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = tokenizer or models.load_tokenizer(model_path)
     model = model or models.load_model(model_path, recipe.model.dtype, recipe.model.init_kwargs)
+    train_rows, tool_kwargs = tool_setup(recipe, tokenizer, train_rows)  # grpokit.envs; ({} unless env:)
     dataset, dropped = build_prompt_dataset(train_rows, template, tokenizer, recipe.train.max_prompt_length)
     if dropped:
         notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
@@ -371,6 +374,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
                 processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
                 callbacks=[progress, RunLogger(run_dir, list(task.roles), progress),
                            CheckpointMarker(run), stopper, LearningRateOverride(recipe.train.learning_rate), guard],
+                **tool_kwargs,
             )
             from transformers.trainer_callback import PrinterCallback
 

@@ -27,6 +27,7 @@ def register(sub) -> None:
 
 
 def cmd_eval(args) -> int:
+    from grpokit.config import load_recipe
     from grpokit.evaluate import _pct, evaluate_model, evaluate_run, results_table
     from grpokit.rundir import RunDir
     from grpokit.train import console
@@ -38,6 +39,11 @@ def cmd_eval(args) -> int:
         if value is not None and value < (0 if flag == "--samples" else 1):
             raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
                                         "pass a positive number (--samples 0 skips pass@k)")])
+    tool_recipe = run.load_recipe() if run.is_run() else (load_recipe(args.recipe) if args.recipe else None)
+    if tool_recipe is not None and tool_recipe.env is not None:  # tool tasks: TRL's own episodes (grpokit.envs)
+        from grpokit.envs.evaluate import cli_eval
+
+        return cli_eval(args, tool_recipe, run if run.is_run() else None)
     common = dict(k_samples=args.samples, max_rows=args.max_rows, max_new_tokens=args.max_new_tokens,
                   log=lambda m: console.print(m))
     if run.is_run():

@@ -175,6 +175,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from grpokit.rewards.audit import audit_recipe
 
     recipe = load_recipe(args.recipe, args.set)
+    if recipe.env is not None:  # tool tasks: scripted tool hacks instead of answer-line tricks
+        from grpokit.rewards.audit_tools import audit_recipe_tools, table
+
+        results = audit_recipe_tools(recipe, max_rows=args.rows)
+        print(table(results))
+        return 0 if all(r.ok for r in results) else 1
     try:
         result = audit_recipe(recipe, max_rows=args.rows)
     except ValueError as e:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpokit.data.formats import RawData, read_file, read_hf
+from grpokit.envs.rows import check_tool_row, is_tool_row
 from grpokit.errors import GrpokitError, Problem
 from grpokit.templates import PLAIN_TEMPLATES
 
@@ -203,6 +204,8 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
     first_seen: dict[str, str] = {}
     for where, obj in objects:
         row, problems = normalize_row(obj, where, question_field, answer_field, template)
+        if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
+            problems = check_tool_row(obj, where)
         if problems:
             report.errors.extend(problems)
             report.unusable += 1

@@ -360,6 +360,11 @@ def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
             "re-check with `grpokit rm eval` on fresh rankings" for n in learned]
     if learned:  # the tricks would be scored by the reward model: a forward pass per trick, and no fixed verdict
         return warn
+    if getattr(recipe, "env", None) is not None:  # tool tasks: scripted tool hacks (rewards/audit_tools.py)
+        from grpokit.rewards.audit_tools import audit_recipe_tools
+
+        return [f"tool-hack audit: {r.case!r} ({r.description}) scores {r.score:.2f}, an honest failure "
+                f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
     task = Task.of(recipe)
     # The tricks are answer-line tricks; on code/JSON/SQL rewards they would only produce noise.
     reason = task.audit_skip_reason()

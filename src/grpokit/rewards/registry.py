@@ -57,7 +57,7 @@ class Builtin:
     factory: str  # "module:function"
     role: str
     metric: str | None = None  # correctness rewards: what their pass rate is called
-    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | any (the audit's tricks
+    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | episode | any (the audit's tricks
     # target answer lines, so it runs only where no reward reads another form)
     refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
     numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
@@ -76,6 +76,12 @@ BUILTIN: dict[str, Builtin] = {
     # A learned reward (grpokit.rm): it judges the whole answer against people's rankings, so it is the task's
     # preference signal, not a checkable correctness; health compares it with the rule rewards (hacking).
     "reward_model": Builtin("grpokit.rewards.learned:get_reward_model_reward", "preference"),
+    # Tool-calling episodes (grpokit.envs): they read the episode's messages, not an answer form of their own.
+    "task_success": Builtin("grpokit.rewards.tools:get_task_success_reward", "correctness", "task success",
+                            reads="episode"),
+    "tool_choice": Builtin("grpokit.rewards.tools:get_tool_choice_reward", "format", reads="episode"),
+    "tool_args": Builtin("grpokit.rewards.tools:get_tool_args_reward", "format", reads="episode"),
+    "tool_shaping": Builtin("grpokit.rewards.tools:get_tool_shaping_reward", "shaping", reads="episode"),
 }
 
 
@@ -215,8 +221,15 @@ class RewardFunction:
         columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
         given = {"prompts": prompts, "completion_ids": kwargs.get("completion_ids")}
         columns.update({k: list(given[k]) for k in self.extras if given[k] is not None})
-        texts = [completion_text(c) for c in completions]
-        scores, errors = self.score_texts(texts, columns, {k: kwargs[k] for k in self.context if k in kwargs})
+        context = {k: kwargs[k] for k in self.context if k in kwargs}
+        # Tool rewards (rewards/tools.py) read each episode's messages and its environment (row-aligned, so
+        # the row-by-row rescoring below hands each row its own), not flattened text.
+        messages = getattr(self.scorer, "takes_messages", False)
+        if messages and "environments" in kwargs:
+            columns["environments"] = list(kwargs["environments"])
+            context.pop("environments", None)
+        texts = list(completions) if messages else [completion_text(c) for c in completions]
+        scores, errors = self.score_texts(texts, columns, context)
         self.calls += 1
         self.errors += len(errors)
         if log_metric is not None:

@@ -1,0 +1,2 @@
+assert fizzbuzz(3) == "Fizz"
+assert fizzbuzz(15) == "FizzBuzz"

@@ -1,0 +1,2 @@
+assert slugify("hello world") == "hello-world"
+assert slugify("Hello World") == "hello-world"

@@ -1,0 +1,26 @@
+"""Glue between a recipe's `env:` section and TRL's GRPOTrainer (used by train.py and envs.evaluate).
+
+`tool_setup(recipe, tokenizer, rows)` gives the trainer arguments that
+turn on TRL's tool-calling rollouts: `environment_factory` (one instance per
+rollout, pooled and reset by TRL). It also makes the tokenizer able to render
+and parse tool calls (`envs.chat.ensure_tool_template`); the trainer saves
+that tokenizer with every checkpoint, so eval and export read the same
+template. `tool_rows(rows)` prepares the dataset rows.
+"""
+from __future__ import annotations
+
+from grpokit.envs import get_env
+from grpokit.envs.chat import ensure_tool_template
+from grpokit.envs.rows import prepare_rows
+
+
+def tool_setup(recipe, tokenizer, rows: list[dict]) -> tuple[list[dict], dict]:
+    """(dataset rows, extra GRPOTrainer kwargs); rows unchanged and {} for a recipe without `env:`."""
+    if recipe.env is None:
+        return rows, {}
+    ensure_tool_template(tokenizer)
+    return prepare_rows(rows), {"environment_factory": get_env(recipe.env.name).factory(recipe.env.params)}
+
+
+def max_tool_calling_iterations(recipe) -> int | None:
+    return recipe.env.max_tool_calling_iterations if recipe.env is not None else None
