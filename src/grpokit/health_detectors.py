@@ -1,0 +1,333 @@
+"""The health detectors (split from health.py, which runs them): each a pure function of the metrics
+logged so far and the latest step's samples, judging the latest step; `DETECTORS` maps every health
+code to its detector. Thresholds: grpokit.config.HealthConfig."""
+from __future__ import annotations
+
+import math
+from statistics import mean, median
+from typing import Callable
+
+from grpokit.config import HEALTH_CODES, HealthConfig
+from grpokit.envs.health import detect_tool_failures
+from grpokit.health_findings import (_NON_FINITE_KEYS, _PLATEAU_CONFIDENCE, Context, Finding, _finite, _r,
+                                     _rolling_peak, _series, _vals)
+
+# ---------------------------------------------------------------- detectors (latest step)
+def detect_nan(m, s, cfg: HealthConfig, ctx) -> Finding | None:
+    last = m[-1]
+    bad = {k: last[k] for k in _NON_FINITE_KEYS if k in last and not _finite(last[k])}
+    if not bad:
+        return None
+    return Finding("nan", "error", last["step"],
+                   f"non-finite {', '.join(bad)} at step {last['step']}: the update blew up. Fix: halve the "
+                   "learning_rate (the articles: 1e-6..5e-6 for GRPO, 2e-6 for 4B), check the rewards never return "
+                   "NaN/inf, prefer bfloat16/float32 to float16, and resume from the last checkpoint before it",
+                   {k: str(v) for k, v in bad.items()}, since=last["step"])
+
+
+def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
+    z = _series(m, "frac_reward_zero_std")
+    if len(z) < cfg.window or z[-1][0] != m[-1]["step"]:
+        return None
+    run = 0
+    for _, v in reversed(z):
+        if v < cfg.zero_std_frac:
+            break
+        run += 1
+    if run < cfg.window:
+        return None
+    return Finding("zero_variance_groups", "warning", z[-1][0],
+                   f"{_r(mean(_vals(z[-cfg.window:])) * 100, 1)}% of prompt groups scored every completion the same "
+                   f"for {run} steps: their advantages are 0 and they teach nothing. Fix (Qwen3-0.6B-Base article): raise the "
+                   "format reward's weight so all-wrong groups still differ, raise num_generations (8 -> 12), mix "
+                   "easier prompts in (`grpokit preflight --write-filtered` drops always/never-solved prompts and "
+                   "alternates easy and hard)",
+                   {"frac_reward_zero_std": [_r(v) for v in _vals(z[-cfg.window:])], "steps": run,
+                    "threshold": cfg.zero_std_frac}, since=z[-run][0])
+
+
+def _trend(s: list[tuple[int, float]]) -> tuple[float, float]:
+    """(change, standard error of the change) over `s` from its least-squares line: slope x steps spanned."""
+    xs, ys = [float(x) for x, _ in s], _vals(s)
+    n, mx, my = len(xs), mean(xs), mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n < 3 or sxx == 0:
+        return 0.0, math.inf
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (n - 2)
+    span = xs[-1] - xs[0]
+    return slope * span, math.sqrt(residual / sxx) * span
+
+
+def detect_plateau(m, s, cfg, ctx) -> Finding | None:
+    # A plateau is a reward that is confidently not rising. The least-squares trend uses every step of the
+    # window (halves of it compare fewer points), and its standard error is the noise allowance: GRPO's
+    # per-step reward is noisy (a few prompts per step), so a slow climb often shows a flat or falling
+    # stretch between two half-windows (a 108-step run climbing 0.05 -> 0.43 fired 4 times that way).
+    # Reported only when even the upper bound of the change, _PLATEAU_CONFIDENCE errors above the fitted
+    # one, stays within plateau_delta; a noisy window has a wide bound and is not called flat.
+    r = [p for p in _series(m, "reward") if p[0] > cfg.warmup_steps]
+    n = cfg.plateau_steps
+    if len(r) < n or r[-1][0] != m[-1]["step"]:
+        return None
+    change, error = _trend(r[-n:])
+    if change + _PLATEAU_CONFIDENCE * error > cfg.plateau_delta:
+        return None
+    level = mean(_vals(r[-n:]))
+    return Finding("reward_plateau", "warning", r[-1][0],
+                   f"the reward has not risen for {n} steps (level {_r(level)}, fitted change {_r(change)} +/- "
+                   f"{_r(error)}). Fix (Qwen3-0.6B-Base article): if it never moved, groups carry no signal (see "
+                   "zero_variance_groups: more format weight, easier data); if it climbed then stalled, the learning "
+                   "rate is off (the Qwen3-0.6B-Base article cut 1e-5 -> 3e-6 when the reward stalled near step 300); evaluate the "
+                   "checkpoints and keep the best rather than the last",
+                   {"window_steps": n, "mean": _r(level), "fitted_change": _r(change), "change_error": _r(error),
+                    "confidence_errors": _PLATEAU_CONFIDENCE, "threshold": cfg.plateau_delta}, since=r[-n][0])
+
+
+def detect_kl_spike(m, s, cfg, ctx) -> Finding | None:
+    k = _series(m, "kl")
+    if not k or k[-1][0] != m[-1]["step"]:
+        return None
+    step, v = k[-1]
+    prev = _vals(k[-1 - cfg.window:-1])
+    level = median(prev) if prev else None
+    absolute = v > cfg.kl_max
+    relative = (level is not None and len(prev) >= cfg.window and step > cfg.warmup_steps and v > cfg.kl_floor
+                and v > cfg.kl_spike_factor * max(level, cfg.kl_floor / cfg.kl_spike_factor))
+    if not (absolute or relative):
+        return None
+    why = f"above the bound {cfg.kl_max}" if absolute else f"{_r(v / max(level, 1e-12), 1)}x its recent median {_r(level)}"
+    return Finding("kl_spike", "error", step,
+                   f"kl jumped to {_r(v)} at step {step} ({why}): the policy is leaving the reference model and "
+                   "its language degrades. Fix: lower the learning rate or raise beta (Qwen3-4B/14B article); the Qwen3-0.6B-Base article "
+                   "halves the learning rate, raises beta 0.04 -> 0.08 and resumes from the last normal checkpoint "
+                   "(health.actions.kl_spike: rollback does exactly that)",
+                   {"kl": _r(v, 6), "recent_median": None if level is None else _r(level, 6), "kl_max": cfg.kl_max,
+                    "spike_factor": cfg.kl_spike_factor}, since=step)
+
+
+def detect_length_collapse(m, s, cfg, ctx) -> Finding | None:
+    ln = [p for p in _series(m, "completions/mean_length")]
+    w = cfg.window
+    if len(ln) < 2 * w or ln[-1][0] != m[-1]["step"] or ln[-1][0] <= cfg.warmup_steps:
+        return None
+    peak, end = _rolling_peak(ln, w, len(ln) - w)
+    now = mean(_vals(ln[-w:]))
+    if not peak > 0 or now >= cfg.length_drop * peak:
+        return None
+    # Shrinking from completions cut at the length limit is the cure for rambling, not laziness.
+    clip = {st: v for st, v in _series(m, "completions/clipped_ratio")}
+    peak_clip = [clip[st] for st, _ in ln[end - w:end] if st in clip]
+    if peak_clip and mean(peak_clip) >= 0.5:
+        return None
+    return Finding("length_collapse", "warning", ln[-1][0],
+                   f"mean completion length fell from {_r(peak, 1)} to {_r(now, 1)} tokens: the model is learning "
+                   "to be lazy, hitting the reward with the shortest output (Qwen3-4B/14B article: 2000 -> 300). Fix: make "
+                   "correctness dominate the reward, penalise very short answers (the `length` reward's "
+                   "short_penalty), lower the learning rate, and roll back to before the drop",
+                   {"peak_mean_length": _r(peak, 1), "recent_mean_length": _r(now, 1), "drop_threshold": cfg.length_drop},
+                   since=ln[min(end, len(ln) - 1)][0])
+
+
+def detect_truncation(m, s, cfg, ctx) -> Finding | None:
+    c = _series(m, "completions/clipped_ratio")
+    if not c or c[-1][0] != m[-1]["step"]:
+        return None
+    recent = _vals(c[-cfg.window:])
+    if mean(recent) < cfg.truncation_frac:
+        return None
+    return Finding("truncation", "warning", c[-1][0],
+                   f"{_r(mean(recent) * 100, 1)}% of completions hit max_completion_length: cut answers lose their "
+                   "final line and score as wrong. Fix: raise train.max_completion_length to cover the p99 length "
+                   "(`grpokit preflight` measures it; the Qwen3-0.6B-Base article uses 512 for math, 1024 for logic), or reward "
+                   "brevity with the `length` reward",
+                   {"clipped_ratio": [_r(v) for v in recent], "threshold": cfg.truncation_frac},
+                   since=c[-len(recent)][0])
+
+
+def _blank(text: str, cfg) -> bool:
+    return len("".join(str(text).split())) < cfg.empty_chars
+
+
+def detect_empty(m, s, cfg, ctx) -> Finding | None:
+    step = m[-1]["step"]
+    texts = [x.get("completion", "") for x in s]
+    share = sum(_blank(t, cfg) for t in texts) / len(texts) if texts else 0.0
+    mean_len = m[-1].get("completions/mean_length")
+    if not (texts and share >= cfg.empty_frac) and not (_finite(mean_len) and mean_len < 1):
+        return None
+    return Finding("empty_completions", "error", step,
+                   f"{_r(share * 100, 1)}% of sampled completions are empty or nearly so (mean length "
+                   f"{mean_len}). Fix (Qwen3-4B/14B article): sample with temperature >= 0.9 (low temperature with top_p "
+                   "collapses into empty or looping output) and give very short completions a large negative score "
+                   "(the `length` reward's short_penalty; the Qwen3-4B/14B article uses < 50 characters)",
+                   {"empty_share": _r(share), "samples": len(texts), "mean_length": mean_len,
+                    "examples": [t[:40] for t in texts if _blank(t, cfg)][:3]}, since=step)
+
+
+def repeated_share(text: str, n: int) -> float:
+    """Share of word n-grams (characters for unspaced text such as Chinese) that repeat an earlier one."""
+    units = str(text).split()
+    if len(units) < 2 * n:
+        units = [c for c in str(text) if not c.isspace()]
+    grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
+    if len(grams) < 4:
+        return 0.0
+    return 1 - len(set(grams)) / len(grams)
+
+
+def detect_repetition(m, s, cfg, ctx) -> Finding | None:
+    texts = [x.get("completion", "") for x in s]
+    if not texts:
+        return None
+    shares = [repeated_share(t, cfg.repetition_ngram) for t in texts]
+    bad = [t for t, r in zip(texts, shares) if r >= cfg.repetition_ratio]
+    if len(bad) / len(texts) < cfg.repetition_frac:
+        return None
+    step = m[-1]["step"]
+    return Finding("repetition", "warning", step,
+                   f"{len(bad)}/{len(texts)} sampled completions repeat the same {cfg.repetition_ngram}-grams. Fix "
+                   "(Qwen3-0.6B-Base article): raise temperature to 0.9 or more, and check max_completion_length (loops run "
+                   "until the limit; see truncation)",
+                   {"repeated_share": [_r(x, 3) for x in shares], "threshold": cfg.repetition_ratio,
+                    "examples": [t[:80] for t in bad[:2]]}, since=step)
+
+
+def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
+    # "Learned" is relative to the reward's own full marks, not an absolute level: a format reward worth
+    # 0.2 (the Qwen3-0.6B-Base article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
+    # Full marks come from the sampled completions' scores; without samples, from the best step mean.
+    w = cfg.window
+    for name in ctx.with_role("format"):
+        f = _series(m, f"rewards/{name}/mean")
+        if len(f) < 2 * w or f[-1][0] != m[-1]["step"]:
+            continue
+        peak, end = _rolling_peak(f, w, len(f) - w)
+        now = mean(_vals(f[-w:]))
+        full = ctx.full_marks.get(name, max(_vals(f)))
+        if full > 0 and peak >= cfg.format_learned * full and now < cfg.format_drop * peak:
+            return Finding("format_collapse", "warning", f[-1][0],
+                           f"the {name} reward had been learned (mean {_r(peak)} of full marks {_r(full)}) and fell "
+                           f"to {_r(now)}. Fix (Qwen3-0.6B-Base article): keep the format weight at 0.15 or more of the total, do "
+                           "not lower it too fast, and resume from a checkpoint where the format was stable",
+                           {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now), "full_marks": _r(full),
+                            "learned_share": cfg.format_learned, "drop_threshold": cfg.format_drop},
+                           since=f[min(end, len(f) - 1)][0])
+    return None
+
+
+def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
+    step = m[-1]["step"]
+    correct = ctx.with_role("correctness")
+    # (a) the training reward climbs while the correctness component stays flat.
+    total = [p for p in _series(m, "reward") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
+    w = cfg.window
+    if correct and len(ctx.reward_names) > 1 and len(total) >= 2 * w and total[-1][0] == step:
+        lo, hi = total[0][0], total[-1][0]
+        rise = mean(_vals(total[-w:])) - mean(_vals(total[:w]))
+        moves = {}
+        for n in correct:
+            c = [p for p in _series(m, f"rewards/{n}/mean") if lo <= p[0] <= hi]
+            if len(c) >= 2 * w:
+                moves[n] = mean(_vals(c[-w:])) - mean(_vals(c[:w]))
+        if moves and rise >= cfg.hacking_rise and all(v < cfg.hacking_flat for v in moves.values()):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"the total reward rose by {_r(rise)} over steps {lo}-{hi} while "
+                           f"{', '.join(moves)} did not rise: the model is earning reward without getting answers "
+                           "right (Qwen3-0.6B-Base article: it learns to farm the format score). Fix: lower the format weight, "
+                           "raise correctness, score non-answers ('I don't know') 0, run `grpokit rewards audit`, and "
+                           "read samples.jsonl. Expected briefly while a base model first learns the format",
+                           {"total_rise": _r(rise), "correctness_change": {k: _r(v) for k, v in moves.items()},
+                            "steps": [lo, hi], "rise_threshold": cfg.hacking_rise, "flat_threshold": cfg.hacking_flat},
+                           since=lo)
+    learned = _learned_vs_rules(m, cfg, ctx, step)
+    if learned is not None:
+        return learned
+    # (b) evaluation accuracy falls while the training reward climbs (Qwen3-4B/14B article: 95% train vs 78% eval).
+    ev = sorted((e for e in ctx.evals if e.get("step", 0) <= step and _finite(e.get("accuracy"))), key=lambda e: e["step"])
+    if len(ev) >= 2:
+        best = max(ev, key=lambda e: e["accuracy"])
+        last = ev[-1]
+        rew = dict(_series(m, "reward"))
+        r_best = _near(rew, best["step"])
+        r_last = _near(rew, last["step"])
+        if (last["step"] > best["step"] and best["accuracy"] - last["accuracy"] >= 0.05
+                and r_best is not None and r_last is not None and r_last > r_best):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"evaluation accuracy fell from {_r(best['accuracy'])} (step {best['step']}) to "
+                           f"{_r(last['accuracy'])} (step {last['step']}) while the training reward rose from "
+                           f"{_r(r_best)} to {_r(r_last)}: the model is fitting the reward, not the task (Qwen3-4B/14B article: "
+                           "95% train vs 78% eval). Fix: keep the best evaluated checkpoint, train fewer steps or "
+                           "one epoch, use more varied data, tighten the reward (`grpokit rewards audit`)",
+                           {"eval_best": best, "eval_last": last, "reward_at_best": _r(r_best),
+                            "reward_at_last": _r(r_last)}, since=best["step"] + 1)
+    return None
+
+
+def _learned_vs_rules(m, cfg, ctx, step) -> Finding | None:
+    """(c) a learned reward (reward_model) climbs while every rule reward of the recipe stays flat or falls."""
+    from grpokit.rewards.learned import LEARNED_REWARDS
+
+    learned = [n for n in ctx.reward_names if n in LEARNED_REWARDS]
+    rules = [n for n in ctx.reward_names if n not in LEARNED_REWARDS]
+    w = cfg.window
+    for n in learned:
+        s = [p for p in _series(m, f"rewards/{n}/mean") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
+        if not rules or len(s) < 2 * w or s[-1][0] != step:
+            continue
+        lo, rise = s[0][0], mean(_vals(s[-w:])) - mean(_vals(s[:w]))
+        moves = {r: mean(_vals(c[-w:])) - mean(_vals(c[:w])) for r in rules
+                 if len(c := [p for p in _series(m, f"rewards/{r}/mean") if lo <= p[0] <= step]) >= 2 * w}
+        if moves and rise >= cfg.hacking_rise and all(v < cfg.hacking_flat for v in moves.values()):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"the learned reward {n} rose by {_r(rise)} over steps {lo}-{step} while the rule rewards "
+                           f"({', '.join(moves)}) did not: the policy may be gaming the reward model. Fix: read "
+                           "samples.jsonl, check the reward model on fresh rankings (`grpokit rm eval`), add rankings "
+                           "of the new answers and retrain it, or raise the rule rewards' weights",
+                           {"learned": n, "learned_rise": _r(rise), "rule_change": {k: _r(v) for k, v in moves.items()},
+                            "steps": [lo, step]}, since=lo)
+    return None
+
+
+def _near(series: dict[int, float], step: int) -> float | None:
+    before = [s for s in series if s <= step]
+    return series[max(before)] if before else None
+
+
+def detect_entropy_collapse(m, s, cfg, ctx) -> Finding | None:
+    e = _series(m, "entropy")
+    w = cfg.window
+    if len(e) < w or e[-1][0] != m[-1]["step"]:
+        return None
+    now = mean(_vals(e[-w:]))
+    early = mean(_vals(e[:w])) if len(e) >= 2 * w else None
+    low = now < cfg.entropy_min
+    fell = early is not None and e[-1][0] > cfg.warmup_steps and early > 0 and now < cfg.entropy_drop * early
+    if not (low or fell):
+        return None
+    return Finding("entropy_collapse", "warning", e[-1][0],
+                   f"token entropy fell to {_r(now)} (early level {None if early is None else _r(early)}): the "
+                   "completions of a group become identical, so groups stop carrying signal. Fix: raise temperature "
+                   "(Qwen3-0.6B-Base article: 0.7-1.2, Qwen3-4B/14B article: 0.9), lower the learning rate; prefer a base model, which "
+                   "keeps more entropy than an instruct one",
+                   {"recent_entropy": _r(now), "early_entropy": None if early is None else _r(early),
+                    "entropy_min": cfg.entropy_min, "drop_threshold": cfg.entropy_drop},
+                   since=e[-w][0])
+
+
+Detector = Callable[[list, list, HealthConfig, Context], "Finding | None"]
+DETECTORS: dict[str, Detector] = {
+    "nan": detect_nan,
+    "zero_variance_groups": detect_zero_variance,
+    "reward_plateau": detect_plateau,
+    "kl_spike": detect_kl_spike,
+    "length_collapse": detect_length_collapse,
+    "truncation": detect_truncation,
+    "empty_completions": detect_empty,
+    "repetition": detect_repetition,
+    "format_collapse": detect_format_collapse,
+    "reward_hacking_suspected": detect_reward_hacking,
+    "entropy_collapse": detect_entropy_collapse,
+    "tool_failures_rising": detect_tool_failures,  # grpokit.envs.health
+}
+assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"
