@@ -39,7 +39,7 @@ def test_embedded_model_export_round_trip(tmp_path, embedded_model_dir):
         manifest = json.loads((out / "grpokit.json").read_text())
         checks = {c["name"]: c for c in manifest["checks"]}
         assert all(c["ok"] for c in checks.values()), checks
-        assert set(checks) == {"vllm prompt ids", "ollama prompt ids", "hf generations", "gguf weights",
-                               "gguf config", f"gguf {quant} generations"}
+        assert set(checks) == {"all weights finite", "tokenizer loads", "vllm prompt ids", "ollama prompt ids",
+                               "hf generations", "gguf weights", "gguf config", f"gguf {quant} generations"}
         assert "SYSTEM \"\"\"You are a careful math assistant." in (out / "Modelfile").read_text()
         print(quant, json.dumps(manifest["checks"], indent=1), json.dumps(manifest["smoke"], indent=1))
