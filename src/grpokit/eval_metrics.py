@@ -90,7 +90,7 @@ def results_table(results: dict):
     title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
     table = Table(title=title)
     cols = ["step", *([metric] if metric else means), *extra, *(["gap"] if extra else []),
-            *[f"pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
+            *[f"sampled pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
             *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
     for col in cols:
         table.add_column(col, justify="left" if col == "step" else "right")
