@@ -21,15 +21,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.eval_metrics import _pct  # one percentage format for every terminal table
 from grpokit.rundir import RunDir, read_json
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def _read(path: Path) -> dict | None:
-    return read_json(path) if path.is_file() else None
+    return read_json(path)  # None when the file is missing
 
 
 def _run_facts(run: RunDir) -> dict:

@@ -77,7 +77,9 @@ def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict
 
 
 def _fmt(v, pct=True) -> str:
-    return "-" if v is None else (f"{100 * v:.1f}%" if pct else f"{v:.2f}")
+    from grpokit.eval_metrics import _pct  # one percentage format for every terminal table
+
+    return _pct(v) if pct else ("-" if v is None else f"{v:.2f}")
 
 
 def tools_table(doc: dict) -> str:
