@@ -17,13 +17,18 @@ Each target includes the previous one (ollama = gguf + Modelfile, gguf = hf + .g
 - `ollama`: a Modelfile whose TEMPLATE / SYSTEM / stop reproduce the
   training prompt. For chat templates the Go template is derived by rendering
   the chat template with sentinel strings in place of the system and user
-  text; for plain templates it is the plain layout itself.
+  text; for plain templates it is the plain layout itself. A tool run (recipe
+  `env:`) gets a chat TEMPLATE over `.Messages` / `.Tools` / `.ToolCalls` in
+  the training template's tool layout (serving_tools.py), so Ollama serves it
+  as tool-capable and parses its `<tool_call>` output.
 
 Before success is reported, checks run against the files on disk (so an
 edited Modelfile or tokenizer is caught, see `check_prompt_ids`):
 - prompt ids: the Ollama TEMPLATE rendered in Python (`render_go_template`)
   and tokenised by the GGUF's tokenizer, and the exported tokenizer's chat
   template (what `vllm serve` applies), must give the exact ids training saw;
+  for a tool run also on tool chats (the run's tools, two calls, two results,
+  a follow-up; `check_tool_prompts`), rendered as Ollama's /api/chat would;
 - weights: GGUF tensors loaded back through transformers equal the HF export
   (f32), its values rounded to f16 (f16), or lie within `MAX_REL_ERROR` (quants);
 - config: the GGUF's weights placed in the HF architecture give the same greedy
@@ -38,7 +43,9 @@ Then a smoke test prints a training prompt and an unseen one, and whether the
 answer line is present.
 
 Not covered: running Ollama or vLLM themselves (neither runs on this machine's
-CPU-only test setup), multi-turn prompts, importance-matrix quantisations.
+CPU-only test setup; the TEMPLATE runs through grpokit.gotemplate, which the tests
+compare with Go's own text/template), multi-turn prompts of runs without tools,
+importance-matrix quantisations.
 """
 from __future__ import annotations
 
@@ -54,11 +61,13 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.quantize import LLAMA_QUANTS, MIN_AGREEMENT, QUANTS, find_quantizer, make_gguf
+from grpokit.envs.training import training_tools
 from grpokit.serving import ollama_template, serving_chat_template, write_modelfile
+from grpokit.serving_tools import ollama_tool_template, tool_conversations
 # The checks run before an export reports success live in export_checks.py; re-exported for callers.
 from grpokit.export_checks import (  # noqa: F401
-    Check, agreement, check_generations, check_gguf_config, check_loadable, check_prompt_ids, check_weights,
-    gguf_metadata, greedy,
+    Check, agreement, check_generations, check_gguf_config, check_loadable, check_prompt_ids, check_tool_prompts,
+    check_weights, gguf_metadata, greedy,
 )
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
@@ -206,6 +215,11 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     out.mkdir(parents=True, exist_ok=True)
     template = _template(recipe)
     train_tok = training_tokenizer(ck, recipe)
+    tools = training_tools(recipe)  # a tool run: the Modelfile carries tools, the checks replay tool chats
+    go_template = None
+    if to == "ollama":  # before any model loads: a chat template export cannot express is refused at once
+        go_template = (ollama_tool_template(train_tok, template, tools) if tools
+                       else ollama_template(train_tok, template))
     result = ExportResult(out_dir=out, checkpoint=ck, hf_dir=out / "hf")
     log(f"exporting {ck} -> {out}")
     train_rows, eval_rows, _ = load_datasets(recipe)
@@ -225,13 +239,17 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
         log(f"wrote {result.gguf} ({result.gguf.stat().st_size / 2**20:.1f} MiB)")
     if to == "ollama":
         result.modelfile = out / "Modelfile"
-        write_modelfile(result.modelfile, result.gguf.name, ollama_template(train_tok, template),
+        write_modelfile(result.modelfile, result.gguf.name, go_template,
                         template.system_prompt if template.is_chat else None, stops)
 
     served = models.load_model(str(result.hf_dir), "float32").eval()
     result.checks += check_loadable(result.hf_dir, served)
     if result.checks[-1].ok:  # the prompt checks read the exported tokenizer
         result.checks += check_prompt_ids(out, template, train_tok, questions)
+        if tools:
+            chats = [[{"role": "user", "content": q}] for q in questions if isinstance(q, str)]
+            result.checks += check_tool_prompts(out, template, train_tok, tools,
+                                                chats + tool_conversations(eval_rows or train_rows, tools))
     result.checks.append(check_generations("hf generations", served, prompts, reference, eos, max_new, 1.0))
     if result.gguf:
         gguf_model = load_gguf(result.gguf)
@@ -243,7 +261,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     if smoke:
         result.smoke = smoke_test(served, train_tok, recipe, template, train_rows, eval_rows, eos)
     result.commands = serving_commands(result, run_dir, template)
-    _write_manifest(result, recipe, template, stops, quant)
+    _write_manifest(result, recipe, template, stops, quant, tools)
     return result
 
 
@@ -279,7 +297,8 @@ def serving_commands(result: ExportResult, run_dir: Path, template: PromptTempla
     return cmds
 
 
-def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stops: list[str], quant: str) -> None:
+def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stops: list[str], quant: str,
+                    tools: list[dict] | None = None) -> None:
     manifest = {
         "checkpoint": str(result.checkpoint), "base_model": recipe.model.name,
         "lora_merged": (result.checkpoint / "adapter_config.json").is_file(),
@@ -288,6 +307,7 @@ def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stop
         "plain_template": PLAIN_TEMPLATES.get(template.name),
         "how_to_prompt": ("send the question as the only user message; the chat template in hf/ lays it out "
                           "exactly as in training" + (" (the plain layout)" if not template.is_chat else "")),
+        "tools": tools,  # a tool run: send these (or others) as the request's `tools`; the templates render them
         "stop": stops, "max_new_tokens": recipe.train.max_completion_length,
         "gguf": result.gguf.name if result.gguf else None, "quant": quant if result.gguf else None,
         "checks": [asdict(c) for c in result.checks], "smoke": result.smoke, "commands": result.commands,

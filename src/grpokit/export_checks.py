@@ -82,14 +82,69 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
         for q, ids, text in zip(questions, expected, expected_text):
             if not isinstance(q, str):
                 continue  # a Modelfile renders one user prompt; conversations are checked through the HF template
-            rendered = render_go_template(mf.get("TEMPLATE", "{{ .Prompt }}"),
-                                          {"System": mf.get("SYSTEM", ""), "Prompt": q, "Response": ""})
-            got = ([meta["bos_id"]] if meta["add_bos"] else []) + list(
-                gguf_tok(rendered, add_special_tokens=False)["input_ids"])
+            got, rendered = _ollama_ids(mf, meta, gguf_tok, [{"role": "user", "content": q}], None)
             if got != ids:
                 problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(rendered, text)}")
         checks.append(Check("ollama prompt ids", not problems,
                             problems[0] if problems else f"{len(questions)} prompts give the training ids"))
+    return checks
+
+
+def _ollama_ids(mf: dict, meta: dict, gguf_tok, messages: list[dict], tools) -> tuple[list[int], str]:
+    """Ids (and text) of a chat as Ollama builds it from this Modelfile: TEMPLATE + SYSTEM, GGUF tokenizer."""
+    from grpokit.gotemplate import render
+    from grpokit.serving_tools import ollama_values
+
+    template = mf.get("TEMPLATE", "{{ .Prompt }}")
+    if ".Messages" in template:  # a chat template (tool runs): Ollama's /api/chat data
+        rendered = render(template, ollama_values(messages, tools, mf.get("SYSTEM")))
+    else:  # a prompt template: one user message as .Prompt
+        rendered = render_go_template(template, {"System": mf.get("SYSTEM", ""), "Prompt": messages[-1]["content"],
+                                                 "Response": ""})
+    ids = ([meta["bos_id"]] if meta["add_bos"] else []) + list(gguf_tok(rendered, add_special_tokens=False)["input_ids"])
+    return ids, rendered
+
+
+def check_tool_prompts(out_dir: Path, template: PromptTemplate, train_tokenizer, tools: list[dict],
+                       conversations: list[list[dict]]) -> list[Check]:
+    """Tool chats (definitions, calls, results) as vLLM and Ollama build them from the export = as training renders.
+
+    `conversations` hold no system turn: the exported chat template / Modelfile SYSTEM supply the training one.
+    """
+    from transformers import AutoTokenizer
+
+    out_dir = Path(out_dir)
+    kwargs = template.chat_template_kwargs()
+    expected = [train_tokenizer.apply_chat_template(template.build(c), tools=tools, tokenize=False,
+                                                    add_generation_prompt=True, **kwargs) for c in conversations]
+    expected_ids = [list(train_tokenizer.apply_chat_template(template.build(c), tools=tools, tokenize=True,
+                                                             return_dict=True, add_generation_prompt=True,
+                                                             **kwargs)["input_ids"]) for c in conversations]
+    what = f"{len(conversations)} tool chats ({sum(len(c) for c in conversations)} messages) give the training ids"
+    hf_dir = out_dir / "hf"
+    hf_tok = AutoTokenizer.from_pretrained(hf_dir)
+    chat_template = (hf_dir / "chat_template.jinja").read_text(encoding="utf-8")
+    problems = []
+    for conv, ids, text in zip(conversations, expected_ids, expected):
+        got = hf_tok.apply_chat_template(conv, tools=tools, chat_template=chat_template, tokenize=True,
+                                         return_dict=True, add_generation_prompt=True)["input_ids"]
+        if list(got) != ids:
+            got_text = hf_tok.apply_chat_template(conv, tools=tools, chat_template=chat_template, tokenize=False,
+                                                  add_generation_prompt=True)
+            problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(got_text, text)}")
+    checks = [Check("vllm tool prompt ids", not problems, problems[0] if problems else what)]
+    modelfile = out_dir / "Modelfile"
+    if modelfile.is_file():
+        mf = read_modelfile(modelfile)
+        gguf = out_dir / mf["FROM"].removeprefix("./")
+        meta = gguf_metadata(gguf)
+        gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        problems = []
+        for conv, ids, text in zip(conversations, expected_ids, expected):
+            got, rendered = _ollama_ids(mf, meta, gguf_tok, conv, tools)
+            if got != ids:
+                problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(rendered, text)}")
+        checks.append(Check("ollama tool prompt ids", not problems, problems[0] if problems else what))
     return checks
 
 

@@ -1,8 +1,8 @@
 """The training prompt as serving stacks apply it: a chat template for HF/vLLM, a Go TEMPLATE for Ollama.
 
 grpokit.export writes these and then proves, on the files it wrote, that they give the ids training saw:
-`render_go_template` renders the Go-template subset Ollama's prompt templates use, so that check runs
-without Ollama itself.
+`render_go_template` renders the Go-template subset Ollama's prompt templates use (grpokit.gotemplate), so
+that check runs without Ollama itself. A tool run's TEMPLATE (tools, tool calls, results) is serving_tools'.
 """
 from __future__ import annotations
 
@@ -67,47 +67,11 @@ def ollama_template(tokenizer, template: PromptTemplate) -> str:
     return "{{ if .System }}" + go(with_sys) + "{{ else }}" + go(without) + "{{ end }}"
 
 
-_GO_ACTION = re.compile(r"\{\{(-\s)?\s*(.*?)\s*(\s-)?\}\}", re.S)
+def render_go_template(text: str, variables: dict) -> str:
+    """A Modelfile TEMPLATE rendered as Ollama would (grpokit.gotemplate: the Go-template subset it uses)."""
+    from grpokit.gotemplate import render
 
-
-def render_go_template(text: str, variables: dict[str, str]) -> str:
-    """Render the Go-template subset Ollama prompt templates use: .Var, if/else/end, string literals, {{- -}}."""
-    tokens: list[tuple[str, str]] = []  # ("text", literal) / ("action", expression)
-    pos, trim_next = 0, False
-    for m in _GO_ACTION.finditer(text):
-        lit = text[pos:m.start()]
-        lit = lit.lstrip() if trim_next else lit
-        tokens += [("text", lit.rstrip() if m.group(1) else lit), ("action", m.group(2))]
-        pos, trim_next = m.end(), bool(m.group(3))
-    tokens.append(("text", text[pos:].lstrip() if trim_next else text[pos:]))
-
-    def value(expr: str) -> str:
-        if expr.startswith("."):
-            return variables.get(expr[1:], "")
-        if expr.startswith('"') and expr.endswith('"'):
-            return json.loads(expr)
-        raise ValueError(f"unsupported Go template action {{{{ {expr} }}}}")
-
-    out, stack = [], []  # stack of (branch_taken, currently_emitting)
-    emitting = True
-    for kind, val in tokens:
-        if kind == "text":
-            if emitting:
-                out.append(val)
-        elif val.startswith("if "):
-            cond = bool(value(val[3:].strip()))
-            stack.append((cond, emitting))
-            emitting = emitting and cond
-        elif val == "else":
-            cond, outer = stack[-1]
-            emitting = outer and not cond
-        elif val == "end":
-            emitting = stack.pop()[1]
-        elif emitting:
-            out.append(value(val))
-    if stack:
-        raise ValueError("unclosed {{ if }} in template")
-    return "".join(out)
+    return render(text, variables)
 
 
 def write_modelfile(path: Path, gguf_name: str, go_template: str, system: str | None, stops: list[str]) -> None:

@@ -24,3 +24,19 @@ def tool_setup(recipe, tokenizer, rows: list[dict]) -> tuple[list[dict], dict]:
 
 def max_tool_calling_iterations(recipe) -> int | None:
     return recipe.env.max_tool_calling_iterations if recipe.env is not None else None
+
+
+def training_tools(recipe) -> list[dict] | None:
+    """The tool schemas training rendered into every prompt, None for a recipe without `env:`.
+
+    TRL exposes an environment instance's public methods (sorted by name, `inspect.getmembers`) and
+    transformers turns each into a schema with `get_json_schema` (its `return` type included): export
+    renders the same list so the served prompt can be compared with the training one.
+    """
+    if recipe.env is None:
+        return None
+    from transformers.utils import get_json_schema
+
+    spec = get_env(recipe.env.name)
+    instance = spec.factory(recipe.env.params)()  # construction only: reset() (temp dirs, files) is not called
+    return [get_json_schema(getattr(instance, name)) for name in spec.tool_names()]
