@@ -10,7 +10,9 @@ time, memory), `eval/results.json` and `eval/best.json` (accuracy per
 checkpoint with the best one marked, base vs best vs last), `samples.jsonl`
 (a searchable table of completions from the first, middle and last logged
 step) and `health.jsonl` if present (one finding per line: code, severity,
-step, message, evidence; shown as one row per code). A metric the run did not
+step, message, evidence; shown as one row per code). A tool-calling run also
+gets a "Tool calling" section (report_tools: calls per episode, failed calls,
+tool reward components, `eval/results-tools.json`). A metric the run did not
 log (kl when beta is 0) is shown as "not logged", never an error. Plots go
 into the same folder as report.html, which links them by relative path, and
 the search box is a few lines of inline script, so the folder can be copied
@@ -25,6 +27,7 @@ import json
 from pathlib import Path
 
 from grpokit.report_plots import CURVES, number, plot_curve, plot_eval, series, smoothing_note
+from grpokit.report_tools import tools_section
 from grpokit.rundir import REPORT_DIR, read_json  # noqa: F401 - REPORT_DIR: for the CLI help
 
 __all__ = ["series", "write_report"]  # series is re-exported: callers of the report read curves through it
@@ -294,6 +297,8 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 
     curves, images = curves_section(metrics, recipe, out)
     evals, eval_images = eval_section(results, run_dir, out)
+    tools, tool_images = tools_section(metrics, read_json(rd.tool_results_file), run_dir, out)
+    eval_images += tool_images
     model = (recipe or {}).get("model", {}).get("name", run.get("model", "?"))
     facts = [["model", _e(model)], ["status", _e(run.get("status", "unknown"))],
              ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
@@ -312,6 +317,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 {evals}
 <h2>Training curves</h2>
 {curves}
+{f"<h2>Tool calling</h2>{chr(10)}{tools}" if tools else ""}
 <h2>Sample completions</h2>
 {samples_section(samples)}
 <h2>Health findings</h2>

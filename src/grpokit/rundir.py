@@ -34,6 +34,7 @@ CONFIG_FILE, RUN_FILE, LOCK_FILE = "config.yaml", "run.json", ".lock"
 METRICS_FILE, SAMPLES_FILE, HEALTH_FILE = "metrics.jsonl", "samples.jsonl", "health.jsonl"
 CHECKPOINTS_DIR, CHECKPOINT_PREFIX, COMPLETE_MARKER = "checkpoints", "checkpoint-", "COMPLETE"
 EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
+TOOL_RESULTS_FILE = "results-tools.json"  # tool tasks (recipe env:): grpokit.envs.evaluate writes, report reads
 REPORT_DIR, EXPORT_DIR, DEMO_FILE, PREFLIGHT_FILE = "report", "export", "demo.json", "preflight.json"
 # run.json "status": running while a process trains; the rest say how it ended (details in "reason"/"error").
 STATUSES = ("running", "completed", "interrupted", "stopped", "aborted", "failed")
@@ -165,6 +166,7 @@ class RunDir:
     checkpoints_dir = property(lambda self: self.path / CHECKPOINTS_DIR)
     eval_dir = property(lambda self: self.path / EVAL_DIR)
     best_file = property(lambda self: self.path / EVAL_DIR / BEST_FILE)
+    tool_results_file = property(lambda self: self.path / EVAL_DIR / TOOL_RESULTS_FILE)
     report_dir = property(lambda self: self.path / REPORT_DIR)
     demo_file = property(lambda self: self.path / DEMO_FILE)
     preflight_file = property(lambda self: self.path / PREFLIGHT_FILE)

@@ -95,7 +95,7 @@ def cli_eval(args, recipe, run) -> int:
     """`grpokit eval` for a recipe with env: (a run directory, or a model with --recipe)."""
     from grpokit import models
     from grpokit.data import load_datasets, load_rows
-    from grpokit.rundir import select_steps
+    from grpokit.rundir import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
 
     rows = load_rows(recipe.resolve_data_path(args.data))[0] if args.data else load_datasets(recipe)[1]
     if not rows:  # a recipe that holds nothing out (eval_fraction 0): evaluate on its training rows, said below
@@ -107,10 +107,10 @@ def cli_eval(args, recipe, run) -> int:
         by_step = run.by_step()
         steps = select_steps(args.checkpoints, sorted(by_step), (run.read_best() or {}).get("step"))
         targets = [(s, models.resolve_model_path(recipe.model.name) if s == 0 else str(by_step[s])) for s in steps]
-        out = run.eval_dir / "results-tools.json"
+        out = run.tool_results_file
     else:
         targets = [(args.target, models.resolve_model_path(args.target))]
-        out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / "eval" / "results-tools.json"
+        out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / EVAL_DIR / TOOL_RESULTS_FILE
     doc = evaluate_tools(recipe, targets, rows, generations, out)
     print(tools_table(doc))
     print(f"results: {doc['path']}")
