@@ -152,6 +152,18 @@ def test_gos_own_text_template_agrees_with_the_python_renderer(tokenizer):
 
 
 # ---------------------------------------------------------------- a tiny calculator run exported to Ollama
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (apt-get install golang-go)")
+@pytest.mark.parametrize("which", ["fallback", "qwen3"])
+def test_ollamas_tool_call_tag_is_tool_call(tokenizer, which):
+    # Ollama finds the tag that starts a tool call in the model's output from the TEMPLATE's parse tree;
+    # "{" (its default) would miss every call the model writes as <tool_call>{...}
+    go = ollama_tool_template(_tokenizer(tokenizer, which), PromptTemplate("chat"), CALC_TOOLS)
+    proc = subprocess.run(["go", "run", str(REPO / "tests" / "go" / "ollama_render.go"), "tag"], input=go,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "<tool_call>"
+
+
 def _have_converter() -> bool:
     from grpokit.export import find_converter
 

@@ -1,15 +1,119 @@
 // Renders Modelfile TEMPLATEs with Go's own text/template and the data types Ollama hands them
 // (ollama/ollama template/template.go: templateMessage, templateTool, api.ToolProperty), so a test can
 // compare grpokit.gotemplate's Python rendering with Go's. Reads [{"template", "values"}] on stdin,
-// writes [rendered text] on stdout. Used by tests/test_export_tools.py when `go` is installed.
+// writes [rendered text] on stdout. With the argument "tag" it instead reads one template and prints the
+// tool-call tag Ollama's parser would look for (the first non-blank text inside the first `if` on .ToolCalls,
+// stopping at a nested if/range/with, cut before "{"), as ollama/ollama tools/template.go describes it.
+// Used by tests/test_export_tools.py when `go` is installed.
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"strings"
 	"text/template"
+	"text/template/parse"
 )
+
+func mentionsToolCalls(n *parse.IfNode) bool {
+	for _, cmd := range n.Pipe.Cmds {
+		for _, arg := range cmd.Args {
+			if f, ok := arg.(*parse.FieldNode); ok {
+				for _, id := range f.Ident {
+					if id == "ToolCalls" {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// firstToolCallsIf: depth-first, the first IfNode whose condition names .ToolCalls.
+func firstToolCallsIf(nodes []parse.Node) *parse.IfNode {
+	for _, node := range nodes {
+		var lists []*parse.ListNode
+		switch n := node.(type) {
+		case *parse.IfNode:
+			if mentionsToolCalls(n) {
+				return n
+			}
+			lists = []*parse.ListNode{n.List, n.ElseList}
+		case *parse.RangeNode:
+			lists = []*parse.ListNode{n.List, n.ElseList}
+		case *parse.WithNode:
+			lists = []*parse.ListNode{n.List, n.ElseList}
+		case *parse.ListNode:
+			lists = []*parse.ListNode{n}
+		}
+		for _, l := range lists {
+			if l != nil {
+				if found := firstToolCallsIf(l.Nodes); found != nil {
+					return found
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// firstText: the first non-blank text node; a nested control structure ends the search after its body.
+func firstText(nodes []parse.Node) *parse.TextNode {
+	for _, node := range nodes {
+		var lists []*parse.ListNode
+		switch n := node.(type) {
+		case *parse.TextNode:
+			if len(bytes.TrimSpace(n.Text)) > 0 {
+				return n
+			}
+			continue
+		case *parse.ListNode:
+			if t := firstText(n.Nodes); t != nil {
+				return t
+			}
+			continue
+		case *parse.IfNode:
+			lists = []*parse.ListNode{n.List, n.ElseList}
+		case *parse.RangeNode:
+			lists = []*parse.ListNode{n.List, n.ElseList}
+		case *parse.WithNode:
+			lists = []*parse.ListNode{n.List, n.ElseList}
+		default:
+			continue
+		}
+		for _, l := range lists {
+			if l != nil {
+				if t := firstText(l.Nodes); t != nil {
+					return t
+				}
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+func toolTag(text string) string {
+	funcs := template.FuncMap{"json": func(v any) string { return "" }}
+	tmpl := template.Must(template.New("").Funcs(funcs).Parse(text))
+	ifNode := firstToolCallsIf(tmpl.Tree.Root.Nodes)
+	if ifNode == nil {
+		return "{"
+	}
+	t := firstText(ifNode.List.Nodes)
+	if t == nil {
+		return "{"
+	}
+	tag, _, _ := strings.Cut(string(t.Text), "{")
+	if tag = strings.TrimSpace(tag); tag == "" {
+		return "{"
+	}
+	return tag
+}
 
 type PropertyType []string
 
@@ -65,6 +169,11 @@ type values struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "tag" {
+		text, _ := io.ReadAll(os.Stdin)
+		fmt.Print(toolTag(string(text)))
+		return
+	}
 	var cases []struct {
 		Template string
 		Values   values
