@@ -224,7 +224,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     log(f"exporting {ck} -> {out}")
     train_rows, eval_rows, _ = load_datasets(recipe)
     questions = [r["question"] for r in (eval_rows or train_rows)[:check_prompts]]
-    prompts = [template.encode(train_tok, template.build(q)) for q in questions]
+    prompts = [_encode(train_tok, template, q, tools) for q in questions]
     max_new = min(CHECK_MAX_NEW_TOKENS, recipe.train.max_completion_length)
     # One model in memory at a time (a 4B model is 16 GB in float32): reference outputs first, then merge it.
     ref_model = load_checkpoint_model(ck, recipe)
@@ -259,7 +259,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
                                                max_new, MIN_AGREEMENT[quant]))
         served = gguf_model  # the smoke test runs what Ollama would serve
     if smoke:
-        result.smoke = smoke_test(served, train_tok, recipe, template, train_rows, eval_rows, eos)
+        result.smoke = smoke_test(served, train_tok, recipe, template, train_rows, eval_rows, eos, tools)
     result.commands = serving_commands(result, run_dir, template)
     _write_manifest(result, recipe, template, stops, quant, tools)
     return result
@@ -271,7 +271,15 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return list(token_policy(model, tokenizer).stop_token_ids)
 
 
-def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos) -> list[dict]:
+def _encode(tokenizer, template: PromptTemplate, question, tools: list[dict] | None) -> list[int]:
+    """The training prompt's ids; a tool run's prompts carry its tools, as TRL rendered them."""
+    if not tools:
+        return template.encode(tokenizer, template.build(question))
+    return list(tokenizer.apply_chat_template(template.build(question), tools=tools, tokenize=True, return_dict=True,
+                                              add_generation_prompt=True, **template.chat_template_kwargs())["input_ids"])
+
+
+def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos, tools=None) -> list[dict]:
     """One training prompt and one unseen prompt through the exported model; is the answer line there?"""
     from grpokit.evaluate import score
 
@@ -280,7 +288,7 @@ def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos) -
     from grpokit.generation import SamplingParams, complete
 
     params = SamplingParams(max_tokens=recipe.train.max_completion_length, stop_token_ids=tuple(eos))
-    ids = [template.encode(tokenizer, template.build(r["question"])) for r in rows]
+    ids = [_encode(tokenizer, template, r["question"], tools) for r in rows]
     texts = [g[0].text for g in complete(model, tokenizer, ids, params, batch_size=1, label="smoke test")]
     correct, fmt = score(recipe, rows, texts)
     return [{"kind": k, "question": r["question"], "answer": r.get("answer"), "completion": t,
