@@ -82,7 +82,7 @@ def _eval_part(doc: dict | None, run_dir: Path, out: Path) -> tuple[list[str], l
     entries = doc["checkpoints"]
     rows = [[_e(f"{e['step']}{' (base)' if e['step'] == 0 else ''}"),
              *[_cell(e.get(k), share) for k, _, share in EVAL_COLUMNS], _e(e.get("episodes", "–"))] for e in entries]
-    parts = [f"<p>{_e(doc.get('rows'))} held-out row(s) × {_e(doc.get('generations'))} sampled episode(s) per "
+    parts = [f"<p>{_e(doc.get('rows'))} evaluation row(s) × {_e(doc.get('generations'))} sampled episode(s) per "
              f"checkpoint, played by TRL's own tool loop with the recipe's environment ({_e(doc.get('task'))}).</p>",
              _table(["step", *[t for _, t, _ in EVAL_COLUMNS], "episodes"], rows)]
     numeric = [{"step": e["step"], **{k: e.get(k) for k, _, share in EVAL_COLUMNS if share}}
