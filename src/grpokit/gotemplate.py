@@ -67,7 +67,12 @@ def go_json(v) -> str:
 
 
 def _truth(v) -> bool:
-    return not (v is None or v is False or v == 0 and not isinstance(v, str) or (hasattr(v, "__len__") and len(v) == 0))
+    """Go's truth: false, 0, nil and empty strings, lists and maps are false; anything else (a struct) true."""
+    if v is None or isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, (int, float)):
+        return v != 0
+    return len(v) > 0 if hasattr(v, "__len__") else True
 
 
 def _print(v) -> str:
@@ -90,7 +95,7 @@ FUNCS = {
     "eq": _eq, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
     "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "not": lambda a: not _truth(a), "len": len,
     "json": go_json, "index": lambda c, *ks: _index(c, ks),
-    "and": None, "or": None,  # short-circuit: handled in _call
+    "and": None, "or": None,  # short-circuit (Go >= 1.18): handled in _Exec.call
 }
 
 
