@@ -8,10 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages: bubblewrap isolates model-written code (code_tests reward); headless
-# Chromium opens report.html in the slow tests (GRPOKIT_NO_CHROMIUM=1 skips it).
+# Chromium opens report.html in the slow tests (GRPOKIT_NO_CHROMIUM=1 skips it); Go's own
+# text/template checks that an exported Ollama TEMPLATE renders as grpokit's renderer says (tests only).
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v chromium >/dev/null 2>&1 || [ "${GRPOKIT_NO_CHROMIUM:-0}" = 1 ] || missing+=(chromium)
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
