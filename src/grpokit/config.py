@@ -32,7 +32,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.config_section import _Section
 # The health section (codes, actions, every detector threshold) lives in config_health.py; re-exported.
 from grpokit.config_health import HEALTH_CODES, HealthAction, HealthActions, HealthConfig  # noqa: F401
-from grpokit.vllm_config import GenerationConfig, check_generation
+from grpokit.vllm_config import GenerationConfig, check_generation, check_generation_machine
 from grpokit.rewards.registry import ROLES
 from grpokit.selection import SelectionConfig
 
@@ -252,7 +252,12 @@ def _fields_at(loc: tuple) -> list[str]:
     return [k for k in model.model_fields if k not in ("source", "notes")]
 
 
-def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tuple[tuple, str, str]], list[str]]:
+# What the caller is about to do with the recipe on this machine (see load_recipe).
+Use = Literal["run", "train", "check"]
+
+
+def _semantic_problems(raw: dict, base: Path, broken: set[str],
+                       use: Use = "run") -> tuple[list[tuple[tuple, str, str]], list[str]]:
     """Build what training will build (grpokit.config_checks) from every section that parsed: (problems, notes)."""
     from grpokit import config_checks as cc
 
@@ -289,6 +294,12 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tu
     generation = section("generation", GenerationConfig)
     if generation is not None:
         out += check_generation(generation, train)
+        machine = check_generation_machine(generation, training=use != "run")
+        if use == "check":  # the recipe is fine; the machine that runs it needs what these notes say
+            notes += [f"{'.'.join(loc)}: {what} (an error for `grpokit train` on this machine; fix there: {fix})"
+                      for loc, what, fix in machine]
+        else:
+            out += machine
     if rewards is not None:
         out += cc.check_rewards(rewards, base)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
@@ -301,8 +312,8 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str]) -> tuple[list[tu
         out += cc.check_grpo_config(stand_in)
     return out, notes
 
-def validate_raw(raw: Any, source: str | None = None, text: str = "") -> Recipe:
-    """Validate a raw recipe dict; raise GrpokitError listing every problem."""
+def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run") -> Recipe:
+    """Validate a raw recipe dict; raise GrpokitError listing every problem (`use`: see load_recipe)."""
     where = source or "recipe"
     lines = line_map(text) if text else {}
 
@@ -334,7 +345,7 @@ def validate_raw(raw: Any, source: str | None = None, text: str = "") -> Recipe:
                 msg = f"{msg} (got {err['input']!r})"
             problems.append(Problem(at(loc), msg, _fix_for(err, _fields_at(loc))))
     base = Path(source).parent if source else Path.cwd()
-    found, notes = _semantic_problems(raw, base, broken)
+    found, notes = _semantic_problems(raw, base, broken, use)
     problems += [Problem(at(loc), msg, fix) for loc, msg, fix in found]
     if problems or recipe is None:
         raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
@@ -342,8 +353,13 @@ def validate_raw(raw: Any, source: str | None = None, text: str = "") -> Recipe:
     return recipe
 
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Read, override and validate a recipe file."""
+def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use = "run") -> Recipe:
+    """Read, override and validate a recipe file.
+
+    `use` says what this machine is about to do with it, for the checks of the machine rather than the recipe
+    (grpokit.vllm_config.check_generation_machine): "run" (eval, preflight, serving: vLLM must work here),
+    "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
+    training, become notes, since a GPU recipe is often checked on a laptop before the GPU job)."""
     path = Path(path)
     text = read_recipe_text(path)
     raw = parse_yaml(text, str(path))
@@ -352,4 +368,4 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     for o in overrides or []:
         if isinstance(raw, dict):
             apply_override(raw, o)
-    return validate_raw(raw, str(path), text)
+    return validate_raw(raw, str(path), text, use)

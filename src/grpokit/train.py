@@ -39,6 +39,7 @@ from grpokit.rollback import LearningRateOverride, apply_rollback, plan_rollback
 from grpokit.rundir import COMPLETE_MARKER, RunDir, step_of
 from grpokit.templates import PromptTemplate
 from grpokit.tracking import Progress, route_trackers
+from grpokit.vllm_config import refuse_vllm_training_here
 # The run's callbacks (metrics log, checkpoint marker, graceful stop) and the console: train_callbacks.py.
 from grpokit.train_callbacks import (  # noqa: F401 - re-exported
     CheckpointMarker, GracefulStop, RunLogger, _fmt, _jsonable, console, peak_memory,
@@ -192,6 +193,8 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     in run.json as `failed` and raised as a GrpokitError with the way to continue.
     """
     run = RunDir(Path(run_dir or recipe.output_dir).resolve())
+    # Before anything loads (TRL would fail only at the first weight sync): vLLM training without CUDA.
+    refuse_vllm_training_here(recipe.generation, str(run.config if resume else recipe.source or "recipe"))
     held: list = []  # the lock, once taken (here, or by _train when a new run's folder is created)
     main = is_main_process()  # with N processes (grpokit.launch) the main one alone writes the run directory
     if resume:

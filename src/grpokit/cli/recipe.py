@@ -16,9 +16,11 @@ def register(sub) -> None:
 def cmd_recipe_check(args) -> int:
     from grpokit.config import load_recipe
 
-    recipe = load_recipe(args.recipe, args.set)
+    # use="check": what this machine lacks (vLLM, CUDA) is a note, not a failure: a GPU recipe is often checked
+    # on a laptop before the GPU job. `grpokit train` refuses the same findings before any model loads.
+    recipe = load_recipe(args.recipe, args.set, use="check")
     print(recipe.to_yaml(), end="")
-    for note in recipe.notes:  # what validation could not check here (e.g. a hub id while offline)
+    for note in recipe.notes:  # what validation could not check here (a hub id while offline, vLLM/CUDA missing)
         err.print(f"[yellow]note:[/] {note}")
     err.print(f"[green]{args.recipe}: valid[/]")
     return 0

@@ -66,7 +66,7 @@ def cmd_train(args) -> int:
         return 0
     if not args.recipe:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
-    recipe = load_recipe(args.recipe, args.set)
+    recipe = load_recipe(args.recipe, args.set, use="train")  # e.g. vLLM training on a CPU: refused here
     for note in recipe.notes:  # what validation could not check here (e.g. a hub id while offline)
         err.print(f"[yellow]note:[/] {note}")
     lineage = None
@@ -85,6 +85,7 @@ def _launch(args) -> int:
     """Validate here once, then run `grpokit train` in every process through accelerate."""
     from grpokit.config import load_recipe
     from grpokit.launch import LaunchOptions, accelerate_command, check_options, format_command, run_launch
+    from grpokit.vllm_config import refuse_vllm_training_here
 
     if args.num_processes is None:
         raise GrpokitError([Problem("--dry-run", "prints the multi-process command: needs --num-processes",
@@ -95,10 +96,13 @@ def _launch(args) -> int:
     if args.resume:
         from grpokit.train import load_run_recipe
 
-        load_run_recipe(args.resume)  # a bad run directory fails here, not in N processes
+        recipe = load_run_recipe(args.resume)  # a bad run directory fails here, not in N processes
         argv = ["--resume", args.resume]
+        if not args.dry_run:
+            refuse_vllm_training_here(recipe.generation, str(Path(args.resume) / "config.yaml"))
     elif args.recipe:
-        recipe = load_recipe(args.recipe, args.set)
+        # A dry run only prints the command (often on another machine than the one that runs it).
+        recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
         if not args.skip_audit and not args.dry_run:
             _audit_warnings(recipe)
         argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
