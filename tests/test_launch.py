@@ -105,3 +105,33 @@ def test_launch_refusals_exit_2(capsys, argv, message):
         pytest.skip("deepspeed is installed here")
     assert main(["train", RECIPE, *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env, printed", [
+    ({}, True),                                                  # one process, no launcher
+    ({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}, True),   # the main process of two
+    ({"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}, False),  # the other one: silent
+    ({"RANK": "8", "LOCAL_RANK": "0", "WORLD_SIZE": "16"}, False),  # machine 1's first process is not the main one
+    ({"RANK": "x"}, True),                                       # malformed: twice beats never
+])
+def test_status_lines_print_on_rank_zero_only(capsys, monkeypatch, env, printed):
+    import signal
+
+    from grpokit.train import console
+    from grpokit.train_callbacks import GracefulStop
+
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    console.print("training tiny on 24 prompts -> runs/x")
+    GracefulStop()._handle(signal.SIGTERM, None)  # the signal reaches every rank; its message is printed once
+    out = capsys.readouterr().out
+    assert (out.count("training tiny on 24 prompts") == 1 and "SIGTERM: finishing this step" in out) is printed
+    assert printed or out == ""
+
+
+def test_errors_print_on_every_rank(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("RANK", "1")  # a worker that is not the main process still shows why it stopped
+    assert main(["train", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err

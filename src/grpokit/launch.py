@@ -161,6 +161,18 @@ def is_main_process() -> bool:
     return not _distributed() or _state().is_main_process
 
 
+def is_rank_zero() -> bool:
+    """The main process by the launcher's RANK (the global rank: one over all machines), with no process group.
+
+    For console output: torchrun / accelerate / DeepSpeed set RANK in every worker before it starts, so this
+    never makes a print the first collective call (is_main_process would set the group up), and holds in a
+    unit test. LOCAL_RANK is not used: it is 0 once per machine."""
+    try:
+        return int(os.environ.get("RANK") or 0) == 0
+    except ValueError:  # a malformed RANK: printing twice beats printing nothing
+        return True
+
+
 def barrier() -> None:
     if _distributed():
         _state().wait_for_everyone()
@@ -189,4 +201,4 @@ def any_rank(flag: bool) -> bool:
 
 
 __all__ = ["ACCELERATE_CONFIGS", "LaunchOptions", "accelerate_command", "any_rank", "barrier", "broadcast",
-           "check_options", "config_file", "format_command", "is_main_process", "run_launch"]
+           "check_options", "config_file", "format_command", "is_main_process", "is_rank_zero", "run_launch"]

@@ -1,6 +1,7 @@
 """The training run's own TrainerCallbacks (split from train.py, which wires them): `RunLogger`
 (metrics.jsonl + the metrics line), `CheckpointMarker` (COMPLETE once every rank wrote its part) and
-`GracefulStop` (SIGINT/SIGTERM: finish the step, save, stop), plus the console they print to."""
+`GracefulStop` (SIGINT/SIGTERM: finish the step, save, stop), plus the console they print to (the main
+process's only)."""
 from __future__ import annotations
 
 import json
@@ -12,11 +13,29 @@ import torch
 from rich.console import Console
 from transformers import TrainerCallback
 
-from grpokit.launch import any_rank, barrier
+from grpokit.launch import any_rank, barrier, is_rank_zero
 from grpokit.rundir import RunDir
 from grpokit.tracking import Progress
 
-console = Console(highlight=False, soft_wrap=True)
+
+class MainConsole(Console):
+    """A rich Console that prints on the main process only (grpokit.launch.is_rank_zero).
+
+    With N processes every rank runs the same training code, so each status line (training ..., notes,
+    completed at step ..., a signal's message) would otherwise appear N times. Errors are not printed here:
+    they are raised, and every rank's error reaches the CLI's stderr printer (grpokit.cli.output), so a
+    failure on any rank is still shown."""
+
+    def print(self, *objects, **kwargs) -> None:
+        if is_rank_zero():
+            super().print(*objects, **kwargs)
+
+    def log(self, *objects, **kwargs) -> None:
+        if is_rank_zero():
+            super().log(*objects, **kwargs)
+
+
+console = MainConsole(highlight=False, soft_wrap=True)
 
 
 # ---------------------------------------------------------------- callbacks

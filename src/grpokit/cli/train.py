@@ -50,6 +50,7 @@ def cmd_demo(args) -> int:
 
 def cmd_train(args) -> int:
     from grpokit.config import load_recipe
+    from grpokit.launch import is_rank_zero
     from grpokit.train import load_run_recipe, train
 
     if args.init_from and args.resume:
@@ -67,14 +68,16 @@ def cmd_train(args) -> int:
     if not args.recipe:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
     recipe = load_recipe(args.recipe, args.set, use="train")  # e.g. vLLM training on a CPU: refused here
-    for note in recipe.notes:  # what validation could not check here (e.g. a hub id while offline)
+    main_process = is_rank_zero()  # under `--num-processes N` every rank runs this: print once, not N times
+    for note in recipe.notes if main_process else []:  # what validation could not check (a hub id while offline)
         err.print(f"[yellow]note:[/] {note}")
     lineage = None
     if args.init_from:
         from grpokit.lineage import apply_init_from, describe
 
         recipe, lineage = apply_init_from(recipe, args.init_from)
-        print(describe(lineage))
+        if main_process:
+            print(describe(lineage))
     if not args.skip_audit:
         _audit_warnings(recipe)
     train(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage)
