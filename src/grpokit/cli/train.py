@@ -102,7 +102,9 @@ def _launch(args) -> int:
         recipe = load_run_recipe(args.resume)  # a bad run directory fails here, not in N processes
         argv = ["--resume", args.resume]
         if not args.dry_run:
-            refuse_vllm_training_here(recipe.generation, str(Path(args.resume) / "config.yaml"))
+            from grpokit.rundir import RunDir
+
+            refuse_vllm_training_here(recipe.generation, str(RunDir(args.resume).config))
     elif args.recipe:
         # A dry run only prints the command (often on another machine than the one that runs it).
         recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
