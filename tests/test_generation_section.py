@@ -25,6 +25,7 @@ def _recipe(tmp_path: Path, generation: dict | None) -> Path:
     raw = yaml.safe_load(DEMO.read_text())
     raw["data"]["train"] = str(REPO / "src" / "grpokit" / "datasets" / "arithmetic" / "train.jsonl")
     raw.pop("output_dir", None)
+    raw["selection"]["refill"] = False  # the cases with several processes: refill runs on one process only
     if generation is not None:
         raw["generation"] = generation
     path = tmp_path / "recipe.yaml"

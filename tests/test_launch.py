@@ -73,12 +73,13 @@ def test_bad_layouts_are_refused(opts, where):
 
 def test_dry_run_prints_the_exact_command(capsys, tmp_path):
     out_dir = tmp_path / "run"
-    code = main(["train", RECIPE, "--set", "train.max_steps=2", "--output-dir", str(out_dir), "--overwrite",
-                 "--num-processes", "2", "--dry-run"])
+    code = main(["train", RECIPE, "--set", "train.max_steps=2", "--set", "selection.refill=false", "--output-dir",
+                 str(out_dir), "--overwrite", "--num-processes", "2", "--dry-run"])
     assert code == 0
     import torch
 
-    expected = accelerate_command([RECIPE, "--set", "train.max_steps=2", "--output-dir", str(out_dir), "--overwrite",
+    expected = accelerate_command([RECIPE, "--set", "train.max_steps=2", "--set", "selection.refill=false",
+                                   "--output-dir", str(out_dir), "--overwrite",
                                    "--skip-audit"], LaunchOptions(2), cuda=torch.cuda.is_available())
     assert capsys.readouterr().out.strip() == format_command(expected)
     assert not out_dir.exists()  # a dry run writes nothing
@@ -87,7 +88,8 @@ def test_dry_run_prints_the_exact_command(capsys, tmp_path):
 def test_dry_run_of_a_resume_and_of_zero3_without_deepspeed(capsys, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.yaml").write_text((REPO / "recipes" / "smollm2-arithmetic.yaml").read_text())
+    recipe = (REPO / "recipes" / "smollm2-arithmetic.yaml").read_text()
+    (run / "config.yaml").write_text(recipe.replace("refill: true", "refill: false"))  # refill: one process only
     # the dry run shows the ZeRO-3 command even where deepspeed is not installed (it is for the GPU machines)
     assert main(["train", "--resume", str(run), "--num-processes", "8", "--accelerate-config", "zero3", "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -96,6 +98,8 @@ def test_dry_run_of_a_resume_and_of_zero3_without_deepspeed(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--dry-run"], "needs --num-processes"),                       # nothing to print without a layout
+    (["--num-processes", "2", "--dry-run"], "selection.refill"),     # the demo recipe refills: one process only
+    (["--num-processes", "2", "--skip-audit"], "selection.refill"),  # refused before any process starts
     (["--num-processes", "2", "--accelerate-config", "zero2"], "deepspeed"),  # real launch needs deepspeed
 ])
 def test_launch_refusals_exit_2(capsys, argv, message):

@@ -39,9 +39,8 @@ from pathlib import Path
 import torch
 
 from grpokit import trl_adapter as ta
-from grpokit.errors import GrpokitError, Problem
 from grpokit.no_signal import signal_rows
-from grpokit.selection import BANDS, Selector, SignalSampler, prompt_key
+from grpokit.selection import BANDS, Selector, SignalSampler, check_processes, prompt_key
 
 
 def group_signal(advantages: torch.Tensor, group: int) -> torch.Tensor:
@@ -172,12 +171,7 @@ class SignalAware:
 def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Selector:
     """Give a built trainer its selector: estimates over `dataset`, seeded from preflight_file when it exists."""
     cfg = recipe.selection
-    if cfg.refill and trainer.accelerator.num_processes > 1:
-        raise GrpokitError([Problem(
-            "selection.refill", f"dynamic sampling with refill runs on one process only; this run has "
-            f"{trainer.accelerator.num_processes} (the processes would have to agree on which groups to keep)",
-            "set selection.refill: false for multi-process training (selection.enabled works there), "
-            "or train on one process")])
+    check_processes(cfg, trainer.accelerator.num_processes)
     from grpokit.task import reward_roles
 
     roles = reward_roles(recipe.rewards)  # {logged name: role}, in the recipe's order

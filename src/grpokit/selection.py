@@ -40,6 +40,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grpokit.errors import GrpokitError, Problem
+
 BANDS = ("unseen", "never_solved", "mixed", "always_solved")
 STATE_FILE = "grpokit_selection.json"  # written into each checkpoint folder: resume continues the estimates
 _EPS = 1e-9
@@ -71,6 +73,16 @@ class SelectionConfig(BaseModel):
             raise ValueError(f"mixed_share {self.mixed_share} + unseen_share {self.unseen_share} is above 1; "
                              "lower one of them (the rest of 1 goes to revisits)")
         return self
+
+
+def check_processes(config: SelectionConfig, processes: int) -> None:
+    """Refill keeps one process's groups: refused for several (checked before a launch and again in each process)."""
+    if config.refill and processes > 1:
+        raise GrpokitError([Problem(
+            "selection.refill", f"dynamic sampling with refill runs on one process only; this run has "
+            f"{processes} (the processes would have to agree on which groups to keep)",
+            "set selection.refill: false for multi-process training (selection.enabled works there), "
+            "or train on one process")])
 
 
 def prompt_key(prompt) -> str:

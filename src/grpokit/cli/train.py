@@ -115,6 +115,9 @@ def _launch(args) -> int:
         argv += ["--init-from", args.init_from] if args.init_from else []
     else:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
+    from grpokit.selection import check_processes
+
+    check_processes(recipe.selection, opts.num_processes)  # the layout decides, so a dry run says it too
     import torch
 
     cmd = accelerate_command([*argv, "--skip-audit"], opts, cuda=torch.cuda.is_available())
