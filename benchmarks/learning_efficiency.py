@@ -1,6 +1,6 @@
 """Held-out accuracy per minute of training: grpokit's demo recipe against a plain TRL script, same budget.
 
-    python benchmarks/learning_efficiency.py [--budget-min 8] [--points 4] [--eval-rows 64]
+    python benchmarks/learning_efficiency.py [--budget-min 8] [--points 4] [--eval-rows 200] [--seed 0]
     python benchmarks/learning_efficiency.py --only grpokit --set train.skip_no_signal=false   # one variant
     python benchmarks/learning_efficiency.py --results le.json          # both sides, curves kept in le.json
     python benchmarks/learning_efficiency.py --only baseline --baseline-max-new-tokens 48 --reuse le.json
@@ -8,8 +8,9 @@
 
 Two runs, one after the other, each given --budget-min minutes of training wall
 time (model loading and evaluation not counted) on the same model (embedded
-SmolLM2-135M-Instruct), the same training data and the same held-out rows
-(grpokit's bundled arithmetic train.jsonl / eval.jsonl):
+SmolLM2-135M-Instruct), the same training data, the same training seed (--seed)
+and the same held-out rows (grpokit's bundled arithmetic train.jsonl; eval.jsonl's
+100 rows, then, for --eval-rows above 100, generated problems in neither file):
 
   baseline  benchmarks/baselines/trl_plain.py (plain TRL GRPOTrainer, the articles'
             settings, no grpokit code), run as a subprocess;
@@ -43,19 +44,37 @@ sys.path.insert(0, str(HERE / "baselines"))
 import trl_plain  # noqa: E402  (benchmark code, not grpokit)
 
 RECIPE = ROOT / "recipes" / "smollm2-arithmetic.yaml"
+HELD_OUT_SEED = 12345  # the generated held-out rows beyond eval.jsonl's 100 (any fixed seed: they exclude train/eval)
 
 
-def run_baseline(budget_min: float, every_min: float, eval_rows: int, tmp: Path, max_new_tokens: int) -> list[dict]:
+def held_out_file(rows: int, tmp: Path) -> Path:
+    """The bundled 100 held-out rows, then (for --eval-rows above 100) problems generated with a fixed seed that are
+    in neither train.jsonl nor eval.jsonl, so both sides evaluate the same rows and none was trained on."""
+    from grpokit.data.arithmetic import generate
+
+    held = trl_plain.read_jsonl(trl_plain.EVAL)
+    if rows > len(held):
+        seen = {r["question"] for r in trl_plain.read_jsonl(trl_plain.TRAIN) + held}
+        held += generate(rows - len(held), seed=HELD_OUT_SEED, exclude=seen)
+    path = tmp / "held_out.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in held[:rows]))
+    return path
+
+
+def run_baseline(budget_min: float, every_min: float, held_out: Path, tmp: Path, max_new_tokens: int,
+                 seed: int) -> list[dict]:
     results = tmp / "baseline.json"
     cmd = [sys.executable, str(HERE / "baselines" / "trl_plain.py"), "--out", str(tmp / "baseline"),
-           "--budget-min", str(budget_min), "--checkpoint-every-min", str(every_min),
-           "--eval-rows", str(eval_rows), "--results", str(results), "--max-completion-length", str(max_new_tokens)]
+           "--budget-min", str(budget_min), "--checkpoint-every-min", str(every_min), "--seed", str(seed),
+           "--eval-file", str(held_out), "--eval-rows", str(10**9), "--results", str(results),
+           "--max-completion-length", str(max_new_tokens)]
     print("baseline:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return json.loads(results.read_text())
 
 
-def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path, overrides: list[str]) -> list[dict]:
+def run_grpokit(budget_min: float, every_min: float, held_out: Path, tmp: Path, overrides: list[str],
+                seed: int) -> list[dict]:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -64,7 +83,8 @@ def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path, 
     from grpokit.config import load_recipe
 
     recipe = load_recipe(RECIPE, ["train.max_steps=100000", "train.save_steps=100000",
-                                  "train.save_total_limit=1000", "preflight.prompts=0", *overrides])
+                                  "train.save_total_limit=1000", "preflight.prompts=0", f"train.seed={seed}",
+                                  *overrides])
     budget = trl_plain.TimeBudget(budget_min * 60, every_min * 60)
     base_factory = gt._trainer_class
 
@@ -86,7 +106,7 @@ def run_grpokit(budget_min: float, every_min: float, eval_rows: int, tmp: Path, 
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(model_path)
     template = gt.template_of(recipe)
-    rows = trl_plain.read_jsonl(Path(recipe.resolve_data_path(recipe.data.eval)))[:eval_rows]
+    rows = trl_plain.read_jsonl(held_out)
     prompts = [template.render(tokenizer, template.build(r["question"])) for r in rows]
     golds = [r["answer"] for r in rows]
     n_new = recipe.train.max_completion_length
@@ -109,7 +129,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-min", type=float, default=8.0, help="training minutes for each run")
     ap.add_argument("--points", type=int, default=4, help="checkpoints (evaluation points) per run")
-    ap.add_argument("--eval-rows", type=int, default=64, help="held-out rows evaluated at each point")
+    ap.add_argument("--eval-rows", type=int, default=200,
+                    help="held-out rows evaluated at each point (eval.jsonl's 100, then generated unseen problems)")
+    ap.add_argument("--seed", type=int, default=0, help="training seed of both runs")
     ap.add_argument("--only", choices=["baseline", "grpokit"], help="run one side only")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override grpokit's recipe (repeatable), e.g. --set train.skip_no_signal=false")
@@ -124,11 +146,12 @@ def main() -> None:
     curves: dict[str, list[dict]] = {}
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="grpokit-lefficiency-") as tmp:
+        held_out = held_out_file(args.eval_rows, Path(tmp))
         if args.only != "grpokit":
-            curves["baseline"] = run_baseline(args.budget_min, every, args.eval_rows, Path(tmp),
-                                             args.baseline_max_new_tokens)
+            curves["baseline"] = run_baseline(args.budget_min, every, held_out, Path(tmp),
+                                             args.baseline_max_new_tokens, args.seed)
         if args.only != "baseline":
-            curves["grpokit"] = run_grpokit(args.budget_min, every, args.eval_rows, Path(tmp), args.overrides)
+            curves["grpokit"] = run_grpokit(args.budget_min, every, held_out, Path(tmp), args.overrides, args.seed)
     if args.results:
         Path(args.results).write_text(json.dumps(curves, indent=1))
     if args.reuse:

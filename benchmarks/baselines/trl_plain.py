@@ -112,6 +112,8 @@ def main() -> None:
     ap.add_argument("--budget-min", type=float, default=8.0, help="training wall-clock budget (minutes)")
     ap.add_argument("--checkpoint-every-min", type=float, default=2.0)
     ap.add_argument("--eval-rows", type=int, default=64)
+    ap.add_argument("--eval-file", default=str(EVAL), help="held-out JSONL rows {question, answer} (default: eval.jsonl)")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-completion-length", type=int, default=24,
                     help="new tokens per completion (24: the articles'; also used for its evaluation)")
     ap.add_argument("--no-eval", action="store_true")
@@ -125,7 +127,7 @@ def main() -> None:
         output_dir=args.out, learning_rate=3e-6, beta=0.04, loss_type="grpo", num_generations=8,
         max_completion_length=args.max_completion_length, per_device_train_batch_size=16, gradient_accumulation_steps=1,
         max_steps=args.max_steps, logging_steps=1, save_strategy="steps", save_steps=10**9, report_to=[],
-        seed=0,
+        seed=args.seed,
         bf16=False, use_cpu=True,  # what it takes to run on a CPU-only machine at all; nothing else tuned
     )
     budget = TimeBudget(args.budget_min * 60, args.checkpoint_every_min * 60)
@@ -137,7 +139,7 @@ def main() -> None:
     if args.no_eval:
         return
 
-    rows = read_jsonl(EVAL)[: args.eval_rows]
+    rows = read_jsonl(Path(args.eval_file))[: args.eval_rows]
     prompts = [tokenizer.apply_chat_template(messages(r["question"]), tokenize=False, add_generation_prompt=True)
                for r in rows]
     golds = [r["answer"] for r in rows]
