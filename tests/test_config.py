@@ -192,6 +192,14 @@ def test_bundled_recipes_validate(path, tmp_path, monkeypatch):
     assert recipe.rewards
 
 
+def test_sft_control_recipe_matches_the_demo():
+    # The SFT control run differs from the demo only in how it trains: the prompt, held-out rows and scoring agree.
+    demo, sft = (load_recipe(REPO / "recipes" / name) for name in ("smollm2-arithmetic.yaml", "smollm2-arithmetic-sft.yaml"))
+    assert (sft.data.system_prompt, sft.data.template, sft.data.train, sft.data.eval, sft.data.eval_max_rows) == (
+        demo.data.system_prompt, demo.data.template, demo.data.train, demo.data.eval, demo.data.eval_max_rows)
+    assert [(r.name, r.weight) for r in sft.rewards] == [(r.name, r.weight) for r in demo.rewards]
+
+
 def test_seed_table_recipe_values():
     r = load_recipe(REPO / "recipes" / "qwen3-0.6b-base-gsm8k.yaml")
     t = r.train
