@@ -72,12 +72,9 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
             problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(got_text, text)}")
     checks.append(Check("vllm prompt ids", not problems,
                         problems[0] if problems else f"{len(questions)} prompts give the training ids"))
-    modelfile = out_dir / "Modelfile"
-    if modelfile.is_file():
-        mf = read_modelfile(modelfile)
-        gguf = out_dir / mf["FROM"].removeprefix("./")
-        meta = gguf_metadata(gguf)
-        gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    ollama = _ollama_files(out_dir)
+    if ollama is not None:
+        mf, meta, gguf_tok = ollama
         problems = []
         for q, ids, text in zip(questions, expected, expected_text):
             if not isinstance(q, str):
@@ -88,6 +85,18 @@ def check_prompt_ids(out_dir: Path, template: PromptTemplate, train_tokenizer, q
         checks.append(Check("ollama prompt ids", not problems,
                             problems[0] if problems else f"{len(questions)} prompts give the training ids"))
     return checks
+
+
+def _ollama_files(out_dir: Path):
+    """The export's Modelfile, its GGUF's metadata and the GGUF's own tokenizer; None without a Modelfile."""
+    from transformers import AutoTokenizer
+
+    modelfile = out_dir / "Modelfile"
+    if not modelfile.is_file():
+        return None
+    mf = read_modelfile(modelfile)
+    gguf = out_dir / mf["FROM"].removeprefix("./")
+    return mf, gguf_metadata(gguf), AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
 
 def _ollama_ids(mf: dict, meta: dict, gguf_tok, messages: list[dict], tools) -> tuple[list[int], str]:
@@ -133,12 +142,9 @@ def check_tool_prompts(out_dir: Path, template: PromptTemplate, train_tokenizer,
                                                   add_generation_prompt=True)
             problems.append(f"{len(got)} ids vs {len(ids)} in training; {_first_diff(got_text, text)}")
     checks = [Check("vllm tool prompt ids", not problems, problems[0] if problems else what)]
-    modelfile = out_dir / "Modelfile"
-    if modelfile.is_file():
-        mf = read_modelfile(modelfile)
-        gguf = out_dir / mf["FROM"].removeprefix("./")
-        meta = gguf_metadata(gguf)
-        gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    ollama = _ollama_files(out_dir)
+    if ollama is not None:
+        mf, meta, gguf_tok = ollama
         problems = []
         for conv, ids, text in zip(conversations, expected_ids, expected):
             got, rendered = _ollama_ids(mf, meta, gguf_tok, conv, tools)
