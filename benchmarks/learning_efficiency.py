@@ -84,6 +84,7 @@ def run_grpokit(budget_min: float, every_min: float, held_out: Path, tmp: Path, 
     import grpokit.train as gt
     from grpokit import models
     from grpokit.config import load_recipe
+    from grpokit.rundir import RunDir
 
     recipe = load_recipe(RECIPE, ["train.max_steps=100000", "train.save_steps=100000",
                                   "train.save_total_limit=1000", "preflight.prompts=0", f"train.seed={seed}",
@@ -117,7 +118,7 @@ def run_grpokit(budget_min: float, every_min: float, held_out: Path, tmp: Path, 
                **trl_plain.evaluate(AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32),
                                     tokenizer, prompts, golds, n_new)}]
     for step, secs in sorted(budget.saved.items()):
-        ckpt = gt.checkpoints_dir(run_dir) / f"checkpoint-{step}"
+        ckpt = RunDir(run_dir).checkpoints_dir / f"checkpoint-{step}"
         points.append({"step": step, "seconds": round(secs, 1),
                        **trl_plain.evaluate(AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32),
                                             tokenizer, prompts, golds, n_new)})
@@ -153,6 +154,8 @@ def main() -> None:
         if args.only != "grpokit":
             curves["baseline"] = run_baseline(args.budget_min, every, held_out, Path(tmp),
                                              args.baseline_max_new_tokens, args.seed)
+            if args.results:  # kept even if the grpokit side fails
+                Path(args.results).write_text(json.dumps(curves, indent=1))
         if args.only != "baseline":
             curves["grpokit"] = run_grpokit(args.budget_min, every, held_out, Path(tmp), args.overrides, args.seed)
     if args.results:
