@@ -104,12 +104,14 @@ def test_audit_demo_recipe_passes(capsys):
 
 
 def test_audit_flags_a_correctness_only_recipe(tmp_path, capsys):
-    recipe = (REPO / "recipes" / "smollm2-arithmetic.yaml").read_text(encoding="utf-8")
-    recipe = recipe.replace("  - {name: format, weight: 0.5, params: {min_reasoning_lines: 1}}\n", "")
+    import yaml
+
+    recipe = yaml.safe_load((REPO / "recipes" / "smollm2-arithmetic.yaml").read_text(encoding="utf-8"))
+    recipe["rewards"] = [r for r in recipe["rewards"] if r["name"] != "format"]  # the demo without its format reward
     data = REPO / "src" / "grpokit" / "datasets"
-    recipe = recipe.replace("builtin:", f"{data}/")
+    recipe["data"] = {k: v.replace("builtin:", f"{data}/") if isinstance(v, str) else v for k, v in recipe["data"].items()}
     path = tmp_path / "only-correctness.yaml"
-    path.write_text(recipe, encoding="utf-8")
+    path.write_text(yaml.safe_dump(recipe, allow_unicode=True), encoding="utf-8")
     assert run(["rewards", "audit", str(path), "--rows", "3"]) == 1
     assert "refusal" in capsys.readouterr().out
 
