@@ -69,8 +69,8 @@ def run_baseline(budget_min: float, every_min: float, held_out: Path, tmp: Path,
     results = tmp / "baseline.json"
     cmd = [sys.executable, str(HERE / "baselines" / "trl_plain.py"), "--out", str(tmp / "baseline"),
            "--budget-min", str(budget_min), "--checkpoint-every-min", str(every_min), "--seed", str(seed),
-           "--eval-file", str(held_out), "--eval-rows", str(10**9),  # every row: the file holds just --eval-rows "--results", str(results),
-           "--max-completion-length", str(max_new_tokens)]
+           "--eval-file", str(held_out), "--eval-rows", str(10**9),  # every row: the file holds just --eval-rows
+           "--results", str(results), "--max-completion-length", str(max_new_tokens)]
     print("baseline:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return json.loads(results.read_text())
