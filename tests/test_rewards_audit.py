@@ -115,8 +115,32 @@ def test_custom_marker_is_used_for_the_honest_answers():
 
 
 def test_every_trick_applies_to_a_two_digit_gold():
-    result = audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[1]])
+    result = audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[1]], prompt_of=_demo_prompt)
     assert {t.name for t in result.tricks} == set(TRICKS)
+
+
+def _demo_prompt(row):  # the demo's shape: a system prompt with one worked example, then the question
+    return [{"role": "system", "content": "Answer in two lines. Example:\n12 + 7 = 19\nFinal answer: 19"},
+            {"role": "user", "content": row["question"]}]
+
+
+def test_copying_the_prompts_example_is_caught_and_the_format_reward_refuses_it():
+    def rewards(**fmt):
+        return [(build_reward("math_correctness"), 1.0), (build_reward("format", {"min_reasoning_lines": 1, **fmt}), 0.2)]
+
+    loose = audit_rewards(rewards(refuse_prompt_copies=False), ROWS, prompt_of=_demo_prompt)
+    assert "prompt_example_copied" in {t.name for t in loose.flagged}
+    copied = next(t for t in loose.flagged if t.name == "prompt_example_copied")
+    assert copied.example == "12 + 7 = 19\\nFinal answer: 19" and copied.rows == 3
+    assert audit_rewards(rewards(), ROWS, prompt_of=_demo_prompt).ok  # the default refuses the copy
+    # without a prompt the trick cannot be built: skipped, not reported as passed
+    assert "prompt_example_copied" not in {t.name for t in audit_rewards(rewards(), ROWS).tricks}
+
+
+def test_the_example_is_not_a_trick_where_it_answers_the_row():
+    row = {"question": "What is 12 + 7?", "answer": "19"}
+    result = audit_rewards([(build_reward("math_correctness"), 1.0)], [row], prompt_of=_demo_prompt)
+    assert "prompt_example_copied" not in {t.name for t in result.tricks}
 
 
 def test_no_numeric_rows_is_an_error():

@@ -65,3 +65,30 @@ def test_format(completion, params, ok, reason):
 def test_reasoning_in_think_counts_towards_min_lines():
     # Qwen3 puts the reasoning in the think block; the answer part may be the answer line alone.
     assert check_format(T + "Final answer: 72", min_reasoning_lines=2, require_think=True).ok
+
+
+# The demo's prompt shows a worked example; without refill a policy learned to repeat it for every question.
+EXAMPLE_PROMPT = [{"role": "system", "content": "Answer in two lines. Example:\n12 + 7 = 19\nFinal answer: 19"},
+                  {"role": "user", "content": "What is 34 - 13?"}]
+
+
+@pytest.mark.parametrize("completion,ok", [
+    ("12 + 7 = 19\nFinal answer: 19", False),  # the example, verbatim
+    ("  12 + 7 = 19\n\nFinal answer: 19  ", False),  # spacing does not hide it
+    ("Let me see.\n12 + 7 = 19\nFinal answer: 19", False),  # a line put in front does not either
+    ("34 - 13 = 21\nFinal answer: 21", True),  # an honest answer in the example's shape
+    ("34 - 13 = 19\nFinal answer: 19", True),  # wrong, but an attempt at this question: correctness judges it
+])
+def test_repeating_the_prompts_example_earns_no_format_bonus(completion, ok):
+    fmt = build_reward("format")
+    assert fmt(prompts=[EXAMPLE_PROMPT], completions=[completion]) == [1.0 if ok else 0.0]
+    assert fmt.scorer.explain(completion, prompt=EXAMPLE_PROMPT)["reason"] == (
+        "ok" if ok else "repeats the prompt's worked example")
+
+
+def test_prompt_copies_allowed_when_switched_off_or_no_prompt_is_known():
+    copy = "12 + 7 = 19\nFinal answer: 19"
+    assert build_reward("format", {"refuse_prompt_copies": False})(prompts=[EXAMPLE_PROMPT], completions=[copy]) == [1.0]
+    assert build_reward("format")(completions=[copy]) == [1.0]  # `grpokit rewards score` rows without a prompt
+    plain = "Solve it. Example:\n12 + 7 = 19\nFinal answer: 19\n\nWhat is 34 - 13?"  # a plain-text template
+    assert build_reward("format")(prompts=[plain], completions=[copy]) == [0.0]

@@ -141,8 +141,13 @@ class Task:
 
     def score(self, texts: list[str], rows: list[dict], prompts: list | None = None
               ) -> tuple[dict[str, list], dict[str, int]]:
-        """Every reward's scores on `texts` (aligned with `rows`), and the rows each reward raised on."""
+        """Every reward's scores on `texts` (aligned with `rows`), and the rows each reward raised on.
+
+        Rewards that read prompts get `prompts`, by default each row's prompt as training renders it (the
+        template's messages for its question), so evaluation and preflight score as TRL does in training."""
         columns = {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
+        if prompts is None and any("prompts" in r.fn.extras for r in self.rewards) and all("question" in r for r in rows):
+            prompts = [self.template.build(r["question"]) for r in rows]
         scores, errors = {}, {}
         for r in self.rewards:
             cols = dict(columns)

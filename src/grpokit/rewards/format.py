@@ -12,7 +12,11 @@ hedge or list: `grpokit.rewards.math.classify_answer`), and the reasoning must
 look like text: mostly letters/digits (`_MIN_WORD_FRACTION`, against symbol
 garbage) and not degenerate repetition (zlib ratio below
 `_MIN_COMPRESSION_RATIO`, against padding). Neither check judges whether the
-reasoning is *right*; that is the correctness reward's job.
+reasoning is *right*; that is the correctness reward's job. One check reads
+the prompt (TRL passes it): a completion that repeats the prompt's own worked
+example earns nothing (`refuse_prompt_copies`, on by default). Measured in the
+demo: without it, a policy learned to answer every question with the system
+prompt's `12 + 7 = 19` / `Final answer: 19`, which the bonus paid for.
 
 Run: `grpokit rewards score --reward format --input rows.jsonl`.
 """
@@ -22,7 +26,8 @@ import zlib
 from dataclasses import dataclass
 
 from grpokit.rewards.math import classify_answer, extract_final_answer
-from grpokit.rewards.parsing import DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, marker_pattern
+from grpokit.rewards.parsing import (DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, copies_prompt,
+                                     marker_pattern)
 from grpokit.rewards.registry import describe
 
 _MIN_WORD_FRACTION = 0.5  # honest prose/maths is mostly letters and digits; "!!!\n###" garbage is not
@@ -42,7 +47,10 @@ def check_format(
     markers: tuple[str, ...] = DEFAULT_MARKERS,
     min_reasoning_lines: int = 1,
     require_think: bool = False,
+    prompt=None,
 ) -> FormatVerdict:
+    """`prompt` (the completion's prompt, text or chat messages): when given, a completion that repeats the
+    prompt's own worked example (`grpokit.rewards.parsing.copies_prompt`) is refused."""
     opens, closes = text.count(THINK_OPEN), text.count(THINK_CLOSE)
     if opens > 1 or closes > 1:
         return FormatVerdict(False, "several think blocks")
@@ -93,6 +101,8 @@ def check_format(
     raw = reasoning.encode("utf-8")
     if len(raw) >= _COMPRESSION_MIN_CHARS and len(zlib.compress(raw)) / len(raw) < _MIN_COMPRESSION_RATIO:
         return FormatVerdict(False, "reasoning is repetitive padding")
+    if prompt is not None and copies_prompt(lines[i], reasoning_lines, prompt):
+        return FormatVerdict(False, "repeats the prompt's worked example")
     return FormatVerdict(True, "")
 
 
@@ -104,22 +114,28 @@ def check_format(
         "markers": "answer-line markers, case-insensitive (default: Final answer:, 最终答案：, 最终答案:)",
         "min_reasoning_lines": "non-empty reasoning lines required before the answer line (default 1)",
         "require_think": "Qwen3 thinking mode: require one well-formed <think>…</think> before the answer (default false)",
+        "refuse_prompt_copies": "0.0 for a completion that repeats the prompt's worked example (its answer line and a "
+        "reasoning line are lines of the prompt): the bonus must not pay for ignoring the question (default true)",
     },
 )
 def get_format_reward(
     markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS,
     min_reasoning_lines: int = 1,
     require_think: bool = False,
+    refuse_prompt_copies: bool = True,
 ):
     markers = answer_markers(markers)
     if min_reasoning_lines < 0:
         raise ValueError(f"format: min_reasoning_lines must be >= 0, got {min_reasoning_lines}")
 
-    def score(completions: list[str], **_columns) -> list[float]:
-        return [1.0 if check_format(c, markers, min_reasoning_lines, require_think).ok else 0.0 for c in completions]
+    def score(completions: list[str], prompts: list | None = None, **_columns) -> list[float]:
+        given = prompts if refuse_prompt_copies and prompts is not None else [None] * len(completions)
+        return [1.0 if check_format(c, markers, min_reasoning_lines, require_think, p).ok else 0.0
+                for c, p in zip(completions, given)]
 
-    def explain(completion: str, **_row) -> dict:
-        v = check_format(completion, markers, min_reasoning_lines, require_think)
+    def explain(completion: str, prompt=None, **_row) -> dict:  # a row's `prompt` column, as in TRL datasets
+        v = check_format(completion, markers, min_reasoning_lines, require_think,
+                         prompt if refuse_prompt_copies else None)
         return {"reward": 1.0 if v.ok else 0.0, "reason": v.reason or "ok"}
 
     score.explain = explain

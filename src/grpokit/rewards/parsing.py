@@ -120,3 +120,33 @@ def boxed_values(region: str, limit: int) -> list[tuple[int, str]]:
             out.append((start, region[i + 1: stop]))  # (a box cut off by the end of text is skipped)
         pos = j + 1
     return out
+
+
+# ---------------------------------------------------------------- the prompt's own worked example
+def _prompt_lines(prompt) -> list[str]:
+    """The non-empty lines of a prompt (a string, or chat messages: every message's text), stripped, in order."""
+    if isinstance(prompt, list):
+        prompt = "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+    return [ln.strip() for ln in str(prompt or "").splitlines() if ln.strip()]
+
+
+def copies_prompt(answer_line: str, reasoning_lines: list[str], prompt) -> bool:
+    """The completion repeats the prompt's worked example: its answer line is a line of the prompt, and so is
+    one of its reasoning lines (or it has none). A policy can earn a format bonus this way without reading
+    the question (seen in the demo without refill: "12 + 7 = 19 / Final answer: 19" for every question)."""
+    lines = set(_prompt_lines(prompt))
+    if answer_line.strip() not in lines:
+        return False
+    return not reasoning_lines or any(ln.strip() in lines for ln in reasoning_lines)
+
+
+def worked_example(prompt, markers: tuple[str, ...]) -> str | None:
+    """The prompt's example answer as a completion would copy it: the line before its last answer line, then
+    that line; None when the prompt shows no answer line."""
+    lines = _prompt_lines(prompt)
+    pattern = marker_pattern(tuple(markers))
+    marked = [i for i, ln in enumerate(lines) if pattern.match(ln)]
+    if not marked:
+        return None
+    i = marked[-1]
+    return "\n".join(lines[max(0, i - 1):i + 1])
