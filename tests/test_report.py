@@ -176,6 +176,7 @@ OPTIONAL_CURVES = [
     ("memory", "grpokit/peak_rss_gib"),     # a CPU run
     ("kl", "kl"),
     ("entropy", "entropy"),
+    ("refill", "grpokit/refill/discarded_tokens"),
 ]
 
 
@@ -193,6 +194,12 @@ def test_each_curve_is_drawn_when_logged_and_says_not_logged_otherwise(tmp_path,
     html, images = curves_section(bare, None, tmp_path / "without")
     assert f"{stem}.png" not in images and not (tmp_path / "without" / f"{stem}.png").exists()
     assert f"<b>{title}</b>: not logged" in html
+
+
+def test_refill_curve_says_why_it_is_missing_when_refill_is_off(tmp_path):
+    bare = [{"step": s, "reward": 0.1 * s} for s in range(1, 13)]
+    html, _ = curves_section(bare, {"selection": {"enabled": True, "refill": False}}, tmp_path)
+    assert "selection.refill is off" in html
 
 
 def test_train_logs_peak_memory_for_the_report():

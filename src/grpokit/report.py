@@ -71,6 +71,9 @@ def _not_logged_reason(key: str, recipe: dict | None, metrics: list[dict]) -> st
     if key == "entropy" and metrics and all(m.get("grpokit/trained_frac") == 0 for m in metrics):
         return ("not logged: in every logged step all groups tied (no learning signal), so train.skip_no_signal "
                 "ran no policy pass, which is where entropy is measured")
+    selection = (recipe or {}).get("selection") or {}
+    if key.startswith("grpokit/refill/") and recipe is not None and not selection.get("refill"):
+        return "not logged (selection.refill is off: no batch was generated again)"
     return "not logged by this run"
 
 

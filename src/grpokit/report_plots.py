@@ -43,6 +43,8 @@ CURVES = (
     ("selection", "prompt bands (share of training prompts by estimated pass rate) and groups trained on with signal",
      ("grpokit/bands/unseen", "grpokit/bands/never_solved", "grpokit/bands/mixed", "grpokit/bands/always_solved",
       "grpokit/signal_groups"), "fraction", False),
+    ("refill", "refill cost: completion tokens generated for groups not trained on (selection.refill)",
+     ("grpokit/refill/discarded_tokens",), "tokens", False),
     ("clip_ratio", "policy-ratio clipping: share of tokens whose ratio hit the clip range",
      ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"), "fraction", True),
     ("loss", "training loss (GRPO objective)", ("loss",), "loss", True),
