@@ -54,6 +54,18 @@ def test_score_params_are_parsed_as_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["reward"] == 1.0
 
 
+def test_score_reads_a_rows_prompt_as_training_hands_it(tmp_path, capsys):
+    prompt = [{"role": "system", "content": "Two lines. Example:\n12 + 7 = 19\nFinal answer: 19"},
+              {"role": "user", "content": "What is 34 - 13?"}]
+    copy = "12 + 7 = 19\nFinal answer: 19"
+    rows = [{"completion": copy, "prompt": prompt}, {"completion": "34 - 13 = 21\nFinal answer: 21", "prompt": prompt},
+            {"completion": copy}]  # no prompt: the copy rule cannot apply
+    assert run(["rewards", "score", "--reward", "format", "--input", write_jsonl(tmp_path / "r.jsonl", rows)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(o["reward"], o["reason"]) for o in out] == [
+        (0.0, "repeats the prompt's worked example"), (1.0, "ok"), (1.0, "ok")]
+
+
 def test_score_row_that_raises_is_reported_not_zeroed(tmp_path, capsys):
     rows = [{"completion": "{}", "schema": {"type": "no-such-type"}}]
     assert run(["rewards", "score", "--reward", "json_schema", "--input", write_jsonl(tmp_path / "r.jsonl", rows)]) == 1

@@ -144,7 +144,9 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
     """The reward of one row through the same path as training, plus the reward's own explanation."""
     text = completion_text(row["completion"])
     columns = {k: v for k, v in row.items() if k != "completion"}
-    scores, errors = fn.score_texts([text], {k: [v] for k, v in columns.items()})
+    # A row's `prompt` (TRL's dataset column) reaches rewards that read prompts as training hands it: `prompts`.
+    given = {"prompts": [row["prompt"]]} if "prompt" in row and "prompts" in fn.extras else {}
+    scores, errors = fn.score_texts([text], {**{k: [v] for k, v in columns.items()}, **given})
     if errors:
         return {"reward": None, "error": errors[0].removeprefix("row 0: ")}
     out = {"reward": scores[0]}
