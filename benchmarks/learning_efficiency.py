@@ -90,22 +90,9 @@ def run_grpokit(budget_min: float, every_min: float, held_out: Path, tmp: Path, 
                                   "train.save_total_limit=1000", "preflight.prompts=0", f"train.seed={seed}",
                                   *overrides])
     budget = trl_plain.TimeBudget(budget_min * 60, every_min * 60)
-    base_factory = gt._trainer_class
-
-    def factory():
-        cls = base_factory()
-
-        class Budgeted(cls):
-            def __init__(self, *a, **kw):
-                super().__init__(*a, **kw)
-                self.add_callback(budget)  # benchmark-only: grpokit's train() builds its trainer through this
-        return Budgeted
-
-    gt._trainer_class = factory
     run_dir = tmp / "grpokit"
     print(f"grpokit: {RECIPE.name}, {budget_min} min -> {run_dir}", flush=True)
-    gt.train(recipe, run_dir=run_dir)
-    gt._trainer_class = base_factory
+    gt.train(recipe, run_dir=run_dir, callbacks=[budget])
 
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(model_path)

@@ -85,22 +85,7 @@ def run_grpokit(recipe, out: Path) -> list[float]:
     import grpokit.train as gt
 
     times: list[float] = []
-    base_factory = gt._trainer_class
-
-    def factory():
-        cls = base_factory()
-
-        class Clocked(cls):
-            def __init__(self, *a, **kw):
-                super().__init__(*a, **kw)
-                self.add_callback(step_clock(times))  # benchmark-only: train() builds its trainer through this
-        return Clocked
-
-    gt._trainer_class = factory
-    try:
-        gt.train(recipe, run_dir=out)
-    finally:
-        gt._trainer_class = base_factory
+    gt.train(recipe, run_dir=out, callbacks=[step_clock(times)])
     return times
 
 

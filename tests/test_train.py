@@ -66,6 +66,25 @@ def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_d
     assert moved, "no weight changed after two GRPO steps"
 
 
+def test_extra_callbacks_see_every_step(tmp_path, tiny_model_dir):
+    # What the benchmarks use to clock steps and stop on a time budget, instead of patching the trainer class.
+    from transformers import TrainerCallback
+
+    from grpokit.config import load_recipe
+    from grpokit.train import train
+
+    class Steps(TrainerCallback):
+        seen: list[int] = []
+
+        def on_step_end(self, args, state, control, **kw):
+            self.seen.append(state.global_step)
+
+    recipe = load_recipe(make_recipe(tmp_path, tiny_model_dir, [CHARS]), ["preflight.prompts=0"])
+    clock = Steps()
+    assert train(recipe, run_dir=tmp_path / "run", callbacks=[clock])["status"] == "completed"
+    assert clock.seen == [1, 2]
+
+
 def test_lora_run_saves_an_adapter(tmp_path, tiny_model_dir):
     recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
     run = tmp_path / "run"

@@ -184,9 +184,10 @@ def _note(line: str) -> None:
 
 
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
-          model=None, tokenizer=None, init_from: dict | None = None) -> dict:
+          model=None, tokenizer=None, init_from: dict | None = None, callbacks: list | None = None) -> dict:
     """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json.
-    `init_from` (grpokit.lineage's record of --init-from) is kept in run.json.
+    `init_from` (grpokit.lineage's record of --init-from) is kept in run.json. `callbacks`: further
+    transformers TrainerCallbacks, after grpokit's own (the benchmarks' step clocks and time budgets).
 
     Holds the run's lock throughout: a second writer (--resume, --overwrite) is refused. A new run's folder is
     created only once data, model and rewards have loaded; any exception after training starts is recorded
@@ -208,14 +209,14 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         if main and overwrite and run.path.is_dir():
             held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
     try:
-        return _train(recipe, run, resume, overwrite, model, tokenizer, held, init_from)
+        return _train(recipe, run, resume, overwrite, model, tokenizer, held, init_from, callbacks or [])
     finally:
         for lock in held:
             lock.release()
 
 
 def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list,
-           init_from: dict | None = None) -> dict:
+           init_from: dict | None = None, extra_callbacks: list | None = None) -> dict:
     from grpokit import models
     from grpokit.data import load_datasets
     from grpokit.task import Task
@@ -275,7 +276,8 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
                 model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
                 processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
                 callbacks=[progress, RunLogger(run_dir, list(task.roles), progress),
-                           CheckpointMarker(run), stopper, LearningRateOverride(recipe.train.learning_rate), guard],
+                           CheckpointMarker(run), stopper, LearningRateOverride(recipe.train.learning_rate), guard,
+                           *(extra_callbacks or [])],
                 **tool_kwargs,
             )
             from transformers.trainer_callback import PrinterCallback
