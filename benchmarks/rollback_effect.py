@@ -13,7 +13,7 @@ and the base model are then evaluated greedily on the recipe's held-out rows wit
 (`grpokit eval`'s code). Prints, per run: the health findings and actions taken, the token entropy at the
 start and at the end, held-out accuracy of every checkpoint, the best and the last checkpoint.
 
-The claim it tests (README "Health monitor"): with rollback, the run ends on a model no worse than the
+The claim it tests (README "Health: preflight, live monitor, doctor"): with rollback, the run ends on a model no worse than the
 warned run's last one, and its last checkpoint stays near its best. If no collapse is provoked, both runs
 are the same run and the script says so.
 """

@@ -60,7 +60,6 @@ def equal_work_recipe(path: str, steps: int, overrides: list[str]):
 
 
 def run_trl(recipe, out: Path) -> list[float]:
-    import torch
     from trl import GRPOTrainer
 
     import grpokit.train as gt
@@ -76,8 +75,7 @@ def run_trl(recipe, out: Path) -> list[float]:
     trainer = GRPOTrainer(model=model, reward_funcs=[trl_plain.correctness_reward, trl_plain.format_reward],
                           args=gt.grpo_args(recipe, out), train_dataset=dataset, processing_class=tokenizer,
                           callbacks=[step_clock(times)])
-    torch.manual_seed(recipe.train.seed)
-    trainer.train()
+    trainer.train()  # seeded by TRL from args.seed, as grpokit's side is
     return times
 
 

@@ -115,6 +115,15 @@ def test_audit_demo_recipe_passes(capsys):
     assert "no trick scored" in capsys.readouterr().out
 
 
+def test_audit_of_the_demo_tries_its_prompt_example_and_flags_it_when_copies_pay(capsys):
+    demo = str(REPO / "recipes" / "smollm2-arithmetic.yaml")
+    loose = ("rewards=[{name: math_correctness}, {name: format, weight: 0.2, "
+             "params: {min_reasoning_lines: 1, refuse_prompt_copies: false}}]")
+    assert run(["rewards", "audit", demo, "--rows", "3", "--set", loose]) == 1
+    out = capsys.readouterr().out
+    assert "prompt_example_copied" in out and "12 + 7 = 19" in out
+
+
 def test_audit_flags_a_correctness_only_recipe(tmp_path, capsys):
     import yaml
 

@@ -139,6 +139,10 @@ class Task:
             self._rows = load_datasets(self.recipe)
         return self._rows
 
+    def prompt_of(self, row: dict):
+        """The prompt training gives a row (TRL's `prompt` column): the template's rendering of its question."""
+        return self.template.build(row["question"])
+
     def score(self, texts: list[str], rows: list[dict], prompts: list | None = None
               ) -> tuple[dict[str, list], dict[str, int]]:
         """Every reward's scores on `texts` (aligned with `rows`), and the rows each reward raised on.
@@ -147,7 +151,7 @@ class Task:
         template's messages for its question), so evaluation and preflight score as TRL does in training."""
         columns = {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
         if prompts is None and any("prompts" in r.fn.extras for r in self.rewards) and all("question" in r for r in rows):
-            prompts = [self.template.build(r["question"]) for r in rows]
+            prompts = [self.prompt_of(r) for r in rows]
         scores, errors = {}, {}
         for r in self.rewards:
             cols = dict(columns)

@@ -209,7 +209,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         if main and overwrite and run.path.is_dir():
             held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
     try:
-        return _train(recipe, run, resume, overwrite, model, tokenizer, held, init_from, callbacks or [])
+        return _train(recipe, run, resume, overwrite, model, tokenizer, held, init_from, callbacks)
     finally:
         for lock in held:
             lock.release()

@@ -205,7 +205,7 @@ def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
 
     task = Task.of(recipe)
     return audit_rewards(recipe_rewards(task), task.rows()[0], max_rows,
-                         prompt_of=lambda row: task.template.build(row["question"]))
+                         prompt_of=task.prompt_of)
 
 
 def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
