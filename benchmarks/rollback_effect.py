@@ -1,13 +1,14 @@
-"""What a health rollback buys: the same provoked run with `entropy_collapse: warn` and with `rollback`.
+"""What a health rollback buys: the same provoked run with the collapse actions at `warn` and at `rollback`.
 
     python benchmarks/rollback_effect.py                      # demo recipe, lr 1e-4 constant, 30 steps
     python benchmarks/rollback_effect.py --steps 40 --set train.learning_rate=5e-5
     python benchmarks/rollback_effect.py --only rollback --keep /tmp/rb   # one side, run folders kept
 
 Two runs of the recipe (default: the demo's), one after the other, identical except for
-`health.actions.entropy_collapse` (warn, then rollback), both with settings that provoke a collapse of
-token entropy (default `train.learning_rate=1e-4`, `train.lr_scheduler_type=constant`: a rate a user might
-copy from a bigger model's recipe), a checkpoint every --save-every steps (a rollback restores the last
+`health.actions.entropy_collapse` and `health.actions.correctness_collapse` (warn, then rollback), both with
+settings that provoke a collapse (default `train.learning_rate=1e-4`, `train.lr_scheduler_type=constant`: a
+rate a user might copy from a bigger model's recipe; on the demo recipe it drives training correctness to 0
+while entropy stays at 0.25), a checkpoint every --save-every steps (a rollback restores the last
 checkpoint before the problem began, grpokit.rollback) and every checkpoint kept. Each run's checkpoints
 and the base model are then evaluated greedily on the recipe's held-out rows with grpokit's own evaluation
 (`grpokit eval`'s code). Prints, per run: the health findings and actions taken, the token entropy at the
@@ -26,6 +27,7 @@ from pathlib import Path
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "smollm2-arithmetic.yaml"
 PROVOKE = ["train.learning_rate=1e-4", "train.lr_scheduler_type=constant"]
+ACTIONS = ("entropy_collapse", "correctness_collapse")  # the codes whose action differs between the two runs
 
 
 def run_side(action: str, args, out: Path) -> dict:
@@ -36,7 +38,7 @@ def run_side(action: str, args, out: Path) -> dict:
 
     recipe = load_recipe(args.recipe, [*PROVOKE, f"train.max_steps={args.steps}",
                                        f"train.save_steps={args.save_every}", "train.save_total_limit=1000",
-                                       "preflight.prompts=0", f"health.actions.entropy_collapse={action}",
+                                       "preflight.prompts=0", *(f"health.actions.{code}={action}" for code in ACTIONS),
                                        *args.overrides])
     run_dir = out / action
     t0 = time.time()
@@ -52,7 +54,7 @@ def run_side(action: str, args, out: Path) -> dict:
 
 
 def show(side: dict) -> None:
-    print(f"\n== entropy_collapse: {side['action']}  ({side['train_s']:.0f} s training, status {side['status']})")
+    print(f"\n== {' and '.join(ACTIONS)}: {side['action']}  ({side['train_s']:.0f} s training, status {side['status']})")
     acts = [h for h in side["health"] if h[2] not in (None, "warn")] or side["health"][-3:]
     for step, code, action in acts:
         print(f"   health step {step}: {code} -> {action}")

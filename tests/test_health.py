@@ -93,6 +93,9 @@ CASES = [
     ("reward_hacking_suspected", alter(healthy(), 1, **{"rewards/math_correctness/mean": lambda s, v: 0.2},
                                        reward=lambda s, v: 0.2 + 0.02 * s), healthy_samples(), 15),
     ("entropy_collapse", alter(healthy(), 30, entropy=lambda s, v: 0.01), healthy_samples(), 30),
+    # Correctness learned (~0.55), then every group all-wrong from step 40.
+    ("correctness_collapse", alter(healthy(), 40, **{"rewards/math_correctness/mean": lambda s, v: 0.02}),
+     healthy_samples(), 43),
     # Tool task: 5% of tool calls fail, then 80% from step 30 (TRL's tools/failure_frequency).
     ("tool_failures_rising", alter(alter(healthy(), 1, **{"tools/failure_frequency": lambda s, v: 0.05}), 30,
                                    **{"tools/failure_frequency": lambda s, v: 0.8}), healthy_samples(), 30),
@@ -288,3 +291,28 @@ def test_format_collapse_is_relative_to_full_marks(values, scale, with_samples, 
     assert bool(found) == expected, [(f.step, f.evidence) for f in found]
     if expected:
         assert found[0].step >= 45 and found[0].evidence["full_marks"] == pytest.approx(scale, rel=0.05)
+
+
+# math_correctness per step, read off the progress lines of two real 20/40-step runs of the demo recipe
+# (2026-11-30, SmolLM2-135M, 2 prompts x 8 completions): DEGRADING at lr 1e-4 constant (held-out accuracy
+# 8% -> 2%, entropy 0.67 -> 0.25, format 100%: no other detector fired); LEARNING is `grpokit demo` with
+# seed 1 (12% -> 31% held out), the healthy run whose dips come closest to the threshold.
+DEGRADING = [0.0, 0.0, 0.0, 0.0, 0.0, 0.031, 0.062, 0.125, 0.5, 0.0, 0.5, 0.25, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0,
+             0.0, 0.0]
+LEARNING = [0.0, 0.125, 0.0, 0.188, 0.312, 0.438, 0.125, 0.438, 0.188, 0.438, 0.312, 0.625, 0.062, 1.0, 0.312,
+            0.188, 0.375, 0.0, 0.125, 0.688, 0.75, 0.125, 0.938, 0.531, 0.5, 0.5, 0.625, 0.531, 1.0, 0.312, 0.719,
+            0.625, 1.0, 0.719, 0.844, 0.688, 0.625, 0.656, 0.469, 0.625]
+
+
+def _real(correct: list[float]) -> list[dict]:
+    return [{"step": i + 1, "reward": c + 0.2, "rewards/math_correctness/mean": c, "rewards/format/mean": 0.2}
+            for i, c in enumerate(correct)]
+
+
+def test_correctness_collapse_on_real_runs():
+    found = [f for f in diagnose(_real(DEGRADING), []) if f.code == "correctness_collapse"]
+    assert [f.step for f in found] == [17]
+    # The fall began after the best 5-step window before the recent one (steps 8-12, mean 0.275): a rollback
+    # restores a checkpoint of step 11 or earlier (grpokit.rollback).
+    assert found[0].since == 13 and found[0].evidence == {**found[0].evidence, "peak_mean": 0.275, "recent_mean": 0.1}
+    assert [f for f in diagnose(_real(LEARNING), []) if f.code == "correctness_collapse"] == []

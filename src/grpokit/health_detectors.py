@@ -216,6 +216,31 @@ def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
     return None
 
 
+def detect_correctness_collapse(m, s, cfg, ctx) -> Finding | None:
+    # The policy unlearns what it had learned: the training correctness (on the prompts it is given) rose, then
+    # fell and stays down. Seen on the demo recipe at lr 1e-4 constant, with entropy 0.25 and format 100%: every
+    # group ended all-wrong while no other detector fired.
+    w = cfg.window
+    for name in ctx.with_role("correctness"):
+        c = _series(m, f"rewards/{name}/mean")
+        if len(c) < 2 * w or c[-1][0] != m[-1]["step"]:
+            continue
+        peak, end = _rolling_peak(c, w, len(c) - w)
+        now = mean(_vals(c[-w:]))
+        full = ctx.full_marks.get(name, max(1.0, max(_vals(c))))
+        if full > 0 and peak >= cfg.correctness_learned * full and now < cfg.correctness_drop * peak:
+            return Finding("correctness_collapse", "warning", c[-1][0],
+                           f"the {name} reward had risen to a running mean of {_r(peak)} and fell to {_r(now)}: "
+                           "the policy is unlearning the task. Fix: lower learning_rate or let it decay "
+                           "(lr_scheduler_type cosine), add a KL penalty (beta > 0), and restart from the last "
+                           "checkpoint before the fall (health action rollback does all three); `grpokit eval` "
+                           "finds the best checkpoint",
+                           {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now), "full_marks": _r(full),
+                            "learned_share": cfg.correctness_learned, "drop_threshold": cfg.correctness_drop},
+                           since=c[min(end, len(c) - 1)][0])
+    return None
+
+
 def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
     step = m[-1]["step"]
     correct = ctx.with_role("correctness")
@@ -329,5 +354,6 @@ DETECTORS: dict[str, Detector] = {
     "reward_hacking_suspected": detect_reward_hacking,
     "entropy_collapse": detect_entropy_collapse,
     "tool_failures_rising": detect_tool_failures,  # grpokit.envs.health
+    "correctness_collapse": detect_correctness_collapse,
 }
 assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"
