@@ -215,6 +215,30 @@ def test_refill_with_nothing_to_find_trains_the_ties_and_logs_the_waste(tmp_path
     assert trainer.selector.rates.shares()["never_solved"] == pytest.approx(6 / 8)  # every group generated counts
 
 
+def test_refill_upfront_generates_every_group_in_one_call(tmp_path, tiny_model_dir, tokenizer):
+    prompts = [f"A {i}" for i in range(6)] + [f"B {i}" for i in range(6)]
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _spread_on_b, beta=0.0, loss_type="dapo")
+    trainer.selector = Selector(SelectionConfig(enabled=False, refill=True, refill_max_rounds=3, refill_upfront=True),
+                                prompts, None, 3, None, {"_spread_on_b": 1.0})
+    calls = []
+    generate = trainer._generate
+
+    def counted(prompts, *a, **k):
+        calls.append(len(prompts))
+        return generate(prompts, *a, **k)
+
+    trainer._generate = counted
+    batch = trainer._generate_and_score_completions([{"prompt": p} for p in ("A 0", "A 0", "A 1", "A 1")])
+    assert calls == [16]  # the step's 2 groups and 3 rounds of 2, in one generation call
+    assert batch["completion_ids"].shape[0] == 4 and int(batch["num_items_in_batch"]) == int(batch["completion_mask"].sum())
+    assert metric_values(trainer, "grpokit/refill/rounds") == [3]
+    assert metric_values(trainer, "grpokit/refill/extra_groups") == [6]
+    # The 6 refill prompts come from A 2-5 and B 0-5, so at least 2 are 'B' (a spread): the step trains on those.
+    assert group_signal(batch["advantages"], 2).all() and metric_values(trainer, "grpokit/signal_groups") == [1.0]
+    assert len(metric_values(trainer, "frac_reward_zero_std")) == 1  # TRL scored one generation batch
+    assert trainer.selector.rates.shares()["unseen"] == pytest.approx(4 / 12)  # all 8 groups updated the estimates
+
+
 def test_merge_rows_keeps_trls_padding_sides():
     a = {"prompt_ids": torch.tensor([[0, 5], [6, 7]]), "prompt_mask": torch.tensor([[0, 1], [1, 1]]),
          "completion_ids": torch.tensor([[8, 0], [9, 9]]), "completion_mask": torch.tensor([[1, 0], [1, 1]]),

@@ -16,7 +16,10 @@ the hooks trl_adapter names (`_get_train_sampler`, `_generate_and_score_completi
   `selection.refill_max_rounds`, prompts chosen like the sampler's, or
   uniformly when selection is off), keeps the groups with a spread and
   trains on a batch of the usual size made of them (tied groups fill what is
-  still missing). Logged: `grpokit/refill/rounds`, `grpokit/refill/extra_groups`
+  still missing). With `selection.refill_upfront` the refill prompts are
+  chosen before generating and generated in the same call as the step's own
+  (every step pays for them; decoding many rows at once costs little more
+  than a few where reading the weights bounds it). Logged: `grpokit/refill/rounds`, `grpokit/refill/extra_groups`
   (groups generated beyond the step's own), `grpokit/refill/discarded_tokens`
   (completion tokens of the groups not trained on);
 - saves the estimates into each checkpoint (`grpokit_selection.json`) and
@@ -91,53 +94,82 @@ class SignalAware:
 
     def _scored(self, inputs):
         """TRL's generation and scoring of `inputs`, then the estimates updated from its rewards."""
+        rows = len(inputs) * self.accelerator.num_processes
+        ta.widen_logs(self, rows)
         batch = super()._generate_and_score_completions(inputs)
         if self.selector is not None:
-            prompts, rewards = ta.generation_rewards(self, len(inputs) * self.accelerator.num_processes)
+            prompts, rewards = ta.generation_rewards(self, rows)
             self.selector.observe(prompts, rewards, self.args.num_generations)
         return batch
 
     def _generate_and_score_completions(self, inputs):
         if self.selector is None or not self.model.training:
             return super()._generate_and_score_completions(inputs)
-        g = self.args.num_generations
-        batch = self._scored(inputs)
-        if self.selector.config.refill and ta.NUM_ITEMS in batch and not any(
-                batch.get(k) is not None for k in ta.MULTIMODAL_KEYS):
-            batch = self._refill(inputs, batch, g)
+        g, cfg = self.args.num_generations, self.selector.config
+        if cfg.refill and cfg.refill_upfront and not any(k in inputs[0] for k in ("image", "images")):
+            batch = self._refill_upfront(inputs, g)
+        else:
+            batch = self._scored(inputs)
+            if cfg.refill and ta.NUM_ITEMS in batch and not any(
+                    batch.get(k) is not None for k in ta.MULTIMODAL_KEYS):
+                batch = self._refill(inputs, batch, g)
         if batch[ta.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
             ta.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[ta.ADVANTAGES], g).float().mean()))
         for band, share in self.selector.rates.shares().items():
             ta.set_metric(self, f"grpokit/bands/{band}", share)
         return batch
 
+    def _refill_prompts(self, groups: int, rounds: int, used: set) -> list[int] | None:
+        """Dataset indices of `groups` prompts for refill round `rounds` (chosen like the sampler's, or uniformly
+        when selection is off), none of them in `used`; None when the dataset has too few left."""
+        rng = self.selector.rng("refill", self.state.global_step, rounds)
+        if self.selector.config.enabled:
+            picked = self.selector.pick(groups, rng, exclude=used)
+        else:
+            free = [i for i in range(len(self.selector)) if i not in used]
+            picked = rng.sample(free, min(groups, len(free)))
+        return picked if len(picked) == groups else None
+
+    def _used(self, inputs, g: int) -> set:
+        return {i for x in inputs[::g] for i in self.selector.by_key.get(prompt_key(x["prompt"]), [])}
+
     def _refill(self, inputs, batch, g: int):
         groups = len(inputs) // g
         parts = [(batch, group_signal(batch[ta.ADVANTAGES], g))]
         have, rounds = int(parts[0][1].sum()), 0
-        used = {i for x in inputs[::g] for i in self.selector.by_key.get(prompt_key(x["prompt"]), [])}
+        used = self._used(inputs, g)
         while have < groups and rounds < self.selector.config.refill_max_rounds:
-            rounds += 1
-            rng = self.selector.rng("refill", self.state.global_step, rounds)
-            if self.selector.config.enabled:
-                picked = self.selector.pick(groups, rng, exclude=used)
-            else:
-                free = [i for i in range(len(self.selector)) if i not in used]
-                picked = rng.sample(free, min(groups, len(free)))
-            if len(picked) < groups:
+            picked = self._refill_prompts(groups, rounds + 1, used)
+            if picked is None:
                 break  # the dataset has no unused prompts left for a full batch
+            rounds += 1
             used |= set(picked)
-            more = [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
-            extra = self._scored(more)
+            extra = self._scored([dict(self.train_dataset[i]) for i in picked for _ in range(g)])
             keep = group_signal(extra[ta.ADVANTAGES], g)
             parts.append((extra, keep))
             have += int(keep.sum())
-        # The groups with a spread first (the step's own, then the refills'); tied ones of the step's own fill up.
-        chosen, tied = [], []
-        for p, (b, keep) in enumerate(parts):
-            chosen += [(p, j) for j in range(len(keep)) if keep[j]]
-            if p == 0:
-                tied = [(0, j) for j in range(len(keep)) if not keep[j]]
+        return self._keep_signal(parts, groups, g, rounds, unchanged=None if rounds else batch)
+
+    def _refill_upfront(self, inputs, g: int):
+        """selection.refill_upfront: the refill groups are generated in the same call as the step's own."""
+        groups, used, more = len(inputs) // g, self._used(inputs, g), []
+        rounds = 0
+        while rounds < self.selector.config.refill_max_rounds:
+            picked = self._refill_prompts(groups, rounds + 1, used)
+            if picked is None:
+                break
+            rounds += 1
+            used |= set(picked)
+            more += [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
+        batch = self._scored(list(inputs) + more)
+        return self._keep_signal([(batch, group_signal(batch[ta.ADVANTAGES], g))], groups, g, rounds)
+
+    def _keep_signal(self, parts, groups: int, g: int, rounds: int, unchanged=None):
+        """A batch of `groups` groups out of `parts` ((batch, has-signal per group)): the groups with a spread
+        first (the step's own, then the refills'), tied ones of the step's own (the first `groups` of part 0)
+        fill what is missing. Logs the refill metrics; `unchanged` is returned as is when given."""
+        chosen = [(p, j) for p, (b, keep) in enumerate(parts) for j in range(len(keep)) if keep[j]]
+        tied = [(0, j) for j in range(groups) if not parts[0][1][j]]
         chosen = (chosen + tied)[:groups]
         discarded = 0
         for p, (b, keep) in enumerate(parts):
@@ -147,8 +179,8 @@ class SignalAware:
         ta.log_metric(self, "grpokit/refill/rounds", rounds)
         ta.log_metric(self, "grpokit/refill/extra_groups", rounds * groups)
         ta.log_metric(self, "grpokit/refill/discarded_tokens", discarded)
-        if rounds == 0:
-            return batch
+        if unchanged is not None:
+            return unchanged
         index = [(p, torch.tensor([r for q, j in chosen if q == p for r in range(j * g, (j + 1) * g)], dtype=torch.long))
                  for p in range(len(parts))]
         return merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], ta.pad_token_id(self))

@@ -66,6 +66,9 @@ class SelectionConfig(BaseModel):
                          "those with a spread (one process only).")
     refill_max_rounds: int = Field(2, ge=1, description="Extra generation batches per step at most (each the size "
                                    "of the step's own); what is still missing trains as tied groups.")
+    refill_upfront: bool = Field(False, description="Generate the refill_max_rounds extra batches in the same "
+                                 "generate call as the step's own, every step, instead of one after another when the "
+                                 "step's own groups tie: one decoding loop for all rows (README: Benchmarks).")
 
     @model_validator(mode="after")
     def _shares(self):

@@ -176,6 +176,22 @@ def set_metric(trainer, name: str, value: float, mode: str = "train") -> None:
     trainer._metrics[mode][name] = [value]
 
 
+def widen_logs(trainer, n: int) -> None:
+    """TRL keeps the last generation_batch_size rows' prompts and rewards (`_logs`, bounded deques); a
+    generation call with more rows (grpokit.refill's refill_upfront) needs room for `n`."""
+    from collections import defaultdict, deque
+
+    def wider(d):
+        return deque(d, maxlen=n) if isinstance(d, deque) and d.maxlen is not None and d.maxlen < n else d
+
+    for key, value in trainer._logs.items():
+        if isinstance(value, defaultdict):
+            widened = defaultdict(lambda: deque(maxlen=n), {k: wider(v) for k, v in value.items()})
+            trainer._logs[key] = widened
+        else:
+            trainer._logs[key] = wider(value)
+
+
 def generation_rewards(trainer, n: int) -> tuple[list, dict[str, list]]:
     """Prompts and per-reward scores of the last `n` completions scored (all processes' rows, in order)."""
     logs = trainer._logs
