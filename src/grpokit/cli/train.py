@@ -10,7 +10,7 @@ from grpokit.errors import GrpokitError, Problem
 
 def register(sub) -> None:
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task "
-                                       "(15-20 min on a 2-core CPU)")
+                                       "(about 15 min on a 2-core CPU)")
     demo.add_argument("--output-dir", default="runs/demo", help="run directory (replaced on each demo run)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
     demo.set_defaults(func=cmd_demo)
