@@ -322,3 +322,16 @@ def test_two_real_steps_update_the_estimates_and_log_the_bands(tmp_path, tiny_mo
     shutil.rmtree(run / "checkpoints" / "checkpoint-2")
     assert main(["train", "--resume", str(run)]) == 0
     assert sum(json.loads((run / "checkpoints" / "checkpoint-2" / STATE_FILE).read_text())["seen"]) == 4
+
+
+def test_refill_upfront_trains_from_the_cli(tmp_path, tiny_model_dir):
+    from grpokit.cli import main
+
+    recipe = _recipe(tmp_path, tiny_model_dir, selection={"enabled": True, "refill": True, "refill_max_rounds": 1,
+                                                          "refill_upfront": True})
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
+    metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["grpokit/refill/extra_groups"] for m in metrics] == [2, 2]  # every step, one round of 2 groups
+    state = json.loads((run / "checkpoints" / "checkpoint-2" / STATE_FILE).read_text())
+    assert sum(state["seen"]) == 8  # 2 steps x (2 own + 2 refill groups): the estimates saw every row

@@ -193,9 +193,11 @@ def detect_repetition(m, s, cfg, ctx) -> Finding | None:
                     "examples": [t[:80] for t in bad[:2]]}, since=step)
 
 
-def _fallen(m, ctx, role: str, w: int, learned: float, drop: float, floor: float):
-    """For each reward of `role` whose running mean (over `w` steps) reached `learned` x its full marks and then
-    fell below `drop` x that peak: (name, peak, now, full marks, step the fall began). The first such reward."""
+def _fallen(m, ctx, code: str, role: str, w: int, learned: float, drop: float, floor: float,
+            message: Callable[[str, float, float, float], str]) -> Finding | None:
+    """`code` for the first reward of `role` whose running mean (over `w` steps) reached `learned` x its full
+    marks and then fell below `drop` x that peak; `message(name, peak, now, full)` says what and the fix.
+    Full marks: the best score a sampled completion earned, else the best step mean, at least `floor`."""
     for name in ctx.with_role(role):
         f = _series(m, f"rewards/{name}/mean")
         if len(f) < 2 * w or f[-1][0] != m[-1]["step"]:
@@ -204,45 +206,35 @@ def _fallen(m, ctx, role: str, w: int, learned: float, drop: float, floor: float
         now = mean(_vals(f[-w:]))
         full = ctx.full_marks.get(name, max(floor, max(_vals(f))))
         if full > 0 and peak >= learned * full and now < drop * peak:
-            return name, peak, now, full, f[min(end, len(f) - 1)][0]
+            return Finding(code, "warning", f[-1][0], message(name, peak, now, full),
+                           {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now), "full_marks": _r(full),
+                            "learned_share": learned, "drop_threshold": drop},
+                           since=f[min(end, len(f) - 1)][0])
     return None
-
-
-def _fall_evidence(name, peak, now, full, learned, drop) -> dict:
-    return {"reward": name, "peak_mean": _r(peak), "recent_mean": _r(now), "full_marks": _r(full),
-            "learned_share": learned, "drop_threshold": drop}
 
 
 def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
     # "Learned" is relative to the reward's own full marks, not an absolute level: a format reward worth
     # 0.2 (the Qwen3-0.6B-Base article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
-    # Full marks come from the sampled completions' scores; without samples, from the best step mean.
-    hit = _fallen(m, ctx, "format", cfg.window, cfg.format_learned, cfg.format_drop, floor=0.0)
-    if hit is None:
-        return None
-    name, peak, now, full, since = hit
-    return Finding("format_collapse", "warning", m[-1]["step"],
+    return _fallen(m, ctx, "format_collapse", "format", cfg.window, cfg.format_learned, cfg.format_drop, 0.0,
+                   lambda name, peak, now, full:
                    f"the {name} reward had been learned (mean {_r(peak)} of full marks {_r(full)}) and fell "
                    f"to {_r(now)}. Fix (Qwen3-0.6B-Base article): keep the format weight at 0.15 or more of the total, do "
-                   "not lower it too fast, and resume from a checkpoint where the format was stable",
-                   _fall_evidence(*hit[:4], cfg.format_learned, cfg.format_drop), since=since)
+                   "not lower it too fast, and resume from a checkpoint where the format was stable")
 
 
 def detect_correctness_collapse(m, s, cfg, ctx) -> Finding | None:
     # The policy unlearns what it had learned: the training correctness (on the prompts it is given) rose, then
     # fell and stays down. Seen on the demo recipe at lr 1e-4 constant, with entropy 0.25 and format 100%: every
     # group ended all-wrong while no other detector fired. Full marks are at least 1 (a right answer's score).
-    hit = _fallen(m, ctx, "correctness", cfg.window, cfg.correctness_learned, cfg.correctness_drop, floor=1.0)
-    if hit is None:
-        return None
-    name, peak, now, full, since = hit
-    return Finding("correctness_collapse", "warning", m[-1]["step"],
+    return _fallen(m, ctx, "correctness_collapse", "correctness", cfg.window, cfg.correctness_learned,
+                   cfg.correctness_drop, 1.0,
+                   lambda name, peak, now, full:
                    f"the {name} reward had risen to a running mean of {_r(peak)} and fell to {_r(now)}: "
                    "the policy is unlearning the task. Fix: lower learning_rate or let it decay "
                    "(lr_scheduler_type cosine), add a KL penalty (beta > 0), and restart from the last "
                    "checkpoint before the fall (health action rollback does all three); `grpokit eval` "
-                   "finds the best checkpoint",
-                   _fall_evidence(*hit[:4], cfg.correctness_learned, cfg.correctness_drop), since=since)
+                   "finds the best checkpoint")
 
 
 def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:

@@ -119,55 +119,47 @@ class SignalAware:
             ta.set_metric(self, f"grpokit/bands/{band}", share)
         return batch
 
-    def _refill_prompts(self, groups: int, rounds: int, used: set) -> list[int] | None:
-        """Dataset indices of `groups` prompts for refill round `rounds` (chosen like the sampler's, or uniformly
-        when selection is off), none of them in `used`; None when the dataset has too few left."""
-        rng = self.selector.rng("refill", self.state.global_step, rounds)
-        if self.selector.config.enabled:
-            picked = self.selector.pick(groups, rng, exclude=used)
-        else:
-            free = [i for i in range(len(self.selector)) if i not in used]
-            picked = rng.sample(free, min(groups, len(free)))
-        return picked if len(picked) == groups else None
+    def _refill_picks(self, inputs, g: int):
+        """Up to refill_max_rounds lists of `groups` dataset indices, one per refill round (chosen like the
+        sampler's, or uniformly when selection is off), none of them a prompt of `inputs` or of an earlier round;
+        stops early when the dataset has too few unused prompts left for a full round."""
+        groups = len(inputs) // g
+        used = {i for x in inputs[::g] for i in self.selector.by_key.get(prompt_key(x["prompt"]), [])}
+        for round_ in range(1, self.selector.config.refill_max_rounds + 1):
+            rng = self.selector.rng("refill", self.state.global_step, round_)
+            if self.selector.config.enabled:
+                picked = self.selector.pick(groups, rng, exclude=used)
+            else:
+                free = [i for i in range(len(self.selector)) if i not in used]
+                picked = rng.sample(free, min(groups, len(free)))
+            if len(picked) < groups:
+                return
+            used |= set(picked)
+            yield picked
 
-    def _used(self, inputs, g: int) -> set:
-        return {i for x in inputs[::g] for i in self.selector.by_key.get(prompt_key(x["prompt"]), [])}
+    def _rows(self, picked: list[int], g: int) -> list[dict]:
+        return [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
 
     def _refill(self, inputs, batch, g: int):
-        groups = len(inputs) // g
         parts = [(batch, group_signal(batch[ta.ADVANTAGES], g))]
-        have, rounds = int(parts[0][1].sum()), 0
-        used = self._used(inputs, g)
-        while have < groups and rounds < self.selector.config.refill_max_rounds:
-            picked = self._refill_prompts(groups, rounds + 1, used)
-            if picked is None:
-                break  # the dataset has no unused prompts left for a full batch
-            rounds += 1
-            used |= set(picked)
-            extra = self._scored([dict(self.train_dataset[i]) for i in picked for _ in range(g)])
-            keep = group_signal(extra[ta.ADVANTAGES], g)
-            parts.append((extra, keep))
-            have += int(keep.sum())
-        return self._keep_signal(parts, groups, g, rounds, unchanged=None if rounds else batch)
+        groups, have = len(inputs) // g, int(parts[0][1].sum())
+        picks = self._refill_picks(inputs, g)
+        while have < groups and (picked := next(picks, None)) is not None:
+            extra = self._scored(self._rows(picked, g))
+            parts.append((extra, group_signal(extra[ta.ADVANTAGES], g)))
+            have += int(parts[-1][1].sum())
+        return self._keep_signal(parts, groups, g, rounds=len(parts) - 1)
 
     def _refill_upfront(self, inputs, g: int):
         """selection.refill_upfront: the refill groups are generated in the same call as the step's own."""
-        groups, used, more = len(inputs) // g, self._used(inputs, g), []
-        rounds = 0
-        while rounds < self.selector.config.refill_max_rounds:
-            picked = self._refill_prompts(groups, rounds + 1, used)
-            if picked is None:
-                break
-            rounds += 1
-            used |= set(picked)
-            more += [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
-        batch = self._scored(list(inputs) + more)
-        return self._keep_signal([(batch, group_signal(batch[ta.ADVANTAGES], g))], groups, g, rounds)
+        picks = list(self._refill_picks(inputs, g))
+        batch = self._scored(list(inputs) + [row for picked in picks for row in self._rows(picked, g)])
+        return self._keep_signal([(batch, group_signal(batch[ta.ADVANTAGES], g))], len(inputs) // g, g, len(picks))
 
-    def _keep_signal(self, parts, groups: int, g: int, rounds: int, unchanged=None):
+    def _keep_signal(self, parts, groups: int, g: int, rounds: int):
         """A batch of `groups` groups out of `parts` ((batch, has-signal per group)): the groups with a spread
         first (the step's own, then the refills'), tied ones of the step's own (the first `groups` of part 0)
-        fill what is missing. Logs the refill metrics; `unchanged` is returned as is when given."""
+        fill what is missing. Logs the refill metrics; with no refill round, part 0 is the step's batch as is."""
         chosen = [(p, j) for p, (b, keep) in enumerate(parts) for j in range(len(keep)) if keep[j]]
         tied = [(0, j) for j in range(groups) if not parts[0][1][j]]
         chosen = (chosen + tied)[:groups]
@@ -179,8 +171,8 @@ class SignalAware:
         ta.log_metric(self, "grpokit/refill/rounds", rounds)
         ta.log_metric(self, "grpokit/refill/extra_groups", rounds * groups)
         ta.log_metric(self, "grpokit/refill/discarded_tokens", discarded)
-        if unchanged is not None:
-            return unchanged
+        if rounds == 0:
+            return parts[0][0]
         index = [(p, torch.tensor([r for q, j in chosen if q == p for r in range(j * g, (j + 1) * g)], dtype=torch.long))
                  for p in range(len(parts))]
         return merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], ta.pad_token_id(self))

@@ -181,15 +181,15 @@ def widen_logs(trainer, n: int) -> None:
     generation call with more rows (grpokit.refill's refill_upfront) needs room for `n`."""
     from collections import defaultdict, deque
 
-    def wider(d):
-        return deque(d, maxlen=n) if isinstance(d, deque) and d.maxlen is not None and d.maxlen < n else d
+    def narrow(d) -> bool:
+        return isinstance(d, deque) and d.maxlen is not None and d.maxlen < n
 
     for key, value in trainer._logs.items():
-        if isinstance(value, defaultdict):
-            widened = defaultdict(lambda: deque(maxlen=n), {k: wider(v) for k, v in value.items()})
-            trainer._logs[key] = widened
-        else:
-            trainer._logs[key] = wider(value)
+        if isinstance(value, defaultdict) and value.default_factory is not None and narrow(value.default_factory()):
+            trainer._logs[key] = defaultdict(lambda: deque(maxlen=n),
+                                             {k: deque(v, maxlen=n) for k, v in value.items()})
+        elif narrow(value):
+            trainer._logs[key] = deque(value, maxlen=n)
 
 
 def generation_rewards(trainer, n: int) -> tuple[list, dict[str, list]]:
