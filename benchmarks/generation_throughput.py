@@ -1,6 +1,8 @@
 """Generated tokens/s of grpokit's generation backends at a recipe's training batch: hf generate vs vLLM.
 
     python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf
+    python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf \
+        --set train.per_device_train_batch_size=32    # 4 prompts x 8 in one call: selection.refill_upfront's cost
     .venv-vllm/bin/python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf,vllm
 
 One training step's generation, the way the recipe samples it: per_device_train_batch_size completions
@@ -48,6 +50,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     p.add_argument("--max-model-len", type=int, default=512)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override the recipe, e.g. train.per_device_train_batch_size=32 (rows per call)")
     args = p.parse_args(argv)
 
     from grpokit import models
@@ -56,7 +60,7 @@ def main(argv=None) -> int:
     from grpokit.generation import SamplingParams
     from grpokit.train import template_of
 
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, args.overrides)
     t = recipe.train
     path = models.resolve_model_path(recipe.model.name)
     tokenizer, model = models.load_tokenizer(path), models.load_model(path, recipe.model.dtype)
