@@ -29,13 +29,17 @@ def measure(backend: str, model, tokenizer, prompt_ids: list[list[int]], params,
     from grpokit.generation import complete
 
     calls = [prompt_ids[i * per_call:(i + 1) * per_call] for i in range(repeats + 1)]
+    # All of a step's rows in one generate call, as TRL does in training (complete's default splits at 16 rows).
+    rows = per_call * params.n
     t = time.perf_counter()
-    complete(model, tokenizer, calls[0], params, backend=backend, backend_options=options, progress=False)
+    complete(model, tokenizer, calls[0], params, backend=backend, backend_options=options, batch_size=rows,
+             progress=False)
     start = time.perf_counter() - t
     tokens, seconds = 0, 0.0
     for ids in calls[1:]:
         t = time.perf_counter()
-        groups = complete(model, tokenizer, ids, params, backend=backend, backend_options=options, progress=False)
+        groups = complete(model, tokenizer, ids, params, backend=backend, backend_options=options, batch_size=rows,
+                          progress=False)
         seconds += time.perf_counter() - t
         tokens += sum(len(c.ids) for g in groups for c in g)
     return dict(backend=backend, start_s=round(start, 1), timed_calls=repeats, tokens=tokens,
