@@ -50,8 +50,9 @@ def test_greedy_ids_equal_transformers_generate(model, tokenizer, prompt_ids):
 
     direct = _direct_generate(model, tokenizer, prompt_ids, MAX)
     assert any(EOS in d for d in direct) and any(EOS not in d for d in direct)  # both endings are exercised
-    # batch_size 16 (one call, like the direct one) and 3 (other padding widths): greedy ids do not change
-    for batch_size in (16, 3):
+    # batch_size None (sized by the token budget: one call here, like the direct one), 16 and 3 (other padding
+    # widths): greedy ids do not change
+    for batch_size in (None, 16, 3):
         got = complete(model, tokenizer, prompt_ids, SamplingParams(max_tokens=MAX), batch_size=batch_size)
         assert [list(g[0].ids) for g in got] == direct
     # evaluate's greedy path: the texts TRL would decode and the lengths without EOS
@@ -93,6 +94,17 @@ def test_sampling_is_seeded_and_leaves_the_callers_random_state(model, tokenizer
     assert ids(a) == ids(complete(model, tokenizer, prompt_ids[:2], params))  # same seed, same completions
     assert ids(a) != ids(complete(model, tokenizer, prompt_ids[:2], SamplingParams(**{**params.as_dict(), "seed": 8,
                                                                                       "stop_token_ids": ()})))
+
+
+def test_rows_per_call_fits_the_token_budget_in_equal_calls():
+    from grpokit.generation import MAX_ROWS_PER_CALL, rows_per_call
+
+    assert rows_per_call(100, 80, 48) == 100  # the demo's held-out set: one call
+    assert rows_per_call(200, 80, 48) == 100  # over the cap: two equal calls, not 128 + 72
+    assert rows_per_call(1000, 10, 10) <= MAX_ROWS_PER_CALL
+    assert rows_per_call(40, 300, 4096, budget=65_536) == 14  # 15 fit; 3 calls of 14, 14, 12
+    assert rows_per_call(5, 100_000, 4096) == 1  # a prompt longer than the budget still gets its call
+    assert rows_per_call(3, 80, 48) == 3
 
 
 def test_n_completions_per_prompt_grouped_in_prompt_order(model, tokenizer, prompt_ids):

@@ -57,7 +57,6 @@ from grpokit.eval_metrics import (  # noqa: F401 - re-exported
     GAP_FLAG, GAP_SIGMAS, _columns, _pct, accuracy_gap, choose_best, k_values, pass_at_k, results_table, sampled_pass_at_k,
 )
 
-EVAL_BATCH_SIZE = 16  # 135M model on CPU: larger batches pad more and gain little
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
 PERTURB_SEED = 1234  # one fixed perturbed copy per eval set, the same for every checkpoint
 
@@ -87,8 +86,10 @@ def _prompt_ids(tokenizer, template: PromptTemplate, questions: list[str]) -> li
 
 
 def generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
-             batch_size: int = EVAL_BATCH_SIZE, backend: tuple[str, dict] = ("hf", {})) -> tuple[list[str], list[int]]:
-    """Greedy completions and their token lengths (up to and excluding EOS); `backend`: generation.backend_of."""
+             batch_size: int | None = None, backend: tuple[str, dict] = ("hf", {})) -> tuple[list[str], list[int]]:
+    """Greedy completions and their token lengths (up to and excluding EOS); `backend`: generation.backend_of.
+
+    batch_size None: rows per generate call sized by `grpokit.generation.rows_per_call`."""
     from grpokit.generation import SamplingParams, complete
 
     done = [g[0] for g in complete(model, tokenizer, _prompt_ids(tokenizer, template, questions),
@@ -105,7 +106,7 @@ def sample(model, tokenizer, template: PromptTemplate, questions: list[str], max
 
     params = SamplingParams(max_tokens=max_new_tokens, n=k, temperature=temperature, top_p=top_p, seed=seed)
     groups = complete(model, tokenizer, _prompt_ids(tokenizer, template, questions), params,
-                      batch_size=EVAL_BATCH_SIZE, backend=backend[0], backend_options=backend[1],
+                      backend=backend[0], backend_options=backend[1],
                       label=f"eval (pass@{k} samples)")
     return [[c.text for c in g] for g in groups]
 

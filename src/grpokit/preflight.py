@@ -38,7 +38,6 @@ import torch
 
 from grpokit.templates import PromptTemplate
 
-GEN_BATCH = 32  # sequences per generate call: a 135M model on CPU gains little from larger batches
 LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (Qwen3-0.6B-Base article)
 TRUNCATION_SHARE = 0.05  # more completions than this cut at the limit: answers lose their final line
 FILTER_SHARE = 0.25  # no-signal prompts above this share are worth filtering out of the data
@@ -54,7 +53,7 @@ def sample(model, tokenizer, template: PromptTemplate, questions: list[str], gen
 
     params = SamplingParams(max_tokens=max_new_tokens, n=generations, temperature=temperature, top_p=top_p, seed=seed)
     groups = complete(model, tokenizer, [template.encode(tokenizer, template.build(q)) for q in questions], params,
-                      batch_size=GEN_BATCH, backend=backend[0], backend_options=backend[1], label="preflight")
+                      backend=backend[0], backend_options=backend[1], label="preflight")
     return [[(c.text, c.length, c.truncated) for c in g] for g in groups]
 
 
