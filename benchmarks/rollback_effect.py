@@ -49,7 +49,7 @@ def run_side(action: str, args, out: Path) -> dict:
     entropy = [(m["step"], m["entropy"]) for m in run.read_metrics() if m.get("entropy") is not None]
     return {"action": action, "train_s": train_s, "status": summary.get("status"),
             "health": [(h.get("step"), h.get("code"), h.get("action")) for h in run.read_health()],
-            "entropy": entropy,
+            "entropy": entropy, "kl": [(m["step"], m["kl"]) for m in run.read_metrics() if m.get("kl") is not None],
             "curve": [(e["step"], e["heldout"]["accuracy"]) for e in results["checkpoints"]]}
 
 
@@ -62,6 +62,10 @@ def show(side: dict) -> None:
     if e:
         print(f"   token entropy: {e[0][1]:.3f} (step {e[0][0]}) -> {e[-1][1]:.3f} (step {e[-1][0]}), "
               f"lowest {min(v for _, v in e):.3f}")
+    if side["kl"]:  # beta > 0 after a rollback: kl against the reference (the restored checkpoint, grpokit.rollback)
+        k = side["kl"]
+        print(f"   kl after the rollback: {k[0][1]:.4f} (step {k[0][0]}) -> {k[-1][1]:.4f} (step {k[-1][0]}), "
+              f"highest {max(v for _, v in k):.4f}")
     print("   held-out accuracy by step: " + ", ".join(f"{s}: {a:.1%}" for s, a in side["curve"]))
     trained = [(s, a) for s, a in side["curve"] if s > 0]
     if trained:

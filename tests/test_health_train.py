@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import write_jsonl
 from grpokit.config import load_recipe
 from grpokit.data.arithmetic import generate
+from grpokit.errors import GrpokitError
 from grpokit.train import complete_checkpoints, train
 from reward_fns import INJECT  # the own reward's switch: calls (1-based) on which every completion scores 0.5
 
@@ -61,6 +63,11 @@ def test_rollback_restores_the_checkpoint_before_the_problem_and_continues(tmp_p
     # After the rollback: the halved learning rate is the one used, and kl exists (beta > 0 now).
     assert metrics[0]["learning_rate"] == 1e-3 and all(abs(m["learning_rate"] - 5e-4) < 1e-12 for m in metrics[1:])
     assert "kl" not in metrics[0] and all("kl" in m for m in metrics[1:])
+    # The KL reference is the restored checkpoint (hard-linked into reference/), not the initial model: the first
+    # step after the rollback samples from exactly the reference's weights, so its kl is 0.
+    assert metrics[1]["kl"] < 1e-6 and metrics[-1]["kl"] > 0
+    linked = run / "reference" / "model.safetensors"
+    assert linked.stat().st_ino == (run / "checkpoints" / "checkpoint-1" / "model.safetensors").stat().st_ino
     assert all(m["frac_reward_zero_std"] == 0 for m in metrics)
     saved = yaml.safe_load((run / "config.yaml").read_text())["train"]
     assert saved["learning_rate"] == 5e-4 and saved["beta"] == 0.04
@@ -85,3 +92,37 @@ def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
     assert json.loads((run / "run.json").read_text())["status"] == "stopped"
     # The recipe asked for a preflight: it ran first, into the run directory.
     assert json.loads((run / "preflight.json").read_text())["prompts"] == 2
+
+
+def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_path, tiny_model_dir):
+    import torch
+    from safetensors.torch import load_file
+
+    from grpokit.rollback import load_reference
+    from grpokit.rundir import RunDir
+
+    INJECT.update(calls=0, bad={3, 4})
+    recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
+                     max_steps=4)
+    run = tmp_path / "run"
+    train(recipe, run_dir=run)
+    restored = load_file(str(run / "checkpoints" / "checkpoint-1" / "model.safetensors"))
+    initial = load_file(str(Path(tiny_model_dir) / "model.safetensors"))
+    # checkpoint rotation may delete checkpoint-1 later: reference/ holds its own links
+    import shutil
+    shutil.rmtree(run / "checkpoints" / "checkpoint-1")
+    shutil.rmtree(run / "checkpoints" / "checkpoint-4")  # the resume redoes step 4
+    INJECT.update(calls=0, bad=set())
+    summary = train(RunDir(run).load_recipe(), run_dir=run, resume=True)
+    ref = summary["trainer"].ref_model.state_dict()
+    name = next(k for k in restored if not torch.equal(restored[k], initial[k]))  # a weight training changed
+    assert torch.equal(ref[name], restored[name]) and not torch.equal(ref[name], initial[name])
+
+    # Weights that do not fit the model: where, what, and the fix (not a traceback).
+    bad = run / "reference" / "model.safetensors"
+    bad.unlink()
+    from safetensors.torch import save_file
+    save_file({"not.a.weight": torch.zeros(2)}, str(bad))
+    with pytest.raises(GrpokitError) as err:
+        load_reference(summary["trainer"], RunDir(run), log=lambda m: None)
+    assert "reference" in str(err.value) and "delete the folder" in str(err.value)

@@ -6,6 +6,14 @@ metrics/samples lines aside in `*.rolled_back.jsonl`, deletes the later checkpoi
 doubles beta (0 becomes health.rollback_min_beta, which loads a reference model), writes the new values to
 config.yaml and continues; `LearningRateOverride` scales the resumed optimizer to the new rate.
 
+The KL reference after a rollback is the restored checkpoint, not the initial model (TRL's default): the
+raised beta is there to keep the policy near the weights it restarts from. Measured against the initial
+model instead, kl was 0.76-1.57 right after the demo recipe's rollbacks (already trained 10 steps away from
+it), the kl_spike bound (0.5) fired at once, and the penalty pulled towards the untrained model (README,
+benchmarks/rollback_effect.py). The restored weights are hard-linked into the run's `reference/` (a later
+checkpoint rotation cannot delete them; a later --resume uses them too). LoRA runs keep the initial model
+as reference: TRL computes it by switching the adapter off, there is no second model to load into.
+
 Not covered: deciding that a rollback is due (grpokit.health) and the training loop (grpokit.train).
 """
 from __future__ import annotations
@@ -42,9 +50,67 @@ def apply_rollback(recipe: Recipe, run: RunDir, plan: dict, log=print) -> tuple[
     recipe = recipe.model_copy(update={"train": train_cfg})
     run.write_config(recipe)  # --resume continues with the gentler settings
     resume_from = run.checkpoint_path(keep) if plan["checkpoint"] else None
+    set_reference(run, resume_from)
     log(f"health rollback: continuing from {plan['checkpoint'] or 'the initial model'} with "
         f"learning_rate {plan['learning_rate']:g}, beta {plan['beta']:g}")
     return recipe, resume_from
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    """A full model's safetensors files (one, or the shards and their index); none for a LoRA adapter."""
+    return sorted(p for p in folder.glob("model*.safetensors*") if p.name.endswith((".safetensors", ".index.json")))
+
+
+def set_reference(run: RunDir, checkpoint: Path | None) -> None:
+    """reference/ = hard links to `checkpoint`'s weight files (copies where links fail); None: the initial model."""
+    import os
+    import shutil
+
+    shutil.rmtree(run.reference_dir, ignore_errors=True)
+    files = _weight_files(checkpoint) if checkpoint is not None else []
+    if not files:
+        return
+    tmp = run.reference_dir.with_name(run.reference_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for f in files:
+        try:
+            os.link(f, tmp / f.name)
+        except OSError:  # another file system, or links not allowed
+            shutil.copy2(f, tmp / f.name)
+    tmp.rename(run.reference_dir)  # whole or absent: a crash leaves no half reference
+
+
+def load_reference(trainer, run: RunDir, log=print) -> bool:
+    """Load reference/ into the trainer's reference model (beta > 0, full fine-tuning); True when it did."""
+    ref = getattr(trainer, "ref_model", None)
+    files = [f for f in _weight_files(run.reference_dir) if f.suffix == ".safetensors"]
+    if ref is None or not files:
+        return False
+    from safetensors.torch import load_file
+
+    state = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    own = ref.state_dict()
+    try:
+        missing, unexpected = ref.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # e.g. parameters sharded by ZeRO-3/FSDP: shapes do not match the file's
+        log(f"the KL reference stays the initial model ({run.reference_dir} could not be loaded: "
+            f"{str(e).splitlines()[0]})")
+        return False
+    # A tied weight (lm_head = embed_tokens) is saved once: it is loaded through the tensor it shares.
+    loaded = {own[k].data_ptr() for k in state if k in own}
+    untied = [k for k in missing if own[k].data_ptr() not in loaded]
+    if unexpected or untied:
+        from grpokit.errors import GrpokitError, Problem
+
+        raise GrpokitError([Problem(str(run.reference_dir), f"the KL reference weights do not match the model "
+                                    f"(missing {untied[:3]}, unexpected {list(unexpected)[:3]})",
+                                    "delete the folder (KL is then measured against the initial model) and "
+                                    "resume with `grpokit train --resume RUN_DIR`")])
+    log(f"KL reference: the weights restored by the rollback ({run.reference_dir})")
+    return True
 
 
 class LearningRateOverride(TrainerCallback):

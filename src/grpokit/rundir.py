@@ -9,7 +9,8 @@
 Layout (README "The run directory"): `config.yaml` (the resolved recipe),
 `run.json` (status, see `STATUSES`), `metrics.jsonl`, `samples.jsonl`,
 `health.jsonl`, `checkpoints/checkpoint-N/` (COMPLETE once fully written),
-`eval/results*.json`, `eval/best.json`, `report/`, `export/`, `.lock`.
+`eval/results*.json`, `eval/best.json`, `report/`, `export/`, `.lock`, and after a
+health rollback `reference/` (the restored weights, hard links: the KL reference, grpokit.rollback).
 
 JSONL files are appended one record per line while training runs, so a crash
 can leave half a line at the end: every reader goes through `read_jsonl`,
@@ -36,6 +37,7 @@ CHECKPOINTS_DIR, CHECKPOINT_PREFIX, COMPLETE_MARKER = "checkpoints", "checkpoint
 EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
 TOOL_RESULTS_FILE = "results-tools.json"  # tool tasks (recipe env:): grpokit.envs.evaluate writes, report reads
 REPORT_DIR, EXPORT_DIR, DEMO_FILE, PREFLIGHT_FILE = "report", "export", "demo.json", "preflight.json"
+REFERENCE_DIR = "reference"
 # run.json "status": running while a process trains; the rest say how it ended (details in "reason"/"error").
 STATUSES = ("running", "completed", "interrupted", "stopped", "aborted", "failed")
 CHECKPOINT_SPECS = "all|best|last|auto|N"
@@ -170,6 +172,7 @@ class RunDir:
     report_dir = property(lambda self: self.path / REPORT_DIR)
     demo_file = property(lambda self: self.path / DEMO_FILE)
     preflight_file = property(lambda self: self.path / PREFLIGHT_FILE)
+    reference_dir = property(lambda self: self.path / REFERENCE_DIR)
 
     def rolled_back(self, log: Path) -> Path:
         return log.with_name(log.name.replace(".jsonl", ".rolled_back.jsonl"))

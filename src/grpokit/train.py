@@ -35,7 +35,7 @@ from grpokit.envs.training import max_tool_calling_iterations, tool_setup
 from grpokit.errors import GrpokitError, Problem
 from grpokit.health import HealthMonitor
 from grpokit.launch import barrier, broadcast, is_main_process
-from grpokit.rollback import LearningRateOverride, apply_rollback, plan_rollback
+from grpokit.rollback import LearningRateOverride, apply_rollback, load_reference, plan_rollback
 from grpokit.rundir import COMPLETE_MARKER, RunDir, step_of
 from grpokit.templates import PromptTemplate
 from grpokit.tracking import Progress, route_trackers
@@ -289,6 +289,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             trainer.health = monitor
             trainer.skip_no_signal = recipe.train.skip_no_signal
             trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
+            load_reference(trainer, run, log=_note)  # after a health rollback: KL against the restored weights
             run.write_status(summary)
             created = False  # from here on the run exists: a failure is recorded in it, not cleaned away
             console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
