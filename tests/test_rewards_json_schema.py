@@ -66,7 +66,9 @@ CASES = [
 def test_json_schema(completion, schema, partial, reward, reason):
     start = time.perf_counter()
     assert check_json(completion, schema, partial, timeout_s=_FAST_S)[:2] == (reward, reason)
-    assert time.perf_counter() - start < _FAST_S + 0.5
+    # The deadline stops the 2^24-branch cases (minutes without it); the bound is loose because a slow or loaded
+    # CI host once took 0.76 s for a 0.2 s deadline (usually 0.20-0.24 s): how fast is the benchmarks' job.
+    assert time.perf_counter() - start < _FAST_S + 5
     fn = build_reward("json_schema", {"partial_credit": partial, "timeout_s": _FAST_S})
     assert fn(completions=[completion], schema=[schema]) == [reward]
     assert fn.errors == 0  # adversarial output is a score, not a reward error
