@@ -125,4 +125,8 @@ def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_
     save_file({"not.a.weight": torch.zeros(2)}, str(bad))
     with pytest.raises(GrpokitError) as err:
         load_reference(summary["trainer"], RunDir(run), log=lambda m: None)
-    assert "reference" in str(err.value) and "delete the folder" in str(err.value)
+    assert "do not match the model" in str(err.value) and "delete the folder" in str(err.value)
+    bad.write_bytes(b"\x00" * 7)  # a file cut short
+    with pytest.raises(GrpokitError) as err:
+        load_reference(summary["trainer"], RunDir(run), log=lambda m: None)
+    assert "cannot be loaded" in str(err.value) and "delete the folder" in str(err.value)

@@ -7,7 +7,7 @@ problems before training, trains, evaluates again with the same greedy
 decoding, template and verifiers, prints the table, writes `demo.json`
 into the run directory, records both evaluations in `eval/results.json` (as
 steps 0 and the last step) and ends by writing the run report
-(`report/report.html`, see `grpokit.report`) and printing its path. About 14-16 minutes on the project's 2-core CPU (measured with two seeds; the machine's speed varies, README).
+(`report/report.html`, see `grpokit.report`) and printing its path. Its time and tables on the project's 2-core CPU: README ("What you should see").
 """
 from __future__ import annotations
 

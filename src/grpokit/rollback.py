@@ -81,34 +81,46 @@ def set_reference(run: RunDir, checkpoint: Path | None) -> None:
     tmp.rename(run.reference_dir)  # whole or absent: a crash leaves no half reference
 
 
+def _sharded(trainer) -> bool:
+    """The reference model's parameters are split across processes (FSDP, DeepSpeed ZeRO-3)."""
+    if getattr(trainer, "is_fsdp_enabled", False):
+        return True
+    plugin = getattr(getattr(trainer, "accelerator", None), "state", None)
+    plugin = getattr(plugin, "deepspeed_plugin", None) if getattr(trainer, "is_deepspeed_enabled", False) else None
+    return getattr(plugin, "zero_stage", None) == 3
+
+
 def load_reference(trainer, run: RunDir, log=print) -> bool:
     """Load reference/ into the trainer's reference model (beta > 0, full fine-tuning); True when it did."""
     ref = getattr(trainer, "ref_model", None)
     files = [f for f in _weight_files(run.reference_dir) if f.suffix == ".safetensors"]
     if ref is None or not files:
         return False
+    if _sharded(trainer):
+        log("the KL reference stays the initial model: its weights are sharded (FSDP / ZeRO-3) and "
+            f"{run.reference_dir} holds whole tensors")
+        return False
     from safetensors.torch import load_file
 
-    state = {}
-    for f in files:
-        state.update(load_file(str(f)))
-    own = ref.state_dict()
+    from grpokit.errors import GrpokitError, Problem
+
+    def bad(what: str) -> GrpokitError:
+        return GrpokitError([Problem(str(run.reference_dir), f"the KL reference weights {what}",
+                                     "delete the folder (KL is then measured against the initial model) and "
+                                     "resume with `grpokit train --resume RUN_DIR`")])
+
+    own, state = ref.state_dict(), {}
     try:
+        for f in files:
+            state.update(load_file(str(f)))
         missing, unexpected = ref.load_state_dict(state, strict=False)
-    except RuntimeError as e:  # e.g. parameters sharded by ZeRO-3/FSDP: shapes do not match the file's
-        log(f"the KL reference stays the initial model ({run.reference_dir} could not be loaded: "
-            f"{str(e).splitlines()[0]})")
-        return False
+    except Exception as e:  # a file cut short, or tensors of another shape
+        raise bad(f"cannot be loaded ({str(e).splitlines()[0]})") from None
     # A tied weight (lm_head = embed_tokens) is saved once: it is loaded through the tensor it shares.
     loaded = {own[k].data_ptr() for k in state if k in own}
     untied = [k for k in missing if own[k].data_ptr() not in loaded]
     if unexpected or untied:
-        from grpokit.errors import GrpokitError, Problem
-
-        raise GrpokitError([Problem(str(run.reference_dir), f"the KL reference weights do not match the model "
-                                    f"(missing {untied[:3]}, unexpected {list(unexpected)[:3]})",
-                                    "delete the folder (KL is then measured against the initial model) and "
-                                    "resume with `grpokit train --resume RUN_DIR`")])
+        raise bad(f"do not match the model (missing {untied[:3]}, unexpected {list(unexpected)[:3]})")
     log(f"KL reference: the weights restored by the rollback ({run.reference_dir})")
     return True
 
