@@ -29,7 +29,8 @@ def measure(backend: str, model, tokenizer, prompt_ids: list[list[int]], params,
     from grpokit.generation import complete
 
     calls = [prompt_ids[i * per_call:(i + 1) * per_call] for i in range(repeats + 1)]
-    # All of a step's rows in one generate call, as TRL does in training (complete's default splits at 16 rows).
+    # All of a step's rows in one generate call, as TRL does in training (complete's default sizes its calls by a
+    # token budget, grpokit.generation.rows_per_call).
     rows = per_call * params.n
     t = time.perf_counter()
     complete(model, tokenizer, calls[0], params, backend=backend, backend_options=options, batch_size=rows,
