@@ -22,8 +22,7 @@ import re
 import time
 from pathlib import Path
 
-from grpokit.rewards import build_reward
-from grpokit.rewards.math import parse_gold
+from grpokit.rewards import build_reward, parse_gold
 
 _DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
 _BATCH = 16  # completions per reward call: a typical per_device_train_batch_size

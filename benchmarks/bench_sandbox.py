@@ -22,13 +22,12 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from grpokit.data.humaneval import load_problems
-from grpokit.sandbox import Limits, TestSpec, detect_isolation, run_many
-from grpokit.sandbox_isolation import _python
+from grpokit.data import load_problems
+from grpokit.sandbox import Limits, TestSpec, detect_isolation, interpreter, run_many
 
 
 def plain_run(program: str) -> bool:
-    p = subprocess.run([_python()[0], "-I", "-S", "-c", program], capture_output=True, timeout=30, env={})
+    p = subprocess.run([interpreter()[0], "-I", "-S", "-c", program], capture_output=True, timeout=30, env={})
     return p.returncode == 0
 
 

@@ -3,7 +3,7 @@
     python benchmarks/eval_batching.py                                   # demo recipe, 16,32,64,auto
     python benchmarks/eval_batching.py RECIPE --sizes 16,auto --repeat-rows 2
 
-Generates the recipe's held-out questions greedily with `grpokit.evaluate.generate` (the path `grpokit eval`
+Generates the recipe's held-out questions greedily with `grpokit.evaluation.generate` (the path `grpokit eval`
 and the demo take) once per size, `auto` being `grpokit.generation.rows_per_call`, and prints the seconds and
 whether the completions equal the first size's (greedy ids must not depend on the padding). One untimed
 warm-up call first. `--repeat-rows K` evaluates the rows K times over (bigger sets than the recipe's).
@@ -26,10 +26,10 @@ def main() -> None:
     p.add_argument("--repeat-rows", type=int, default=1)
     args = p.parse_args()
     from grpokit import models
-    from grpokit.config import load_recipe
     from grpokit.data import load_datasets
-    from grpokit.evaluate import generate
+    from grpokit.evaluation import generate
     from grpokit.generation import rows_per_call
+    from grpokit.recipe import load_recipe
     from grpokit.task import Task
 
     recipe = load_recipe(args.recipe)

@@ -60,10 +60,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from grpokit import models
-    from grpokit.config import load_recipe
     from grpokit.data import load_datasets
     from grpokit.generation import SamplingParams
-    from grpokit.train import template_of
+    from grpokit.recipe import load_recipe
+    from grpokit.task import template_of
 
     recipe = load_recipe(args.recipe, args.overrides)
     t = recipe.train

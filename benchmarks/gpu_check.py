@@ -95,7 +95,7 @@ def train_run(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpokit.trl_adapter import generation_io, wrap_method
+    from grpokit.internals import generation_io, wrap_method
 
     torch.manual_seed(0)
     torch.cuda.reset_peak_memory_stats()
@@ -155,7 +155,7 @@ def agreement_run(args) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpokit.generation_vllm import greedy_agreement
+    from grpokit.generation import greedy_agreement
     from grpokit.models import load_tokenizer
 
     tokenizer = load_tokenizer(str(args.model_path))

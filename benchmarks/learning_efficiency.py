@@ -14,7 +14,7 @@ and the same held-out rows (grpokit's bundled arithmetic train.jsonl; eval.jsonl
 
   baseline  benchmarks/baselines/trl_plain.py (plain TRL GRPOTrainer, the articles'
             settings, no grpokit code), run as a subprocess;
-  grpokit   recipes/smollm2-arithmetic.yaml through grpokit.train.train (run dir in a
+  grpokit   recipes/smollm2-arithmetic.yaml through grpokit.training.train (run dir in a
             temporary folder), max_steps lifted so the budget decides.
 
 Each run saves a checkpoint every budget/points minutes and at the end. The base
@@ -53,7 +53,7 @@ HELD_OUT_SEED = 12345  # the generated held-out rows beyond eval.jsonl's 100 (an
 def held_out_file(rows: int, tmp: Path) -> Path:
     """The bundled 100 held-out rows, then (for --eval-rows above 100) problems generated with a fixed seed that are
     in neither train.jsonl nor eval.jsonl, so both sides evaluate the same rows and none was trained on."""
-    from grpokit.data.arithmetic import generate
+    from grpokit.data import generate
 
     held = trl_plain.read_jsonl(trl_plain.EVAL)
     if rows > len(held):
@@ -81,10 +81,11 @@ def run_grpokit(budget_min: float, every_min: float, held_out: Path, tmp: Path, 
     import torch
     from transformers import AutoModelForCausalLM
 
-    import grpokit.train as gt
     from grpokit import models
-    from grpokit.config import load_recipe
-    from grpokit.rundir import RunDir
+    from grpokit.recipe import load_recipe
+    from grpokit.run import RunDir
+    from grpokit.task import template_of
+    from grpokit.training import train
 
     recipe = load_recipe(RECIPE, ["train.max_steps=100000", "train.save_steps=100000",
                                   "train.save_total_limit=1000", "preflight.prompts=0", f"train.seed={seed}",
@@ -92,11 +93,11 @@ def run_grpokit(budget_min: float, every_min: float, held_out: Path, tmp: Path, 
     budget = trl_plain.TimeBudget(budget_min * 60, every_min * 60)
     run_dir = tmp / "grpokit"
     print(f"grpokit: {RECIPE.name}, {budget_min} min -> {run_dir}", flush=True)
-    gt.train(recipe, run_dir=run_dir, callbacks=[budget])
+    train(recipe, run_dir=run_dir, callbacks=[budget])
 
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(model_path)
-    template = gt.template_of(recipe)
+    template = template_of(recipe)
     rows = trl_plain.read_jsonl(held_out)
     prompts = [template.render(tokenizer, template.build(r["question"])) for r in rows]
     golds = [r["answer"] for r in rows]

@@ -31,8 +31,7 @@ def main() -> None:
     import torch
 
     from grpokit import models
-    from grpokit.export import agreement, convert_gguf, greedy, load_gguf
-    from grpokit.quantize import LLAMA_QUANTS, quantize_gguf
+    from grpokit.export import LLAMA_QUANTS, agreement, convert_gguf, greedy, load_gguf, quantize_gguf
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default", help="default (the embedded model), a folder or a hub id")

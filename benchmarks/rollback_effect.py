@@ -9,7 +9,7 @@ Two runs of the recipe (default: the demo's), one after the other, identical exc
 settings that provoke a collapse (default `train.learning_rate=1e-4`, `train.lr_scheduler_type=constant`: a
 rate a user might copy from a bigger model's recipe; on the demo recipe it drives training correctness to 0
 while entropy stays at 0.25), a checkpoint every --save-every steps (a rollback restores the last
-checkpoint before the problem began, grpokit.rollback) and every checkpoint kept. Each run's checkpoints
+checkpoint before the problem began, grpokit.training.rollback) and every checkpoint kept. Each run's checkpoints
 and the base model are then evaluated greedily on the recipe's held-out rows with grpokit's own evaluation
 (`grpokit eval`'s code). Prints, per run: the health findings and actions taken, the token entropy at the
 start and at the end, held-out accuracy of every checkpoint, the best and the last checkpoint.
@@ -31,10 +31,10 @@ ACTIONS = ("entropy_collapse", "correctness_collapse")  # the codes whose action
 
 
 def run_side(action: str, args, out: Path) -> dict:
-    import grpokit.train as gt
-    from grpokit.config import load_recipe
-    from grpokit.evaluate import evaluate_run
-    from grpokit.rundir import RunDir
+    from grpokit.evaluation import evaluate_run
+    from grpokit.recipe import load_recipe
+    from grpokit.run import RunDir
+    from grpokit.training import train
 
     recipe = load_recipe(args.recipe, [*PROVOKE, f"train.max_steps={args.steps}",
                                        f"train.save_steps={args.save_every}", "train.save_total_limit=1000",
@@ -42,7 +42,7 @@ def run_side(action: str, args, out: Path) -> dict:
                                        *args.overrides])
     run_dir = out / action
     t0 = time.time()
-    summary = gt.train(recipe, run_dir=run_dir)
+    summary = train(recipe, run_dir=run_dir)
     train_s = time.time() - t0
     results = evaluate_run(run_dir, max_rows=args.eval_rows)
     run = RunDir(run_dir)
@@ -62,7 +62,7 @@ def show(side: dict) -> None:
     if e:
         print(f"   token entropy: {e[0][1]:.3f} (step {e[0][0]}) -> {e[-1][1]:.3f} (step {e[-1][0]}), "
               f"lowest {min(v for _, v in e):.3f}")
-    if side["kl"]:  # beta > 0 after a rollback: kl against the reference (the restored checkpoint, grpokit.rollback)
+    if side["kl"]:  # beta > 0 after a rollback: kl against the reference (the restored checkpoint, grpokit.training.rollback)
         k = side["kl"]
         print(f"   kl after the rollback: {k[0][1]:.4f} (step {k[0][0]}) -> {k[-1][1]:.4f} (step {k[-1][0]}), "
               f"highest {max(v for _, v in k):.4f}")

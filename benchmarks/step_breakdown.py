@@ -3,11 +3,11 @@
     python benchmarks/step_breakdown.py recipes/smollm2-arithmetic.yaml            # 3 steps
     python benchmarks/step_breakdown.py RECIPE --steps 5 --set train.max_completion_length=24
 
-Trains N steps of the recipe with grpokit's own training code (`grpokit.train.train`,
+Trains N steps of the recipe with grpokit's own training code (`grpokit.training.train`,
 run directory in a temporary folder, deleted afterwards) and times each phase of
 every step. TRL's `profiling_context` only reports to wandb/mlflow/trackio, so the
 phases are timed by wrapping methods of the trainer *instance* (this script only;
-grpokit itself is unchanged; TRL's private method names come from grpokit.trl_adapter):
+grpokit itself is unchanged; TRL's private method names come from grpokit.internals):
 
   generation      GRPOTrainer._generate_single_turn (prefill + sampling, KV cache)
   rewards         GRPOTrainer._calculate_rewards (every reward function)
@@ -73,7 +73,7 @@ class Recorder:
 def instrument(trainer, rec: Recorder) -> None:
     from transformers import TrainerCallback
 
-    from grpokit import trl_adapter
+    from grpokit import internals
 
     def timed(name, fn, phase_of=None, after=None):
         def wrapper(*args, **kwargs):
@@ -87,7 +87,7 @@ def instrument(trainer, rec: Recorder) -> None:
         return wrapper
 
     def gen_tokens(args, kwargs, result):
-        prompt_ids, completion_ids = trl_adapter.generation_io(args, result)
+        prompt_ids, completion_ids = internals.generation_io(args, result)
         lengths = [len(c) for c in completion_ids]
         rec.add("gen_tokens", sum(lengths))
         # generate() runs every row until the longest is done: compute is rows x (prompt + longest).
@@ -98,14 +98,14 @@ def instrument(trainer, rec: Recorder) -> None:
         return "loss forward" if torch.is_grad_enabled() else "old/ref logps"
 
     def logp_tokens(args, kwargs, result):
-        input_ids = trl_adapter.logps_input_ids(args, kwargs)
+        input_ids = internals.logps_input_ids(args, kwargs)
         key = "fwd_tokens" if torch.is_grad_enabled() else "nograd_tokens"
         rec.add(key, input_ids.numel())
 
-    # TRL's private methods are named in grpokit.trl_adapter only (checked against the installed TRL there).
-    trl_adapter.wrap_method(trainer, "generation", lambda fn: timed("generation", fn, after=gen_tokens))
-    trl_adapter.wrap_method(trainer, "rewards", lambda fn: timed("rewards", fn))
-    trl_adapter.wrap_method(trainer, "logps", lambda fn: timed("logps", fn, phase_of=logp_phase, after=logp_tokens))
+    # TRL's private methods are named in grpokit.internals only (checked against the installed TRL there).
+    internals.wrap_method(trainer, "generation", lambda fn: timed("generation", fn, after=gen_tokens))
+    internals.wrap_method(trainer, "rewards", lambda fn: timed("rewards", fn))
+    internals.wrap_method(trainer, "logps", lambda fn: timed("logps", fn, phase_of=logp_phase, after=logp_tokens))
     trainer.accelerator.backward = timed("backward", trainer.accelerator.backward)
 
     class StepClock(TrainerCallback):
@@ -133,8 +133,8 @@ def main() -> None:
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
 
-    import grpokit.train as gt
-    from grpokit.config import load_recipe
+    from grpokit.recipe import load_recipe
+    from grpokit.training import grpo as gt
 
     recipe = load_recipe(args.recipe, args.overrides + [f"train.max_steps={args.steps}",
                                                         "train.save_steps=100000", "preflight.prompts=0"])

@@ -5,13 +5,13 @@
 
 Two runs, one after the other, in one process, of the same model (the recipe's), on the same prompts (the
 recipe's template and training rows), with the GRPOConfig grpokit builds for the recipe
-(grpokit.train.grpo_args), every completion forced to exactly max_completion_length tokens
+(grpokit.recipe.grpo_args), every completion forced to exactly max_completion_length tokens
 (`generation_kwargs: {min_new_tokens: max_completion_length}`: EOS is suppressed) and no checkpoints, so each
 step generates, scores and trains on the same number of tokens on both sides:
 
   trl      trl.GRPOTrainer as it is, with the plain reward functions of benchmarks/baselines/trl_plain.py
            (correctness and a format bonus, the recipe's reward weights) and TRL's own callbacks;
-  grpokit  grpokit.train.train: its trainer subclass, reward functions, health monitor, metrics and samples
+  grpokit  grpokit.training.train: its trainer subclass, reward functions, health monitor, metrics and samples
            files, console line and the other callbacks, with selection, refill and skip_no_signal off.
 
 Why those three are off: refill generates extra groups on purpose (what it spends is logged per step as
@@ -50,7 +50,7 @@ def step_clock(times: list[float]):
 
 
 def equal_work_recipe(path: str, steps: int, overrides: list[str]):
-    from grpokit.config import load_recipe
+    from grpokit.recipe import load_recipe
 
     recipe = load_recipe(path, ["selection.enabled=false", "selection.refill=false", "train.skip_no_signal=false",
                                 "preflight.prompts=0", f"train.max_steps={steps}", "train.save_steps=100000",
@@ -62,28 +62,29 @@ def equal_work_recipe(path: str, steps: int, overrides: list[str]):
 def run_trl(recipe, out: Path) -> list[float]:
     from trl import GRPOTrainer
 
-    import grpokit.train as gt
     from grpokit import models
     from grpokit.data import load_datasets
+    from grpokit.recipe import build_prompt_dataset, grpo_args
+    from grpokit.task import template_of
 
     path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(path)
     model = models.load_model(path, recipe.model.dtype, recipe.model.init_kwargs)
     rows, _, _ = load_datasets(recipe)
-    dataset, _ = gt.build_prompt_dataset(rows, gt.template_of(recipe), tokenizer, recipe.train.max_prompt_length)
+    dataset, _ = build_prompt_dataset(rows, template_of(recipe), tokenizer, recipe.train.max_prompt_length)
     times: list[float] = []
     trainer = GRPOTrainer(model=model, reward_funcs=[trl_plain.correctness_reward, trl_plain.format_reward],
-                          args=gt.grpo_args(recipe, out), train_dataset=dataset, processing_class=tokenizer,
+                          args=grpo_args(recipe, out), train_dataset=dataset, processing_class=tokenizer,
                           callbacks=[step_clock(times)])
     trainer.train()  # seeded by TRL from args.seed, as grpokit's side is
     return times
 
 
 def run_grpokit(recipe, out: Path) -> list[float]:
-    import grpokit.train as gt
+    from grpokit.training import train
 
     times: list[float] = []
-    gt.train(recipe, run_dir=out, callbacks=[step_clock(times)])
+    train(recipe, run_dir=out, callbacks=[step_clock(times)])
     return times
 
 

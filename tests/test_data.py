@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import write_jsonl
+
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate, perturb_row
 from grpokit.data.io import check_jsonl, load_rows, overlapping_questions, split_rows
@@ -123,7 +123,7 @@ def test_perturbed_row_keeps_the_answer_correct():
 
 
 def test_bundled_demo_data_is_clean_and_disjoint():
-    from grpokit.config import BUILTIN_DATA
+    from grpokit.datasets import BUILTIN_DATA
 
     train = check_jsonl(BUILTIN_DATA / "arithmetic" / "train.jsonl")
     ev = check_jsonl(BUILTIN_DATA / "arithmetic" / "eval.jsonl")

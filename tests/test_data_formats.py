@@ -210,7 +210,7 @@ def _trl_prompt_ids(tokenizer, prompts, chat_template_kwargs):
 
 def test_conversational_rows_render_as_trl_tokenises_them(tiny_qwen3_dir):
     from grpokit.models import load_tokenizer
-    from grpokit.train import build_prompt_dataset
+    from grpokit.recipe.trl_args import build_prompt_dataset
 
     tok = load_tokenizer(str(tiny_qwen3_dir))
     template = PromptTemplate("chat", system_prompt="Recipe system.", enable_thinking=False)
@@ -258,7 +258,7 @@ def test_json_array_keeps_nan_apart_from_missing(tmp_path):
 def _recipe(tmp_path, data: dict, rewards=("math_correctness",)):
     import yaml
 
-    from grpokit.config import load_recipe
+    from grpokit.recipe.load import load_recipe
 
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump({"model": {"name": "default"}, "data": data,
@@ -281,7 +281,7 @@ RECIPE_CASES = [
 
 @pytest.mark.parametrize("data,rows,rewards,expected", [c[1:] for c in RECIPE_CASES], ids=[c[0] for c in RECIPE_CASES])
 def test_training_data_is_checked_against_the_recipe(tmp_path, data, rows, rewards, expected):
-    from grpokit.data import load_datasets
+    from grpokit.data.load import load_datasets
 
     write_jsonl(tmp_path / "d.jsonl", rows)
     recipe = _recipe(tmp_path, {"train": "d.jsonl", "eval": "d.jsonl", **data}, rewards)
@@ -296,9 +296,9 @@ def test_training_data_is_checked_against_the_recipe(tmp_path, data, rows, rewar
 
 
 def test_served_chat_template_gives_conversations_their_training_ids(tmp_path, tiny_qwen3_dir):
-    from grpokit.export import check_prompt_ids
+    from grpokit.export.checks import check_prompt_ids
+    from grpokit.export.serving import serving_chat_template
     from grpokit.models import load_tokenizer
-    from grpokit.serving import serving_chat_template
 
     tok = load_tokenizer(str(tiny_qwen3_dir))
     template = PromptTemplate("chat", system_prompt="Recipe system.", enable_thinking=False)

@@ -6,12 +6,13 @@ import copy
 import json
 
 import pytest
-
 from conftest import REPO, write_jsonl
-from grpokit.envs import ENVIRONMENTS, get_env, tool_schemas
+
 from grpokit.envs.calculator import CalculatorEnv
+from grpokit.envs.registry import ENVIRONMENTS, get_env
 from grpokit.envs.rows import check_tool_row, prepare_rows
-from grpokit.rewards import build_reward
+from grpokit.envs.training import tool_schemas
+from grpokit.rewards.registry import build_reward
 
 TOOLS_DIR = REPO / "src" / "grpokit" / "datasets" / "tools"
 
@@ -216,17 +217,17 @@ def test_repofix_step_budget():
                               ("tool_shaping", 1.0)]),
 ])
 def test_tool_hacks_score_no_more_than_an_honest_failure(env_name, row, rewards):
-    from grpokit.rewards.audit_tools import audit_tool_hacks, table
+    from grpokit.audit.tools import audit_tool_hacks, tool_audit_table
 
     results = audit_tool_hacks(env_name, {}, [(build_reward(n), w) for n, w in rewards], prepare_rows([row]))
     assert len(results) >= 2
-    assert all(r.ok for r in results), table(results)
+    assert all(r.ok for r in results), tool_audit_table(results)
 
 
 def test_tool_audit_flags_a_reward_that_trusts_the_visible_tests():
     # the audit can fail: a reward reading the workspace's own tests.py is beaten by editing it
+    from grpokit.audit.tools import audit_tool_hacks
     from grpokit.envs.repofix import RepoFixEnv
-    from grpokit.rewards.audit_tools import audit_tool_hacks
 
     class Naive:
         def __call__(self, prompts, completions, environments, **_):
@@ -279,15 +280,15 @@ def test_fallback_refuses_non_chatml_templates(tokenizer):
 # ------------------------------------------------------------------ recipes
 @pytest.mark.parametrize("recipe", ["smollm2-calculator-tools.yaml", "smollm2-repofix.yaml", "qwen3-4b-tools.yaml"])
 def test_tool_recipes_validate_without_a_model(recipe):
-    from grpokit.config import load_recipe
+    from grpokit.recipe.load import load_recipe
 
     r = load_recipe(REPO / "recipes" / recipe)
     assert r.env is not None and r.data.template == "chat"
 
 
 def test_env_recipe_needs_the_chat_template(tmp_path):
-    from grpokit.config import load_recipe
     from grpokit.errors import GrpokitError
+    from grpokit.recipe.load import load_recipe
 
     text = (REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text().replace("template: chat",
                                                                                      "template: plain_en")

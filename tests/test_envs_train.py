@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import REPO
 
 
@@ -13,8 +12,8 @@ from conftest import REPO
     ("smollm2-repofix.yaml", ("task_success", "tool_args")),   # task_success: hidden tests in the sandbox
 ])
 def test_env_recipe_trains_one_step_through_trls_environment_factory(recipe, rewards, tiny_model_dir, tmp_path):
-    from grpokit.config import load_recipe
-    from grpokit.train import train
+    from grpokit.recipe.load import load_recipe
+    from grpokit.training.grpo import train
 
     r = load_recipe(REPO / "recipes" / recipe, [
         f"model.name={tiny_model_dir}", "model.gradient_checkpointing=false", "train.max_steps=1",

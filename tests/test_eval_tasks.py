@@ -13,10 +13,10 @@ import sqlite3
 
 import pytest
 import yaml
-
 from conftest import write_jsonl
+
 from grpokit.cli import main
-from grpokit.sandbox import detect_isolation
+from grpokit.sandbox.isolation import detect_isolation
 
 SANDBOX = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"
 HE_ROWS = [
@@ -127,7 +127,7 @@ def test_a_task_without_correctness_is_evaluated_on_what_it_has(tmp_path, tiny_m
 
 @pytest.mark.parametrize("metric", ["accuracy", None])
 def test_results_table_reads_old_and_new_results(metric):
-    from grpokit.evaluate import results_table
+    from grpokit.evaluation.metrics import results_table
 
     h = {"accuracy": 0.5 if metric else None, "format_rate": 0.25, "refusal_rate": None, "mean_length": 3.0,
          "truncated_rate": 0.0, "pass_at_k": {}, "reward_means": {"format": 0.25}}

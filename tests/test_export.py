@@ -17,17 +17,13 @@ from test_train import make_recipe
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.export import (
-    check_prompt_ids,
-    convert_gguf,
-    find_converter,
-    select_checkpoint,
-)
+from grpokit.export.checks import check_prompt_ids
+from grpokit.export.export import convert_gguf, find_converter, select_checkpoint
+from grpokit.export.quantize import find_quantizer, quantize_gguf, QUANTIZER_ENV
+from grpokit.export.serving import ollama_template, render_go_template, serving_chat_template
 from grpokit.models import load_tokenizer
-from grpokit.quantize import QUANTIZER_ENV, find_quantizer, quantize_gguf
-from grpokit.serving import ollama_template, render_go_template, serving_chat_template
+from grpokit.run.checkpoints import COMPLETE_MARKER
 from grpokit.templates import PromptTemplate
-from grpokit.train import COMPLETE_MARKER
 
 try:
     find_converter()
@@ -184,7 +180,8 @@ TAMPER_PLAIN = [
 @needs_converter
 @pytest.mark.parametrize("file,old,new,failing", TAMPER_PLAIN)
 def test_tampered_templates_are_caught(lora_export, tokenizer, file, old, new, failing):
-    from grpokit.train import load_run_recipe, template_of
+    from grpokit.recipe.load import load_run_recipe
+    from grpokit.task import template_of
 
     run, out = lora_export
     path = out / file
@@ -208,7 +205,8 @@ def test_export_best_without_eval_says_run_eval(lora_export, capsys):
 
 @needs_converter
 def test_full_qwen3_chat_export_at_q8_0(tmp_path, tiny_qwen3_dir):
-    from grpokit.train import load_run_recipe, template_of
+    from grpokit.recipe.load import load_run_recipe
+    from grpokit.task import template_of
 
     run = _train(tmp_path, tiny_qwen3_dir, "data.template=chat", "model.enable_thinking=false",
                  'data.system_prompt=Think briefly; end with "Final answer" and the number.')

@@ -1,7 +1,7 @@
 """Ollama export of tool runs: the Go TEMPLATE renders tools, tool calls and results exactly as training did.
 
 Equivalence is checked three ways: grpokit's Python renderer of Go templates
-(grpokit.gotemplate) against the training chat template's Jinja render, on
+(grpokit.export.gotemplate) against the training chat template's Jinja render, on
 grpokit's fallback template and on Qwen3's own; Go's real text/template
 (tests/go/ollama_render.go, Ollama's template data types) against the Python
 renderer when `go` is installed; and a tiny calculator run exported to
@@ -18,8 +18,8 @@ import pytest
 from conftest import REPO
 
 from grpokit.errors import GrpokitError
-from grpokit.gotemplate import PropertyType, go_json, render
-from grpokit.serving_tools import ollama_tool_template, ollama_values
+from grpokit.export.gotemplate import go_json, PropertyType, render
+from grpokit.export.serving_tools import ollama_tool_template, ollama_values
 from grpokit.templates import PromptTemplate
 
 GO_CASES = [
@@ -165,7 +165,7 @@ def test_ollamas_tool_call_tag_is_tool_call(tokenizer, which):
 
 
 def _have_converter() -> bool:
-    from grpokit.export import find_converter
+    from grpokit.export.export import find_converter
 
     try:
         find_converter()
@@ -209,11 +209,12 @@ def test_calculator_run_exports_a_tool_capable_modelfile(calculator_export):
     ('{{ if $i }}\n{{ end }}', '{{ if $i }}{{ end }}'), # tool definitions joined without the newline
 ])
 def test_a_tampered_tool_template_is_caught(calculator_export, old, new, tmp_path):
-    from grpokit.config import load_recipe
     from grpokit.envs.training import training_tools
-    from grpokit.export import check_tool_prompts, training_tokenizer
-    from grpokit.serving_tools import tool_conversations
-    from grpokit.train import template_of
+    from grpokit.export.checks import check_tool_prompts
+    from grpokit.export.export import training_tokenizer
+    from grpokit.export.serving_tools import tool_conversations
+    from grpokit.recipe.load import load_recipe
+    from grpokit.task import template_of
 
     out = tmp_path / "copy"
     shutil.copytree(calculator_export, out)

@@ -11,8 +11,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from grpokit.errors import GrpokitError
-from grpokit.generation import (BACKENDS, HFBackend, SamplingParams, complete, finish, make_backend, progress_bar, run,
-                                token_policy)
+from grpokit.generation.core import (BACKENDS, complete, finish, HFBackend, make_backend, progress_bar, run,
+                                     SamplingParams, token_policy)
 from grpokit.templates import PromptTemplate
 
 EOS = 2  # the embedded SmolLM2 tokenizer's <|im_end|>: eos and pad
@@ -46,7 +46,7 @@ def _direct_generate(model, tokenizer, prompt_ids, max_new):
 
 
 def test_greedy_ids_equal_transformers_generate(model, tokenizer, prompt_ids):
-    from grpokit.evaluate import generate as eval_generate
+    from grpokit.evaluation.evaluate import generate as eval_generate
 
     direct = _direct_generate(model, tokenizer, prompt_ids, MAX)
     assert any(EOS in d for d in direct) and any(EOS not in d for d in direct)  # both endings are exercised
@@ -97,7 +97,7 @@ def test_sampling_is_seeded_and_leaves_the_callers_random_state(model, tokenizer
 
 
 def test_rows_per_call_fits_the_token_budget_in_equal_calls():
-    from grpokit.generation import MAX_ROWS_PER_CALL, rows_per_call
+    from grpokit.generation.core import MAX_ROWS_PER_CALL, rows_per_call
 
     assert rows_per_call(100, 80, 48) == 100  # the demo's held-out set: one call
     assert rows_per_call(200, 80, 48) == 100  # over the cap: two equal calls, not 128 + 72

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from grpokit.cli import main
-from grpokit.config import load_recipe
 from grpokit.errors import GrpokitError
-from grpokit.vllm_config import GenerationConfig
+from grpokit.recipe.generation_section import GenerationConfig
+from grpokit.recipe.load import load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "recipes" / "smollm2-arithmetic.yaml"
@@ -139,7 +139,7 @@ def test_train_refuses_cpu_colocate_before_loading_the_model(tmp_path, monkeypat
     """The same refusal in `train()` itself (--resume, the demo, library callers), with no vLLM imported."""
     _no_cuda()
     from grpokit import models
-    from grpokit.train import train
+    from grpokit.training.grpo import train
 
     def tripwire(*a, **k):
         raise AssertionError("the model was loaded before the refusal")
@@ -185,7 +185,7 @@ def test_vllm_version_and_cuda(tmp_path, monkeypatch, version, dist, mode, use, 
 
 
 def test_mapping_onto_trl_grpoconfig(tmp_path):
-    from grpokit.train import grpo_args
+    from grpokit.recipe.trl_args import grpo_args
 
     recipe = load_recipe(_recipe(tmp_path, None))
     assert grpo_args(recipe, tmp_path).use_vllm is False  # default: HF generate

@@ -8,8 +8,9 @@ import random
 import pytest
 
 from grpokit.cli import build_parser
-from grpokit.config import HEALTH_CODES, HealthConfig
-from grpokit.health import DETECTORS, HealthMonitor, diagnose, doctor_run, load_evals, repeated_share
+from grpokit.health.detectors import DETECTORS, repeated_share
+from grpokit.health.monitor import diagnose, doctor_run, HealthMonitor, load_evals
+from grpokit.recipe.health_section import HEALTH_CODES, HealthConfig
 
 STEPS = 60
 GOOD_TEXT = [
@@ -216,8 +217,8 @@ def test_doctor_reads_the_run_recipe_thresholds_and_eval_results(tmp_path, capsy
 def test_health_section_is_validated_with_fixes(override, expected):
     from pathlib import Path
 
-    from grpokit.config import load_recipe
     from grpokit.errors import GrpokitError
+    from grpokit.recipe.load import load_recipe
 
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "smollm2-arithmetic.yaml"
     with pytest.raises(GrpokitError) as exc:
@@ -313,6 +314,6 @@ def test_correctness_collapse_on_real_runs():
     found = [f for f in diagnose(_real(DEGRADING), []) if f.code == "correctness_collapse"]
     assert [f.step for f in found] == [17]
     # The fall began after the best 5-step window before the recent one (steps 8-12, mean 0.275): a rollback
-    # restores a checkpoint of step 11 or earlier (grpokit.rollback).
+    # restores a checkpoint of step 11 or earlier (grpokit.training.rollback).
     assert found[0].since == 13 and found[0].evidence == {**found[0].evidence, "peak_mean": 0.275, "recent_mean": 0.1}
     assert [f for f in diagnose(_real(LEARNING), []) if f.code == "correctness_collapse"] == []

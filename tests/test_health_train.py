@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import write_jsonl
-from grpokit.config import load_recipe
+from reward_fns import INJECT  # the own reward's switch: calls (1-based) on which every completion scores 0.5
+
 from grpokit.data.arithmetic import generate
 from grpokit.errors import GrpokitError
-from grpokit.train import complete_checkpoints, train
-from reward_fns import INJECT  # the own reward's switch: calls (1-based) on which every completion scores 0.5
+from grpokit.recipe.load import load_recipe, load_run_recipe
+from grpokit.run.rundir import RunDir
+from grpokit.training.grpo import train
 
 
 def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | None = None, **train_cfg):
@@ -71,7 +72,7 @@ def test_rollback_restores_the_checkpoint_before_the_problem_and_continues(tmp_p
     assert all(m["frac_reward_zero_std"] == 0 for m in metrics)
     saved = yaml.safe_load((run / "config.yaml").read_text())["train"]
     assert saved["learning_rate"] == 5e-4 and saved["beta"] == 0.04
-    assert [c.name for c in complete_checkpoints(run)] == [f"checkpoint-{i}" for i in range(1, 5)]
+    assert [c.name for c in RunDir(run).complete_checkpoints()] == [f"checkpoint-{i}" for i in range(1, 5)]
 
 
 def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
@@ -98,8 +99,8 @@ def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_
     import torch
     from safetensors.torch import load_file
 
-    from grpokit.rollback import load_reference
-    from grpokit.rundir import RunDir
+    from grpokit.training.rollback import load_reference
+
 
     INJECT.update(calls=0, bad={3, 4})
     recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
@@ -113,7 +114,7 @@ def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_
     shutil.rmtree(run / "checkpoints" / "checkpoint-1")
     shutil.rmtree(run / "checkpoints" / "checkpoint-4")  # the resume redoes step 4
     INJECT.update(calls=0, bad=set())
-    summary = train(RunDir(run).load_recipe(), run_dir=run, resume=True)
+    summary = train(load_run_recipe(run), run_dir=run, resume=True)
     ref = summary["trainer"].ref_model.state_dict()
     name = next(k for k in restored if not torch.equal(restored[k], initial[k]))  # a weight training changed
     assert torch.equal(ref[name], restored[name]) and not torch.equal(ref[name], initial[name])

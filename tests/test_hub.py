@@ -1,6 +1,6 @@
 """`grpokit export --push-to-hub`: the upload through huggingface_hub against a local fake Hub (no network).
 
-The export folder here is written by hand (what export.py writes: hf/, a GGUF, a Modelfile, grpokit.json); the
+The export folder here is written by hand (what grpokit export writes: hf/, a GGUF, a Modelfile, grpokit.json); the
 round trip from a trained run through export and push is in test_export.py.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.hub import check_repo_id, hub_token, model_card, push_to_hub
+from grpokit.export.hub import check_repo_id, hub_token, model_card, push_to_hub
 
 MANIFEST = {"base_model": "Qwen/Qwen3-0.6B-Base", "how_to_prompt": "send the question as the only user message",
             "system_prompt": "Think briefly.", "stop": ["<|im_end|>"], "gguf": "model-q8_0.gguf", "quant": "q8_0",

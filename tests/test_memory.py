@@ -1,5 +1,5 @@
 """The memory planner: parameter counts from real configs and per-GPU bytes, each checked against numbers worked
-out by hand from the formulas in grpokit.memory's docstring."""
+out by hand from the formulas in grpokit.preflight.memory's docstring."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from grpokit.cli import main
-from grpokit.config import LoraConfig
-from grpokit.memory import GIB, plan, shape_from_config
+from grpokit.preflight.memory import GIB, plan, shape_from_config
+from grpokit.recipe.schema import LoraConfig
 
 REPO = Path(__file__).resolve().parents[1]
 # Qwen3-0.6B by hand: embeddings 151936 x 1024 = 155,582,464 (tied: the head shares them); per layer

@@ -7,9 +7,9 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 
-from grpokit.no_signal import applies, keep_rows, signal_rows
-from grpokit.trl_adapter import metric_values, wrap_method
-from grpokit.train import _trainer_class
+from grpokit.internals import metric_values, wrap_method
+from grpokit.training.grpo import _trainer_class
+from grpokit.training.no_signal import applies, keep_rows, signal_rows
 
 PAD = 0
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import write_jsonl
-from grpokit.config import load_recipe
-from grpokit.data.arithmetic import generate
+
 from grpokit.cli import build_parser
-from grpokit.preflight import interleave_easy_hard, quantile, recommend, write_filtered
+from grpokit.data.arithmetic import generate
+from grpokit.preflight.sample import interleave_easy_hard, quantile, recommend, write_filtered
+from grpokit.recipe.load import load_recipe
 
 
 def _recipe_file(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import write_jsonl
+
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate
-from grpokit.rundir import RunDir, read_jsonl
+from grpokit.run.files import read_jsonl
+from grpokit.run.rundir import RunDir
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -88,7 +89,7 @@ def test_doctor_report_eval_and_resume_on_logs_ending_in_half_a_line(trained, tm
 # ---------------------------------------------------------------- one writer
 def test_a_second_writer_is_refused_and_the_live_run_is_untouched(trained, tmp_path, tiny_model_dir, capsys):
     run = _copy(trained, tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.rundir import RunDir\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
                                "held = RunDir(sys.argv[1]).lock().acquire(); print('locked', flush=True); "
                                "time.sleep(120)", str(run)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(SRC)})
@@ -211,8 +212,8 @@ def test_a_failure_in_training_is_recorded_with_error_and_fix(tmp_path, tiny_mod
 # ---------------------------------------------------------------- refused before the start: nothing left behind
 @pytest.mark.parametrize("case", ["prompts too long", "no such model folder"])
 def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_dir, case):
-    from grpokit.config import load_recipe
-    from grpokit.train import train
+    from grpokit.recipe.load import load_recipe
+    from grpokit.training.grpo import train
 
     recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), ["train.max_prompt_length=1"] if case == "prompts too long"
                          else [])
@@ -265,7 +266,7 @@ def test_eval_and_export_refuse_a_damaged_checkpoint(trained, tmp_path, capsys, 
 
 
 def test_export_checks_finite_weights_and_the_tokenizer(trained, tmp_path):
-    from grpokit.export import export
+    from grpokit.export.export import export
 
     result = export(_copy(trained, tmp_path), "2", "hf", check_prompts=1, smoke=False, log=lambda _: None)
     checks = {c.name: c for c in result.checks}

@@ -8,21 +8,14 @@ import pytest
 import yaml
 from conftest import write_jsonl
 
-from grpokit import report_plots
 from grpokit.cli import main
-from grpokit.report import (
-    curves_section,
-    group_findings,
-    health_section,
-    pick_phases,
-    series,
-    write_report,
-)
-from grpokit.report_plots import CURVES, DPI, FIGSIZE, ema, ema_weight, plot_curve
+from grpokit.report import plots as report_plots
+from grpokit.report.html import curves_section, group_findings, health_section, pick_phases, write_report
+from grpokit.report.plots import CURVES, DPI, ema, ema_weight, FIGSIZE, plot_curve, series
 
 
 def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):
-    """A run directory written by hand: what train.py and evaluate.py write, without training."""
+    """A run directory written by hand: what training and evaluation write, without training."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text(yaml.safe_dump({
@@ -36,7 +29,7 @@ def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):
         if with_kl:
             m["kl"] = 0.001 * s
         metrics.append(m)
-    metrics[2]["entropy"] = None  # train.py writes NaN as null; a gap in a curve must not break its plot
+    metrics[2]["entropy"] = None  # training writes NaN as null; a gap in a curve must not break its plot
     write_jsonl(run / "metrics.jsonl", metrics)
     write_jsonl(run / "samples.jsonl", [
         {"step": s, "prompt": [{"role": "user", "content": f"What is {s} + 1?"}],
@@ -203,7 +196,7 @@ def test_refill_curve_says_why_it_is_missing_when_refill_is_off(tmp_path):
 
 
 def test_train_logs_peak_memory_for_the_report():
-    from grpokit.train import peak_memory
+    from grpokit.training.callbacks import peak_memory
 
     mem = peak_memory()
     assert list(mem) == ["grpokit/peak_rss_gib"] and 0.05 < mem["grpokit/peak_rss_gib"] < 64  # this CPU process

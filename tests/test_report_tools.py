@@ -8,13 +8,13 @@ import yaml
 from conftest import write_jsonl
 
 from grpokit.cli import main
-from grpokit.report_tools import tool_reward_names
+from grpokit.report.tools import tool_reward_names
 
 TOOL_REWARDS = ("task_success", "tool_choice", "tool_args", "tool_shaping")
 
 
 def _run(tmp_path, tool_metrics=True, steps=5):
-    """A run directory as train.py writes it for a recipe with env: (the keys TRL 1.16 and grpokit log)."""
+    """A run directory as training writes it for a recipe with env: (the keys TRL 1.16 and grpokit log)."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text(yaml.safe_dump({
@@ -34,7 +34,7 @@ def _run(tmp_path, tool_metrics=True, steps=5):
 
 def _tool_eval(run):
     (run / "eval").mkdir(exist_ok=True)
-    (run / "eval" / "results-tools.json").write_text(json.dumps({  # what grpokit.envs.evaluate writes
+    (run / "eval" / "results-tools.json").write_text(json.dumps({  # what grpokit.evaluation.tools writes
         "task": "calculator", "rows": 8, "generations": 2, "checkpoints": [
             {"step": 0, "model": "default", "task_success": 0.125, "tool_args": None, "tool_failures": 0.0,
              "calls_per_episode": 0.0, "episodes": 16, "metrics": {}},

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from grpokit.rewards import build_reward as _build_builtin
-from grpokit.rewards.audit import TRICKS, audit_rewards
+from grpokit.audit.rewards import audit_rewards
+from grpokit.audit.tricks import TRICKS
 from grpokit.rewards.registry import RewardFunction
+from grpokit.rewards.registry import build_reward as _build_builtin
 
 ROWS = [
     {"question": "Natalia sold clips to 48 friends in April and half as many in May. How many in total?",

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpokit.rewards import build_reward
 from grpokit.rewards.format import check_format
+from grpokit.rewards.registry import build_reward
 
 R = "48/2 = 24 clips in May.\n48 + 24 = 72 clips in total.\n"
 Z = "五月卖了 48/2 = 24 个。\n一共 48 + 24 = 72 个。\n"

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from grpokit.rewards import build_reward
 from grpokit.rewards.json_schema import check_json
+from grpokit.rewards.registry import build_reward
 
 SCHEMA = {
     "type": "object",

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from grpokit.rewards import build_reward
-from grpokit.rewards.length import estimate_tokens, length_penalty, think_text
+from grpokit.rewards.length import estimate_tokens, length_penalty
+from grpokit.rewards.parsing import think_text
+from grpokit.rewards.registry import build_reward
 
 OK = "a" * 60  # comfortably above the 50-character floor
 WORDS = "word " * 400  # 2000 chars, ~500 estimated tokens

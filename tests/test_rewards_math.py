@@ -7,16 +7,10 @@ import time
 
 import pytest
 
-from grpokit.rewards import build_reward
-from grpokit.rewards.audit import TRICKS, prepare_row
-from grpokit.rewards.math import (
-    DEFAULT_MARKERS,
-    answers_match,
-    check_math,
-    extract_final_answer,
-    parse_gold,
-    score_math,
-)
+from grpokit.audit.tricks import prepare_row, TRICKS
+from grpokit.rewards.math import answers_match, check_math, extract_final_answer, parse_gold, score_math
+from grpokit.rewards.parsing import DEFAULT_MARKERS
+from grpokit.rewards.registry import build_reward
 
 R = "48/2 = 24 clips in May.\n48 + 24 = 72 clips in total.\n"  # honest reasoning lines
 Z = "五月卖了 48/2 = 24 个。\n一共 48 + 24 = 72 个。\n"

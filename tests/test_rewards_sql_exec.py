@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from grpokit.rewards import build_reward
+from grpokit.rewards.registry import build_reward
 from grpokit.rewards.sql_exec import check_sql
 
 

@@ -7,9 +7,9 @@ import pytest
 from conftest import write_jsonl
 
 from grpokit.cli import main
-from grpokit.config import BUILTIN_DATA
+from grpokit.datasets import BUILTIN_DATA
 from grpokit.errors import GrpokitError
-from grpokit.rankings import export_csv, import_csv, pairs, read_rankings, split_prompts
+from grpokit.rm.rankings import export_csv, import_csv, pairs, read_rankings, split_prompts
 
 BUNDLED = BUILTIN_DATA / "preference" / "rankings.jsonl"
 
@@ -108,7 +108,7 @@ def test_rm_train_and_eval_from_the_cli(tmp_path, tiny_rm_base_dir, capsys):
 
 
 def test_reward_model_reward_scores_batched_and_cached(tiny_rm_dir):
-    from grpokit.rewards import build_reward
+    from grpokit.rewards.registry import build_reward
 
     reward = build_reward("reward_model", {"path": str(tiny_rm_dir), "batch_size": 3})
     questions = ["Say hi."] * 5
@@ -127,7 +127,7 @@ def test_reward_model_reward_scores_batched_and_cached(tiny_rm_dir):
     ({"path": "x", "scale": "tanh"}, "unknown scale"),    # a scale that does not exist
 ])
 def test_reward_model_reward_bad_params(params, what):
-    from grpokit.rewards import build_reward
+    from grpokit.rewards.registry import build_reward
 
     with pytest.raises(GrpokitError) as e:
         build_reward("reward_model", params)

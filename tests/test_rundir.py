@@ -15,8 +15,10 @@ import pytest
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.run_safety import RunLock, checkpoint_damage, disk_full_problem, is_disk_full, nonfinite_weights
-from grpokit.rundir import COMPLETE_MARKER, RunDir, read_jsonl, select_steps, split_jsonl, step_of
+from grpokit.run.checkpoints import checkpoint_damage, COMPLETE_MARKER, nonfinite_weights, RunLock, step_of
+from grpokit.run.files import read_jsonl, split_jsonl
+from grpokit.run.rundir import RunDir, select_steps
+from grpokit.run.safety import disk_full_problem, is_disk_full
 
 REC = [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.7}]
 WHOLE = b"".join(json.dumps(r).encode() + b"\n" for r in REC)
@@ -187,7 +189,7 @@ def test_nonfinite_weights_are_found(tiny_model_dir):
 
 # ---------------------------------------------------------------- the lock
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.rundir import RunDir\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
                                "held = RunDir(sys.argv[1]).lock().acquire(); print('locked', flush=True); time.sleep(120)",
                                str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"})

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from grpokit.cli.sandbox import cmd_check
-from grpokit.sandbox import Limits, SandboxError, TestSpec, detect_isolation, run_many, run_tests
+from grpokit.sandbox.execution import run_many, run_tests, SandboxError, TestSpec
+from grpokit.sandbox.isolation import detect_isolation, Limits
 
 ISOLATION = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"
 FAST = Limits(timeout_s=5)
@@ -164,16 +165,16 @@ def test_sandbox_check_is_registered_as_a_subcommand():
 
 def test_worker_sandbox_failing_to_start_is_an_error_not_a_penalty(monkeypatch):
     # If the worker never reaches the solution, the solution must not get the compile penalty.
-    import grpokit.sandbox as sandbox
+    from grpokit.sandbox import execution
 
-    real = sandbox._command
+    real = execution.sandbox_command
 
     def broken_worker(isolation, uid, limits, src, arg, info_fd):
         argv = real(isolation, uid, limits, src, arg, info_fd)
-        if src is sandbox._WORKER_SRC:
+        if src is execution.WORKER_SRC:
             argv[argv.index("-I")] = "--no-such-option"  # the interpreter refuses to start
         return argv
 
-    monkeypatch.setattr(sandbox, "_command", broken_worker)
+    monkeypatch.setattr(execution, "sandbox_command", broken_worker)
     with pytest.raises(SandboxError, match="failed to start"):
         run(ADD, ["assert add(1, 2) == 3"])

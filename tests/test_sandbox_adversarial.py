@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from grpokit.sandbox import Limits, TestSpec, detect_isolation, run_tests
+from grpokit.sandbox.execution import run_tests, TestSpec
+from grpokit.sandbox.isolation import detect_isolation, Limits
 
 pytestmark = pytest.mark.skipif(detect_isolation().kind != "bwrap", reason="bubblewrap cannot run here")
 

@@ -11,20 +11,23 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import write_jsonl
 from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 from trl.trainer.utils import RepeatSampler
 
-from conftest import write_jsonl
-from grpokit.config import Recipe, load_recipe
 from grpokit.data.arithmetic import generate
 from grpokit.errors import GrpokitError
-from grpokit.report import curves_section
-from grpokit.refill import attach, group_signal, merge_rows
-from grpokit.selection import STATE_FILE, PassRates, SelectionConfig, Selector, SignalSampler, choose, prompt_key
-from grpokit.train import _trainer_class, grpo_args
-from grpokit.trl_adapter import metric_values
+from grpokit.internals import metric_values
+from grpokit.recipe.load import load_recipe
+from grpokit.recipe.schema import Recipe
+from grpokit.recipe.selection_section import SelectionConfig
+from grpokit.recipe.trl_args import grpo_args
+from grpokit.report.html import curves_section
+from grpokit.training.grpo import _trainer_class
+from grpokit.training.refill import attach, group_signal, merge_rows
+from grpokit.training.selection import choose, PassRates, prompt_key, Selector, SignalSampler, STATE_FILE
 
 
 # ---------------------------------------------------------------- bands

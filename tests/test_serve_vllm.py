@@ -10,15 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from grpokit.cli import main
-from grpokit.config import load_recipe
 from grpokit.errors import GrpokitError
-from grpokit.generation import backend_of, make_backend
-from grpokit.generation_vllm import raw_ids, render_command, serve_command, training_settings, vllm_installed
+from grpokit.generation.core import backend_of, make_backend
+from grpokit.generation.vllm_backend import raw_ids, render_command, serve_command, training_settings, vllm_installed
 from grpokit.models import default_model_dir
-
-from conftest import REPO
+from grpokit.recipe.load import load_recipe
 
 SMOLLM = REPO / "recipes" / "smollm2-arithmetic.yaml"  # model default, float32, max_prompt_length 256
 QWEN4B = REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml"  # a hub id, bfloat16, max_prompt_length 512
@@ -54,7 +53,7 @@ def test_serve_command_from_the_recipe(recipe, overrides, expect):
 
 
 def test_serve_command_reads_a_server_generation_section():
-    from grpokit.vllm_config import GenerationConfig
+    from grpokit.recipe.generation_section import GenerationConfig
 
     r = load_recipe(QWEN4B)
     g = GenerationConfig(backend="vllm", vllm_mode="server", gpu_memory_utilization=0.7,

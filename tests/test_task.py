@@ -9,14 +9,15 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO, write_jsonl
+
 from grpokit.cli import main
-from grpokit.config import load_recipe, validate_raw
 from grpokit.errors import GrpokitError
-from grpokit.evaluate import sampled_pass_at_k, score
-from grpokit.rewards.registry import BUILTIN, ROLES, available, build_reward, get_spec
-from grpokit.sandbox import detect_isolation
+from grpokit.evaluation.evaluate import score
+from grpokit.evaluation.metrics import sampled_pass_at_k
+from grpokit.recipe.load import load_recipe, validate_raw
+from grpokit.rewards.registry import available, build_reward, BUILTIN, get_spec, ROLES
+from grpokit.sandbox.isolation import detect_isolation
 from grpokit.task import Task
 
 SANDBOX = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"

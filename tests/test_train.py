@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import write_jsonl
 from safetensors.torch import load_file
 
-from conftest import write_jsonl
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate
-from grpokit.train import COMPLETE_MARKER, complete_checkpoints
+from grpokit.run.checkpoints import COMPLETE_MARKER
+from grpokit.run.rundir import RunDir
 
 # An own reward with spread on random text (tests/reward_fns.py), so a tiny untrained model gets non-zero advantages.
 CHARS = {"name": "reward_fns:test_chars", "role": "shaping"}
@@ -55,7 +56,7 @@ def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_d
     samples = [json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()]
     assert samples and {"step", "prompt", "completion", "rewards"} <= set(samples[0])
     assert set(samples[0]["rewards"]) == {"test_chars", "format"}
-    assert [c.name for c in complete_checkpoints(run)] == ["checkpoint-1", "checkpoint-2"]
+    assert [c.name for c in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert Path(saved["data"]["train"]).is_absolute() and saved["output_dir"] == str(run.resolve())
@@ -70,8 +71,8 @@ def test_extra_callbacks_see_every_step(tmp_path, tiny_model_dir):
     # What the benchmarks use to clock steps and stop on a time budget, instead of patching the trainer class.
     from transformers import TrainerCallback
 
-    from grpokit.config import load_recipe
-    from grpokit.train import train
+    from grpokit.recipe.load import load_recipe
+    from grpokit.training.grpo import train
 
     class Steps(TrainerCallback):
         seen: list[int] = []
@@ -141,7 +142,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
     assert (status["status"], status["reason"]) == ("interrupted", sig.name)
     stopped_at = status["step"]
     assert 2 <= stopped_at < 6
-    assert [c.name for c in complete_checkpoints(run)] == [f"checkpoint-{stopped_at}"]
+    assert [c.name for c in RunDir(run).complete_checkpoints()] == [f"checkpoint-{stopped_at}"]
 
     # A half-written later checkpoint (no marker) must be ignored by resume.
     (run / "checkpoints" / "checkpoint-99").mkdir()
@@ -182,8 +183,8 @@ def _drive_logger(tmp_path: Path, out) -> None:
     """Three 2-second steps of a 10-step run through RunLogger, a logging step after each."""
     from types import SimpleNamespace
 
-    from grpokit.tracking import Progress
-    from grpokit.train import RunLogger
+    from grpokit.training.callbacks import RunLogger
+    from grpokit.training.tracking import Progress
 
     progress = Progress(out)
     progress.clock = clock = _Clock()

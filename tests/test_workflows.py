@@ -12,11 +12,13 @@ from conftest import REPO, write_jsonl
 from safetensors.torch import load_file
 
 from grpokit.cli import main
-from grpokit.config import HealthConfig
 from grpokit.data.arithmetic import generate
-from grpokit.health import Context, detect_reward_hacking
-from grpokit.sft import reference_completion
-from grpokit.train import COMPLETE_MARKER, complete_checkpoints
+from grpokit.health.detectors import detect_reward_hacking
+from grpokit.health.findings import Context
+from grpokit.recipe.health_section import HealthConfig
+from grpokit.run.checkpoints import COMPLETE_MARKER
+from grpokit.run.rundir import RunDir
+from grpokit.training.sft import reference_completion
 
 TINY_TRAIN = {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
               "max_completion_length": 8, "max_steps": 2, "save_steps": 2, "logging_steps": 1, "temperature": 1.0,
@@ -71,7 +73,7 @@ def test_sft_run_has_the_grpo_layout_moves_weights_and_evaluates(runs, tiny_mode
     sft = runs["sft"]
     info = json.loads((sft / "run.json").read_text())
     assert info["kind"] == "sft" and info["status"] == "completed" and info["step"] == 2
-    assert [c.name for c in complete_checkpoints(sft)] == ["checkpoint-2"]
+    assert [c.name for c in RunDir(sft).complete_checkpoints()] == ["checkpoint-2"]
     assert [json.loads(x)["step"] for x in (sft / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     before = load_file(tiny_model_dir / "model.safetensors")
     after = load_file(sft / "checkpoints" / "checkpoint-2" / "model.safetensors")
@@ -84,10 +86,10 @@ def test_sft_run_has_the_grpo_layout_moves_weights_and_evaluates(runs, tiny_mode
 
 
 def test_sft_prompts_are_the_grpo_prompt_ids(runs, tokenizer):
-    from grpokit.config import load_recipe
-    from grpokit.data import load_train_rows
-    from grpokit.sft import sft_dataset
-    from grpokit.train import template_of
+    from grpokit.data.load import load_train_rows
+    from grpokit.recipe.load import load_recipe
+    from grpokit.task import template_of
+    from grpokit.training.sft import sft_dataset
 
     recipe = load_recipe(runs["recipe"])
     row = load_train_rows(recipe)[0]
@@ -114,8 +116,8 @@ def test_compare_prints_one_table_and_names_missing_evaluations(runs, capsys):
 
 
 def test_mine_failures_output_passes_data_check(runs, tmp_path, capsys):
-    from grpokit.config import load_recipe
-    from grpokit.data import load_train_rows
+    from grpokit.data.load import load_train_rows
+    from grpokit.recipe.load import load_recipe
 
     train_q = load_train_rows(load_recipe(runs["recipe"]))[0]
     prod = write_jsonl(tmp_path / "production.jsonl", [
@@ -135,7 +137,7 @@ def test_mine_failures_output_passes_data_check(runs, tmp_path, capsys):
 
 def test_init_from_records_lineage_in_run_json(runs, tmp_path):
     # an evaluated run gives its best checkpoint (here step 0: the untrained tiny model ties at 0%) ...
-    from grpokit.lineage import resolve_init_from
+    from grpokit.training.lineage import resolve_init_from
 
     assert resolve_init_from(str(runs["sft"]))[1]["kind"] == "run-base"
     # ... an unevaluated one its last complete checkpoint
@@ -149,7 +151,7 @@ def test_init_from_records_lineage_in_run_json(runs, tmp_path):
     assert lineage["kind"] == "run-last-checkpoint" and lineage["path"].endswith("checkpoint-2")
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["model"]["name"] == lineage["path"]  # step 0 of the new run is where it started
-    from grpokit.report import write_report
+    from grpokit.report.html import write_report
 
     html = Path(write_report(run)).read_text()
     assert "started from" in html and "checkpoint" in html

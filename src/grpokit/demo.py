@@ -17,10 +17,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from grpokit.config import load_recipe
 from grpokit.errors import GrpokitError, Problem
-from grpokit.evaluate import _pct  # one percentage format for every table
-from grpokit.rundir import RunDir
+from grpokit.evaluation import pct  # one percentage format for every table
+from grpokit.recipe import load_recipe
+from grpokit.run import RunDir
 
 DEMO_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "smollm2-arithmetic.yaml"
 
@@ -31,18 +31,19 @@ def before_after_table(before, after) -> Table:
     table.add_column("metric")
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
-    table.add_row("accuracy", _pct(before.accuracy), _pct(after.accuracy))
-    table.add_row("format rate", _pct(before.format_rate), _pct(after.format_rate))
+    table.add_row("accuracy", pct(before.accuracy), pct(after.accuracy))
+    table.add_row("format rate", pct(before.format_rate), pct(after.format_rate))
     table.add_row("mean completion length (tokens)", f"{before.mean_length:.1f}", f"{after.mean_length:.1f}")
-    table.add_row("cut off at max length", _pct(before.truncated_rate), _pct(after.truncated_rate))
+    table.add_row("cut off at max length", pct(before.truncated_rate), pct(after.truncated_rate))
     return table
 
 
 def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, recipe_path: Path | None = None) -> dict:
     from grpokit import models
+    from grpokit.console import console
     from grpokit.data import load_datasets
-    from grpokit.evaluate import evaluate
-    from grpokit.train import console, train
+    from grpokit.evaluation import evaluate
+    from grpokit.training import train
 
     path = Path(recipe_path or DEMO_RECIPE)
     if not path.is_file():
@@ -57,7 +58,7 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
     _, eval_rows, _ = load_datasets(recipe)
     console.print(f"evaluating the base model on {len(eval_rows)} held-out problems ...")
     before = evaluate(model, tokenizer, recipe, eval_rows)
-    console.print(f"before: accuracy {_pct(before.accuracy)}, format {_pct(before.format_rate)}")
+    console.print(f"before: accuracy {pct(before.accuracy)}, format {pct(before.format_rate)}")
     summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer)
     trained = summary.pop("trainer").model
     console.print("evaluating the trained model ...")
@@ -77,9 +78,9 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
 
 def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> Path:
     """The before/after evaluation as eval/results.json (steps 0 and last), then report.html."""
-    from grpokit.evaluate import EvalSets, write_results
+    from grpokit.evaluation import EvalSets, write_results
     from grpokit.report import write_report
-    from grpokit.rundir import RunDir
+    from grpokit.run import RunDir
 
     last = RunDir(run_dir).latest_checkpoint()
     entries = [{"step": step, "path": path, "heldout": r.as_dict(), "perturbed": None, "train": None, "gap": None}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpokit.errors import GrpokitError
-from grpokit.rewards.registry import RewardFunction, RewardSpec, build_reward, names_with_role
+from grpokit.rewards import RewardFunction, RewardSpec, build_reward, names_with_role
 from grpokit.templates import PromptTemplate
 
 PASS_SCORE = 1.0  # a correctness reward's "right": 1.0 (code_tests: every test passed; fraction mode scores less)
@@ -29,8 +29,7 @@ DEFAULT_REWARDS = ({"name": "math_correctness"}, {"name": "format"})
 
 def reward_roles(reward_configs) -> dict[str, str]:
     """{logged name: role} of a recipe's reward entries, without building them (health and doctor read this)."""
-    from grpokit.rewards.own import DEFAULT_ROLE, is_own, reward_label
-    from grpokit.rewards.registry import BUILTIN
+    from grpokit.rewards import BUILTIN, DEFAULT_ROLE, is_own, reward_label
 
     out = {}
     for rc in reward_configs:
@@ -72,7 +71,7 @@ class Task:
 
     @classmethod
     def from_recipe(cls, recipe) -> "Task":
-        from grpokit.rewards.own import DEFAULT_ROLE, OwnRewardError, build_own, is_own
+        from grpokit.rewards import DEFAULT_ROLE, OwnRewardError, build_own, is_own
 
         base = Path(recipe.source).parent if recipe.source else Path.cwd()
         rewards = []
@@ -170,4 +169,6 @@ class Task:
         return [explain(t, **r)["reason"] == "refusal" for r, t in zip(rows, texts)]
 
 
-__all__ = ["DEFAULT_REWARDS", "Generation", "PASS_SCORE", "Task", "TaskReward", "reward_roles", "template_of"]
+def recipe_rewards(recipe) -> list[tuple[RewardFunction, float]]:
+    """The recipe's (or task's) rewards, built as training builds them (own functions included), with weights."""
+    return [(r.fn, r.weight) for r in Task.of(recipe).rewards]

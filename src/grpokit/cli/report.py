@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from grpokit.report import REPORT_DIR  # report.py imports matplotlib only inside its plotting functions
+    from grpokit.run import REPORT_DIR  # the report imports matplotlib only inside its plotting functions
 
     p = sub.add_parser("report", help="write report.html with plots for a run (offline; run grpokit eval first)")
     p.add_argument("run_dir", help="a grpokit run directory")

@@ -11,7 +11,7 @@ raise `GrpokitError` (exit 2), which the main CLI prints without a traceback.
 null) plus the reward's details (`reason`, `predicted`, ... where the reward
 explains itself) or `error` when scoring that row raised; it exits 1 when any
 row raised. `audit` exits 1 when a trick scores at least as much as an honest
-wrong answer (see `grpokit.rewards.audit`).
+wrong answer (see `grpokit.audit`).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from grpokit.cli.output import add_set_option
 from grpokit.errors import GrpokitError, Problem
-from grpokit.rewards.registry import RewardFunction, available, build_reward, completion_text, get_spec
+from grpokit.rewards import RewardFunction, available, build_reward, completion_text, get_spec
 
 _MAX_REPORTED_PROBLEMS = 20  # a wholly wrong file would otherwise print one problem per line
 
@@ -173,15 +173,15 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from grpokit.config import load_recipe
-    from grpokit.rewards.audit import audit_recipe
+    from grpokit.audit import audit_recipe
+    from grpokit.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.set)
     if recipe.env is not None:  # tool tasks: scripted tool hacks instead of answer-line tricks
-        from grpokit.rewards.audit_tools import audit_recipe_tools, table
+        from grpokit.audit import audit_recipe_tools, tool_audit_table
 
         results = audit_recipe_tools(recipe, max_rows=args.rows)
-        print(table(results))
+        print(tool_audit_table(results))
         return 0 if all(r.ok for r in results) else 1
     try:
         result = audit_recipe(recipe, max_rows=args.rows)

@@ -42,7 +42,7 @@ def register(sub) -> None:
 
 
 def cmd_candidates(args) -> int:
-    from grpokit.config import load_recipe
+    from grpokit.recipe import load_recipe
     from grpokit.rm import write_candidates
 
     recipe = load_recipe(args.recipe, args.set)
@@ -57,7 +57,7 @@ def cmd_candidates(args) -> int:
 
 
 def cmd_export_csv(args) -> int:
-    from grpokit.rankings import export_csv
+    from grpokit.rm import export_csv
 
     n = export_csv(args.rankings, args.csv)
     print(f"wrote {n} candidates to {args.csv}; fill in the rank column, then "
@@ -66,7 +66,7 @@ def cmd_export_csv(args) -> int:
 
 
 def cmd_import_csv(args) -> int:
-    from grpokit.rankings import import_csv, pairs
+    from grpokit.rm import import_csv, pairs
 
     rows = import_csv(args.csv, args.rankings)
     print(f"wrote {len(rows)} ranked prompts ({len(pairs(rows))} pairs) to {args.rankings}")

@@ -22,8 +22,8 @@ def register(sub) -> None:
 
 
 def cmd_serve_vllm(args) -> int:
-    from grpokit.config import load_recipe
-    from grpokit.generation_vllm import render_command, run_server, serve_command, training_settings
+    from grpokit.generation import render_command, run_server, serve_command, training_settings
+    from grpokit.recipe import load_recipe
 
     bad = [(flag, value, rule) for flag, value, ok, rule in (
         ("--port", args.port, lambda v: 1 <= v <= 65535, "between 1 and 65535"),

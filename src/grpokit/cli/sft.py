@@ -17,14 +17,14 @@ def register(sub) -> None:
 
 
 def cmd_sft(args) -> int:
-    from grpokit.config import load_recipe
-    from grpokit.lineage import apply_init_from, describe
-    from grpokit.sft import train_sft
-    from grpokit.train import console
+    from grpokit.console import console
+    from grpokit.recipe import load_recipe
+    from grpokit.run import describe_lineage
+    from grpokit.training import apply_init_from, train_sft
 
     recipe, lineage = apply_init_from(load_recipe(args.recipe, args.set), args.init_from)
     if lineage:
-        console.print(describe(lineage))
+        console.print(describe_lineage(lineage))
     train_sft(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage,
               log=lambda m: console.print(m, markup=False))
     return 0

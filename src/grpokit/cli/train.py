@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def add_launch_options(tr) -> None:
-    g = tr.add_argument_group("several processes (runs `accelerate launch`; see grpokit.launch)")
+    g = tr.add_argument_group("several processes (runs `accelerate launch`; see grpokit.training.launch)")
     g.add_argument("--num-processes", type=int, metavar="N",
                    help="total processes (GPUs) over all machines; without it grpokit trains in this process")
     g.add_argument("--accelerate-config", default="ddp", metavar="ddp|zero2|zero3|fsdp|FILE",
@@ -49,9 +49,9 @@ def cmd_demo(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from grpokit.config import load_recipe
-    from grpokit.launch import is_rank_zero
-    from grpokit.train import load_run_recipe, train
+    from grpokit.distributed import is_rank_zero
+    from grpokit.recipe import load_recipe, load_run_recipe
+    from grpokit.training import train
 
     if args.init_from and args.resume:
         raise GrpokitError([Problem("--init-from", "a resumed run continues from its own checkpoint",
@@ -73,11 +73,12 @@ def cmd_train(args) -> int:
         err.print(f"[yellow]note:[/] {note}")
     lineage = None
     if args.init_from:
-        from grpokit.lineage import apply_init_from, describe
+        from grpokit.run import describe_lineage
+        from grpokit.training import apply_init_from
 
         recipe, lineage = apply_init_from(recipe, args.init_from)
         if main_process:
-            print(describe(lineage))
+            print(describe_lineage(lineage))
     if not args.skip_audit:
         _audit_warnings(recipe)
     train(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage)
@@ -86,9 +87,8 @@ def cmd_train(args) -> int:
 
 def _launch(args) -> int:
     """Validate here once, then run `grpokit train` in every process through accelerate."""
-    from grpokit.config import load_recipe
-    from grpokit.launch import LaunchOptions, accelerate_command, check_options, format_command, run_launch
-    from grpokit.vllm_config import refuse_vllm_training_here
+    from grpokit.recipe import load_recipe, refuse_vllm_training_here
+    from grpokit.training import LaunchOptions, accelerate_command, check_options, format_command, run_launch
 
     if args.num_processes is None:
         raise GrpokitError([Problem("--dry-run", "prints the multi-process command: needs --num-processes",
@@ -97,12 +97,12 @@ def _launch(args) -> int:
                          args.main_process_ip, args.main_process_port)
     check_options(opts, need_modules=not args.dry_run)
     if args.resume:
-        from grpokit.train import load_run_recipe
+        from grpokit.recipe import load_run_recipe
 
         recipe = load_run_recipe(args.resume)  # a bad run directory fails here, not in N processes
         argv = ["--resume", args.resume]
         if not args.dry_run:
-            from grpokit.rundir import RunDir
+            from grpokit.run import RunDir
 
             refuse_vllm_training_here(recipe.generation, str(RunDir(args.resume).config))
     elif args.recipe:
@@ -115,7 +115,7 @@ def _launch(args) -> int:
         argv += ["--init-from", args.init_from] if args.init_from else []
     else:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
-    from grpokit.selection import check_processes
+    from grpokit.training import check_processes
 
     check_processes(recipe.selection, opts.num_processes)  # the layout decides, so a dry run says it too
     import torch
@@ -136,14 +136,14 @@ def _launch(args) -> int:
 
 def _earlier_lineage(run_dir) -> dict | None:
     """The lineage a run started with (run.json's init_from), kept when it is resumed."""
-    from grpokit.rundir import RunDir
+    from grpokit.run import RunDir
 
     return RunDir(run_dir).read_status().get("init_from")
 
 
 def _audit_warnings(recipe) -> None:
-    from grpokit.rewards.audit import audit_warnings
-    from grpokit.train import console
+    from grpokit.audit import audit_warnings
+    from grpokit.console import console
 
     for w in audit_warnings(recipe):  # each line already starts with "reward audit:"
         console.print(f"[yellow]{w}[/]")

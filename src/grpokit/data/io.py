@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpokit.data.formats import RawData, read_file, read_hf
-from grpokit.envs.rows import check_tool_row, is_tool_row
+from grpokit.envs import check_tool_row, is_tool_row
 from grpokit.errors import GrpokitError, Problem
 from grpokit.templates import PLAIN_TEMPLATES
 
@@ -92,7 +92,7 @@ def _answer_type(value) -> str:
 def is_numeric_answer(answer: object) -> bool:
     """A finite number, or a string whose gold part (after GSM8K's ####) reads as one: 72, "1,234", "$3.50", "40%"."""
     # the verifier's own reading of a gold answer
-    from grpokit.rewards.math import parse_gold
+    from grpokit.rewards import parse_gold
 
     if isinstance(answer, bool):
         return False

@@ -1,76 +1,9 @@
-"""Tool-calling environments for GRPO on TRL 1.16's own multi-turn rollouts.
-
-A recipe with an `env:` section trains through `GRPOTrainer(environment_factory=...)`:
-TRL makes one environment instance per rollout, calls `reset(**row)`, exposes
-the instance's public methods as tools (their type hints and Google-style
-docstrings become the JSON schemas rendered into the prompt), runs the
-model's tool calls, masks tool-result tokens out of the loss and logs
-`tools/call_frequency` and `tools/failure_frequency`. grpokit adds the
-environments, the tool rows (`envs.rows`), the rewards with roles
-(`rewards.tools`), a tool chat template for models without one
-(`envs.chat`), the tool-hack audit (`rewards.audit_tools`) and evaluation
-(`envs.evaluate`). There is no rollout loop in grpokit.
-
-`ENVIRONMENTS` is the one table of shipped environments.
+"""Tool-calling environments and tool rows for TRL's multi-turn rollouts (see envs.registry).
 """
-from __future__ import annotations
+from grpokit.envs.registry import ENV_NAMES, ENVIRONMENTS, get_env
+from grpokit.envs.repofix import load_repo
+from grpokit.envs.rows import check_tool_row, is_tool_row, loads, tools_by_name
+from grpokit.envs.training import max_tool_calling_iterations, tool_schemas, tool_setup, training_tools
 
-import inspect
-from dataclasses import dataclass
-from functools import partial
-from typing import Callable
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    name: str
-    cls_path: str  # "module:Class", imported on use so `grpokit data check` stays light
-    description: str
-    dataset: str  # builtin:<path> of the bundled rows
-
-    def cls(self) -> type:
-        import importlib
-
-        module, name = self.cls_path.split(":")
-        return getattr(importlib.import_module(module), name)
-
-    def tool_names(self) -> list[str]:
-        """The tools an instance exposes to TRL: public methods other than reset/get_reward (TRL's rule)."""
-        return sorted(n for n, _ in inspect.getmembers(self.cls(), predicate=inspect.isfunction)
-                      if n not in ("reset", "get_reward") and not n.startswith("_"))
-
-    def factory(self, params: dict | None = None) -> Callable:
-        return partial(self.cls(), **(params or {}))
-
-
-ENVIRONMENTS: dict[str, EnvSpec] = {
-    "calculator": EnvSpec("calculator", "grpokit.envs.calculator:CalculatorEnv",
-                          "add/subtract/multiply/divide for arithmetic word problems; answer line `Final answer: N`",
-                          "builtin:tools/calculator.jsonl"),
-    "repofix": EnvSpec("repofix", "grpokit.envs.repofix:RepoFixEnv",
-                       "a small Python project in a fresh temp dir per episode; list_files, read_file, write_file, "
-                       "run_tests; reward = share of the hidden tests passing (sandboxed)",
-                       "builtin:tools/repofix.jsonl"),
-}
-ENV_NAMES = tuple(ENVIRONMENTS)
-
-
-def get_env(name: str) -> EnvSpec:
-    try:
-        return ENVIRONMENTS[name]
-    except KeyError:
-        raise KeyError(f"unknown environment {name!r}; valid: {', '.join(ENV_NAMES)}") from None
-
-
-def tool_schemas(env_cls: type) -> list[dict]:
-    """The JSON schemas TRL renders for an environment's tools (transformers' get_json_schema)."""
-    from transformers.utils import get_json_schema
-
-    inst_methods = [getattr(env_cls, n) for n in sorted(vars(env_cls)) if not n.startswith("_")
-                    and n not in ("reset", "get_reward") and inspect.isfunction(getattr(env_cls, n))]
-    out = []
-    for m in inst_methods:
-        schema = get_json_schema(m)
-        schema["function"].pop("return", None)  # rows carry what the model needs: name, description, parameters
-        out.append(schema)
-    return out
+__all__ = ["ENV_NAMES", "ENVIRONMENTS", "check_tool_row", "get_env", "is_tool_row", "load_repo", "loads",
+           "max_tool_calling_iterations", "tool_schemas", "tool_setup", "tools_by_name", "training_tools"]

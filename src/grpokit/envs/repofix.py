@@ -20,7 +20,7 @@ sandbox against the declared source files of the workspace only. So:
 - `write_file` refuses absolute paths and paths that leave the project;
 - the verdict comes from the sandbox's judge, never from the code's output.
 
-These are the tool-hack cases of `grpokit.rewards.audit_tools`. Not covered:
+These are the tool-hack cases of `grpokit.audit.tools`. Not covered:
 a fix that hard-codes the hidden tests' expected values (the tests' weakness),
 multi-module projects that import each other (the sandbox runs one module: the
 declared sources are concatenated in order).

@@ -25,13 +25,13 @@ dataset (Arrow would merge differently shaped schemas into one struct type).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from grpokit.datasets import BUILTIN_DATA
 from grpokit.errors import Problem
 
 TOOL_COLUMNS = ("tools", "expected_calls", "goal")
 GOAL_KINDS = ("final_answer", "hidden_tests")
-REPOS_DIR = Path(__file__).resolve().parents[1] / "datasets" / "tools" / "repos"
+REPOS_DIR = BUILTIN_DATA / "tools" / "repos"
 
 
 def is_tool_row(obj) -> bool:
@@ -129,7 +129,7 @@ def check_tool_row(obj: dict, where: str) -> list[Problem]:
     out += _goal_problems(obj.get("goal"), where)
     env = obj.get("env")
     if env is not None:
-        from grpokit.envs import ENVIRONMENTS
+        from grpokit.envs.registry import ENVIRONMENTS
 
         if env not in ENVIRONMENTS:
             out.append(Problem(f"{where} env", f"unknown environment {env!r}", f"use one of: {', '.join(ENVIRONMENTS)}"))

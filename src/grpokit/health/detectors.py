@@ -1,0 +1,356 @@
+"""The health detectors (monitor.py runs them): each a pure function of the metrics
+logged so far and the latest step's samples, judging the latest step; `DETECTORS` maps every health
+code to its detector. Thresholds: grpokit.recipe.HealthConfig."""
+from __future__ import annotations
+
+import math
+from statistics import mean, median
+from typing import Callable
+
+from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Context, Finding, is_finite, metric_series,
+                                     rolling_peak, rounded, values_of)
+from grpokit.health.tool_failures import detect_tool_failures
+from grpokit.recipe import HEALTH_CODES, HealthConfig
+
+
+# ---------------------------------------------------------------- detectors (latest step)
+def detect_nan(m, s, cfg: HealthConfig, ctx) -> Finding | None:
+    last = m[-1]
+    bad = {k: last[k] for k in NON_FINITE_KEYS if k in last and not is_finite(last[k])}
+    if not bad:
+        return None
+    return Finding("nan", "error", last["step"],
+                   f"non-finite {', '.join(bad)} at step {last['step']}: the update blew up. Fix: halve the "
+                   "learning_rate (the articles: 1e-6..5e-6 for GRPO, 2e-6 for 4B), check the rewards never return "
+                   "NaN/inf, prefer bfloat16/float32 to float16, and resume from the last checkpoint before it",
+                   {k: str(v) for k, v in bad.items()}, since=last["step"])
+
+
+def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
+    z = metric_series(m, "frac_reward_zero_std")
+    if len(z) < cfg.window or z[-1][0] != m[-1]["step"]:
+        return None
+    run = 0
+    for _, v in reversed(z):
+        if v < cfg.zero_std_frac:
+            break
+        run += 1
+    if run < cfg.window:
+        return None
+    return Finding("zero_variance_groups", "warning", z[-1][0],
+                   f"{rounded(mean(values_of(z[-cfg.window:])) * 100, 1)}% of prompt groups scored every completion the same "
+                   f"for {run} steps: their advantages are 0 and they teach nothing. Fix (Qwen3-0.6B-Base article): raise the "
+                   "format reward's weight so all-wrong groups still differ, raise num_generations (8 -> 12), mix "
+                   "easier prompts in (`grpokit preflight --write-filtered` drops always/never-solved prompts and "
+                   "alternates easy and hard)",
+                   {"frac_reward_zero_std": [rounded(v) for v in values_of(z[-cfg.window:])], "steps": run,
+                    "threshold": cfg.zero_std_frac}, since=z[-run][0])
+
+
+def _trend(s: list[tuple[int, float]]) -> tuple[float, float]:
+    """(change, standard error of the change) over `s` from its least-squares line: slope x steps spanned."""
+    xs, ys = [float(x) for x, _ in s], values_of(s)
+    n, mx, my = len(xs), mean(xs), mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n < 3 or sxx == 0:
+        return 0.0, math.inf
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (n - 2)
+    span = xs[-1] - xs[0]
+    return slope * span, math.sqrt(residual / sxx) * span
+
+
+def detect_plateau(m, s, cfg, ctx) -> Finding | None:
+    # A plateau is a reward that is confidently not rising. The least-squares trend uses every step of the
+    # window (halves of it compare fewer points), and its standard error is the noise allowance: GRPO's
+    # per-step reward is noisy (a few prompts per step), so a slow climb often shows a flat or falling
+    # stretch between two half-windows (a 108-step run climbing 0.05 -> 0.43 fired 4 times that way).
+    # Reported only when even the upper bound of the change, PLATEAU_CONFIDENCE errors above the fitted
+    # one, stays within plateau_delta; a noisy window has a wide bound and is not called flat.
+    r = [p for p in metric_series(m, "reward") if p[0] > cfg.warmup_steps]
+    n = cfg.plateau_steps
+    if len(r) < n or r[-1][0] != m[-1]["step"]:
+        return None
+    change, error = _trend(r[-n:])
+    if change + PLATEAU_CONFIDENCE * error > cfg.plateau_delta:
+        return None
+    level = mean(values_of(r[-n:]))
+    return Finding("reward_plateau", "warning", r[-1][0],
+                   f"the reward has not risen for {n} steps (level {rounded(level)}, fitted change {rounded(change)} +/- "
+                   f"{rounded(error)}). Fix (Qwen3-0.6B-Base article): if it never moved, groups carry no signal (see "
+                   "zero_variance_groups: more format weight, easier data); if it climbed then stalled, the learning "
+                   "rate is off (the Qwen3-0.6B-Base article cut 1e-5 -> 3e-6 when the reward stalled near step 300); evaluate the "
+                   "checkpoints and keep the best rather than the last",
+                   {"window_steps": n, "mean": rounded(level), "fitted_change": rounded(change), "change_error": rounded(error),
+                    "confidence_errors": PLATEAU_CONFIDENCE, "threshold": cfg.plateau_delta}, since=r[-n][0])
+
+
+def detect_kl_spike(m, s, cfg, ctx) -> Finding | None:
+    k = metric_series(m, "kl")
+    if not k or k[-1][0] != m[-1]["step"]:
+        return None
+    step, v = k[-1]
+    prev = values_of(k[-1 - cfg.window:-1])
+    level = median(prev) if prev else None
+    absolute = v > cfg.kl_max
+    relative = (level is not None and len(prev) >= cfg.window and step > cfg.warmup_steps and v > cfg.kl_floor
+                and v > cfg.kl_spike_factor * max(level, cfg.kl_floor / cfg.kl_spike_factor))
+    if not (absolute or relative):
+        return None
+    why = f"above the bound {cfg.kl_max}" if absolute else f"{rounded(v / max(level, 1e-12), 1)}x its recent median {rounded(level)}"
+    return Finding("kl_spike", "error", step,
+                   f"kl jumped to {rounded(v)} at step {step} ({why}): the policy is leaving the reference model and "
+                   "its language degrades. Fix: lower the learning rate or raise beta (Qwen3-4B/14B article); the Qwen3-0.6B-Base article "
+                   "halves the learning rate, raises beta 0.04 -> 0.08 and resumes from the last normal checkpoint "
+                   "(health.actions.kl_spike: rollback does exactly that)",
+                   {"kl": rounded(v, 6), "recent_median": None if level is None else rounded(level, 6), "kl_max": cfg.kl_max,
+                    "spike_factor": cfg.kl_spike_factor}, since=step)
+
+
+def detect_length_collapse(m, s, cfg, ctx) -> Finding | None:
+    ln = [p for p in metric_series(m, "completions/mean_length")]
+    w = cfg.window
+    if len(ln) < 2 * w or ln[-1][0] != m[-1]["step"] or ln[-1][0] <= cfg.warmup_steps:
+        return None
+    peak, end = rolling_peak(ln, w, len(ln) - w)
+    now = mean(values_of(ln[-w:]))
+    if not peak > 0 or now >= cfg.length_drop * peak:
+        return None
+    # Shrinking from completions cut at the length limit is the cure for rambling, not laziness.
+    clip = {st: v for st, v in metric_series(m, "completions/clipped_ratio")}
+    peak_clip = [clip[st] for st, _ in ln[end - w:end] if st in clip]
+    if peak_clip and mean(peak_clip) >= 0.5:
+        return None
+    return Finding("length_collapse", "warning", ln[-1][0],
+                   f"mean completion length fell from {rounded(peak, 1)} to {rounded(now, 1)} tokens: the model is learning "
+                   "to be lazy, hitting the reward with the shortest output (Qwen3-4B/14B article: 2000 -> 300). Fix: make "
+                   "correctness dominate the reward, penalise very short answers (the `length` reward's "
+                   "short_penalty), lower the learning rate, and roll back to before the drop",
+                   {"peak_mean_length": rounded(peak, 1), "recent_mean_length": rounded(now, 1), "drop_threshold": cfg.length_drop},
+                   since=ln[min(end, len(ln) - 1)][0])
+
+
+def detect_truncation(m, s, cfg, ctx) -> Finding | None:
+    c = metric_series(m, "completions/clipped_ratio")
+    if not c or c[-1][0] != m[-1]["step"]:
+        return None
+    recent = values_of(c[-cfg.window:])
+    if mean(recent) < cfg.truncation_frac:
+        return None
+    return Finding("truncation", "warning", c[-1][0],
+                   f"{rounded(mean(recent) * 100, 1)}% of completions hit max_completion_length: cut answers lose their "
+                   "final line and score as wrong. Fix: raise train.max_completion_length to cover the p99 length "
+                   "(`grpokit preflight` measures it; the Qwen3-0.6B-Base article uses 512 for math, 1024 for logic), or reward "
+                   "brevity with the `length` reward",
+                   {"clipped_ratio": [rounded(v) for v in recent], "threshold": cfg.truncation_frac},
+                   since=c[-len(recent)][0])
+
+
+def _blank(text: str, cfg) -> bool:
+    return len("".join(str(text).split())) < cfg.empty_chars
+
+
+def detect_empty(m, s, cfg, ctx) -> Finding | None:
+    step = m[-1]["step"]
+    texts = [x.get("completion", "") for x in s]
+    share = sum(_blank(t, cfg) for t in texts) / len(texts) if texts else 0.0
+    mean_len = m[-1].get("completions/mean_length")
+    if not (texts and share >= cfg.empty_frac) and not (is_finite(mean_len) and mean_len < 1):
+        return None
+    return Finding("empty_completions", "error", step,
+                   f"{rounded(share * 100, 1)}% of sampled completions are empty or nearly so (mean length "
+                   f"{mean_len}). Fix (Qwen3-4B/14B article): sample with temperature >= 0.9 (low temperature with top_p "
+                   "collapses into empty or looping output) and give very short completions a large negative score "
+                   "(the `length` reward's short_penalty; the Qwen3-4B/14B article uses < 50 characters)",
+                   {"empty_share": rounded(share), "samples": len(texts), "mean_length": mean_len,
+                    "examples": [t[:40] for t in texts if _blank(t, cfg)][:3]}, since=step)
+
+
+def repeated_share(text: str, n: int) -> float:
+    """Share of word n-grams (characters for unspaced text such as Chinese) that repeat an earlier one."""
+    units = str(text).split()
+    if len(units) < 2 * n:
+        units = [c for c in str(text) if not c.isspace()]
+    grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
+    if len(grams) < 4:
+        return 0.0
+    return 1 - len(set(grams)) / len(grams)
+
+
+def detect_repetition(m, s, cfg, ctx) -> Finding | None:
+    texts = [x.get("completion", "") for x in s]
+    if not texts:
+        return None
+    shares = [repeated_share(t, cfg.repetition_ngram) for t in texts]
+    bad = [t for t, r in zip(texts, shares) if r >= cfg.repetition_ratio]
+    if len(bad) / len(texts) < cfg.repetition_frac:
+        return None
+    step = m[-1]["step"]
+    return Finding("repetition", "warning", step,
+                   f"{len(bad)}/{len(texts)} sampled completions repeat the same {cfg.repetition_ngram}-grams. Fix "
+                   "(Qwen3-0.6B-Base article): raise temperature to 0.9 or more, and check max_completion_length (loops run "
+                   "until the limit; see truncation)",
+                   {"repeated_share": [rounded(x, 3) for x in shares], "threshold": cfg.repetition_ratio,
+                    "examples": [t[:80] for t in bad[:2]]}, since=step)
+
+
+def _fallen(m, ctx, code: str, role: str, w: int, learned: float, drop: float, floor: float,
+            message: Callable[[str, float, float, float], str]) -> Finding | None:
+    """`code` for the first reward of `role` whose running mean (over `w` steps) reached `learned` x its full
+    marks and then fell below `drop` x that peak; `message(name, peak, now, full)` says what and the fix.
+    Full marks: the best score a sampled completion earned, else the best step mean, at least `floor`."""
+    for name in ctx.with_role(role):
+        f = metric_series(m, f"rewards/{name}/mean")
+        if len(f) < 2 * w or f[-1][0] != m[-1]["step"]:
+            continue
+        peak, end = rolling_peak(f, w, len(f) - w)
+        now = mean(values_of(f[-w:]))
+        full = ctx.full_marks.get(name, max(floor, max(values_of(f))))
+        if full > 0 and peak >= learned * full and now < drop * peak:
+            return Finding(code, "warning", f[-1][0], message(name, peak, now, full),
+                           {"reward": name, "peak_mean": rounded(peak), "recent_mean": rounded(now), "full_marks": rounded(full),
+                            "learned_share": learned, "drop_threshold": drop},
+                           since=f[min(end, len(f) - 1)][0])
+    return None
+
+
+def detect_format_collapse(m, s, cfg, ctx) -> Finding | None:
+    # "Learned" is relative to the reward's own full marks, not an absolute level: a format reward worth
+    # 0.2 (the Qwen3-0.6B-Base article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
+    return _fallen(m, ctx, "format_collapse", "format", cfg.window, cfg.format_learned, cfg.format_drop, 0.0,
+                   lambda name, peak, now, full:
+                   f"the {name} reward had been learned (mean {rounded(peak)} of full marks {rounded(full)}) and fell "
+                   f"to {rounded(now)}. Fix (Qwen3-0.6B-Base article): keep the format weight at 0.15 or more of the total, do "
+                   "not lower it too fast, and resume from a checkpoint where the format was stable")
+
+
+def detect_correctness_collapse(m, s, cfg, ctx) -> Finding | None:
+    # The policy unlearns what it had learned: the training correctness (on the prompts it is given) rose, then
+    # fell and stays down. Seen on the demo recipe at lr 1e-4 constant, with entropy 0.25 and format 100%: every
+    # group ended all-wrong while no other detector fired. Full marks are at least 1 (a right answer's score).
+    return _fallen(m, ctx, "correctness_collapse", "correctness", cfg.window, cfg.correctness_learned,
+                   cfg.correctness_drop, 1.0,
+                   lambda name, peak, now, full:
+                   f"the {name} reward had risen to a running mean of {rounded(peak)} and fell to {rounded(now)}: "
+                   "the policy is unlearning the task. Fix: lower learning_rate or let it decay "
+                   "(lr_scheduler_type cosine), add a KL penalty (beta > 0), and restart from the last "
+                   "checkpoint before the fall (health action rollback does all three); `grpokit eval` "
+                   "finds the best checkpoint")
+
+
+def detect_reward_hacking(m, s, cfg, ctx) -> Finding | None:
+    step = m[-1]["step"]
+    correct = ctx.with_role("correctness")
+    # (a) the training reward climbs while the correctness component stays flat.
+    total = [p for p in metric_series(m, "reward") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
+    w = cfg.window
+    if correct and len(ctx.reward_names) > 1 and len(total) >= 2 * w and total[-1][0] == step:
+        lo, hi = total[0][0], total[-1][0]
+        rise = mean(values_of(total[-w:])) - mean(values_of(total[:w]))
+        moves = {}
+        for n in correct:
+            c = [p for p in metric_series(m, f"rewards/{n}/mean") if lo <= p[0] <= hi]
+            if len(c) >= 2 * w:
+                moves[n] = mean(values_of(c[-w:])) - mean(values_of(c[:w]))
+        if moves and rise >= cfg.hacking_rise and all(v < cfg.hacking_flat for v in moves.values()):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"the total reward rose by {rounded(rise)} over steps {lo}-{hi} while "
+                           f"{', '.join(moves)} did not rise: the model is earning reward without getting answers "
+                           "right (Qwen3-0.6B-Base article: it learns to farm the format score). Fix: lower the format weight, "
+                           "raise correctness, score non-answers ('I don't know') 0, run `grpokit rewards audit`, and "
+                           "read samples.jsonl. Expected briefly while a base model first learns the format",
+                           {"total_rise": rounded(rise), "correctness_change": {k: rounded(v) for k, v in moves.items()},
+                            "steps": [lo, hi], "rise_threshold": cfg.hacking_rise, "flat_threshold": cfg.hacking_flat},
+                           since=lo)
+    learned = _learned_vs_rules(m, cfg, ctx, step)
+    if learned is not None:
+        return learned
+    # (b) evaluation accuracy falls while the training reward climbs (Qwen3-4B/14B article: 95% train vs 78% eval).
+    ev = sorted((e for e in ctx.evals if e.get("step", 0) <= step and is_finite(e.get("accuracy"))), key=lambda e: e["step"])
+    if len(ev) >= 2:
+        best = max(ev, key=lambda e: e["accuracy"])
+        last = ev[-1]
+        rew = dict(metric_series(m, "reward"))
+        r_best = _near(rew, best["step"])
+        r_last = _near(rew, last["step"])
+        if (last["step"] > best["step"] and best["accuracy"] - last["accuracy"] >= 0.05
+                and r_best is not None and r_last is not None and r_last > r_best):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"evaluation accuracy fell from {rounded(best['accuracy'])} (step {best['step']}) to "
+                           f"{rounded(last['accuracy'])} (step {last['step']}) while the training reward rose from "
+                           f"{rounded(r_best)} to {rounded(r_last)}: the model is fitting the reward, not the task (Qwen3-4B/14B article: "
+                           "95% train vs 78% eval). Fix: keep the best evaluated checkpoint, train fewer steps or "
+                           "one epoch, use more varied data, tighten the reward (`grpokit rewards audit`)",
+                           {"eval_best": best, "eval_last": last, "reward_at_best": rounded(r_best),
+                            "reward_at_last": rounded(r_last)}, since=best["step"] + 1)
+    return None
+
+
+def _learned_vs_rules(m, cfg, ctx, step) -> Finding | None:
+    """(c) a learned reward (reward_model) climbs while every rule reward of the recipe stays flat or falls."""
+    from grpokit.rewards import LEARNED_REWARDS
+
+    learned = [n for n in ctx.reward_names if n in LEARNED_REWARDS]
+    rules = [n for n in ctx.reward_names if n not in LEARNED_REWARDS]
+    w = cfg.window
+    for n in learned:
+        s = [p for p in metric_series(m, f"rewards/{n}/mean") if p[0] > cfg.warmup_steps][-cfg.plateau_steps:]
+        if not rules or len(s) < 2 * w or s[-1][0] != step:
+            continue
+        lo, rise = s[0][0], mean(values_of(s[-w:])) - mean(values_of(s[:w]))
+        moves = {r: mean(values_of(c[-w:])) - mean(values_of(c[:w])) for r in rules
+                 if len(c := [p for p in metric_series(m, f"rewards/{r}/mean") if lo <= p[0] <= step]) >= 2 * w}
+        if moves and rise >= cfg.hacking_rise and all(v < cfg.hacking_flat for v in moves.values()):
+            return Finding("reward_hacking_suspected", "warning", step,
+                           f"the learned reward {n} rose by {rounded(rise)} over steps {lo}-{step} while the rule rewards "
+                           f"({', '.join(moves)}) did not: the policy may be gaming the reward model. Fix: read "
+                           "samples.jsonl, check the reward model on fresh rankings (`grpokit rm eval`), add rankings "
+                           "of the new answers and retrain it, or raise the rule rewards' weights",
+                           {"learned": n, "learned_rise": rounded(rise), "rule_change": {k: rounded(v) for k, v in moves.items()},
+                            "steps": [lo, step]}, since=lo)
+    return None
+
+
+def _near(series: dict[int, float], step: int) -> float | None:
+    before = [s for s in series if s <= step]
+    return series[max(before)] if before else None
+
+
+def detect_entropy_collapse(m, s, cfg, ctx) -> Finding | None:
+    e = metric_series(m, "entropy")
+    w = cfg.window
+    if len(e) < w or e[-1][0] != m[-1]["step"]:
+        return None
+    now = mean(values_of(e[-w:]))
+    early = mean(values_of(e[:w])) if len(e) >= 2 * w else None
+    low = now < cfg.entropy_min
+    fell = early is not None and e[-1][0] > cfg.warmup_steps and early > 0 and now < cfg.entropy_drop * early
+    if not (low or fell):
+        return None
+    return Finding("entropy_collapse", "warning", e[-1][0],
+                   f"token entropy fell to {rounded(now)} (early level {None if early is None else rounded(early)}): the "
+                   "completions of a group become identical, so groups stop carrying signal. Fix: raise temperature "
+                   "(Qwen3-0.6B-Base article: 0.7-1.2, Qwen3-4B/14B article: 0.9), lower the learning rate; prefer a base model, which "
+                   "keeps more entropy than an instruct one",
+                   {"recent_entropy": rounded(now), "early_entropy": None if early is None else rounded(early),
+                    "entropy_min": cfg.entropy_min, "drop_threshold": cfg.entropy_drop},
+                   since=e[-w][0])
+
+
+Detector = Callable[[list, list, HealthConfig, Context], "Finding | None"]
+DETECTORS: dict[str, Detector] = {
+    "nan": detect_nan,
+    "zero_variance_groups": detect_zero_variance,
+    "reward_plateau": detect_plateau,
+    "kl_spike": detect_kl_spike,
+    "length_collapse": detect_length_collapse,
+    "truncation": detect_truncation,
+    "empty_completions": detect_empty,
+    "repetition": detect_repetition,
+    "format_collapse": detect_format_collapse,
+    "reward_hacking_suspected": detect_reward_hacking,
+    "entropy_collapse": detect_entropy_collapse,
+    "tool_failures_rising": detect_tool_failures,  # grpokit.health.tool_failures
+    "correctness_collapse": detect_correctness_collapse,
+}
+assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"

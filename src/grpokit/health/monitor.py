@@ -1,0 +1,179 @@
+"""Training health: pathology detectors over metrics.jsonl / samples.jsonl, live and after the fact.
+
+    grpokit doctor runs/smollm2-arithmetic          # a table of findings
+    grpokit doctor runs/smollm2-arithmetic --json   # [{code, severity, step, message, evidence}], [] when healthy
+
+Each detector is a pure function of the metrics logged so far (TRL's key
+names: reward, rewards/<name>/mean, kl, entropy, completions/mean_length,
+completions/clipped_ratio, frac_reward_zero_std, loss, grad_norm) and the
+completions sampled at the latest step; it judges the *latest* step and
+returns a `Finding` or None. The live monitor (`HealthMonitor`, wired into
+training by grpokit.training) calls them after every logging step; `doctor`
+replays a finished run step by step through the same functions, so both
+report the same thing. A finding is reported when its condition starts and
+again only after it has cleared.
+
+Thresholds are the recipe's `health` section (grpokit.recipe.HealthConfig:
+the one place they are documented, with defaults). Each message carries the
+fix the two source articles give. The actions (warn | stop | rollback) are
+applied by the monitor; rollback itself is carried out by grpokit.training.
+
+Not covered: judging answers (that is evaluation), metrics TRL does not log
+(kl exists only when beta > 0), runs with no metrics.jsonl.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from grpokit.health.detectors import DETECTORS
+from grpokit.health.findings import Context, Finding, is_finite, reward_names_in
+from grpokit.recipe import HealthConfig
+from grpokit.run import RunDir, read_json
+
+
+def check_step(metrics: list[dict], samples: list[dict], cfg: HealthConfig, ctx: Context) -> list[Finding]:
+    """Every detector on the latest step: `metrics` so far, `samples` of that step."""
+    if not metrics:
+        return []
+    ctx.see(samples)
+    return [f for f in (d(metrics, samples, cfg, ctx) for d in DETECTORS.values()) if f is not None]
+
+
+class Tracker:
+    """Reports a code when its condition starts and again only after it cleared (live and offline alike)."""
+
+    def __init__(self):
+        self.active: set[str] = set()
+
+    def new(self, findings: list[Finding]) -> list[Finding]:
+        codes = {f.code for f in findings}
+        fresh = [f for f in findings if f.code not in self.active]
+        self.active = codes
+        return fresh
+
+
+def diagnose(metrics: list[dict], samples: list[dict], cfg: HealthConfig | None = None,
+             evals: list[dict] | None = None, reward_names: list[str] | dict[str, str] | None = None
+             ) -> list[Finding]:
+    """Replay a run step by step through the detectors; every finding, in step order."""
+    cfg = cfg or HealthConfig()
+    ctx = Context(list(reward_names or reward_names_in(metrics)), list(evals or []),
+                  roles=dict(reward_names) if isinstance(reward_names, dict) else {})
+    by_step: dict[int, list[dict]] = {}
+    for x in samples:
+        by_step.setdefault(x.get("step"), []).append(x)
+    metrics = sorted((r for r in metrics if isinstance(r.get("step"), int)), key=lambda r: r["step"])
+    tracker, out = Tracker(), []
+    for i in range(len(metrics)):
+        out += tracker.new(check_step(metrics[: i + 1], by_step.get(metrics[i]["step"], []), cfg, ctx))
+    return out
+
+
+# ---------------------------------------------------------------- run directory (grpokit.run reads it)
+def load_evals(run_dir: Path) -> list[dict]:
+    """[{step, accuracy}] (held-out greedy accuracy) from eval/results.json (grpokit eval) when present."""
+    data = read_json(RunDir(run_dir).results_path())
+    if data is None:
+        return []
+    found: list[dict] = []
+
+    def walk(node, depth=0):
+        if depth > 4:
+            return
+        if isinstance(node, dict):
+            # grpokit eval writes {"checkpoints": [{"step", "heldout": {"accuracy"}, ...}], "best": ...}
+            acc = node.get("accuracy")
+            if not is_finite(acc) and isinstance(node.get("heldout"), dict):
+                acc = node["heldout"].get("accuracy")
+            if isinstance(node.get("step"), int) and is_finite(acc):
+                if all(f["step"] != node["step"] for f in found):
+                    found.append({"step": node["step"], "accuracy": float(acc)})
+                return
+            for v in node.values():
+                walk(v, depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, depth + 1)
+
+    walk(data)
+    return found
+
+
+def doctor_run(run_dir: Path) -> list[Finding]:
+    """Diagnose a run directory with the thresholds of its own recipe (defaults if it has none)."""
+    from grpokit.errors import GrpokitError, Problem
+
+    run = RunDir(run_dir)
+    if not run.metrics.is_file():
+        raise GrpokitError([Problem(str(run_dir), f"no {run.metrics.name} here",
+                                    "pass the output_dir of a `grpokit train` run")])
+    cfg, names = HealthConfig(), None
+    raw = run.raw_config()
+    if raw is not None:
+        cfg = HealthConfig.model_validate(raw.get("health") or {})
+        from grpokit.recipe import RewardConfig
+        from grpokit.task import reward_roles
+
+        try:  # names and roles as the run trained with them
+            names = reward_roles([RewardConfig.model_validate(r) for r in raw.get("rewards") or []]) or None
+        except ValueError:
+            names = None
+    return diagnose(run.read_metrics(), run.read_samples(), cfg, load_evals(run_dir), names)
+
+
+# ---------------------------------------------------------------- live monitor
+@dataclass
+class Decision:
+    action: str  # stop | rollback
+    finding: Finding
+
+
+class HealthMonitor:
+    """Live: run the detectors after each logging step, write health.jsonl, print, decide warn/stop/rollback.
+
+    `rollbacks_left` is what the run may still spend; a rollback finding past it stops the run instead.
+    `plan_rollback(finding) -> str` (given by train) describes the rollback for the log line.
+    """
+
+    def __init__(self, cfg: HealthConfig, run_dir: Path, reward_names: list[str], rollbacks_left: int,
+                 plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.ctx = Context(list(reward_names), load_evals(run_dir),
+                           roles=dict(reward_names) if isinstance(reward_names, dict) else {})
+        self.metrics = RunDir(run_dir).read_metrics()  # history before a resume / rollback
+        self.rollbacks_left = rollbacks_left
+        self.plan_rollback = plan_rollback
+        self.printer = printer
+        self.tracker = Tracker()
+        self.decision: Decision | None = None
+
+    def observe(self, record: dict, samples: list[dict]) -> Decision | None:
+        self.metrics = [r for r in self.metrics if r.get("step", 0) < record["step"]] + [record]
+        for f in self.tracker.new(check_step(self.metrics, samples, self.cfg, self.ctx)):
+            action = getattr(self.cfg.actions, f.code)
+            detail = action
+            if action == "rollback" and self.decision is None:
+                if self.rollbacks_left <= 0:
+                    action, detail = "stop", f"stop (rollback asked, but health.max_rollbacks={self.cfg.max_rollbacks} spent)"
+                elif self.plan_rollback is not None:
+                    detail = self.plan_rollback(f)
+            elif action != "warn" and self.decision is not None:
+                detail = f"{action} (already {self.decision.action}ing for {self.decision.finding.code})"
+            if action in ("stop", "rollback") and self.decision is None:
+                self.decision = Decision(action, f)
+            self.record(f, detail)
+        return self.decision
+
+    def record(self, f: Finding, action: str) -> None:
+        line = {**f.as_dict(), "action": action}
+        with RunDir(self.run_dir).health.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.printer(f"health {f.severity} [{f.code}] step {f.step}: {f.message} -> action: {action}")
+
+
+def actions_taken(run_dir: Path) -> list[dict]:
+    """What the live monitor did beyond warning (its rolled-back steps are no longer in metrics.jsonl)."""
+    return [h for h in RunDir(run_dir).read_health() if h.get("action") != "warn"]

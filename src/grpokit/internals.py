@@ -1,0 +1,243 @@
+"""Every TRL internal grpokit relies on, in one place, with a check against the installed TRL.
+
+grpokit uses TRL's GRPOTrainer through its public API (GRPOConfig, reward functions, callbacks) and, where
+no public API exists, through these private parts:
+
+  GRPOTrainer._compute_loss(model, inputs)          train.skip_no_signal filters the micro-batch first (`LossHook`)
+  GRPOTrainer._get_train_sampler(dataset)           selection.enabled swaps in its sampler (`sampler_layout`: the
+                                                    RepeatSampler layout it must keep)
+  GRPOTrainer._generate_and_score_completions(inputs)  pass rates updated from each batch; selection.refill
+                                                    calls it again for more groups (grpokit.training.refill)
+  Trainer._save_checkpoint(model, trial)            the selection estimates saved into the checkpoint folder
+  GRPOTrainer._metrics[mode][name]                  grpokit's own per-step metrics next to TRL's (`log_metric`)
+  GRPOTrainer._logs["prompt"|"completion"|"rewards"]  the latest generation batch, for samples.jsonl
+  the batch dict _generate_and_score_completions hands _compute_loss (the key constants below)
+  _generate_single_turn, _calculate_rewards, _get_per_token_logps_and_entropies
+                                                    timed by benchmarks/step_breakdown.py (`PROFILED_METHODS`)
+
+TRL changes private parts between releases without notice. `problems()` compares each with what grpokit
+expects and says which one changed; tests/test_internals.py runs it (and a real generation batch) against
+the installed TRL, and `trainer_base()` runs the cheap part before any training starts.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Callable
+
+from grpokit.errors import GrpokitError, Problem
+
+TESTED_TRL = "1.16.0"  # the TRL these internals were last checked against (pyproject pins it)
+
+# ---------------------------------------------------------------- the batch _compute_loss receives
+PROMPT_IDS, PROMPT_MASK = "prompt_ids", "prompt_mask"  # (B, P), left-padded
+COMPLETION_IDS, COMPLETION_MASK = "completion_ids", "completion_mask"  # (B, C), right-padded
+ADVANTAGES = "advantages"  # (B,) or (B, C)
+NUM_ITEMS = "num_items_in_batch"  # token count of the whole generation batch (the dapo/cispo/vespo normaliser)
+BATCH_KEYS = (PROMPT_IDS, PROMPT_MASK, COMPLETION_IDS, COMPLETION_MASK, ADVANTAGES, NUM_ITEMS)
+# Optional (B, C) tensors aligned with completion_ids: trimmed together with it.
+COMPLETION_ALIGNED = ("old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
+                      "importance_sampling_ratio", "tool_mask")
+# Optional multimodal inputs whose layout is not per-row text.
+MULTIMODAL_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
+                   "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+
+# ---------------------------------------------------------------- methods, with the leading parameters grpokit passes
+PROFILED_METHODS = {"generation": "_generate_single_turn", "rewards": "_calculate_rewards",
+                    "logps": "_get_per_token_logps_and_entropies"}
+METHODS: dict[str, tuple[str, ...]] = {
+    "_compute_loss": ("model", "inputs"),
+    "_generate_and_score_completions": ("inputs",),
+    "_get_train_sampler": ("dataset",),
+    "_save_checkpoint": ("model", "trial"),
+    "_generate_single_turn": ("prompt_ids",),  # returns (completion_ids, logprobs)
+    "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
+    "_get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep"),
+}
+LOG_KEYS = ("prompt", "completion", "rewards")
+
+
+def trl_version() -> str:
+    import trl
+
+    return trl.__version__
+
+
+def _changed(internal: str, version: str, what: str) -> str:
+    return (f"grpokit relies on GRPOTrainer.{internal}; TRL {version} changed it: {what} "
+            f"(grpokit was checked against TRL {TESTED_TRL}: install trl=={TESTED_TRL} or update "
+            "src/grpokit/internals.py)")
+
+
+def problems(cls=None, version: str | None = None) -> list[str]:
+    """What differs between `cls` (default: the installed GRPOTrainer) and what grpokit expects; [] if nothing."""
+    if cls is None:
+        from trl import GRPOTrainer as cls
+    version = version or trl_version()
+    out = []
+    for name, lead in METHODS.items():
+        method = getattr(cls, name, None)
+        shown = f"{name}({', '.join(lead)})"
+        if not callable(method):
+            out.append(_changed(shown, version, "it no longer exists"))
+            continue
+        params = list(inspect.signature(method).parameters)[1:]  # without self
+        if tuple(params[:len(lead)]) != lead:
+            out.append(_changed(shown, version, f"its parameters are now ({', '.join(params)})"))
+    generate = getattr(cls, "_generate_and_score_completions", None)
+    if callable(generate):
+        known = set(BATCH_KEYS) | set(COMPLETION_ALIGNED) | set(MULTIMODAL_KEYS)
+        try:
+            keys = set(re.findall(r'output\[\s*"(\w+)"\s*\]\s*=', inspect.getsource(generate)))
+        except (OSError, TypeError):
+            keys = set()
+        new = sorted(keys - known)
+        if new:
+            out.append(_changed("_generate_and_score_completions(inputs)", version,
+                                f"its batch has keys grpokit does not know how to filter: {', '.join(new)}"))
+    return out
+
+
+def batch_problems(batch: dict, version: str | None = None) -> list[str]:
+    """A real batch from `_generate_and_score_completions`: the keys and shapes `_compute_loss` is given."""
+    version = version or trl_version()
+    what = "_generate_and_score_completions(inputs) -> batch"
+    missing = [k for k in BATCH_KEYS if k not in batch]
+    if missing:
+        return [_changed(what, version, f"the batch lacks {', '.join(missing)}")]
+    rows, out = batch[PROMPT_IDS].shape[0], []
+    for key in (PROMPT_IDS, PROMPT_MASK, COMPLETION_IDS, COMPLETION_MASK):
+        if batch[key].dim() != 2 or batch[key].shape[0] != rows:
+            out.append(_changed(what, version, f"batch[{key!r}] has shape {tuple(batch[key].shape)}, not (rows, len)"))
+    if batch[PROMPT_IDS].shape != batch[PROMPT_MASK].shape or batch[COMPLETION_IDS].shape != batch[COMPLETION_MASK].shape:
+        out.append(_changed(what, version, "ids and masks no longer have the same shape"))
+    if batch[ADVANTAGES].shape[0] != rows or batch[ADVANTAGES].dim() > 2:
+        out.append(_changed(what, version, f"batch['advantages'] has shape {tuple(batch[ADVANTAGES].shape)}"))
+    return out
+
+
+def instance_problems(trainer, version: str | None = None) -> list[str]:
+    """The private dicts grpokit reads and writes on a built trainer."""
+    version = version or trl_version()
+    out = []
+    metrics = getattr(trainer, "_metrics", None)
+    if not isinstance(metrics, dict) or "train" not in metrics or not callable(getattr(metrics["train"], "__missing__",
+                                                                                       None)):
+        out.append(_changed("_metrics[mode][name]", version, "it is no longer a dict of defaultdict(list) per mode"))
+    logs = getattr(trainer, "_logs", None)
+    if not isinstance(logs, dict) or any(k not in logs for k in LOG_KEYS) or not isinstance(logs.get("rewards"), dict):
+        out.append(_changed('_logs["prompt"|"completion"|"rewards"]', version,
+                            f"it now holds {sorted(logs) if isinstance(logs, dict) else type(logs).__name__}"))
+    return out
+
+
+# ---------------------------------------------------------------- what grpokit uses
+class LossHook:
+    """Mixin for GRPOTrainer: TRL's `_compute_loss(model, inputs)` goes through `grpokit_loss`.
+
+    `grpokit_loss(model, inputs, trl_loss)` may change the batch and calls `trl_loss(batch)` for TRL's own loss
+    (or returns a loss of its own); by default it is TRL's loss unchanged.
+    """
+
+    def _compute_loss(self, model, inputs):
+        return self.grpokit_loss(model, inputs, lambda batch: super(LossHook, self)._compute_loss(model, batch))
+
+    def grpokit_loss(self, model, inputs, trl_loss: Callable):
+        return trl_loss(inputs)
+
+
+def trainer_base():
+    """GRPOTrainer with grpokit's hooks; refuses a TRL whose internals grpokit cannot use."""
+    from trl import GRPOTrainer
+
+    found = problems(GRPOTrainer)
+    if found:
+        raise GrpokitError([Problem(f"trl {trl_version()}", p, f"pip install trl=={TESTED_TRL}") for p in found],
+                           title="the installed TRL changed what grpokit builds on")
+
+    class GrpokitBase(LossHook, GRPOTrainer):
+        pass
+
+    return GrpokitBase
+
+
+def log_metric(trainer, name: str, value: float, mode: str = "train") -> None:
+    """Logged with TRL's metrics at the next logging step (averaged over the steps since the last one)."""
+    trainer._metrics[mode][name].append(value)
+
+
+def metric_values(trainer, name: str, mode: str = "train") -> list:
+    """The values of a metric since TRL last logged (absent metric: [])."""
+    return list(trainer._metrics[mode].get(name, []))
+
+
+def set_metric(trainer, name: str, value: float, mode: str = "train") -> None:
+    """Logged at the next logging step as this value (a snapshot, not averaged with earlier ones)."""
+    trainer._metrics[mode][name] = [value]
+
+
+def widen_logs(trainer, n: int) -> None:
+    """TRL keeps the last generation_batch_size rows' prompts and rewards (`_logs`, bounded deques); a
+    generation call with more rows (grpokit.training.refill's refill_upfront) needs room for `n`."""
+    from collections import defaultdict, deque
+
+    def narrow(d) -> bool:
+        return isinstance(d, deque) and d.maxlen is not None and d.maxlen < n
+
+    for key, value in trainer._logs.items():
+        if isinstance(value, defaultdict) and value.default_factory is not None and narrow(value.default_factory()):
+            trainer._logs[key] = defaultdict(lambda: deque(maxlen=n),
+                                             {k: deque(v, maxlen=n) for k, v in value.items()})
+        elif narrow(value):
+            trainer._logs[key] = deque(value, maxlen=n)
+
+
+def generation_rewards(trainer, n: int) -> tuple[list, dict[str, list]]:
+    """Prompts and per-reward scores of the last `n` completions scored (all processes' rows, in order)."""
+    logs = trainer._logs
+    return list(logs["prompt"])[-n:], {k: list(v)[-n:] for k, v in logs["rewards"].items()}
+
+
+def sampler_layout(trainer) -> dict:
+    """The arguments of TRL's RepeatSampler for training: a replacement sampler must keep this layout."""
+    args = trainer.args
+    return {"mini_repeat_count": args.num_generations, "batch_size": args.generation_batch_size // args.num_generations,
+            "repeat_count": args.num_iterations * args.steps_per_generation}
+
+
+def checkpoint_folder(trainer, trial=None) -> str:
+    """The folder `_save_checkpoint` has just written (grpokit runs no hyper-parameter search: no trial folder)."""
+    import os
+
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    return os.path.join(trainer.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}")
+
+
+def pad_token_id(trainer) -> int:
+    proc = trainer.processing_class
+    return getattr(proc, "pad_token_id", None) if getattr(proc, "pad_token_id", None) is not None \
+        else proc.tokenizer.pad_token_id
+
+
+def latest_generation(trainer) -> tuple[list, list, dict[str, list]]:
+    """Prompts, completions and per-reward scores of the latest generation batch."""
+    logs = trainer._logs
+    return list(logs["prompt"]), list(logs["completion"]), {k: list(v) for k, v in logs["rewards"].items()}
+
+
+# ---------------------------------------------------------------- profiling (benchmarks/step_breakdown.py)
+def wrap_method(trainer, phase: str, make_wrapper: Callable) -> None:
+    """Replace the trainer instance's method for `phase` (see PROFILED_METHODS) with make_wrapper(method)."""
+    name = PROFILED_METHODS[phase]
+    setattr(trainer, name, make_wrapper(getattr(trainer, name)))
+
+
+def generation_io(args: tuple, result) -> tuple[list[list[int]], list[list[int]]]:
+    """(prompt_ids, completion_ids) of one `_generate_single_turn` call, from its arguments and result."""
+    return args[0], result[0]
+
+
+def logps_input_ids(args: tuple, kwargs: dict):
+    """The input_ids tensor of one `_get_per_token_logps_and_entropies(model, input_ids, ...)` call."""
+    return kwargs.get("input_ids", args[1] if len(args) > 1 else None)

@@ -1,0 +1,21 @@
+"""The recipe: a typed YAML description of one GRPO experiment, validated before any model loads.
+
+    recipe = load_recipe("recipes/smollm2-arithmetic.yaml", ["train.max_steps=20"])
+    args = grpo_args(recipe, run_dir)          # the recipe's translation to TRL's GRPOConfig
+
+schema (the sections), section (their base), health_section / generation_section / selection_section,
+yaml_io (reading the file), load (load_recipe, load_run_recipe), checks (what training will build, built
+now), trl_args (GRPOConfig and the prompt dataset).
+"""
+from grpokit.recipe.generation_section import GenerationConfig
+from grpokit.recipe.health_section import HEALTH_CODES, HealthActions, HealthConfig
+from grpokit.recipe.load import load_recipe, load_run_recipe, validate_raw
+from grpokit.recipe.machine import check_generation_machine, refuse_vllm_training_here
+from grpokit.recipe.schema import Recipe, RewardConfig
+from grpokit.recipe.section import Section
+from grpokit.recipe.selection_section import SelectionConfig
+from grpokit.recipe.trl_args import build_prompt_dataset, grpo_args
+
+__all__ = ["HEALTH_CODES", "GenerationConfig", "HealthActions", "HealthConfig", "Recipe", "RewardConfig", "Section",
+           "SelectionConfig", "build_prompt_dataset", "check_generation_machine", "grpo_args", "load_recipe",
+           "load_run_recipe", "refuse_vllm_training_here", "validate_raw"]

@@ -1,0 +1,324 @@
+"""Recipe checks that build what training will build, so `recipe check` fails where `train` would.
+
+Each check returns `(location, what, fix)` triples (grpokit.recipe turns them into Problems with the
+YAML line). What is built here, without loading any weights:
+- every reward factory, called with its params (types checked against the factory's annotations first,
+  so `markers: 5` is a type error and not a TypeError at step 1);
+- the learning-rate scheduler, on a one-tensor optimizer (an unknown name or missing scheduler kwargs);
+- the GRPOConfig itself, through `grpokit.recipe.grpo_args` (the function training uses), with the `trl:`
+  pass-through merged in: unknown fields, fields the recipe already models, wrongly typed values;
+- the trackers named in report_to (installed?) and model.init_kwargs (bitsandbytes, flash-attn present?);
+- the model source (grpokit.models.check_model_source: local folder loads; hub id looked up only online).
+Numbers must be finite everywhere: the schema refuses inf/nan in typed fields, `non_finite` walks the
+free-form mappings (reward params, trl, init_kwargs).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import tempfile
+import typing
+from pathlib import Path
+from typing import Any
+
+Found = list[tuple[tuple, str, str]]
+
+# GRPOConfig fields grpokit sets itself, and where a recipe sets them instead: in `trl:` they are a clash.
+GRPOKIT_SETS = {
+    "output_dir": "output_dir (or --output-dir)",
+    "reward_weights": "rewards[].weight",
+    "chat_template_kwargs": "model.enable_thinking",
+    "gradient_checkpointing": "model.gradient_checkpointing",
+    "activation_checkpointing": "model.gradient_checkpointing",
+    "model_init_kwargs": "model.init_kwargs",
+    "warmup_steps": "train.warmup_ratio",
+    "save_strategy": "train.save_steps (grpokit saves every save_steps)",
+    "disable_tqdm": "grpokit's own progress line (train.logging_steps)",
+    "remove_unused_columns": "nothing: grpokit's rewards read the dataset columns, so they must stay",
+}
+# Bounds GRPOConfig does not check itself (a bad value fails at step 1 or silently changes the loss).
+TRL_BOUNDS = {
+    "epsilon_high": (0, None), "top_entropy_quantile": (0, 1), "num_iterations": (1, None),
+    "generation_batch_size": (1, None), "steps_per_generation": (1, None), "delta": (0, None),
+    "num_completions_to_print": (0, None), "repetition_penalty": (0, None), "top_k": (0, None), "min_p": (0, 1),
+}
+ATTENTION_PACKAGES = {"flash_attention_2": "is_flash_attn_2_available", "flash_attention_3": "is_flash_attn_3_available"}
+
+
+def non_finite(value: Any, loc: tuple) -> Found:
+    """inf/nan anywhere inside a free-form mapping (YAML `.inf` / `.nan`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(loc, f"{value} is not a finite number", "give a finite number")]
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in non_finite(v, (*loc, k))]
+    if isinstance(value, list):
+        return [f for i, v in enumerate(value) for f in non_finite(v, (*loc, i))]
+    return []
+
+
+def _type_problem(annotation, value) -> str | None:
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(annotation).validate_python(value, strict=True)
+    except ValidationError as e:
+        return e.errors()[0]["msg"]
+    except Exception:  # noqa: BLE001 - an annotation pydantic cannot build a validator for: not checkable here
+        return None
+    return None
+
+
+# ---------------------------------------------------------------- rewards
+def check_rewards(rewards, base) -> Found:
+    from grpokit.errors import GrpokitError
+    from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
+
+    out: Found = []
+    names = available()
+    labels = [reward_label(r) for r in rewards]
+    for i, r in enumerate(rewards):
+        if (r.name is None) == (r.path is None) or (r.path is None) != (r.function is None):
+            out.append((("rewards", i), "a reward is either `name` (built in, or module:function) or `path` + "
+                        "`function`", "write {name: format} or {name: my_module:score} or "
+                        "{path: rewards.py, function: score}"))
+            continue
+        if labels.index(labels[i]) != i:
+            out.append((("rewards", i), f"two rewards are named {labels[i]!r} (logs and weights would mix them)",
+                        "give each reward its own function name"))
+        if r.path is not None or is_own(r.name):
+            try:  # own reward functions: imported exactly as training will import them
+                build_own(r, base, "")
+            except OwnRewardError as e:
+                out.append((("rewards", i, "path" if r.path else "name"), e.problem.message, e.problem.fix))
+            continue
+        if r.role is not None:
+            out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "
+                        f"{get_spec(r.name).role if r.name in names else 'declared by it'}",
+                        "remove `role` (it is for your own reward functions)"))
+        if r.name not in names:
+            close = difflib.get_close_matches(r.name, names, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            out.append((("rewards", i, "name"), f"unknown reward {r.name!r}", f"{hint}valid rewards: {', '.join(names)}"))
+            continue
+        spec = get_spec(r.name)
+        valid = ", ".join(sorted(spec.param_defaults())) or "(none)"
+        unknown = spec.unknown_params(r.params)
+        for p in unknown:
+            out.append((("rewards", i, "params", p), f"reward {r.name!r} has no parameter {p!r}", f"valid parameters: {valid}"))
+        hints = typing.get_type_hints(spec.factory)
+        typed = [(p, _type_problem(hints[p], v)) for p, v in r.params.items() if p in hints]
+        for p, msg in typed:
+            if msg:
+                out.append((("rewards", i, "params", p), f"{msg} (got {r.params[p]!r})",
+                            f"give a value of type {_type_name(hints[p])}; see `grpokit rewards list`"))
+        bad_values = non_finite(r.params, ("rewards", i, "params"))
+        out += bad_values
+        if unknown or any(m for _, m in typed) or bad_values:
+            continue
+        # Build the reward exactly as training will: the factory's own value checks run here.
+        try:
+            spec.factory(**r.params)
+        except GrpokitError as e:
+            out += [(("rewards", i, "name"), p.message, p.fix) for p in e.problems]
+        except (ValueError, TypeError) as e:
+            out.append((("rewards", i, "params"), f"reward {r.name!r} refuses its params: {e}",
+                        f"fix the value; `grpokit rewards list` documents them (valid: {valid})"))
+    if rewards and all(r.weight == 0 for r in rewards):
+        out.append((("rewards",), "every reward weight is 0: nothing to learn from", "give at least one reward a non-zero weight"))
+    return out
+
+
+def _type_name(annotation) -> str:
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
+
+
+# ---------------------------------------------------------------- train, scheduler
+def check_train(t, trl: dict) -> Found:
+    out: Found = []
+    gen_batch = t.per_device_train_batch_size * t.gradient_accumulation_steps
+    if gen_batch % t.num_generations and "generation_batch_size" not in trl and "steps_per_generation" not in trl:
+        out.append((
+            ("train", "num_generations"),
+            f"the generation batch (per_device_train_batch_size {t.per_device_train_batch_size} x "
+            f"gradient_accumulation_steps {t.gradient_accumulation_steps} = {gen_batch}) is not divisible by "
+            f"num_generations {t.num_generations}; TRL would reject it",
+            f"make per_device_train_batch_size x gradient_accumulation_steps a multiple of {t.num_generations}",
+        ))
+    return out + check_scheduler(t, trl.get("lr_scheduler_kwargs"))
+
+
+def check_scheduler_name(name: str) -> Found:
+    from transformers.trainer_utils import SchedulerType
+
+    names = [s.value for s in SchedulerType]
+    if name in names:
+        return []
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return [(("train", "lr_scheduler_type"), f"unknown scheduler {name!r}", f"{hint}valid: {', '.join(names)}")]
+
+
+def check_scheduler(t, scheduler_kwargs) -> Found:
+    """Build the scheduler on a one-tensor optimizer, as the Trainer will."""
+    import torch
+    from transformers import get_scheduler
+
+    named = check_scheduler_name(t.lr_scheduler_type)
+    if named:
+        return named
+    if t.lr_scheduler_type == "reduce_lr_on_plateau":
+        return [(("train", "lr_scheduler_type"), "reduce_lr_on_plateau needs evaluation during training, which "
+                 "grpokit does not run", "use cosine, linear or constant (grpokit eval scores the checkpoints)")]
+    total = t.max_steps if t.max_steps > 0 else 100
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=t.learning_rate)
+    try:
+        get_scheduler(t.lr_scheduler_type, optimizer, num_warmup_steps=int(t.warmup_ratio * total),
+                      num_training_steps=total, scheduler_specific_kwargs=scheduler_kwargs or {})
+    except (ValueError, TypeError) as e:
+        return [(("train", "lr_scheduler_type"), f"scheduler {t.lr_scheduler_type!r} cannot be built: {e}",
+                 "give its arguments in trl.lr_scheduler_kwargs (e.g. {min_lr: 1e-7} for cosine_with_min_lr), or "
+                 "pick another scheduler")]
+    return []
+
+
+# ---------------------------------------------------------------- trl pass-through
+def check_trl(trl: dict, train_fields: list[str]) -> Found:
+    """Keys of `trl:`: known GRPOConfig fields, not modelled elsewhere in the recipe, of the field's type."""
+    from trl import GRPOConfig
+
+    from grpokit.recipe.generation_section import GenerationConfig
+
+    fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+    by_generation = set(GenerationConfig.model_construct(backend="vllm").grpo_kwargs())
+    hints = typing.get_type_hints(GRPOConfig)
+    out: Found = []
+    for key, value in trl.items():
+        loc = ("trl", key)
+        if key in train_fields:
+            out.append((loc, f"'{key}' is a train setting; the recipe models it", f"set train.{key} instead"))
+        elif key in GRPOKIT_SETS:
+            out.append((loc, f"'{key}' is set by grpokit", f"set it through {GRPOKIT_SETS[key]}"))
+        elif key in by_generation:
+            out.append((loc, f"'{key}' is set by the generation: section", "set the backend there (generation.backend: "
+                        "vllm and its fields)"))
+        elif key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            out.append((loc, f"unknown GRPOConfig field '{key}'",
+                        f"did you mean '{close[0]}'?" if close else "see TRL's GRPOConfig for the field names"))
+        elif value is not None and (msg := _type_problem(hints.get(key, Any), value)):
+            out.append((loc, f"{msg} (got {value!r})", f"give a value of type {_type_name(hints.get(key))}"))
+        elif key in TRL_BOUNDS and isinstance(value, (int, float)):
+            lo, hi = TRL_BOUNDS[key]
+            if value < lo or (hi is not None and value > hi):
+                span = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+                out.append((loc, f"{key} must be {span} (got {value})", f"set trl.{key} {span}"))
+    out += non_finite(trl, ("trl",))
+    if "report_to" in trl and not any(loc[:2] == ("trl", "report_to") for loc, _, _ in out):
+        out += check_report_to(trl["report_to"])
+    return out
+
+
+def check_report_to(report_to) -> Found:
+    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
+                                                             get_available_reporting_integrations)
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    installed = set(get_available_reporting_integrations())
+    out: Found = []
+    for name in names:
+        if name in ("none", "all"):
+            continue
+        if name not in INTEGRATION_TO_CALLBACK:
+            close = difflib.get_close_matches(name, list(INTEGRATION_TO_CALLBACK), n=1)
+            out.append((("trl", "report_to"), f"unknown tracker {name!r}",
+                        f"did you mean '{close[0]}'?" if close else "use tensorboard, trackio or wandb"))
+        elif name not in installed:
+            out.append((("trl", "report_to"), f"tracker {name!r} is not installed",
+                        f"pip install {name}, or remove it from trl.report_to"))
+    return out
+
+
+def check_grpo_config(recipe) -> Found:
+    """Build the GRPOConfig exactly as training will (grpokit.recipe.grpo_args) and report what it refuses."""
+    from grpokit.recipe.trl_args import grpo_args
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            grpo_args(recipe, Path(tmp) / "run")
+        except (ValueError, TypeError) as e:
+            text = str(e)
+            keys = [k for k in recipe.trl if k in text] or [k for k in type(recipe.train).model_fields if k in text]
+            section = "trl" if keys and keys[0] in recipe.trl else "train"
+            return [((section, keys[0]) if keys else (section,), f"TRL's GRPOConfig refuses it: {text}",
+                     "change the value(s) it names")]
+    return []
+
+
+# ---------------------------------------------------------------- model
+def check_model(m, d) -> tuple[Found, list[str]]:
+    from grpokit.models import check_model_source
+
+    out: Found = []
+    if m.enable_thinking is not None and d is not None and d.template != "chat":
+        out.append((("model", "enable_thinking"), "enable_thinking only applies to the chat template",
+                    "set data.template: chat, or remove model.enable_thinking"))
+    out += check_init_kwargs(m)
+    problems, notes = check_model_source(m.name)
+    out += [(("model", "name"), what, fix) for what, fix in problems]
+    return out, notes
+
+
+def check_init_kwargs(m) -> Found:
+    import importlib.util
+
+    kw = m.init_kwargs
+    out = non_finite(kw, ("model", "init_kwargs"))
+    for key in ("dtype", "torch_dtype"):
+        if key in kw:
+            out.append((("model", "init_kwargs", key), "the weights' dtype is model.dtype", "set model.dtype instead"))
+    attn = kw.get("attn_implementation")
+    if attn in ATTENTION_PACKAGES:
+        import transformers.utils as tu
+
+        if not getattr(tu, ATTENTION_PACKAGES[attn])():
+            out.append((("model", "init_kwargs", "attn_implementation"), f"{attn} needs the flash-attn package, "
+                        "which is not installed (or has no GPU here)", "pip install flash-attn on the GPU machine, "
+                        "or use attn_implementation: sdpa"))
+    q = kw.get("quantization_config")
+    if q is not None:
+        if not isinstance(q, dict):
+            out.append((("model", "init_kwargs", "quantization_config"), "must be a mapping of BitsAndBytesConfig "
+                        "fields", "e.g. {load_in_4bit: true, bnb_4bit_quant_type: nf4}"))
+        elif importlib.util.find_spec("bitsandbytes") is None:
+            out.append((("model", "init_kwargs", "quantization_config"), "4/8-bit loading needs bitsandbytes, which "
+                        "is not installed", "pip install bitsandbytes (on a CUDA machine), or remove quantization_config"))
+        else:
+            from transformers import BitsAndBytesConfig
+
+            try:
+                BitsAndBytesConfig(**q)
+            except (TypeError, ValueError) as e:
+                out.append((("model", "init_kwargs", "quantization_config"), f"BitsAndBytesConfig refuses it: {e}",
+                            "see transformers' BitsAndBytesConfig for the fields"))
+        if m.lora is None:
+            out.append((("model", "init_kwargs", "quantization_config"), "quantized weights cannot be trained "
+                        "directly", "add model.lora (QLoRA trains a LoRA adapter on the quantized model)"))
+    return out
+
+
+# ---------------------------------------------------------------- data
+def check_data(d, base: Path) -> Found:
+    from grpokit.data import resolve_data_path
+
+    out: Found = []
+    for key in ("train", "eval"):
+        spec = getattr(d, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        path = Path(resolve_data_path(spec, base))
+        if not path.is_file():
+            out.append((("data", key), f"file not found: {path}",
+                        "fix the path (relative paths are resolved from the recipe's folder), or create it, "
+                        "e.g. `grpokit data generate arithmetic FILE`"))
+    return out

@@ -1,0 +1,198 @@
+"""Reading a recipe: the YAML file, `--set` overrides and every check, before any model loads.
+
+    recipe = load_recipe("recipes/smollm2-arithmetic.yaml", ["train.learning_rate=2e-5"])
+    recipe = load_run_recipe("runs/smollm2-arithmetic")      # the resolved recipe a run trained with
+
+`load_recipe(path, overrides)` reads the YAML (grpokit.recipe.yaml_io: UTF-8, duplicate keys, `--set`),
+applies the overrides and validates everything at once: the schema (grpokit.recipe.schema), then what
+training will build (grpokit.recipe.checks: reward factories, scheduler, GRPOConfig, model folder). Every
+problem is reported together, each with `file:line field`, what is wrong and the fix (unknown keys get a
+"did you mean"), then `GrpokitError` (exit code 2) is raised.
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.recipe.generation_section import GenerationConfig, check_generation
+from grpokit.recipe.health_section import HealthConfig
+from grpokit.recipe.machine import check_generation_machine
+from grpokit.recipe.schema import DataConfig, ModelConfig, PreflightConfig, Recipe, RewardConfig, TrainConfig
+from grpokit.recipe.yaml_io import apply_override, line_map, parse_yaml, read_recipe_text
+from grpokit.run import CONFIG_FILE, RunDir
+
+
+def _fix_for(err: dict, model_fields: list[str]) -> str:
+    kind, loc, ctx = err["type"], err["loc"], err.get("ctx") or {}
+    field = ".".join(str(x) for x in loc)
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), model_fields, n=1)
+        return f"did you mean '{close[0]}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
+    if kind == "missing":
+        return f"add {field}"
+    if kind == "too_short" and loc == ("rewards",):
+        return "add at least one reward, e.g. `- name: math_correctness` (see `grpokit rewards list`)"
+    if kind == "too_short":
+        return f"give {field} at least {ctx.get('min_length')} item(s)"
+    if kind == "finite_number":
+        return f"give {field} a finite number"
+    for bound, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if bound in ctx:
+            return f"set {field} {word} {ctx[bound]}"
+    if kind == "literal_error":
+        return f"use one of {ctx.get('expected')}"
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        return f"give {field} a value of the right type ({err['msg'].lower()})"
+    return ""
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """Valid keys of the section an error points into (for 'did you mean')."""
+    model: type[BaseModel] = Recipe
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        f = model.model_fields.get(str(part))
+        if f is None:
+            return []
+        ann = f.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        for c in candidates:
+            inner = getattr(c, "__args__", ())
+            for cc in (c, *inner):
+                if isinstance(cc, type) and issubclass(cc, BaseModel):
+                    model = cc
+                    break
+    return [k for k in model.model_fields if k not in ("source", "notes")]
+
+
+# What the caller is about to do with the recipe on this machine (see load_recipe).
+Use = Literal["run", "train", "check"]
+
+
+def _semantic_problems(raw: dict, base: Path, broken: set[str],
+                       use: Use = "run") -> tuple[list[tuple[tuple, str, str]], list[str]]:
+    """Build what training will build (grpokit.recipe.checks) from every section that parsed: (problems, notes)."""
+    from grpokit.recipe import checks as cc
+
+    def section(key, model):
+        if key in broken:
+            return None
+        try:
+            return model.model_validate(raw.get(key) or {})
+        except ValidationError:
+            return None
+
+    out, notes = [], []
+    train, data, model = section("train", TrainConfig), section("data", DataConfig), section("model", ModelConfig)
+    trl = None if "trl" in broken or not isinstance(raw.get("trl") or {}, dict) else dict(raw.get("trl") or {})
+    rewards = None
+    if "rewards" not in broken and isinstance(raw.get("rewards"), list):
+        try:
+            rewards = [RewardConfig.model_validate(r) for r in raw["rewards"]]
+        except ValidationError:
+            pass
+    if trl is not None:
+        out += cc.check_trl(trl, list(TrainConfig.model_fields))
+    if train is not None:
+        out += cc.check_train(train, trl or {})
+    elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
+        out += cc.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
+    if data is not None:
+        out += cc.check_data(data, base)
+    if model is not None:
+        found, notes = cc.check_model(model, data)
+        out += found
+    if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
+        out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))
+    generation = section("generation", GenerationConfig)
+    if generation is not None:
+        out += check_generation(generation, train)
+        machine = check_generation_machine(generation, training=use != "run")
+        if use == "check":  # the recipe is fine; the machine that runs it needs what these notes say
+            notes += [f"{'.'.join(loc)}: {what} (an error for `grpokit train` on this machine; fix there: {fix})"
+                      for loc, what, fix in machine]
+        else:
+            out += machine
+    if rewards is not None:
+        out += cc.check_rewards(rewards, base)
+    if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
+        # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
+        # its own refusals are reported with the rest.
+        stand_in = Recipe.model_construct(
+            model=model or ModelConfig(), data=data or DataConfig(train="-"), train=train, trl=trl,
+            rewards=rewards or [], health=HealthConfig(), preflight=PreflightConfig(),
+            generation=generation or GenerationConfig(), output_dir="-")
+        out += cc.check_grpo_config(stand_in)
+    return out, notes
+
+def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run") -> Recipe:
+    """Validate a raw recipe dict; raise GrpokitError listing every problem (`use`: see load_recipe)."""
+    where = source or "recipe"
+    lines = line_map(text) if text else {}
+
+    def at(loc: tuple) -> str:
+        line = None
+        for n in range(len(loc), 0, -1):
+            if loc[:n] in lines:
+                line = lines[loc[:n]]
+                break
+        field = ".".join(str(x) for x in loc)
+        return f"{where}:{line} {field}" if line else f"{where} {field}"
+
+    if not isinstance(raw, dict):
+        raise GrpokitError([Problem(where, "the recipe must be a YAML mapping with model/data/rewards/train sections",
+                                    "see recipes/ for examples")])
+    problems: list[Problem] = []
+    broken: set[str] = set()
+    recipe = None
+    try:
+        recipe = Recipe.model_validate({**raw, "source": source})
+    except ValidationError as e:
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            broken.add(str(loc[0]))
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key '{loc[-1]}'"
+            elif "input" in err and err["type"] != "missing":
+                msg = f"{msg} (got {err['input']!r})"
+            problems.append(Problem(at(loc), msg, _fix_for(err, _fields_at(loc))))
+    base = Path(source).parent if source else Path.cwd()
+    found, notes = _semantic_problems(raw, base, broken, use)
+    problems += [Problem(at(loc), msg, fix) for loc, msg, fix in found]
+    if problems or recipe is None:
+        raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
+    recipe.notes = notes
+    return recipe
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use = "run") -> Recipe:
+    """Read, override and validate a recipe file.
+
+    `use` says what this machine is about to do with it, for the checks of the machine rather than the recipe
+    (grpokit.recipe.machine.check_generation_machine): "run" (eval, preflight, serving: vLLM must work here),
+    "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
+    training, become notes, since a GPU recipe is often checked on a laptop before the GPU job)."""
+    path = Path(path)
+    text = read_recipe_text(path)
+    raw = parse_yaml(text, str(path))
+    if raw is None:
+        raw = {}
+    for o in overrides or []:
+        if isinstance(raw, dict):
+            apply_override(raw, o)
+    return validate_raw(raw, str(path), text, use)
+
+
+def load_run_recipe(run_dir: str | Path | RunDir) -> Recipe:
+    """The recipe a run directory trained with (its config.yaml: absolute data paths, so any directory works)."""
+    run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    if not run.is_run():
+        raise GrpokitError([Problem(str(run.path), f"not a grpokit run directory (no {CONFIG_FILE})",
+                                    "pass the output_dir of an earlier `grpokit train`")])
+    return load_recipe(run.config)

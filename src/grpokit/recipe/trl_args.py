@@ -1,0 +1,78 @@
+"""The recipe's translation to TRL: the GRPOConfig and the prompt dataset GRPOTrainer receives.
+
+    args = grpo_args(recipe, run_dir)                     # grpokit's settings, then the recipe's `trl:` on top
+    dataset, dropped = build_prompt_dataset(rows, template, tokenizer, recipe.train.max_prompt_length)
+
+The recipe owns this translation: training builds its trainer from it, and `recipe check`
+(grpokit.recipe.checks) builds the same GRPOConfig, so a value TRL refuses is reported before any model
+loads. TRL and torch are imported inside the functions: reading a recipe stays light.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpokit.envs import max_tool_calling_iterations
+from grpokit.errors import GrpokitError, Problem
+from grpokit.run import RunDir
+from grpokit.task import template_of
+from grpokit.templates import PromptTemplate
+
+
+def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, max_prompt_length: int | None):
+    """The TRL dataset: each row plus its `prompt`; over-long prompts dropped and counted."""
+    from datasets import Dataset
+
+    out, dropped = [], 0
+    for row in rows:
+        prompt = template.build(row["question"])
+        if max_prompt_length and len(template.encode(tokenizer, prompt)) > max_prompt_length:
+            dropped += 1
+            continue
+        out.append({**row, "prompt": prompt})
+    if not out:
+        raise GrpokitError([Problem("train.max_prompt_length", f"all {len(rows)} prompts are longer than "
+                                    f"{max_prompt_length} tokens", "raise train.max_prompt_length")])
+    # use_json: a column may hold strings in some rows and message lists in others (questions), which Arrow refuses.
+    return Dataset.from_list(out, on_mixed_types="use_json"), dropped
+
+
+# ---------------------------------------------------------------- TRL config
+def grpo_args(recipe, run_dir: Path):
+    """The GRPOConfig for a recipe: grpokit's settings, then the recipe's `trl:` fields on top.
+
+    Also what `recipe check` builds (grpokit.recipe.checks), so a value TRL refuses is reported before any
+    model loads. Trackers are off unless trl.report_to names them; the run directory stays the record."""
+    import torch
+    from trl import GRPOConfig
+
+    t = recipe.train
+    on_gpu = torch.cuda.is_available()
+    init_kwargs = {k: v for k, v in recipe.model.init_kwargs.items() if k != "quantization_config"}
+    kwargs = dict(
+        output_dir=str(RunDir(run_dir).checkpoints_dir),
+        learning_rate=t.learning_rate, beta=t.beta, num_generations=t.num_generations,
+        temperature=t.temperature, top_p=t.top_p, max_completion_length=t.max_completion_length,
+        per_device_train_batch_size=t.per_device_train_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        max_steps=t.max_steps, num_train_epochs=t.num_train_epochs, epsilon=t.epsilon, loss_type=t.loss_type,
+        scale_rewards=t.scale_rewards, lr_scheduler_type=t.lr_scheduler_type, shuffle_dataset=t.shuffle_dataset,
+        **({"use_adaptive_entropy": True, "entropy_target": t.entropy_target} if t.entropy_target else {}),
+        warmup_steps=t.warmup_ratio,  # transformers 5 reads a float in [0, 1) as a ratio of the total steps
+        weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+        logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit, seed=t.seed,
+        reward_weights=[r.weight for r in recipe.rewards],
+        chat_template_kwargs=template_of(recipe).chat_template_kwargs() or None,
+        max_tool_calling_iterations=max_tool_calling_iterations(recipe),  # grpokit.envs: tool episodes
+        gradient_checkpointing=recipe.model.gradient_checkpointing,
+        # TRL builds the reference model (beta > 0) from these, like the policy grpokit loads.
+        model_init_kwargs=init_kwargs or None,
+        bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
+        use_cpu=not on_gpu,
+        report_to="none", run_name=Path(run_dir).name, project="grpokit",
+        disable_tqdm=True, log_completions=False, remove_unused_columns=False,
+        dataloader_num_workers=0,
+        **recipe.generation.grpo_kwargs(),  # use_vllm / vllm_* (nothing for the default hf backend)
+    )
+    kwargs.update(recipe.trl)
+    return GRPOConfig(**kwargs)

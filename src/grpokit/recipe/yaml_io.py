@@ -1,0 +1,137 @@
+"""Reading a recipe file: bytes -> text -> YAML -> dict, and `--set` overrides, with every failure as a Problem.
+
+PyYAML's `safe_load` keeps the last of two equal keys silently (a second `train:` section replaces the
+first), so recipes are read with `StrictLoader`, which records every duplicate with both lines. A file
+that is not UTF-8 text, YAML that does not parse and a `--set` value that is not YAML become
+`GrpokitError`s naming the file (or the `--set`), the line and the fix; never a traceback.
+
+Not covered here: what the keys mean (grpokit.recipe) and whether their values make sense
+(grpokit.recipe.checks).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpokit.errors import GrpokitError, Problem
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader that records duplicate mapping keys (`duplicates`: key, first line, repeated line)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.duplicates: list[tuple[str, int, int]] = []
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            # `<<: *anchor` merges are meant to be overridden; only keys written twice are mistakes.
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = (key_node.tag, key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                self.duplicates.append((key_node.value, seen[key], line))
+            else:
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text -> Python value; syntax errors and duplicate keys raise GrpokitError with the line."""
+    loader = StrictLoader(text)
+    try:
+        value = loader.get_single_data()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark else where
+        raise GrpokitError([Problem(at, f"not valid YAML: {getattr(e, 'problem', None) or e}",
+                                    "fix the indentation / quoting on that line")]) from None
+    finally:
+        loader.dispose()
+    if loader.duplicates:
+        raise GrpokitError([
+            Problem(f"{where}:{line} {key}", f"duplicate key '{key}' (first at line {first}); YAML would keep "
+                    "only this one and silently drop the first", f"merge the two '{key}' entries into one")
+            for key, first, line in loader.duplicates
+        ], title=f"{where}: {len(loader.duplicates)} duplicate key(s)")
+    return value
+
+
+def read_recipe_text(path: Path) -> str:
+    """The recipe file as text; a missing, unreadable or non-UTF-8 file is a Problem."""
+    if not path.is_file():
+        raise GrpokitError([Problem(str(path), "recipe file not found", "check the path; examples live in recipes/")])
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise GrpokitError([Problem(str(path), f"cannot read the recipe: {e.strerror or e}",
+                                    "check the file's permissions")]) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise GrpokitError([Problem(f"{path}:{line}", f"not a UTF-8 text file (byte 0x{data[e.start]:02x} at "
+                                    f"offset {e.start})", "a recipe is a YAML text file saved as UTF-8; check that "
+                                    "this is the right file")]) from None
+
+
+def line_map(text: str) -> dict[tuple, int]:
+    """Map each key path in the YAML to its 1-based line, for error messages."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = (*path, k.value)
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                lines[(*path, i)] = v.start_mark.line + 1
+                walk(v, (*path, i))
+
+    try:
+        walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
+    except yaml.YAMLError:
+        pass
+    return lines
+
+
+def apply_override(raw: dict, assignment: str) -> None:
+    """`section.key=value` (value parsed as YAML) into the raw recipe dict; list items by index (rewards.0.weight)."""
+    where = f"--set {assignment}"
+    if "=" not in assignment:
+        raise GrpokitError([Problem(where, "expected section.key=value", "e.g. --set train.learning_rate=2e-5")])
+    dotted, value = assignment.split("=", 1)
+    keys = dotted.strip().split(".")
+    if not all(keys):
+        raise GrpokitError([Problem(where, f"'{dotted}' is not a dotted key path",
+                                    "name the field as section.key, e.g. --set train.max_steps=20")])
+    parsed = parse_yaml(value, where) if value.strip() else None
+    node: Any = raw
+    for depth, k in enumerate(keys):
+        last = depth == len(keys) - 1
+        if isinstance(node, list):
+            if not k.isdigit() or int(k) >= len(node):
+                raise GrpokitError([Problem(where, f"'{'.'.join(keys[:depth])}' is a list of {len(node)} item(s); "
+                                            f"'{k}' is not one of its indexes", f"use an index from 0 to {len(node) - 1}")])
+            k = int(k)
+            if last:
+                node[k] = parsed
+            else:
+                if not isinstance(node[k], (dict, list)):
+                    node[k] = {}
+                node = node[k]
+            continue
+        if last:
+            node[k] = parsed
+        else:
+            if not isinstance(node.get(k), (dict, list)):
+                node[k] = {}
+            node = node[k]

@@ -1,0 +1,331 @@
+"""`grpokit report RUN_DIR`: one HTML page with PNG plots that tells how a run went, readable offline.
+
+    grpokit report runs/smollm2-arithmetic        # -> runs/smollm2-arithmetic/report/report.html
+
+Reads only files of the run directory: `metrics.jsonl` (curves per step,
+smoothed with the raw line faint, see report_plots: reward total and per
+component, kl, completion length and truncation, share of groups whose rewards
+had zero spread, entropy, clip ratio, loss, grad norm, learning rate, step
+time, memory), `eval/results.json` and `eval/best.json` (accuracy per
+checkpoint with the best one marked, base vs best vs last), `samples.jsonl`
+(a searchable table of completions from the first, middle and last logged
+step) and `health.jsonl` if present (one finding per line: code, severity,
+step, message, evidence; shown as one row per code). A tool-calling run also
+gets a "Tool calling" section (report_tools: calls per episode, failed calls,
+tool reward components, `eval/results-tools.json`). A metric the run did not
+log (kl when beta is 0) is shown as "not logged", never an error. Plots go
+into the same folder as report.html, which links them by relative path, and
+the search box is a few lines of inline script, so the folder can be copied
+or zipped as it is and read offline.
+
+Not covered: comparing several runs on one page; interactive plots.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
+from grpokit.report.tools import tools_section
+from grpokit.run import read_json
+
+SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
+EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
+SEVERITY_ORDER = {"error": 0, "critical": 0, "warning": 1, "info": 2}
+
+
+def reward_names(metrics: list[dict], recipe: dict | None) -> list[str]:
+    names = [r["name"] for r in (recipe or {}).get("rewards", [])]
+    logged = sorted({k.split("/")[1] for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")})
+    return [n for n in names if n in logged] + [n for n in logged if n not in names]
+
+
+# ---------------------------------------------------------------- HTML pieces
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x, digits=3) -> str:
+    x = number(x)
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _table(header: list[str] | None, rows: list[list[str]], cls: str = "", attrs: str = "") -> str:
+    """An HTML table; cells are HTML already. header None: no header row (a key/value list)."""
+    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>"
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"{attrs}>{head}<tbody>{body}</tbody></table>'
+
+
+def _not_logged_reason(key: str, recipe: dict | None, metrics: list[dict]) -> str:
+    beta = ((recipe or {}).get("train") or {}).get("beta")
+    if key == "kl" and beta == 0:
+        return "not logged (train.beta is 0: no reference model, so TRL computes no KL)"
+    if key == "entropy" and metrics and all(m.get("grpokit/trained_frac") == 0 for m in metrics):
+        return ("not logged: in every logged step all groups tied (no learning signal), so train.skip_no_signal "
+                "ran no policy pass, which is where entropy is measured")
+    selection = (recipe or {}).get("selection") or {}
+    if key.startswith("grpokit/refill/") and recipe is not None and not selection.get("refill"):
+        return "not logged (selection.refill is off: no batch was generated again)"
+    return "not logged by this run"
+
+
+def curves_section(metrics: list[dict], recipe: dict | None, out: Path) -> tuple[str, list[str]]:
+    parts, images = [], []
+    names = reward_names(metrics, recipe)
+    if not metrics:
+        return "<p>metrics.jsonl is missing or empty: the run logged no step.</p>", []
+    for stem, title, keys, ylabel, smooth in CURVES:
+        keys = list(keys) + ([f"rewards/{n}/mean" for n in names] if stem == "reward" else [])
+        drawn, n = plot_curve(metrics, keys, title, ylabel, out / f"{stem}.png", smooth)
+        if drawn:
+            images.append(f"{stem}.png")
+            missing = [k for k in keys if k not in drawn and stem != "memory"]  # memory: GPU or CPU key, not both
+            note = f'<p class="note">{_e(", ".join(missing))}: not logged</p>' if missing else ""
+            parts.append(f'<figure><img src="{stem}.png" alt="{_e(title)}"><figcaption>{_e(title)} '
+                         f"({_e(smoothing_note(n, smooth))})</figcaption></figure>{note}")
+        else:
+            parts.append(f'<p class="missing"><b>{_e(title)}</b>: {_e(_not_logged_reason(keys[0], recipe, metrics))}</p>')
+    last = metrics[-1]
+    keys = ["reward", *[f"rewards/{n}/mean" for n in names], "kl", "completions/mean_length", "frac_reward_zero_std",
+            "entropy", "loss", "grad_norm", "step_time"]
+    summary = [[_e(k), _num(last[k]) if k in last else "not logged"] for k in keys]
+    parts.append(f"<h3>last logged step ({_e(last.get('step'))})</h3>" + _table(["metric", "value"], summary, "narrow"))
+    return "\n".join(parts), images
+
+
+def _eval_row(label: str, e: dict, k: int) -> list[str]:
+    h = e["heldout"]
+    gap = e.get("gap")
+    gap_s = "–" if not gap else f"{100 * gap['value']:+.1f} pts" + (' <b class="bad">large</b>' if gap["flagged"] else "")
+    return [label, _pct(h["accuracy"]), _pct((e.get("perturbed") or {}).get("accuracy")),
+            _pct((e.get("train") or {}).get("accuracy")), gap_s,
+            *([_pct((h.get("pass_at_k") or {}).get(str(k)))] if k else []), _pct(h["format_rate"]),
+            _pct(h.get("refusal_rate")), f"{h['mean_length']:.1f}", _pct(h["truncated_rate"])]
+
+
+def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, list[str]]:
+    if not results or not results.get("checkpoints"):
+        return (f"<p>No evaluation yet: run <code>grpokit eval {_e(run_dir)}</code> to evaluate the base model "
+                "and every checkpoint, then this report again.</p>"), []
+    plot_eval(results, out / "eval_accuracy.png")
+    k = results.get("samples_per_problem") or 0
+    metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
+    header = ["step", f"held-out {metric}", "perturbed", "train", "gap", *([f"pass@{k}"] if k else []),
+              "format", "refusal", "mean length", "cut off"]
+    best = (results.get("best") or {}).get("step")
+    entries = {e["step"]: e for e in results["checkpoints"]}
+    per_step = [_eval_row(f"{s}{' (base)' if s == 0 else ''}{' ★ best' if s == best else ''}", e, k)
+                for s, e in sorted(entries.items())]
+    ba = []
+    if 0 in entries:
+        ba.append(("before (base model)", entries[0]))
+    if best is not None and best in entries and best != 0:
+        ba.append((f"best (step {best})", entries[best]))
+    last = max(entries)
+    if last not in (0, best):
+        ba.append((f"last (step {last})", entries[last]))
+    src = f"{_e(results['rows'])} rows of the {_e(results['data'])}"
+    extra = []
+    if results.get("perturbed_rows"):
+        extra.append(f"{results['perturbed_rows']} perturbed copies (numbers redrawn, answers recomputed)")
+    if results.get("train_rows"):
+        extra.append(f"{results['train_rows']} training rows")
+    html_ = [f"<p>Greedy decoding on {src}" + (f", plus {_e(' and '.join(extra))}" if extra else "") +
+             f"; the training template ({_e(results.get('template'))}) and the training verifiers.</p>",
+             ('<figure><img src="eval_accuracy.png" alt="accuracy per checkpoint"><figcaption>accuracy per checkpoint'
+             "</figcaption></figure>")]
+    if best is not None:
+        html_.append(f"<p><b>Best checkpoint: step {_e(best)}</b> ({_pct(results['best']['accuracy'])} held-out; "
+                     f"chosen by held-out greedy {_e(metric)}, ties to the earlier step).</p>")
+    if ba:
+        html_.append("<h3>before / after</h3>" + _table(header, [_eval_row(lbl, e, k) for lbl, e in ba]))
+    html_.append("<h3>every evaluated step</h3>" + _table(header, per_step))
+    for e in results["checkpoints"]:
+        g = e.get("gap")
+        if g and g["flagged"]:
+            what = "original vs perturbed numbers: memorised answers" if g["kind"] == "perturbed" else \
+                "training vs held-out rows: overfitting"
+            html_.append(f'<p class="bad">step {_e(e["step"])}: {100 * g["value"]:.1f}-point gap, {what}?</p>')
+    return "\n".join(html_), ["eval_accuracy.png"]
+
+
+def _completion_text(completion) -> str:
+    if isinstance(completion, list):  # chat completions are logged as message lists
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def _prompt_text(prompt) -> str:
+    if isinstance(prompt, list):  # chat messages: the user's last turn is the question
+        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return str(users[-1] if users else prompt)
+    return str(prompt)
+
+
+def pick_phases(samples: list[dict]) -> list[tuple[str, int]]:
+    """(phase, step) for the beginning, middle and end of training among logged steps."""
+    steps = sorted({s["step"] for s in samples if "step" in s})
+    if not steps:
+        return []
+    picks = [("beginning", steps[0]), ("middle", steps[len(steps) // 2]), ("end", steps[-1])]
+    seen, out = set(), []
+    for name, step in picks:
+        if step not in seen:
+            seen.add(step)
+            out.append((name, step))
+    return out
+
+
+SEARCH_JS = """
+function grpokitFilter(box) {
+  var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean), shown = 0;
+  var rows = document.querySelectorAll("#completions tbody tr");
+  rows.forEach(function (tr) {
+    var text = tr.textContent.toLowerCase();
+    var hit = words.every(function (w) { return text.indexOf(w) >= 0; });
+    tr.style.display = hit ? "" : "none"; shown += hit ? 1 : 0;
+  });
+  document.getElementById("completions-count").textContent = shown + " of " + rows.length + " completions";
+}
+"""
+
+
+def samples_section(samples: list[dict]) -> str:
+    """A table of completions from the first, middle and last logged step, with a search box (inline script)."""
+    phases = pick_phases(samples)
+    if not phases:
+        return "<p>samples.jsonl is missing or empty (train.num_samples_logged may be 0).</p>"
+    rows = []
+    for name, step in phases:
+        for s in [s for s in samples if s.get("step") == step][:SAMPLES_PER_PHASE]:
+            rewards = "<br>".join(f"{_e(k)} {_num(v, 2)}" for k, v in (s.get("rewards") or {}).items())
+            rows.append([f"{step}<br><small>{name}</small>", _e(_prompt_text(s.get("prompt", ""))),
+                         f'<pre>{_e(_completion_text(s.get("completion", "")))}</pre>', rewards or "–"])
+    intro = ", ".join(f"{name} of training (step {step})" for name, step in phases)
+    return (f"<p>Completions logged at the {_e(intro)}; up to {SAMPLES_PER_PHASE} each.</p>"
+            '<p><input id="completions-search" type="search" placeholder="search prompts, completions, rewards" '
+            'oninput="grpokitFilter(this)" size="40"> <span id="completions-count" class="note">'
+            f"{len(rows)} of {len(rows)} completions</span></p>"
+            + _table(["step", "prompt", "completion", "rewards"], rows, "samples", ' id="completions"')
+            + f"<script>{SEARCH_JS}</script>")
+
+
+def _step_ranges(steps: list[int]) -> str:
+    """[3, 4, 5, 9] -> '3–5, 9'."""
+    out, run = [], []
+    for s in sorted(set(steps)):
+        if run and s != run[-1] + 1:
+            out.append(run)
+            run = []
+        run.append(s)
+    if run:
+        out.append(run)
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in out)
+
+
+def group_findings(findings: list[dict]) -> list[dict]:
+    """One entry per finding code (worst severity first): its steps, first/last step, count, latest message."""
+    groups: dict[str, dict] = {}
+    for f in findings:
+        g = groups.setdefault(str(f.get("code", "?")), {"code": str(f.get("code", "?")), "findings": []})
+        g["findings"].append(f)
+    out = []
+    for g in groups.values():
+        fs = g["findings"]
+        steps = sorted({f["step"] for f in fs if isinstance(f.get("step"), int)})
+        severity = min((str(f.get("severity", "")) for f in fs), key=lambda v: SEVERITY_ORDER.get(v, 3))
+        last = max(fs, key=lambda f: f.get("step") if isinstance(f.get("step"), int) else -1)
+        out.append({"code": g["code"], "severity": severity, "count": len(fs), "steps": steps,
+                    "first": steps[0] if steps else None, "last": steps[-1] if steps else None,
+                    "message": last.get("message", ""), "evidence": last.get("evidence")})
+    return sorted(out, key=lambda g: (SEVERITY_ORDER.get(g["severity"], 3), g["first"] if g["first"] is not None else 0))
+
+
+def health_section(findings: list[dict] | None) -> str:
+    if findings is None:
+        return "<p>No health.jsonl in this run (the health monitor did not run).</p>"
+    if not findings:
+        return "<p>The health monitor found nothing wrong.</p>"
+    rows = [[_e(g["severity"]), f"<b>{_e(g['code'])}</b>", _e(g["count"]), _e(_step_ranges(g["steps"]) or "–"),
+             _e(g["first"] if g["first"] is not None else "–"), _e(g["last"] if g["last"] is not None else "–"),
+             _e(g["message"]), f"<code>{_e(json.dumps(g['evidence'], ensure_ascii=False)[:EVIDENCE_CHARS])}</code>"]
+            for g in group_findings(findings)]
+    kinds = f"{len(rows)} kind{'s' if len(rows) != 1 else ''}"
+    return (f"<p>{len(findings)} finding{'s' if len(findings) != 1 else ''} of {kinds}; one row per kind, with the message and evidence "
+            "of its latest occurrence (every finding is in health.jsonl).</p>"
+            + _table(["severity", "code", "times", "steps", "first", "last", "latest message", "evidence"], rows,
+                     "health"))
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+figure { margin: 1em 0; } img { max-width: 100%; } figcaption { font-size: 0.85em; color: #555; }
+.missing, .note { color: #777; } .bad { color: #b00; }
+table.samples td, table.health td, table.samples th, table.health th { text-align: left; vertical-align: top; }
+table.samples pre { white-space: pre-wrap; margin: 0; max-height: 20em; overflow: auto; font-size: 13px; }
+table.samples td:nth-child(2) { min-width: 14em; } table.samples td:nth-child(3) { width: 55%; }
+table.health code { font-size: 0.85em; word-break: break-all; }
+input[type=search] { font-size: 1em; padding: 0.2em 0.4em; }
+"""
+
+
+# ---------------------------------------------------------------- entry point
+def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Write report.html and its PNGs; returns the path of report.html."""
+    from grpokit.errors import GrpokitError, Problem
+    from grpokit.run import RunDir
+
+    run_dir, rd = Path(run_dir), RunDir(run_dir)
+    if not run_dir.is_dir():
+        raise GrpokitError([Problem(str(run_dir), "no such run directory", "pass the output_dir of a grpokit train")])
+    out = Path(out_dir) if out_dir else rd.report_dir
+    out.mkdir(parents=True, exist_ok=True)
+    recipe = rd.raw_config()
+    # Every reader is crash-tolerant: a line cut by a crash is skipped with one note, the rest still shown.
+    metrics = [m for m in rd.read_metrics() if "train_runtime" not in m]
+    results = read_json(rd.results_path())
+    findings = rd.read_health() if rd.health.is_file() else None
+    samples, run = rd.read_samples(), rd.read_status()
+
+    curves, images = curves_section(metrics, recipe, out)
+    evals, eval_images = eval_section(results, run_dir, out)
+    tools, tool_images = tools_section(metrics, read_json(rd.tool_results_file), run_dir, out)
+    eval_images += tool_images
+    model = (recipe or {}).get("model", {}).get("name", run.get("model", "?"))
+    facts = [["model", _e(model)], ["status", _e(run.get("status", "unknown"))],
+             ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
+             ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
+             ["rewards", _e(", ".join(f"{r['name']} ×{r.get('weight', 1.0)}" for r in (recipe or {}).get("rewards", [])))]]
+    if run.get("init_from"):  # --init-from: the run's lineage, one line
+        from grpokit.run import describe_lineage
+
+        facts.insert(1, ["started from", _e(describe_lineage(run["init_from"]))])
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>grpokit report: {_e(run_dir.name)}</title>
+<style>{STYLE}</style></head><body>
+<h1>grpokit report: {_e(run_dir.name)}</h1>
+{_table(None, facts, "narrow facts")}
+<h2>Evaluation</h2>
+{evals}
+<h2>Training curves</h2>
+{curves}
+{f"<h2>Tool calling</h2>{chr(10)}{tools}" if tools else ""}
+<h2>Sample completions</h2>
+{samples_section(samples)}
+<h2>Health findings</h2>
+{health_section(findings)}
+<p class="note">Written by <code>grpokit report</code> from {_e(run_dir.resolve())}; images: {len(images) + len(eval_images)}.</p>
+</body></html>
+"""
+    path = out / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,182 @@
+"""A reward model learned from human rankings: candidates to rank, training with TRL's RewardTrainer, scoring.
+
+    grpokit rm candidates RECIPE --prompts prompts.jsonl --n 4 --out rankings.jsonl
+    grpokit rm train rankings.jsonl --base default --out runs/rm-style
+    grpokit rm eval runs/rm-style rankings.jsonl
+
+A reward model is a sequence-classification head (one output) on a causal
+LM, trained on every better-than pair of the rankings (grpokit.rm.rankings)
+with TRL's RewardTrainer (Bradley-Terry loss). Whole prompts are held out
+(seeded) and the held-out pairwise accuracy (share of pairs where the better
+answer scores higher) is printed and written to `OUT/rm.json`.
+
+The text the model reads is one rule, `rm_input_ids` (grpokit.rewards.learned, beside the scorer the
+`reward_model` reward uses), for training and for scoring, so the two cannot drift.
+
+Not covered: LoRA reward models, multi-GPU training, margins from rating
+gaps (all pairs count the same).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
+from grpokit.rm.rankings import pairs, read_rankings, split_prompts, write_jsonl
+
+
+# ---------------------------------------------------------------- candidates
+def read_prompts(path: str) -> list[str | list]:
+    """Questions of a prompts file (any data format; `question` or `prompt` column; answers not needed)."""
+    from grpokit.data import read_file
+
+    raw = read_file(path)
+    problems = raw.file_errors + raw.row_errors
+    out = []
+    for where, obj in raw.rows:
+        q = next((obj[k] for k in ("question", "prompt") if isinstance(obj, dict) and k in obj), None)
+        if (isinstance(q, str) and q.strip()) or (isinstance(q, list) and q):
+            out.append(q)
+        else:
+            problems.append(Problem(where, "no question", 'write one object per line: {"question": "..."}'))
+    if problems or not out:
+        raise GrpokitError(problems or [Problem(path, "no prompts", "add one prompt per line")],
+                           title=f"{path}: not a usable prompts file")
+    return out
+
+
+def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens: int | None = None,
+                     seed: int = 0, model=None, tokenizer=None) -> dict:
+    """n sampled answers per prompt (the recipe's model, template and temperature), unranked, into `out`."""
+    from grpokit import models
+    from grpokit.evaluation import sample
+    from grpokit.task import template_of
+
+    if n < 2:
+        raise GrpokitError([Problem("--n", f"need at least 2 candidates per prompt to rank, got {n}", "pass --n 4")])
+    questions = read_prompts(prompts_path)
+    path = models.resolve_model_path(recipe.model.name)
+    tokenizer = tokenizer or models.load_tokenizer(path)
+    model = model or models.load_model(path, recipe.model.dtype)
+    groups = sample(model, tokenizer, template_of(recipe), questions, max_new_tokens or recipe.train.max_completion_length,
+                    n, recipe.train.temperature, recipe.train.top_p, seed=seed)
+    rows, dropped = [], 0
+    for i, (q, texts) in enumerate(zip(questions, groups)):
+        unique = list(dict.fromkeys(t.strip() for t in texts if t.strip()))  # identical answers cannot be ranked apart
+        dropped += len(texts) - len(unique)
+        rows.append({"id": f"p{i + 1}", "question": q,
+                     "candidates": [{"id": f"c{j + 1}", "text": t, "rank": None} for j, t in enumerate(unique)]})
+    write_jsonl(out, rows)
+    return {"prompts": len(rows), "candidates": sum(len(r["candidates"]) for r in rows), "dropped_duplicates": dropped,
+            "too_few": [r["id"] for r in rows if len(r["candidates"]) < 2], "path": out}
+
+
+def pairwise_accuracy(scorer: RewardModelScorer, rankings: list[dict]) -> dict:
+    """Share of better-than pairs whose better answer scores strictly higher, and the mean score margin."""
+    ps = pairs(rankings)
+    if not ps:
+        return {"pairs": 0, "accuracy": None, "mean_margin": None}
+    chosen = scorer.score([p.question for p in ps], [p.chosen for p in ps])
+    rejected = scorer.score([p.question for p in ps], [p.rejected for p in ps])
+    margins = [c - r for c, r in zip(chosen, rejected)]
+    return {"pairs": len(ps), "accuracy": sum(m > 0 for m in margins) / len(ps),
+            "mean_margin": sum(margins) / len(margins)}
+
+
+# ---------------------------------------------------------------- training
+def _pair_dataset(tokenizer, rankings: list[dict], max_length: int):
+    from datasets import Dataset
+
+    # Pre-tokenised (chosen_ids / rejected_ids): RewardTrainer then uses exactly the ids the scorer will see.
+    return Dataset.from_list([{"chosen_ids": rm_input_ids(tokenizer, p.question, p.chosen, max_length),
+                               "rejected_ids": rm_input_ids(tokenizer, p.question, p.rejected, max_length)}
+                              for p in pairs(rankings)])
+
+
+def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction: float = 0.2, seed: int = 0,
+                       epochs: float = 3.0, max_steps: int = -1, learning_rate: float = 2e-5, batch_size: int = 8,
+                       max_length: int = DEFAULT_MAX_LENGTH, log=print) -> dict:
+    """Train a reward model on a ranking file; returns (and writes to OUT/rm.json) its record."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+    from trl import RewardConfig, RewardTrainer
+
+    from grpokit import models
+    from grpokit.data import resolve_data_path
+
+    rankings_path = resolve_data_path(rankings_path, Path.cwd())  # builtin:preference/rankings.jsonl works too
+    rankings = read_rankings(rankings_path)
+    train_rows, held = split_prompts(rankings, eval_fraction, seed)
+    out_dir = Path(out)
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / RM_FILE).is_file():
+        raise GrpokitError([Problem(str(out_dir), "exists and is not a reward model folder",
+                                    "pick another --out (an earlier reward model folder is replaced)")])
+    base_path = models.resolve_model_path(base)
+    tokenizer = models.load_tokenizer(base_path)
+    try:
+        torch.manual_seed(seed)  # the new score head is random: seeded, two runs agree
+        model = AutoModelForSequenceClassification.from_pretrained(base_path, num_labels=1, dtype=torch.float32)
+    except OSError as e:
+        raise GrpokitError([Problem("--base", f"cannot load {base!r}: {str(e).splitlines()[0]}",
+                                    "use 'default', a local model folder, or a hub id with network access")]) from None
+    model.config.pad_token_id = tokenizer.pad_token_id
+    on_gpu = torch.cuda.is_available()
+    args = RewardConfig(
+        output_dir=str(out_dir / "trainer"), num_train_epochs=epochs, max_steps=max_steps, learning_rate=learning_rate,
+        per_device_train_batch_size=batch_size, logging_steps=1, save_strategy="no", report_to="none",
+        disable_tqdm=True, seed=seed, use_cpu=not on_gpu, bf16=False, max_length=None, dataset_num_proc=None,
+        lr_scheduler_type="linear",
+        gradient_checkpointing=False,  # TRL's default is on; measured ~4x slower per step on CPU, and RMs are small here
+    )
+    n_train = len(pairs(train_rows))
+    log(f"training a reward model on {base} from {n_train} pairs of {len(train_rows)} prompts "
+        f"({len(pairs(held))} pairs of {len(held)} prompts held out)")
+    t0 = time.time()
+    trainer = RewardTrainer(model=model, args=args, train_dataset=_pair_dataset(tokenizer, train_rows, max_length),
+                            processing_class=tokenizer)
+    trainer.train()
+    shutil.rmtree(args.output_dir, ignore_errors=True)  # save_strategy "no": only an empty trainer folder is left
+    train_acc = [x["accuracy"] for x in trainer.state.log_history if "accuracy" in x]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trainer.model.config.pad_token_id = tokenizer.pad_token_id
+    trainer.model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    info = {"base": base, "rankings": str(Path(rankings_path).resolve()), "max_length": max_length,
+            "eval_fraction": eval_fraction, "seed": seed, "train_prompts": len(train_rows), "train_pairs": n_train,
+            "heldout_prompts": [r["id"] for r in held], "heldout_pairs": len(pairs(held)),
+            "steps": trainer.state.global_step, "seconds": round(time.time() - t0, 1),
+            "train_accuracy_last_step": train_acc[-1] if train_acc else None}
+    (out_dir / RM_FILE).write_text(json.dumps(info, indent=2))  # before scoring: the scorer reads max_length here
+    scorer = RewardModelScorer(out_dir, device="cuda" if on_gpu else "cpu")
+    scorer.model, scorer.tokenizer, scorer.max_length = trainer.model.eval(), tokenizer, max_length
+    info["heldout"] = pairwise_accuracy(scorer, held) if held else {"pairs": 0, "accuracy": None, "mean_margin": None}
+    info["train"] = pairwise_accuracy(scorer, train_rows)
+    (out_dir / RM_FILE).write_text(json.dumps(info, indent=2))
+    return info
+
+
+def evaluate_reward_model(rm_dir: str, rankings_path: str) -> dict:
+    """Pairwise accuracy of a trained reward model on a ranking file; written to RM_DIR/eval/<stem>.json."""
+    from grpokit.data import resolve_data_path
+
+    info = read_rm_info(rm_dir)
+    rankings_path = resolve_data_path(rankings_path, Path.cwd())
+    rankings = read_rankings(rankings_path)
+    scorer = RewardModelScorer(rm_dir)
+    result = {"rankings": str(rankings_path), "prompts": len(rankings), **pairwise_accuracy(scorer, rankings)}
+    held = set(info.get("heldout_prompts", []))
+    if info.get("rankings") == str(Path(rankings_path).resolve()):  # the same file it trained on: only the held-out prompts measure generalisation
+        result["heldout"] = pairwise_accuracy(scorer, [r for r in rankings if r["id"] in held])
+    path = Path(rm_dir) / "eval" / f"{Path(rankings_path).stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2))
+    result["path"] = str(path)
+    return result
+
+
+def fmt_accuracy(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"

@@ -1,0 +1,292 @@
+"""The run directory: every path and file of a grpokit run, owned in one place.
+
+    run = RunDir("runs/smollm2-arithmetic")
+    run.read_metrics()                 # crash-tolerant: a cut or corrupt line is skipped with one note
+    run.complete_checkpoints()         # checkpoint-N folders with their COMPLETE marker, oldest first
+    run.resolve_checkpoint("auto")     # all|best|last|auto|N -> a folder (None: step 0, the base model)
+    with run.lock(): ...               # one writer per run directory
+
+Layout (README "The run directory"): `config.yaml` (the resolved recipe),
+`run.json` (status, see `STATUSES`), `metrics.jsonl`, `samples.jsonl`,
+`health.jsonl`, `checkpoints/checkpoint-N/` (COMPLETE once fully written),
+`eval/results*.json`, `eval/best.json`, `report/`, `export/`, `.lock`, and after a
+health rollback `reference/` (the restored weights, hard links: the KL reference, grpokit.training.rollback).
+
+Files are read through grpokit.run.files (crash-tolerant JSONL: a line cut by a crash is skipped with one
+note); checkpoint names, damage checks and the lock are grpokit.run.checkpoints.
+
+Not covered: what the records mean (training, health, evaluation, report).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from grpokit.distributed import is_main_process
+from grpokit.errors import GrpokitError, Problem
+from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, RunLock, checkpoint_damage, damaged, step_of
+from grpokit.run.files import atomic_write, note, read_json, read_jsonl, split_jsonl
+
+CONFIG_FILE, RUN_FILE, LOCK_FILE = "config.yaml", "run.json", ".lock"
+METRICS_FILE, SAMPLES_FILE, HEALTH_FILE = "metrics.jsonl", "samples.jsonl", "health.jsonl"
+CHECKPOINTS_DIR = "checkpoints"
+EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
+TOOL_RESULTS_FILE = "results-tools.json"  # tool tasks (recipe env:): grpokit.evaluation.tools writes, report reads
+REPORT_DIR, EXPORT_DIR, DEMO_FILE, PREFLIGHT_FILE = "report", "export", "demo.json", "preflight.json"
+REFERENCE_DIR = "reference"
+# run.json "status": running while a process trains; the rest say how it ended (details in "reason"/"error").
+STATUSES = ("running", "completed", "interrupted", "stopped", "aborted", "failed")
+CHECKPOINT_SPECS = "all|best|last|auto|N"
+
+
+# ---------------------------------------------------------------- checkpoint specs
+def select_steps(spec: str, available: list[int], best_step: int | None = None) -> list[int]:
+    """Steps to evaluate: `all` (base + every checkpoint), `last`, `best`, `auto` or `N,M,...` (0 = base)."""
+    spec = spec.strip()
+    if spec == "auto":
+        spec = "best" if best_step is not None else "last"
+    if spec == "all":
+        return sorted({0, *available})
+    if spec == "last":
+        return [max(available)] if available else [0]
+    if spec == "best":
+        if best_step is None:
+            raise GrpokitError([Problem("--checkpoints best", "no best checkpoint recorded yet",
+                                        "run `grpokit eval RUN_DIR` (all checkpoints) first")])
+        return [best_step]
+    try:
+        steps = sorted({int(s) for s in spec.split(",") if s.strip()})
+    except ValueError:
+        raise GrpokitError([Problem("--checkpoints", f"cannot read {spec!r}", f"use {CHECKPOINT_SPECS},M,...")]) from None
+    missing = [s for s in steps if s != 0 and s not in available]
+    if missing or not steps:
+        raise GrpokitError([Problem("--checkpoints", f"no complete checkpoint at step(s) {missing or spec}",
+                                    f"complete checkpoints: {sorted(available) or 'none'} (0 is the base model)")])
+    return steps
+
+
+# ---------------------------------------------------------------- the run directory
+class RunDir:
+    """Paths and files of one run; see the module docstring."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    config = property(lambda self: self.path / CONFIG_FILE)
+    run_json = property(lambda self: self.path / RUN_FILE)
+    metrics = property(lambda self: self.path / METRICS_FILE)
+    samples = property(lambda self: self.path / SAMPLES_FILE)
+    health = property(lambda self: self.path / HEALTH_FILE)
+    checkpoints_dir = property(lambda self: self.path / CHECKPOINTS_DIR)
+    eval_dir = property(lambda self: self.path / EVAL_DIR)
+    best_file = property(lambda self: self.path / EVAL_DIR / BEST_FILE)
+    tool_results_file = property(lambda self: self.path / EVAL_DIR / TOOL_RESULTS_FILE)
+    report_dir = property(lambda self: self.path / REPORT_DIR)
+    demo_file = property(lambda self: self.path / DEMO_FILE)
+    preflight_file = property(lambda self: self.path / PREFLIGHT_FILE)
+    reference_dir = property(lambda self: self.path / REFERENCE_DIR)
+
+    def rolled_back(self, log: Path) -> Path:
+        return log.with_name(log.name.replace(".jsonl", ".rolled_back.jsonl"))
+
+    def export_dir(self, ck: Path) -> Path:
+        return self.path / EXPORT_DIR / Path(ck).name
+
+    def results_path(self, data: str | None = None) -> Path:
+        """eval/results.json for the recipe's held-out set, eval/results-<stem>.json for --data FILE."""
+        stem = "" if data is None else "-" + re.sub(r"[^\w.-]+", "_", Path(data).stem)
+        return self.eval_dir / f"results{stem}.json"
+
+    # -- config.yaml and run.json
+    def is_run(self) -> bool:
+        return self.config.is_file()
+
+    def raw_config(self) -> dict | None:
+        """config.yaml as plain data (no validation: doctor and report read runs of older versions too)."""
+        import yaml
+
+        try:
+            data = yaml.safe_load(self.config.read_text(encoding="utf-8")) if self.is_run() else None
+        except (yaml.YAMLError, UnicodeDecodeError):
+            note(f"{self.config}: not readable YAML; ignored")
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_config(self, recipe) -> None:
+        atomic_write(self.config, recipe.to_yaml().encode("utf-8"))
+
+    def read_status(self) -> dict:
+        return read_json(self.run_json) or {}
+
+    def write_status(self, summary: dict) -> None:
+        if not is_main_process():  # with N processes (grpokit.training.launch) the main one alone writes run.json
+            return
+        data = {k: v for k, v in summary.items() if k != "trainer"}
+        atomic_write(self.run_json, json.dumps(data, indent=2, default=str).encode("utf-8"))
+
+    # -- logs
+    def read_metrics(self) -> list[dict]:
+        return read_jsonl(self.metrics)
+
+    def read_samples(self) -> list[dict]:
+        return read_jsonl(self.samples)
+
+    def read_health(self) -> list[dict]:
+        return read_jsonl(self.health)
+
+    def truncate_logs(self, step: int, keep_dropped: bool = False) -> None:
+        """Metrics and samples back to the last whole record of `step` (resume and rollback redo later steps)."""
+        for log in (self.metrics, self.samples):
+            dropped = split_jsonl(log, step)
+            if dropped and keep_dropped:
+                with self.rolled_back(log).open("ab") as f:
+                    f.writelines(raw + b"\n" for raw in dropped)
+
+    # -- checkpoints
+    def checkpoint_path(self, step: int) -> Path:
+        return self.checkpoints_dir / f"{CHECKPOINT_PREFIX}{step}"
+
+    def _all_checkpoints(self) -> list[Path]:
+        if not self.checkpoints_dir.is_dir():
+            return []
+        return sorted((p for p in self.checkpoints_dir.iterdir() if step_of(p) is not None and p.is_dir()), key=step_of)
+
+    def complete_checkpoints(self) -> list[Path]:
+        """Checkpoints fully written (COMPLETE marker present), oldest first."""
+        return [p for p in self._all_checkpoints() if (p / COMPLETE_MARKER).is_file()]
+
+    def by_step(self) -> dict[int, Path]:
+        return {step_of(p): p for p in self.complete_checkpoints()}
+
+    def latest_checkpoint(self) -> Path | None:
+        done = self.complete_checkpoints()
+        return done[-1] if done else None
+
+    def mark_complete(self, step: int) -> None:
+        ck = self.checkpoint_path(step)
+        if ck.is_dir():
+            (ck / COMPLETE_MARKER).write_text(json.dumps({"step": step, "time": time.time()}))
+
+    def remove_incomplete(self) -> list[str]:
+        """Delete checkpoint folders a crash left half-written (no COMPLETE marker); their names."""
+        gone = [p for p in self._all_checkpoints() if not (p / COMPLETE_MARKER).is_file()]
+        for p in gone:
+            shutil.rmtree(p, ignore_errors=True)
+        return [p.name for p in gone]
+
+    def remove_after(self, step: int) -> None:
+        for p in self._all_checkpoints():
+            if step_of(p) > step:
+                shutil.rmtree(p)
+
+    def resume_checkpoint(self, note: Callable[[str], None] = note) -> Path | None:
+        """The newest complete checkpoint whose files are whole; damaged newer ones are passed over with a note."""
+        for ck in reversed(self.complete_checkpoints()):
+            why = checkpoint_damage(ck, for_resume=True)
+            if why is None:
+                return ck
+            note(f"{ck.name} is damaged ({why}); falling back to the previous complete checkpoint")
+        return None
+
+    def checked(self, ck: Path | None) -> Path | None:
+        """`ck` if its files look whole, else a GrpokitError naming what is damaged (None passes: the base model)."""
+        if ck is not None:
+            why = checkpoint_damage(ck)
+            if why:
+                raise damaged(ck, why)
+        return ck
+
+    # -- eval results and the best checkpoint
+    def read_best(self) -> dict | None:
+        return read_json(self.best_file)
+
+    def write_best(self, best: dict) -> None:
+        self.eval_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.best_file, json.dumps(best, indent=2).encode("utf-8"))
+
+    def resolve_checkpoint(self, spec: str) -> Path | None:
+        """`best`, `last`, `auto` (best if `grpokit eval` recorded one, else last) or a step -> its folder.
+
+        None means step 0, the base model (a `best` that no checkpoint beat). Only complete checkpoints count.
+        """
+        by_step = self.by_step()
+        names = ", ".join(p.name for p in by_step.values()) or "none"
+        best = self.read_best()
+        if spec == "auto":
+            spec = "best" if best is not None else "last"
+        if spec == "best":
+            if best is None:
+                raise GrpokitError([Problem(str(self.path), f"no best checkpoint recorded yet ({EVAL_DIR}/{BEST_FILE} "
+                                            "is missing)", f"run `grpokit eval {self.path}` first, or pass last or a step")])
+            step = int(best["step"])
+        elif spec == "last":
+            if not by_step:
+                raise GrpokitError([Problem(str(self.path), "no complete checkpoint in this run",
+                                            "train first (or longer, or with a lower train.save_steps)")])
+            step = max(by_step)
+        elif spec.isdigit():
+            step = int(spec)
+        else:
+            raise GrpokitError([Problem(spec, "not a checkpoint", f"use best, last, auto or a step; complete: {names}")])
+        if step == 0:
+            return None
+        if step not in by_step:
+            raise GrpokitError([Problem(str(self.path), f"no complete checkpoint at step {step}",
+                                        f"complete checkpoints: {names}")])
+        return by_step[step]
+
+    # -- writing: the lock, and disk space
+    def lock(self, note: Callable[[str], None] = note):
+        return RunLock(self.path / LOCK_FILE, note)
+
+    def refuse_existing(self, overwrite: bool) -> None:
+        """Refuse a taken --output-dir before anything loads (nothing is created or deleted here)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise GrpokitError([Problem(str(self.path), "exists and is not a directory", "pick another --output-dir")])
+        if self.path.is_dir() and any(p.name != LOCK_FILE for p in self.path.iterdir()) and not overwrite:
+            raise GrpokitError([Problem(str(self.path), "run directory already exists and is not empty",
+                                        f"continue it with `grpokit train --resume {self.path}`, pick another "
+                                        "--output-dir, or pass --overwrite to start again")])
+
+    def open_new(self, recipe, overwrite: bool, lock=None, note: Callable[[str], None] = note):
+        """Create (with --overwrite: empty) the folder of a run that can start; (the held lock, created by us)."""
+        created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = lock or self.lock(note).acquire()  # refused: another run started here meanwhile, its folder
+        try:
+            self.refuse_existing(overwrite)  # again under the lock: another run may have started here meanwhile
+            if overwrite:
+                self.clear()
+            self.write_config(recipe)
+        except BaseException:
+            lock.release()
+            if created:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
+        return lock, created
+
+    def clear(self) -> None:
+        """Delete everything of an earlier run (--overwrite) except the lock this process holds."""
+        for p in self.path.iterdir():
+            if p.name != LOCK_FILE:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+    def free_bytes(self) -> int:
+        return shutil.disk_usage(self.path if self.path.exists() else self.path.parent).free
+
+
+def describe_lineage(lineage: dict | None) -> str | None:
+    """run.json's `init_from` (grpokit.training.lineage writes it) as one line for the report and the terminal."""
+    if not lineage:
+        return None
+    if lineage.get("run"):
+        step = lineage.get("step")
+        return f"started from {lineage['run']} step {step} ({lineage['kind']})"
+    return f"started from the model folder {lineage['path']}"

@@ -1,0 +1,118 @@
+"""Crash safety of a training run: disk space before each save, and recording a failure.
+
+    disk_space_guard(run, warn)            # a TrainerCallback: warn early, stop cleanly before a save that cannot fit
+    fail_run(run, summary, exc, ...)       # run.json "failed", half-written checkpoints removed, error + fix
+
+Every failure while training ends in `fail_run`, so run.json never says
+"running" for a process that is gone, and the user gets `error:` + `fix:`
+(the traceback goes to run.json for a bug report, not to the terminal).
+
+Not covered: Ctrl-C / SIGTERM (grpokit.training.callbacks.GracefulStop saves and stops cleanly); damaged
+checkpoints and the writer lock (grpokit.run.checkpoints).
+"""
+from __future__ import annotations
+
+import errno
+import shutil
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.run.rundir import RunDir
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC anywhere in the exception chain (a C++ writer may wrap it as "basic_ios::clear: iostream error")."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def disk_full_problem(where: Path, need_bytes: int | None) -> Problem:
+    free = shutil.disk_usage(where if where.exists() else where.parent).free
+    need = f"free {max(need_bytes - free, need_bytes // 4) / 1e9:.1f} GB" if need_bytes else "free space"
+    return Problem(str(where), f"no space left on device at {where} ({free / 1e9:.1f} GB free)",
+                   f"{need} or move --output-dir to a larger disk")
+
+
+
+
+# ---------------------------------------------------------------- disk space and failures
+def expected_checkpoint_bytes(run: RunDir, model=None) -> int | None:
+    """The size of the next checkpoint: the last one's, else weights + Adam's two moments of the trainable ones."""
+    last = run.latest_checkpoint()
+    if last is not None:
+        return dir_bytes(last)
+    if model is None:
+        return None
+    params = list(model.parameters())
+    trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    adapter = hasattr(model, "peft_config")  # a LoRA checkpoint holds the adapter only
+    return (trainable if adapter else sum(p.numel() * p.element_size() for p in params)) + 2 * trainable
+
+
+def disk_space_guard(run: RunDir, warn: Callable[[str], None]):
+    """A TrainerCallback: warn at the start when the disk cannot hold two checkpoints; before each save, stop
+    with ENOSPC (recorded as a failure, nothing half-written) when it cannot hold the next one."""
+    from transformers import TrainerCallback
+
+    class DiskSpaceGuard(TrainerCallback):
+        need: int | None = None
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.need = expected_checkpoint_bytes(run, model)
+            free = run.free_bytes()
+            if self.need and free < 2 * self.need:
+                warn(f"only {free / 1e9:.1f} GB free at {run.path}; each checkpoint takes about "
+                     f"{self.need / 1e9:.1f} GB (free space, lower train.save_total_limit or move --output-dir)")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if not control.should_save:
+                return
+            self.need = expected_checkpoint_bytes(run) or self.need
+            if self.need and run.free_bytes() < self.need:
+                raise OSError(errno.ENOSPC, f"{run.checkpoint_path(state.global_step).name} needs about {self.need / 1e9:.2f} GB",
+                              str(run.path))
+
+    return DiskSpaceGuard()
+
+
+_HINTS = (  # (text in the error message, what usually fixes it)
+    ("probability tensor contains", "the policy produced NaN/inf: lower train.learning_rate or train.temperature"),
+    ("out of memory", "lower train.per_device_train_batch_size, train.num_generations or train.max_completion_length"),
+)
+
+
+def fail_run(run: RunDir, summary: dict, exc: BaseException, step: int, need_bytes: int | None = None) -> GrpokitError:
+    """Record a training failure in run.json (status failed, error, last complete checkpoint), remove
+    half-written checkpoints, and return the error to show: what happened and how to continue."""
+    removed = run.remove_incomplete()  # first: it may free the space the failure ran out of
+    last = run.latest_checkpoint()
+    message = str(exc).strip() or repr(exc)
+    summary.update(status="failed", step=step, last_checkpoint=str(last) if last else None,
+                   error={"class": type(exc).__name__, "message": message[:2000],
+                          "traceback": "".join(traceback.format_exception(exc))[-8000:]},
+                   removed_incomplete=removed)
+    try:
+        run.write_status(summary)
+    except OSError:
+        pass  # a full disk may refuse even run.json; the terminal still gets the message
+    resume = (f"continue from {last.name} with `grpokit train --resume {run.path}`" if last else
+              "no complete checkpoint was saved: start again with `grpokit train RECIPE --overwrite`")
+    if is_disk_full(exc):
+        problem = disk_full_problem(run.path, need_bytes)
+        problem = Problem(problem.where, problem.message, f"{problem.fix}; then {resume}")
+    elif isinstance(exc, GrpokitError):
+        return exc
+    else:
+        hint = next((h for k, h in _HINTS if k in message.lower()), "the traceback is in run.json (error.traceback)")
+        problem = Problem(type(exc).__name__, message.splitlines()[0][:300] if message else "", f"{hint}; then {resume}")
+    return GrpokitError([problem], exit_code=1, title=f"training failed at step {step}; run.json records it as failed")

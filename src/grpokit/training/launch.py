@@ -1,0 +1,142 @@
+"""Multi-process training: build and run the `accelerate launch` command.
+
+    grpokit train RECIPE --num-processes 8 --accelerate-config zero3
+    grpokit train RECIPE --num-processes 16 --num-machines 2 --machine-rank 0 \\
+        --main-process-ip 10.0.0.1 --main-process-port 29500
+    grpokit train RECIPE --num-processes 2 --dry-run      # print the command, run nothing
+
+accelerate (and, under it, torchrun / DeepSpeed) does the launching; grpokit
+only picks one of the configs it ships (adapted from TRL's own, see
+accelerate_configs/*.yaml) or the user's file, passes the process layout on
+the command line, and re-runs `grpokit train` with the same recipe arguments
+in every process. `--num-processes` is accelerate's: the total over all
+machines. On a machine without CUDA the DDP config runs with the gloo backend
+(torchrun + `TrainingArguments(use_cpu=True)`); accelerate's own `--cpu` flag
+is not used because it starts one process unless MPI is set up.
+
+The rank helpers every process uses once launched (`is_main_process`, `barrier`, `broadcast`, `any_rank`)
+are grpokit.distributed.
+
+Not covered: SLURM/job-scheduler integration (see the README's Scale out
+section for an sbatch script built on this command).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpokit.errors import GrpokitError, Problem
+
+CONFIG_DIR = Path(__file__).parent / "accelerate_configs"  # adapted from TRL's own
+# name -> (file in CONFIG_DIR, python module the strategy needs beyond the default install)
+ACCELERATE_CONFIGS = {
+    "ddp": ("ddp.yaml", None),
+    "zero2": ("zero2.yaml", "deepspeed"),
+    "zero3": ("zero3.yaml", "deepspeed"),
+    "fsdp": ("fsdp.yaml", None),
+}
+# torchrun gives workers this long to finish after it forwards SIGINT/SIGTERM (its default, 30 s, is too short
+# to finish a step and save a large checkpoint; after it the workers are killed).
+SHUTDOWN_TIMEOUT_S = 900
+
+
+@dataclass
+class LaunchOptions:
+    num_processes: int
+    accelerate_config: str = "ddp"
+    num_machines: int = 1
+    machine_rank: int = 0
+    main_process_ip: str | None = None
+    main_process_port: int | None = None
+
+
+def config_file(name_or_path: str) -> Path:
+    """A shipped config by name (ddp, zero2, zero3, fsdp) or the user's accelerate YAML file."""
+    if name_or_path in ACCELERATE_CONFIGS:
+        return CONFIG_DIR / ACCELERATE_CONFIGS[name_or_path][0]
+    path = Path(name_or_path).expanduser()
+    if not path.is_file():
+        raise GrpokitError([Problem(f"--accelerate-config {name_or_path}", "neither a shipped config nor a file",
+                                    f"use one of {', '.join(ACCELERATE_CONFIGS)} or the path of an accelerate "
+                                    "config YAML (`accelerate config` writes one)")])
+    return path.resolve()
+
+
+def check_options(opts: LaunchOptions, *, need_modules: bool = True) -> None:
+    """Refuse a layout accelerate would reject later, each problem with its fix (before any process starts)."""
+    problems = []
+    if opts.num_processes < 1:
+        problems.append(Problem("--num-processes", f"must be >= 1 (got {opts.num_processes})", "e.g. --num-processes 8"))
+    if opts.num_machines < 1:
+        problems.append(Problem("--num-machines", f"must be >= 1 (got {opts.num_machines})", "e.g. --num-machines 2"))
+    elif opts.num_processes % opts.num_machines:
+        problems.append(Problem("--num-processes", f"{opts.num_processes} processes do not split evenly over "
+                                f"{opts.num_machines} machines", "--num-processes is the total over all machines "
+                                "(GPUs per machine x machines)"))
+    if not 0 <= opts.machine_rank < max(1, opts.num_machines):
+        problems.append(Problem("--machine-rank", f"{opts.machine_rank} is not in 0..{opts.num_machines - 1}",
+                                "number the machines 0 (the main one) to --num-machines - 1"))
+    if opts.num_machines > 1 and not opts.main_process_ip:
+        problems.append(Problem("--main-process-ip", "several machines need the address of machine 0",
+                                "pass --main-process-ip (and --main-process-port) of the machine with rank 0"))
+    module = ACCELERATE_CONFIGS.get(opts.accelerate_config, (None, None))[1]
+    if need_modules and module and importlib.util.find_spec(module) is None:
+        problems.append(Problem(f"--accelerate-config {opts.accelerate_config}", f"needs {module}, which is not "
+                                "installed", f"pip install {module} (on the training machines), or use ddp/fsdp"))
+    if problems:
+        raise GrpokitError(problems)
+
+
+def accelerate_command(train_argv: list[str], opts: LaunchOptions, *, cuda: bool,
+                       python: str = sys.executable) -> list[str]:
+    """`python -m accelerate.commands.launch ... -m grpokit train <train_argv>` for this layout.
+
+    `train_argv` are the recipe arguments every process receives (recipe or --resume, --set, --output-dir, ...),
+    without the launch flags, so the worker processes train instead of launching again.
+    """
+    cmd = [python, "-m", "accelerate.commands.launch", "--config_file", str(config_file(opts.accelerate_config)),
+           "--num_processes", str(opts.num_processes), "--num_machines", str(opts.num_machines),
+           "--machine_rank", str(opts.machine_rank)]
+    if opts.main_process_ip:
+        cmd += ["--main_process_ip", opts.main_process_ip]
+    if opts.main_process_port:
+        cmd += ["--main_process_port", str(opts.main_process_port)]
+    if not cuda:
+        # The shipped configs say bf16 (GPU); on CPU grpokit trains in the recipe's dtype, as one process does.
+        cmd += ["--mixed_precision", "no"]
+    return cmd + ["-m", "grpokit", "train", *train_argv]
+
+
+def format_command(cmd: list[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def run_launch(cmd: list[str]) -> tuple[int, str | None]:
+    """Run accelerate and wait; returns its exit code and the signal this process received, if any.
+
+    Ctrl-C reaches the launcher through the terminal (same process group); SIGTERM sent to this process alone
+    (a scheduler, `kill`) is passed on. torchrun forwards one signal to every worker, which finish the step,
+    save and stop; the launcher itself then exits 1 with a SignalException traceback, which the caller judges
+    by the run directory."""
+    env = {**os.environ, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+                                                                           str(SHUTDOWN_TIMEOUT_S))}
+    proc = subprocess.Popen(cmd, env=env)
+    got: list[str] = []
+
+    def on_signal(signum, frame):
+        got.append(signal.Signals(signum).name)
+        if signum == signal.SIGTERM:
+            proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return proc.wait(), (got[0] if got else None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

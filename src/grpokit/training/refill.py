@@ -1,0 +1,209 @@
+"""The trainer side of signal-aware training: pass-rate tracking, prompt selection, DAPO's dynamic sampling.
+
+    grpokit train RECIPE.yaml --set selection.enabled=true --set selection.refill=true
+
+`SignalAware` is a mixin for a `internals.trainer_base()` class. Through
+the hooks grpokit.internals names (`_get_train_sampler`, `_generate_and_score_completions`,
+`_save_checkpoint`) it
+
+- updates the per-prompt pass-rate estimates (grpokit.training.selection) from every
+  generation batch's rewards, and logs `grpokit/bands/<band>` and
+  `grpokit/signal_groups` (share of the groups trained on with a reward spread);
+- with `selection.enabled`, replaces TRL's RepeatSampler by `SignalSampler`;
+- with `selection.refill` (the DAPO paper's dynamic sampling, which TRL 1.16
+  lacks): when a generation batch has fewer groups with a reward spread
+  than it holds, generates further batches of groups (at most
+  `selection.refill_max_rounds`, prompts chosen like the sampler's, or
+  uniformly when selection is off), keeps the groups with a spread and
+  trains on a batch of the usual size made of them (tied groups fill what is
+  still missing). With `selection.refill_upfront` the refill prompts are
+  chosen before generating and generated in the same call as the step's own
+  (every step pays for them; decoding many rows at once costs little more
+  than a few where reading the weights bounds it). Logged: `grpokit/refill/rounds`, `grpokit/refill/extra_groups`
+  (groups generated beyond the step's own), `grpokit/refill/discarded_tokens`
+  (completion tokens of the groups not trained on);
+- saves the estimates into each checkpoint (`grpokit_selection.json`) and
+  loads them on resume.
+
+TRL's own metrics (reward, frac_reward_zero_std, completion lengths) describe
+everything generated in the step, refills included: the health monitor's
+zero_variance_groups reads that pre-filter share. The batch keeps TRL's
+layout (prompts left-padded, completions right-padded), so train.skip_no_signal
+and TRL's loss see an ordinary batch; `num_items_in_batch` is recounted over it.
+
+Not covered: refill runs on one process only (the ranks would have to agree
+on which groups to keep; refused with a message), and not with multimodal
+batches or tool masks.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from grpokit import internals as ta
+from grpokit.training.no_signal import signal_rows
+from grpokit.training.selection import Selector, SignalSampler, check_processes, prompt_key
+
+
+def group_signal(advantages: torch.Tensor, group: int) -> torch.Tensor:
+    """Boolean (groups,): whether any completion of each group of `group` consecutive rows has an advantage."""
+    return signal_rows(advantages).view(-1, group).any(dim=1)
+
+
+def _pad_cat(tensors: list[torch.Tensor], value, left: bool) -> torch.Tensor:
+    width = max(t.shape[1] for t in tensors)
+    out = []
+    for t in tensors:
+        pad = t.new_full((t.shape[0], width - t.shape[1], *t.shape[2:]), value)
+        out.append(torch.cat([pad, t] if left else [t, pad], dim=1))
+    return torch.cat(out, dim=0)
+
+
+def merge_rows(parts: list[tuple[dict, torch.Tensor]], pad_id: int) -> dict:
+    """One batch from rows of several: `parts` = (batch, row index tensor); TRL's padding sides kept."""
+    first = parts[0][0]
+    out = {}
+    for key, value in first.items():
+        if key == ta.NUM_ITEMS or not isinstance(value, torch.Tensor):
+            continue
+        pieces = [b[key][rows] for b, rows in parts]
+        if key in (ta.PROMPT_IDS, ta.PROMPT_MASK):
+            out[key] = _pad_cat(pieces, pad_id if key == ta.PROMPT_IDS else 0, left=True)
+        elif value.dim() >= 2:  # completion ids/mask and the (B, C) tensors aligned with them
+            out[key] = _pad_cat(pieces, pad_id if key == ta.COMPLETION_IDS else 0, left=False)
+        else:
+            out[key] = torch.cat(pieces, dim=0)
+    # The dapo/cispo/vespo normaliser: the token count of the batch actually trained on.
+    out[ta.NUM_ITEMS] = out[ta.COMPLETION_MASK].sum().to(first[ta.NUM_ITEMS].dtype if isinstance(
+        first[ta.NUM_ITEMS], torch.Tensor) else torch.long)
+    return out
+
+
+class SignalAware:
+    """Mixin: see the module docstring. `selector` is set by `attach`; without it the trainer is TRL's."""
+
+    selector: Selector | None = None
+
+    # -- the prompts each step trains on
+    def _get_train_sampler(self, dataset=None):
+        s = self.selector
+        if s is None or not s.config.enabled or len(dataset if dataset is not None else self.train_dataset) != len(s):
+            return super()._get_train_sampler(dataset)
+        return SignalSampler(s, **ta.sampler_layout(self))
+
+    def _scored(self, inputs):
+        """TRL's generation and scoring of `inputs`, then the estimates updated from its rewards."""
+        rows = len(inputs) * self.accelerator.num_processes
+        ta.widen_logs(self, rows)
+        batch = super()._generate_and_score_completions(inputs)
+        if self.selector is not None:
+            prompts, rewards = ta.generation_rewards(self, rows)
+            self.selector.observe(prompts, rewards, self.args.num_generations)
+        return batch
+
+    def _generate_and_score_completions(self, inputs):
+        if self.selector is None or not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        g, cfg = self.args.num_generations, self.selector.config
+        if cfg.refill and cfg.refill_upfront and not any(k in inputs[0] for k in ("image", "images")):
+            batch = self._refill_upfront(inputs, g)
+        else:
+            batch = self._scored(inputs)
+            if cfg.refill and ta.NUM_ITEMS in batch and not any(
+                    batch.get(k) is not None for k in ta.MULTIMODAL_KEYS):
+                batch = self._refill(inputs, batch, g)
+        if batch[ta.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
+            ta.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[ta.ADVANTAGES], g).float().mean()))
+        for band, share in self.selector.rates.shares().items():
+            ta.set_metric(self, f"grpokit/bands/{band}", share)
+        return batch
+
+    def _refill_picks(self, inputs, g: int):
+        """Up to refill_max_rounds lists of `groups` dataset indices, one per refill round (chosen like the
+        sampler's, or uniformly when selection is off), none of them a prompt of `inputs` or of an earlier round;
+        stops early when the dataset has too few unused prompts left for a full round."""
+        groups = len(inputs) // g
+        used = {i for x in inputs[::g] for i in self.selector.by_key.get(prompt_key(x["prompt"]), [])}
+        for round_ in range(1, self.selector.config.refill_max_rounds + 1):
+            rng = self.selector.rng("refill", self.state.global_step, round_)
+            if self.selector.config.enabled:
+                picked = self.selector.pick(groups, rng, exclude=used)
+            else:
+                free = [i for i in range(len(self.selector)) if i not in used]
+                picked = rng.sample(free, min(groups, len(free)))
+            if len(picked) < groups:
+                return
+            used |= set(picked)
+            yield picked
+
+    def _rows(self, picked: list[int], g: int) -> list[dict]:
+        return [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
+
+    def _refill(self, inputs, batch, g: int):
+        parts = [(batch, group_signal(batch[ta.ADVANTAGES], g))]
+        groups, have = len(inputs) // g, int(parts[0][1].sum())
+        picks = self._refill_picks(inputs, g)
+        while have < groups and (picked := next(picks, None)) is not None:
+            extra = self._scored(self._rows(picked, g))
+            parts.append((extra, group_signal(extra[ta.ADVANTAGES], g)))
+            have += int(parts[-1][1].sum())
+        return self._keep_signal(parts, groups, g, rounds=len(parts) - 1)
+
+    def _refill_upfront(self, inputs, g: int):
+        """selection.refill_upfront: the refill groups are generated in the same call as the step's own."""
+        picks = list(self._refill_picks(inputs, g))
+        batch = self._scored(list(inputs) + [row for picked in picks for row in self._rows(picked, g)])
+        return self._keep_signal([(batch, group_signal(batch[ta.ADVANTAGES], g))], len(inputs) // g, g, len(picks))
+
+    def _keep_signal(self, parts, groups: int, g: int, rounds: int):
+        """A batch of `groups` groups out of `parts` ((batch, has-signal per group)): the groups with a spread
+        first (the step's own, then the refills'), tied ones of the step's own (the first `groups` of part 0)
+        fill what is missing. Logs the refill metrics; with no refill round, part 0 is the step's batch as is."""
+        chosen = [(p, j) for p, (b, keep) in enumerate(parts) for j in range(len(keep)) if keep[j]]
+        tied = [(0, j) for j in range(groups) if not parts[0][1][j]]
+        chosen = (chosen + tied)[:groups]
+        discarded = 0
+        for p, (b, keep) in enumerate(parts):
+            kept = {j for q, j in chosen if q == p}
+            rows = [r for j in range(len(keep)) if j not in kept for r in range(j * g, (j + 1) * g)]
+            discarded += int(b[ta.COMPLETION_MASK][rows].sum()) if rows else 0
+        ta.log_metric(self, "grpokit/refill/rounds", rounds)
+        ta.log_metric(self, "grpokit/refill/extra_groups", rounds * groups)
+        ta.log_metric(self, "grpokit/refill/discarded_tokens", discarded)
+        if rounds == 0:
+            return parts[0][0]
+        index = [(p, torch.tensor([r for q, j in chosen if q == p for r in range(j * g, (j + 1) * g)], dtype=torch.long))
+                 for p in range(len(parts))]
+        return merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], ta.pad_token_id(self))
+
+    def attach_selection(self, recipe, dataset, preflight_file: Path | None = None) -> Selector:
+        return attach(self, recipe, dataset, preflight_file)
+
+    # -- resume: the estimates travel with each checkpoint
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.selector is not None and self.args.should_save:
+            self.selector.save(ta.checkpoint_folder(self, trial))
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if self.selector is not None and isinstance(resume_from_checkpoint, (str, Path)):
+            self.selector.load(Path(resume_from_checkpoint))
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+
+def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Selector:
+    """Give a built trainer its selector: estimates over `dataset`, seeded from preflight_file when it exists."""
+    cfg = recipe.selection
+    check_processes(cfg, trainer.accelerator.num_processes)
+    from grpokit.task import reward_roles
+
+    roles = reward_roles(recipe.rewards)  # {logged name: role}, in the recipe's order
+    names = dict(zip(roles, (r.weight for r in recipe.rewards)))
+    correctness = next((n for n, role in roles.items() if role == "correctness"), None)
+    questions = dataset["question"] if "question" in dataset.column_names else None
+    selector = Selector(cfg, list(dataset["prompt"]), questions, recipe.train.seed, correctness, names)
+    if preflight_file is not None and Path(preflight_file).is_file():
+        selector.seed_from_preflight(preflight_file)
+    trainer.selector = selector
+    return selector

@@ -1,0 +1,147 @@
+"""Health rollbacks: choose the checkpoint to restore, set the bad stretch aside, and continue gentler.
+
+A rollback restores the last complete checkpoint saved before the problem began (checkpoint-N holds the
+weights that sampled step N+1, so at most step `since - 2`; none: the initial model), sets the discarded
+metrics/samples lines aside in `*.rolled_back.jsonl`, deletes the later checkpoints, halves learning_rate,
+doubles beta (0 becomes health.rollback_min_beta, which loads a reference model), writes the new values to
+config.yaml and continues; `LearningRateOverride` scales the resumed optimizer to the new rate.
+
+The KL reference after a rollback is the restored checkpoint, not the initial model (TRL's default): the
+raised beta is there to keep the policy near the weights it restarts from. Measured against the initial
+model instead, kl was 0.76-1.57 right after the demo recipe's rollbacks (already trained 10 steps away from
+it), the kl_spike bound (0.5) fired at once, and the penalty pulled towards the untrained model (README,
+benchmarks/rollback_effect.py). The restored weights are hard-linked into the run's `reference/` (a later
+checkpoint rotation cannot delete them; a later --resume uses them too). LoRA runs keep the initial model
+as reference: TRL computes it by switching the adapter off, there is no second model to load into.
+
+Not covered: deciding that a rollback is due (grpokit.health) and the training loop (grpokit.training).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from grpokit.health import Finding
+from grpokit.recipe import Recipe
+from grpokit.run import RunDir, step_of
+
+
+def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> str:
+    """Choose what a rollback will do (filled into `plan`); the line health.jsonl records as the action."""
+    since = finding.since if finding.since is not None else finding.step
+    # checkpoint-N holds the weights that sampled step N+1: the last clean weights are at most since - 2.
+    clean = [c for c in run.complete_checkpoints() if step_of(c) <= since - 2]
+    t = recipe.train
+    beta = t.beta * 2 if t.beta > 0 else recipe.health.rollback_min_beta
+    plan.update(checkpoint=clean[-1].name if clean else None, step=step_of(clean[-1]) if clean else 0,
+                learning_rate=t.learning_rate / 2, beta=beta, old_learning_rate=t.learning_rate, old_beta=t.beta)
+    where = f"restore {clean[-1].name}" if clean else "restart from the initial model (no checkpoint before the problem)"
+    note = (f", beta {t.beta} -> {beta}" if t.beta > 0 else
+            f", beta 0 -> {beta} (beta was 0: a reference model is now loaded, one more copy of the weights)")
+    return f"rollback: {where}, learning_rate {t.learning_rate:g} -> {t.learning_rate / 2:g}{note}"
+
+
+def apply_rollback(recipe: Recipe, run: RunDir, plan: dict, log=print) -> tuple[Recipe, Path | None]:
+    keep = plan["step"]
+    run.truncate_logs(keep, keep_dropped=True)  # the discarded lines go to *.rolled_back.jsonl
+    run.remove_after(keep)
+    train_cfg = recipe.train.model_copy(update={"learning_rate": plan["learning_rate"], "beta": plan["beta"]})
+    recipe = recipe.model_copy(update={"train": train_cfg})
+    run.write_config(recipe)  # --resume continues with the gentler settings
+    resume_from = run.checkpoint_path(keep) if plan["checkpoint"] else None
+    set_reference(run, resume_from)
+    log(f"health rollback: continuing from {plan['checkpoint'] or 'the initial model'} with "
+        f"learning_rate {plan['learning_rate']:g}, beta {plan['beta']:g}")
+    return recipe, resume_from
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    """A full model's safetensors files (one, or the shards and their index); none for a LoRA adapter."""
+    return sorted(p for p in folder.glob("model*.safetensors*") if p.name.endswith((".safetensors", ".index.json")))
+
+
+def set_reference(run: RunDir, checkpoint: Path | None) -> None:
+    """reference/ = hard links to `checkpoint`'s weight files (copies where links fail); None: the initial model."""
+    import os
+    import shutil
+
+    shutil.rmtree(run.reference_dir, ignore_errors=True)
+    files = _weight_files(checkpoint) if checkpoint is not None else []
+    if not files:
+        return
+    tmp = run.reference_dir.with_name(run.reference_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for f in files:
+        try:
+            os.link(f, tmp / f.name)
+        except OSError:  # another file system, or links not allowed
+            shutil.copy2(f, tmp / f.name)
+    tmp.rename(run.reference_dir)  # whole or absent: a crash leaves no half reference
+
+
+def _sharded(trainer) -> bool:
+    """The reference model's parameters are split across processes (FSDP, DeepSpeed ZeRO-3)."""
+    if getattr(trainer, "is_fsdp_enabled", False):
+        return True
+    plugin = getattr(getattr(trainer, "accelerator", None), "state", None)
+    plugin = getattr(plugin, "deepspeed_plugin", None) if getattr(trainer, "is_deepspeed_enabled", False) else None
+    return getattr(plugin, "zero_stage", None) == 3
+
+
+def load_reference(trainer, run: RunDir, log=print) -> bool:
+    """Load reference/ into the trainer's reference model (beta > 0, full fine-tuning); True when it did."""
+    ref = getattr(trainer, "ref_model", None)
+    files = [f for f in _weight_files(run.reference_dir) if f.suffix == ".safetensors"]
+    if ref is None or not files:
+        return False
+    if _sharded(trainer):
+        log("the KL reference stays the initial model: its weights are sharded (FSDP / ZeRO-3) and "
+            f"{run.reference_dir} holds whole tensors")
+        return False
+    from safetensors.torch import load_file
+
+    from grpokit.errors import GrpokitError, Problem
+
+    def bad(what: str) -> GrpokitError:
+        return GrpokitError([Problem(str(run.reference_dir), f"the KL reference weights {what}",
+                                     "delete the folder (KL is then measured against the initial model) and "
+                                     "resume with `grpokit train --resume RUN_DIR`")])
+
+    own, state = ref.state_dict(), {}
+    try:
+        for f in files:
+            state.update(load_file(str(f)))
+        missing, unexpected = ref.load_state_dict(state, strict=False)
+    except Exception as e:  # a file cut short, or tensors of another shape
+        raise bad(f"cannot be loaded ({str(e).splitlines()[0]})") from None
+    # A tied weight (lm_head = embed_tokens) is saved once: it is loaded through the tensor it shares.
+    loaded = {own[k].data_ptr() for k in state if k in own}
+    untied = [k for k in missing if own[k].data_ptr() not in loaded]
+    if unexpected or untied:
+        raise bad(f"do not match the model (missing {untied[:3]}, unexpected {list(unexpected)[:3]})")
+    log(f"KL reference: the weights restored by the rollback ({run.reference_dir})")
+    return True
+
+
+class LearningRateOverride(TrainerCallback):
+    """After a rollback the resumed optimizer and scheduler carry the old rate: scale them to the recipe's."""
+
+    def __init__(self, learning_rate: float):
+        self.learning_rate = learning_rate
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        base = list(getattr(lr_scheduler, "base_lrs", None) or [])
+        if optimizer is None or not base or not base[0]:
+            return
+        factor = self.learning_rate / base[0]
+        if abs(factor - 1) < 1e-9:
+            return
+        lr_scheduler.base_lrs = [b * factor for b in base]
+        if getattr(lr_scheduler, "_last_lr", None):
+            lr_scheduler._last_lr = [x * factor for x in lr_scheduler._last_lr]
+        for group in optimizer.param_groups:
+            group["lr"] *= factor
+            if "initial_lr" in group:
+                group["initial_lr"] *= factor

@@ -1,0 +1,187 @@
+"""Supervised fine-tuning (TRL's SFTTrainer) on a recipe's rows: the control run for GRPO, and a polish after it.
+
+    grpokit sft recipes/smollm2-arithmetic-sft.yaml [--output-dir runs/sft] [--init-from RUN_DIR|EXPORT_DIR]
+    grpokit eval runs/smollm2-arithmetic-sft           # the same evaluation as a GRPO run
+    grpokit compare runs/smollm2-arithmetic runs/smollm2-arithmetic-sft
+
+The control experiment the articles describe: the same rows, the same prompt
+template (PromptTemplate, so the prompt ids match GRPO's exactly), trained
+to imitate a reference solution instead of being rewarded. Loss is on the
+completion only (TRL's prompt-completion format). The recipe's `train:`
+section gives the optimiser settings (learning_rate, max_steps or
+num_train_epochs, batch size, save_steps, seed); GRPO-only keys
+(num_generations, beta, ...) are ignored.
+
+The reference completion of a row, in order:
+- a `solution` or `completion` column, used as written;
+- a GSM8K answer (`reasoning ... #### 72`): the reasoning (calculator
+  annotations `<<48/2=24>>` removed) then the answer line `Final answer: 72`;
+- a generated arithmetic row (kind/a/b/op): `a op b = answer` then the line;
+- otherwise the answer line alone (a recipe whose format reward asks for a
+  reasoning line will score such a model low on format: add a `solution`).
+The answer line uses the recipe's first answer marker (`markers` of
+math_correctness / format), else `最终答案：` for plain_zh, `Final answer:`.
+
+The run directory has the GRPO layout (config.yaml, run.json with
+`kind: sft`, metrics.jsonl, checkpoints/checkpoint-N with the COMPLETE
+marker), so `grpokit eval`, `report`, `export` and `--init-from` work on it.
+Not covered: packing, multi-turn conversations as targets, resume.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from grpokit.recipe import Recipe
+from grpokit.run import RunDir
+
+SOLUTION_FIELDS = ("solution", "completion")
+_CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
+
+
+def answer_marker(recipe: Recipe) -> str:
+    for r in recipe.rewards:
+        if r.name in ("math_correctness", "format") and r.params.get("markers"):
+            return str(r.params["markers"][0]).strip()
+    return "最终答案：" if recipe.data.template == "plain_zh" else "Final answer:"
+
+
+def reference_completion(row: dict, marker: str) -> str:
+    """The text SFT teaches for one row (see the module docstring for the order of sources)."""
+    for key in SOLUTION_FIELDS:
+        if isinstance(row.get(key), str) and row[key].strip():
+            return row[key].strip()
+    answer = str(row["answer"]).strip()
+    sep = "" if marker.endswith("：") else " "  # a full-width colon takes no space after it
+    if "####" in answer:
+        reasoning, _, final = answer.rpartition("####")
+        lines = [_CALC.sub("", ln).strip() for ln in reasoning.strip().splitlines() if ln.strip()]
+        return "\n".join([*lines, f"{marker}{sep}{final.strip()}"])
+    if all(k in row for k in ("a", "b", "op")):
+        return f"{row['a']} {row['op']} {row['b']} = {answer}\n{marker}{sep}{answer}"
+    return f"{marker}{sep}{answer}"
+
+
+def sft_dataset(rows: list[dict], recipe: Recipe):
+    """TRL prompt-completion rows: the GRPO prompt (same template) and the reference completion."""
+    from datasets import Dataset
+
+    from grpokit.task import template_of
+
+    template = template_of(recipe)
+    marker = answer_marker(recipe)
+    kwargs = template.chat_template_kwargs()
+    out = []
+    for row in rows:
+        text = reference_completion(row, marker)
+        prompt = template.build(row["question"])
+        item = {"prompt": prompt,
+                "completion": [{"role": "assistant", "content": text}] if template.is_chat else text}
+        if kwargs:
+            item["chat_template_kwargs"] = kwargs  # TRL's SFT tokenizer reads this per example (enable_thinking)
+        out.append(item)
+    return Dataset.from_list(out)
+
+
+class SftLogger(TrainerCallback):
+    """metrics.jsonl (the GRPO run's file and key names) and a progress line with the loss."""
+
+    def __init__(self, run_dir: Path, print_line):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.print_line = print_line
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        from grpokit.run import jsonable as _jsonable
+
+        if not logs or "train_runtime" in logs:
+            return
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}) + "\n")
+        acc = logs.get("mean_token_accuracy")
+        self.print_line(f"step {state.global_step}/{state.max_steps} | loss {logs.get('loss', float('nan')):.4f}"
+                        + (f" | token accuracy {acc:.3f}" if acc is not None else ""))
+
+
+def sft_args(recipe: Recipe, run: RunDir):
+    import torch
+    from trl import SFTConfig
+
+    t = recipe.train
+    on_gpu = torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=str(run.checkpoints_dir), learning_rate=t.learning_rate, max_steps=t.max_steps,
+        num_train_epochs=t.num_train_epochs, per_device_train_batch_size=t.per_device_train_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps, lr_scheduler_type=t.lr_scheduler_type,
+        warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+        logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit, seed=t.seed,
+        max_length=(t.max_prompt_length or 512) + t.max_completion_length,
+        completion_only_loss=True, packing=False, dataset_num_proc=None,
+        gradient_checkpointing=recipe.model.gradient_checkpointing,
+        bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
+        use_cpu=not on_gpu, report_to="none", disable_tqdm=True, dataloader_num_workers=0,
+    )
+
+
+def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: bool = False,
+              init_from: dict | None = None, model=None, tokenizer=None, log=print) -> dict:
+    """SFT for a recipe into a run directory; returns the summary written to run.json.
+
+    The run directory's rules are GRPO's (grpokit.run): a taken folder is refused before anything loads, the
+    folder is created once data and model have loaded, one writer holds the lock, a failure is recorded.
+    """
+    from trl import SFTTrainer
+
+    from grpokit import models
+    from grpokit.data import load_datasets
+    from grpokit.run import fail_run
+    from grpokit.training.callbacks import CheckpointMarker
+
+    run = RunDir(Path(run_dir or recipe.output_dir).resolve())
+    recipe = recipe.for_run(run.path)
+    run.refuse_existing(overwrite)
+    train_rows, eval_rows, notes = load_datasets(recipe)
+    dataset = sft_dataset(train_rows, recipe)
+    if recipe.train.torch_threads:
+        import torch
+
+        torch.set_num_threads(recipe.train.torch_threads)
+    model_path = models.resolve_model_path(recipe.model.name)
+    tokenizer = tokenizer or models.load_tokenizer(model_path)
+    model = model or models.load_model(model_path, recipe.model.dtype)
+    lock, _ = run.open_new(recipe, overwrite)
+    try:
+        for n in notes:
+            log(f"note: {n}")
+        summary = {"kind": "sft", "run_dir": str(run.path), "model": recipe.model.name, "train_rows": len(dataset),
+                   "eval_rows": len(eval_rows), "notes": notes, "status": "running", "init_from": init_from}
+        run.write_status(summary)
+        trainer = SFTTrainer(model=model, args=sft_args(recipe, run), train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
+                             callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
+        log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run.path}")
+        t0 = time.time()
+        try:
+            trainer.train()
+            step = trainer.state.global_step
+            if step not in run.by_step():  # the final weights are a checkpoint too, whatever save_steps says
+                trainer.save_model(str(run.checkpoint_path(step)))
+                run.mark_complete(step)
+        except Exception as e:  # recorded in run.json as failed, shown as where / what / fix
+            raise fail_run(run, summary, e, trainer.state.global_step) from e
+        last = run.latest_checkpoint()
+        summary.update(status="completed", step=step, seconds=round(time.time() - t0, 1),
+                       last_checkpoint=str(last) if last else None)
+        run.write_status(summary)
+    finally:
+        lock.release()
+    log(f"completed at step {step} in {summary['seconds']:.0f}s; last checkpoint: {last}")
+    log(f"next: grpokit eval {run.path}")
+    return summary
