@@ -161,10 +161,12 @@ class PreflightConfig(Section):
 
 
 class Recipe(Section):
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    data: DataConfig
-    rewards: list[RewardConfig] = Field(..., min_length=1)
-    train: TrainConfig = Field(default_factory=TrainConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The model to train (default: the embedded one).")
+    data: DataConfig = Field(..., description="Training and held-out rows, their columns and the prompt template.")
+    rewards: list[RewardConfig] = Field(..., min_length=1, description="The rewards, summed with their weights "
+                                        "(`grpokit rewards list`); at least one.")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="GRPO settings, named as in TRL's "
+                               "GRPOConfig.")
     env: EnvConfig | None = Field(None, description="Tool-calling environment; unset: single-turn completions.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Training health detectors and actions.")
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Baseline rollouts before training.")

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 # math-verify (sympy) for symbolic answers, screened and bounded: math_symbolic.py
-from grpokit.rewards.math_symbolic import _symbolic, _symbolic_equal  # noqa: F401
+from grpokit.rewards.math_symbolic import symbolic_equal, symbolic_parse
 from grpokit.rewards.parsing import (DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, answer_markers, answer_region,
                                      boxed_values)
 from grpokit.rewards.parsing import answer_lines as _marker_values
@@ -322,7 +322,7 @@ def _gold_form(gold: str) -> tuple[Fraction | None, str] | None:
         return None
     number = parse_number(gold)
     cleaned = clean_answer(gold)
-    if number is None and (not cleaned or _symbolic(cleaned) is None):
+    if number is None and (not cleaned or symbolic_parse(cleaned) is None):
         return None
     return number, cleaned
 
@@ -350,7 +350,7 @@ def _compare(predicted: str | None, gold: str) -> str:
     pred_number = parse_number(predicted)
     if gold_number is not None and pred_number is not None:
         return "correct" if pred_number == gold_number else "wrong"
-    return "correct" if _symbolic_equal(pred_text, gold_text) else "wrong"
+    return "correct" if symbolic_equal(pred_text, gold_text) else "wrong"
 
 
 def check_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAULT_MARKERS) -> MathVerdict:

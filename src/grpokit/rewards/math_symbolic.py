@@ -27,7 +27,7 @@ for _name in ("math_verify.parser", "math_verify.grader"):
 
 
 @functools.lru_cache(maxsize=8192)
-def _symbolic(text: str) -> tuple | None:
+def symbolic_parse(text: str) -> tuple | None:
     """math-verify's parse of a screened answer (cached: gold answers repeat across a group)."""
     from math_verify import parse  # sympy import is slow; only paid when a symbolic answer shows up
 
@@ -48,10 +48,10 @@ def _symbolic_safe(text: str) -> bool:
     return True
 
 
-def _symbolic_equal(predicted: str, gold: str) -> bool:
+def symbolic_equal(predicted: str, gold: str) -> bool:
     from math_verify import verify
 
-    g, p = _symbolic(gold), _symbolic(predicted)
+    g, p = symbolic_parse(gold), symbolic_parse(predicted)
     if g is None or p is None:
         return False
     return bool(verify(list(g), list(p), timeout_seconds=None))
