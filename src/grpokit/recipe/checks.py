@@ -22,6 +22,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from grpokit import internals
+
 Found = list[tuple[tuple, str, str]]
 
 # GRPOConfig fields grpokit sets itself, and where a recipe sets them instead: in `trl:` they are a clash.
@@ -220,17 +222,14 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
 
 
 def check_report_to(report_to) -> Found:
-    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
-                                                             get_available_reporting_integrations)
-
+    known, installed = internals.reporting_integrations()
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
-    installed = set(get_available_reporting_integrations())
     out: Found = []
     for name in names:
         if name in ("none", "all"):
             continue
-        if name not in INTEGRATION_TO_CALLBACK:
-            close = difflib.get_close_matches(name, list(INTEGRATION_TO_CALLBACK), n=1)
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
             out.append((("trl", "report_to"), f"unknown tracker {name!r}",
                         f"did you mean '{close[0]}'?" if close else "use tensorboard, trackio or wandb"))
         elif name not in installed:

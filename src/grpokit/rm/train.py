@@ -24,6 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
+from grpokit import internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
 from grpokit.rm.rankings import pairs, read_rankings, split_prompts, write_jsonl
@@ -130,7 +131,8 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
         per_device_train_batch_size=batch_size, logging_steps=1, save_strategy="no", report_to="none",
         disable_tqdm=True, seed=seed, use_cpu=not on_gpu, bf16=False, max_length=None, dataset_num_proc=None,
         lr_scheduler_type="linear",
-        gradient_checkpointing=False,  # TRL's default is on; measured ~4x slower per step on CPU, and RMs are small here
+        # TRL's default is on; measured ~4x slower per step on CPU, and RMs are small here
+        **internals.checkpointing_kwargs(False),
     )
     n_train = len(pairs(train_rows))
     log(f"training a reward model on {base} from {n_train} pairs of {len(train_rows)} prompts "

@@ -3,8 +3,8 @@
     grpokit train RECIPE.yaml --set selection.enabled=true --set selection.refill=true
 
 `SignalAware` is a mixin for a `internals.trainer_base()` class. Through
-the hooks grpokit.internals names (`_get_train_sampler`, `_generate_and_score_completions`,
-`_save_checkpoint`) it
+the hooks of grpokit.internals.TrainerHooks (`grpokit_sampler`, `grpokit_generate`, `grpokit_saved`: TRL's
+`_get_train_sampler`, `_generate_and_score_completions`, `_save_checkpoint`) it
 
 - updates the per-prompt pass-rate estimates (grpokit.training.selection) from every
   generation batch's rewards, and logs `grpokit/bands/<band>` and
@@ -85,34 +85,34 @@ class SignalAware:
 
     selector: Selector | None = None
 
-    # -- the prompts each step trains on
-    def _get_train_sampler(self, dataset=None):
+    # -- the prompts each step trains on (grpokit.internals.TrainerHooks calls these)
+    def grpokit_sampler(self, dataset, trl_sampler):
         s = self.selector
         if s is None or not s.config.enabled or len(dataset if dataset is not None else self.train_dataset) != len(s):
-            return super()._get_train_sampler(dataset)
+            return trl_sampler(dataset)
         return SignalSampler(s, **ta.sampler_layout(self))
 
-    def _scored(self, inputs):
+    def _scored(self, inputs, trl_generate):
         """TRL's generation and scoring of `inputs`, then the estimates updated from its rewards."""
         rows = len(inputs) * self.accelerator.num_processes
         ta.widen_logs(self, rows)
-        batch = super()._generate_and_score_completions(inputs)
+        batch = trl_generate(inputs)
         if self.selector is not None:
             prompts, rewards = ta.generation_rewards(self, rows)
             self.selector.observe(prompts, rewards, self.args.num_generations)
         return batch
 
-    def _generate_and_score_completions(self, inputs):
+    def grpokit_generate(self, inputs, trl_generate):
         if self.selector is None or not self.model.training:
-            return super()._generate_and_score_completions(inputs)
+            return trl_generate(inputs)
         g, cfg = self.args.num_generations, self.selector.config
         if cfg.refill and cfg.refill_upfront and not any(k in inputs[0] for k in ("image", "images")):
-            batch = self._refill_upfront(inputs, g)
+            batch = self._refill_upfront(inputs, g, trl_generate)
         else:
-            batch = self._scored(inputs)
+            batch = self._scored(inputs, trl_generate)
             if cfg.refill and ta.NUM_ITEMS in batch and not any(
                     batch.get(k) is not None for k in ta.MULTIMODAL_KEYS):
-                batch = self._refill(inputs, batch, g)
+                batch = self._refill(inputs, batch, g, trl_generate)
         if batch[ta.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
             ta.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[ta.ADVANTAGES], g).float().mean()))
         for band, share in self.selector.rates.shares().items():
@@ -140,20 +140,20 @@ class SignalAware:
     def _rows(self, picked: list[int], g: int) -> list[dict]:
         return [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
 
-    def _refill(self, inputs, batch, g: int):
+    def _refill(self, inputs, batch, g: int, trl_generate):
         parts = [(batch, group_signal(batch[ta.ADVANTAGES], g))]
         groups, have = len(inputs) // g, int(parts[0][1].sum())
         picks = self._refill_picks(inputs, g)
         while have < groups and (picked := next(picks, None)) is not None:
-            extra = self._scored(self._rows(picked, g))
+            extra = self._scored(self._rows(picked, g), trl_generate)
             parts.append((extra, group_signal(extra[ta.ADVANTAGES], g)))
             have += int(parts[-1][1].sum())
         return self._keep_signal(parts, groups, g, rounds=len(parts) - 1)
 
-    def _refill_upfront(self, inputs, g: int):
+    def _refill_upfront(self, inputs, g: int, trl_generate):
         """selection.refill_upfront: the refill groups are generated in the same call as the step's own."""
         picks = list(self._refill_picks(inputs, g))
-        batch = self._scored(list(inputs) + [row for picked in picks for row in self._rows(picked, g)])
+        batch = self._scored(list(inputs) + [row for picked in picks for row in self._rows(picked, g)], trl_generate)
         return self._keep_signal([(batch, group_signal(batch[ta.ADVANTAGES], g))], len(inputs) // g, g, len(picks))
 
     def _keep_signal(self, parts, groups: int, g: int, rounds: int):
@@ -181,10 +181,10 @@ class SignalAware:
         return attach(self, recipe, dataset, preflight_file)
 
     # -- resume: the estimates travel with each checkpoint
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
+    def grpokit_saved(self, folder: str) -> None:
+        super().grpokit_saved(folder)
         if self.selector is not None and self.args.should_save:
-            self.selector.save(ta.checkpoint_folder(self, trial))
+            self.selector.save(folder)
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         if self.selector is not None and isinstance(resume_from_checkpoint, (str, Path)):

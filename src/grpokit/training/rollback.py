@@ -22,6 +22,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from grpokit import internals
+
 from grpokit.health import Finding
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of
@@ -81,22 +83,13 @@ def set_reference(run: RunDir, checkpoint: Path | None) -> None:
     tmp.rename(run.reference_dir)  # whole or absent: a crash leaves no half reference
 
 
-def _sharded(trainer) -> bool:
-    """The reference model's parameters are split across processes (FSDP, DeepSpeed ZeRO-3)."""
-    if getattr(trainer, "is_fsdp_enabled", False):
-        return True
-    plugin = getattr(getattr(trainer, "accelerator", None), "state", None)
-    plugin = getattr(plugin, "deepspeed_plugin", None) if getattr(trainer, "is_deepspeed_enabled", False) else None
-    return getattr(plugin, "zero_stage", None) == 3
-
-
 def load_reference(trainer, run: RunDir, log=print) -> bool:
     """Load reference/ into the trainer's reference model (beta > 0, full fine-tuning); True when it did."""
-    ref = getattr(trainer, "ref_model", None)
+    ref = internals.reference_model(trainer)
     files = [f for f in _weight_files(run.reference_dir) if f.suffix == ".safetensors"]
     if ref is None or not files:
         return False
-    if _sharded(trainer):
+    if internals.reference_is_sharded(trainer):
         log("the KL reference stays the initial model: its weights are sharded (FSDP / ZeRO-3) and "
             f"{run.reference_dir} holds whole tensors")
         return False
@@ -138,10 +131,4 @@ class LearningRateOverride(TrainerCallback):
         factor = self.learning_rate / base[0]
         if abs(factor - 1) < 1e-9:
             return
-        lr_scheduler.base_lrs = [b * factor for b in base]
-        if getattr(lr_scheduler, "_last_lr", None):
-            lr_scheduler._last_lr = [x * factor for x in lr_scheduler._last_lr]
-        for group in optimizer.param_groups:
-            group["lr"] *= factor
-            if "initial_lr" in group:
-                group["initial_lr"] *= factor
+        internals.scale_learning_rate(optimizer, lr_scheduler, factor)

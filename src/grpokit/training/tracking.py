@@ -16,6 +16,8 @@ from pathlib import Path
 from rich.console import Console
 from transformers import TrainerCallback
 
+from grpokit import internals
+
 
 class Progress(TrainerCallback):
     """Steps done/total, s/step and ETA; `print` puts a line above the bar (or plainly when there is none)."""
@@ -80,6 +82,6 @@ def route_trackers(trainer, run_dir: Path) -> None:
     """TensorBoard event files go to RUN_DIR/tensorboard (transformers' default hides them under checkpoints/)."""
     from transformers.integrations import TensorBoardCallback
 
-    for cb in trainer.callback_handler.callbacks:
+    for cb in internals.trainer_callbacks(trainer):
         if isinstance(cb, TensorBoardCallback) and cb.logging_dir is None:
             cb.logging_dir = str(Path(run_dir) / "tensorboard")
