@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import random
 
-INJECT = {"calls": 0, "bad": set()}  # test_injected: reward calls (1-based) on which every completion scores 0.5
+INJECT = {"calls": 0, "bad": set()}  # injected: reward calls (1-based) on which every completion scores 0.5
 
 
-def test_chars(prompts, completions, **_):
+def length_spread(prompts, completions, **_):
     """Completion length / 40: spread on random text, so a tiny untrained model gets non-zero advantages."""
     return [min(len(c), 40) / 40 for c in completions]
 
 
-def test_plus_spread(prompts, completions, op, **_):
+def plus_spread(prompts, completions, op, **_):
     """Spread only on additions (alternating scores inside each group of 2), none elsewhere."""
     return [float(i % 2) if o == "+" else 0.0 for i, o in enumerate(op)]
 
@@ -22,7 +22,7 @@ def test_plus_spread(prompts, completions, op, **_):
 _rng = random.Random(0)
 
 
-def test_injected(prompts, completions, **_):
+def injected(prompts, completions, **_):
     """Random scores, constant on the calls listed in INJECT['bad']."""
     INJECT["calls"] += 1
     if INJECT["calls"] in INJECT["bad"]:
@@ -30,6 +30,6 @@ def test_injected(prompts, completions, **_):
     return [_rng.random() for _ in completions]
 
 
-def slow_test_chars(prompts, completions, **_):
+def long_length_spread(prompts, completions, **_):
     """Completion length / 100: spread on any text, so the advantages are non-zero and the weights must move."""
     return [min(len(c), 100) / 100 for c in completions]

@@ -13,6 +13,7 @@ import pytest
 from grpokit.cli import build_parser, version
 from grpokit.cli.output import print_error
 from grpokit.errors import GrpokitError, Problem
+from grpokit.evaluation.evaluate import EvalResult
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -43,6 +44,13 @@ def run_dir(tmp_path) -> Path:
     (tmp_path / "samples.jsonl").write_text(json.dumps({"step": 5, "completion": "1 + 2 = 3\nFinal answer: 3"}) + "\n",
                                             encoding="utf-8")
     (tmp_path / "config.yaml").write_text("rewards:\n  - {name: math_correctness, weight: 1.0}\n", encoding="utf-8")
+    heldout = EvalResult(rows=4, accuracy=0.25, format_rate=1.0, mean_length=19.2, truncated_rate=0.0,
+                         metric="accuracy").as_dict()  # what `grpokit eval` writes per checkpoint
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "results.json").write_text(json.dumps(
+        {"model": "default", "data": "eval.jsonl", "fingerprint": "f", "rows": 4, "perturbed_rows": 0, "train_rows": 0,
+         "template": "chat", "max_new_tokens": 48, "samples_per_problem": 0, "metric": "accuracy",
+         "best": {"step": 5, "accuracy": 0.25}, "checkpoints": [{"step": 5, "heldout": heldout}]}))
     return tmp_path
 
 
@@ -52,6 +60,8 @@ def run_dir(tmp_path) -> Path:
     # Not `recipe check`: it builds what training builds (TRL's GRPOConfig, the scheduler, the model's tokenizer),
     # so that a recipe it passes does not fail after the run directory exists; that needs torch and TRL.
     ["doctor", "RUN_DIR"],  # reads a run's logs and its recipe's health thresholds
+    ["compare", "RUN_DIR", "RUN_DIR"],  # two runs' eval/results.json in one table
+    ["report", "RUN_DIR"],  # report.html from the logs (matplotlib, no model)
 ])
 def test_model_free_commands_do_not_import_torch(argv, run_dir):
     argv = [str(run_dir) if a == "RUN_DIR" else a for a in argv]

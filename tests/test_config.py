@@ -81,6 +81,9 @@ CASES = [
     ("learning_rate inf", {"train.learning_rate": float("inf")}, ["train.learning_rate", "finite number"]),
     ("temperature inf", {"train.temperature": float("inf")}, ["train.temperature", "finite number"]),
     ("health threshold nan", {"health.kl_max": float("nan")}, ["health.kl_max", "finite number"]),
+    # every section derives from recipe.section.Section: generation and selection refused inf/nan once they did not
+    ("generation timeout inf", {"generation.server_timeout": float("inf")}, ["generation.server_timeout", "finite number"]),
+    ("selection ema nan", {"selection.ema": float("nan")}, ["selection.ema", "finite number"]),
     # --- the scheduler is built on a one-tensor optimizer
     ("unknown scheduler", {"train.lr_scheduler_type": "nonsense_sched"},
      ["train.lr_scheduler_type", "unknown scheduler 'nonsense_sched'", "cosine"]),
@@ -329,3 +332,28 @@ def test_bad_set_is_a_problem_not_a_traceback(tmp_path, assignment, expected, ca
 
 def test_set_reaches_list_items(tmp_path):
     assert load_recipe(write(tmp_path, GOOD), ["rewards.0.weight=2"]).rewards[0].weight == 2
+
+
+def test_every_recipe_section_is_a_section():
+    """One rule for all sections (unknown keys refused, assignments validated, inf/nan refused): the base class."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from grpokit.recipe import Recipe, Section
+
+    def models(annotation):
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield annotation
+        for a in typing.get_args(annotation):
+            yield from models(a)
+
+    seen, todo = set(), [Recipe]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        assert issubclass(m, Section), m.__name__
+        todo += [n for f in m.model_fields.values() for n in models(f.annotation)]
+    assert len(seen) >= 12  # model, lora, data, rewards, env, train, health, actions, preflight, generation, ...

@@ -82,10 +82,16 @@ def test_select_steps(spec, available, best, steps):
     assert select_steps(spec, available, best) == steps
 
 
-@pytest.mark.parametrize("spec, best", [("7", None), ("best", None), ("x,y", None)])
-def test_select_steps_errors_say_what_exists(spec, best):
-    with pytest.raises(GrpokitError):
+@pytest.mark.parametrize("spec, best, what, fix", [
+    ("7", None, "no complete checkpoint at step(s) [7]", "complete checkpoints: [5, 10]"),
+    ("best", None, "no best checkpoint recorded yet", "grpokit eval RUN_DIR"),
+    ("x,y", None, "cannot read 'x,y'", "all|best|last|auto|N"),
+])
+def test_select_steps_errors_say_what_exists(spec, best, what, fix):
+    with pytest.raises(GrpokitError) as e:
         select_steps(spec, [5, 10], best)
+    problem = e.value.problems[0]
+    assert what in problem.message and fix in problem.fix, str(problem)
 
 
 @pytest.mark.parametrize("kind, held, other, rows, flagged", [

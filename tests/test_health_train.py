@@ -26,7 +26,7 @@ def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | Non
     raw = {
         "model": {"name": str(model_dir)},
         "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
-        "rewards": [{"name": "reward_fns:test_injected"}],
+        "rewards": [{"name": "reward_fns:injected"}],
         "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
                   "max_completion_length": 8, "save_steps": 1, "logging_steps": 1, "num_samples_logged": 2,
                   **train_cfg},

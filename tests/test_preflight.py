@@ -33,13 +33,13 @@ def _preflight(argv) -> int:
 def test_preflight_on_a_tiny_model(tmp_path, tiny_model_dir, capsys):
     recipe = _recipe_file(tmp_path, tiny_model_dir, [{"name": "math_correctness", "weight": 0.8},
                                                      {"name": "format", "weight": 0.2},
-                                                     {"name": "reward_fns:test_plus_spread", "weight": 0.1, "role": "shaping"}])
+                                                     {"name": "reward_fns:plus_spread", "weight": 0.1, "role": "shaping"}])
     out, filtered = tmp_path / "preflight.json", tmp_path / "filtered.jsonl"
     assert _preflight([str(recipe), "--prompts", "8", "--output", str(out), "--write-filtered", str(filtered)]) == 0
     text = capsys.readouterr().out
     r = json.loads(out.read_text())
     assert r["prompts"] == 8 and r["generations"] == 2 and len(r["per_prompt"]) == 8
-    assert set(r["rewards"]) == {"math_correctness", "format", "test_plus_spread"}
+    assert set(r["rewards"]) == {"math_correctness", "format", "plus_spread"}
     # A random tiny model rambles to the limit and never answers.
     assert r["truncated_share"] > 0.5 and r["length_quantiles"]["p99"] == 8
     assert r["all_wrong_share"] == 1.0 and r["format_rate"] == 0.0 and len(r["never_solved"]) == 8

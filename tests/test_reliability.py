@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from grpokit.errors import GrpokitError
 import yaml
 from conftest import write_jsonl
 
@@ -210,8 +212,11 @@ def test_a_failure_in_training_is_recorded_with_error_and_fix(tmp_path, tiny_mod
 
 
 # ---------------------------------------------------------------- refused before the start: nothing left behind
-@pytest.mark.parametrize("case", ["prompts too long", "no such model folder"])
-def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_dir, case):
+@pytest.mark.parametrize("case, where, what", [
+    ("prompts too long", "train.max_prompt_length", "prompts are longer than 1 tokens"),
+    ("no such model folder", "model.name", "nope"),
+])
+def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_dir, case, where, what):
     from grpokit.recipe.load import load_recipe
     from grpokit.training.grpo import train
 
@@ -220,8 +225,10 @@ def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_di
     if case == "no such model folder":  # recipe validation refuses it first; train must hold without that check too
         recipe = recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": str(tmp_path / "nope")})})
     run = tmp_path / "run"
-    with pytest.raises(Exception):
+    with pytest.raises(GrpokitError) as e:
         train(recipe, run_dir=run)
+    problem = e.value.problems[0]
+    assert problem.where.startswith(where) and what in str(problem) and problem.fix, str(problem)
     assert not run.exists()
 
 

@@ -21,7 +21,7 @@ from grpokit.run.checkpoints import COMPLETE_MARKER
 from grpokit.run.rundir import RunDir
 
 # An own reward with spread on random text (tests/reward_fns.py), so a tiny untrained model gets non-zero advantages.
-CHARS = {"name": "reward_fns:test_chars", "role": "shaping"}
+CHARS = {"name": "reward_fns:length_spread", "role": "shaping"}
 
 
 def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
@@ -48,14 +48,14 @@ def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_d
         assert (run / name).is_file(), name
     metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
-    for key in ("reward", "reward_std", "rewards/test_chars/mean", "rewards/format/mean", "completions/mean_length",
+    for key in ("reward", "reward_std", "rewards/length_spread/mean", "rewards/format/mean", "completions/mean_length",
                 "completions/clipped_ratio", "frac_reward_zero_std", "learning_rate", "grpokit/trained_frac"):
         assert key in metrics[0], key
     for m in metrics:  # entropy comes from the policy pass, which a step without learning signal skips
         assert ("entropy" in m) == (m["grpokit/trained_frac"] > 0), m
     samples = [json.loads(l) for l in (run / "samples.jsonl").read_text().splitlines()]
     assert samples and {"step", "prompt", "completion", "rewards"} <= set(samples[0])
-    assert set(samples[0]["rewards"]) == {"test_chars", "format"}
+    assert set(samples[0]["rewards"]) == {"length_spread", "format"}
     assert [c.name for c in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
     saved = yaml.safe_load((run / "config.yaml").read_text())
@@ -120,9 +120,14 @@ def _wait_for(predicate, timeout: float, proc=None) -> None:
     raise AssertionError("timed out")
 
 
+STEPS = 40
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir, sig):
-    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=6, save_steps=1000)
+    # Enough steps that the signal lands mid-run: a tiny model's step takes milliseconds, and with 6 steps a loaded
+    # machine let the run reach its last step before the signal was handled (a flaky 6 < 6).
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=STEPS, save_steps=1000)
     run = tmp_path / "run"
     # The test reward lives in this module; the child imports it through a tiny launcher.
     launcher = tmp_path / "launch.py"
@@ -141,7 +146,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
     status = json.loads((run / "run.json").read_text())
     assert (status["status"], status["reason"]) == ("interrupted", sig.name)
     stopped_at = status["step"]
-    assert 2 <= stopped_at < 6
+    assert 2 <= stopped_at < STEPS
     assert [c.name for c in RunDir(run).complete_checkpoints()] == [f"checkpoint-{stopped_at}"]
 
     # A half-written later checkpoint (no marker) must be ignored by resume.
@@ -151,7 +156,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"resuming from checkpoint-{stopped_at}" in proc.stdout
     steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines()]
-    assert steps == list(range(1, 7)), steps
+    assert steps == list(range(1, STEPS + 1)), steps
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
 
 

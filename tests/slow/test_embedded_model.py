@@ -30,7 +30,7 @@ SMALL = ["--set", "train.num_generations=4", "--set", "train.per_device_train_ba
 def test_two_steps_on_the_embedded_model(tmp_path, embedded_model_dir):
     run = tmp_path / "run"
     code = main(["train", str(DEMO), "--output-dir", str(run), *SMALL, "--set", "train.max_steps=2",
-                 "--set", "rewards=[{name: math_correctness}, {name: format, weight: 0.5}, {name: \"reward_fns:slow_test_chars\", role: shaping}]"])
+                 "--set", "rewards=[{name: math_correctness}, {name: format, weight: 0.5}, {name: \"reward_fns:long_length_spread\", role: shaping}]"])
     assert code == 0
     metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]

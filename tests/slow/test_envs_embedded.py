@@ -19,10 +19,10 @@ SMALL = ["--set", "train.num_generations=2", "--set", "train.per_device_train_ba
 @pytest.mark.parametrize("recipe,tokens", [("smollm2-calculator-tools.yaml", 48), ("smollm2-repofix.yaml", 16)])
 def test_tool_environment_trains_on_the_embedded_model(recipe, tokens, tmp_path, embedded_model_dir):
     run = tmp_path / "run"
-    # reward_fns:slow_test_chars spreads scores on texts under 100 characters (short episodes), so the weights
+    # reward_fns:long_length_spread spreads scores on texts under 100 characters (short episodes), so the weights
     # must move even when the 135M model never calls a tool (then every task reward of a group is equal).
     rewards = ('[{name: task_success}, {name: tool_args, weight: 0.25}, '
-               '{name: "reward_fns:slow_test_chars", role: shaping, weight: 0.1}]')
+               '{name: "reward_fns:long_length_spread", role: shaping, weight: 0.1}]')
     code = main(["train", str(REPO / "recipes" / recipe), "--output-dir", str(run), *SMALL,
                  "--set", f"train.max_completion_length={tokens}", "--set", f"rewards={rewards}"])
     assert code == 0
