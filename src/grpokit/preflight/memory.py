@@ -3,31 +3,41 @@
     grpokit preflight recipes/qwen3-4b-gsm8k-lora.yaml --memory
     grpokit preflight RECIPE --memory --num-processes 8 --accelerate-config zero3 --gpu-memory 80
 
-The parameter count comes from the model's own config: transformers builds
-the model on torch's `meta` device (shapes, no storage), so any architecture is counted exactly, LoRA adapters included
-(r x (in + out) per adapted Linear). Everything else is arithmetic, per GPU:
+The model is built from its own config on torch's `meta` device (shapes, no storage), so every architecture
+is counted exactly: its parameters, its LoRA adapters (peft on the meta model), and the activations autograd
+saves in one forward pass (a forward of the meta model with saved-tensor hooks: every tensor kept for the
+backward pass, whatever the layer types, MLP width, GQA or adapter dropout). Per GPU, with
+P = all parameters, T = trained parameters (P, or the LoRA adapters), b = bytes per weight (float32 4,
+bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = processes (GPUs):
 
-    P  = all parameters, T = trained parameters (P, or the LoRA adapters), b = bytes per weight
-         (float32 4, bfloat16/float16 2; 'auto' = bfloat16, the GPU default), N = processes (GPUs)
-    weights     P x b                      (/N under zero3 and fsdp, which shard the weights)
-    gradients   T x b                      (/N under zero2, zero3, fsdp)
-    optimizer   T x (8 + 4 if b < 4)       Adam's two fp32 states, plus the fp32 master copy kept under
-                                           mixed precision (the ZeRO paper's 16 bytes per parameter with
-                                           weights and gradients); /N under zero2, zero3, fsdp
+    weights     P x b (+ T x 4 for LoRA: peft keeps adapters in float32)   /N under zero3 and fsdp
+    optimizer   AdamW's two moments in the trained weights' dtype, 2 x T x (b, or 4 for adapters), as the
+                Trainer keeps them (no master copy); zero2/zero3/fsdp train with a float32 master copy,
+                12 bytes per trained parameter (the ZeRO paper's accounting), /N
     reference   P x b when beta > 0 and every weight trains (/N under zero3, fsdp); LoRA: 0 (the base
                 model with the adapter switched off is the reference)
-    activations L x 34 x s x m x H x b/2   per micro-batch of m sequences of s = prompt + completion tokens
-                                           (Korthikanti et al., "Reducing Activation Recomputation in Large
-                                           Transformer Models", 16-bit, attention scores not stored: SDPA)
-                with gradient checkpointing L x 2 x s x m x H x b/2 (each layer's input) + one layer's 34 x ...
-              + m x completion x V x 4     the fp32 logits of the completion tokens (log-probabilities)
-    KV cache    2 x L x kv_heads x head_dim x s x g x b   for the g = per_device_train_batch_size x
-                                           gradient_accumulation_steps sequences one GPU generates per step
-                                           (HF generate; TRL's default steps_per_generation)
+    then the larger of the two phases of a step:
+    training    activations of one micro-batch of m sequences of s = prompt + completion tokens, as the meta
+                forward saved them; with gradient checkpointing each layer's input (L x m x s x hidden x b) plus
+                one layer's saved tensors, recomputed in the backward pass. The attention probabilities
+                (m x heads x s x s per layer) are counted only on the CPU: CUDA's fused SDPA kernels do not keep
+                them, the CPU's masked SDPA does
+              + lm_head: TRL 1.16 scores log-probabilities through a fused LM head (trl.kernels.chunked_logprob)
+                that never holds the [positions, vocab] logits: it works on tiles of min(positions, 4096) x
+                min(vocab, 32768) in the compute dtype (float32 on the CPU), one on CUDA (Triton folds each tile in
+                place), HEAD_TILES_CPU on the CPU (its torch fallback makes temporaries; measured), plus, when the
+                head's weight trains (full fine-tuning), its float32 gradient accumulator vocab x hidden x 4;
+                positions = m x s on the CPU (every position is scored there), m x completion on CUDA;
+                the head's backward runs first and frees its tiles, so the larger of lm_head and
+              + gradients T x (b or 4) (/N under zero2, zero3, fsdp), which build up layer by layer after it
+    generation  KV cache 2 x L x kv_heads x head_dim x s x g x b for the g = per_device_train_batch_size x
+                gradient_accumulation_steps sequences one GPU generates per step (HF generate; TRL's default
+                steps_per_generation); gradients are freed before it (the Trainer zeroes them to None)
 
-Not covered: allocator fragmentation and CUDA context (~1-2 GiB: the recommendation keeps 15% headroom),
-DeepSpeed/FSDP communication buffers, the gathered layer under zero3/fsdp, vLLM's own weight copy and
-cache (it takes `gpu_memory_utilization` of the GPU when colocated).
+Checked against measured peaks (benchmarks/memory_plan.py writes benchmarks/results/memory_*.json, which
+tests/test_memory.py reads). Not covered: allocator fragmentation and the CUDA context (~1-2 GiB: the
+recommendation keeps 15% headroom), DeepSpeed/FSDP communication buffers, the gathered layer under
+zero3/fsdp, vLLM's own weight copy and cache (it takes `gpu_memory_utilization` of the GPU when colocated).
 """
 from __future__ import annotations
 
@@ -36,17 +46,19 @@ from dataclasses import dataclass, fields
 from grpokit.errors import GrpokitError, Problem
 
 GIB = 1024 ** 3
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}  # auto: bfloat16 on a GPU (models.torch_dtype)
-ADAM_STATE_BYTES = 8        # exp_avg and exp_avg_sq in fp32
-MASTER_COPY_BYTES = 4       # fp32 master weights kept by mixed-precision optimizers (DeepSpeed, FSDP, apex)
-ACT_PER_TOKEN_HIDDEN = 34   # Korthikanti et al.: bytes per token per hidden unit per layer, 16-bit, no s^2 term
-CKPT_PER_TOKEN_HIDDEN = 2   # gradient checkpointing keeps each layer's 16-bit input
-LOGIT_BYTES = 4             # logits are upcast to fp32 for the log-probabilities
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+ADAPTER_BYTES = 4           # peft keeps LoRA weights (and so their gradients and Adam moments) in float32
+MASTER_OPTIMIZER_BYTES = 12  # zero2/zero3/fsdp mixed precision: fp32 master copy + two fp32 Adam moments
+HEAD_TOKENS, HEAD_VOCAB = 4096, 32768  # TRL 1.16's fused LM head tile: TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
+# Tiles live at once in the backward pass of that head on the CPU, where torch ops fold each tile (Triton, one):
+# 6 fits benchmarks/memory_plan.py's measured peaks on this project's 2-core CPU (2026-12-01).
+HEAD_TILES_CPU = 6
 STRATEGIES = ("ddp", "zero2", "zero3", "fsdp")
 SHARDS_STATES = {"zero2", "zero3", "fsdp"}   # gradients + optimizer state split over the GPUs
 SHARDS_WEIGHTS = {"zero3", "fsdp"}           # the weights too
 HEADROOM = 0.85             # plan to fill at most 85% of a GPU: CUDA context, fragmentation, buffers
 GPU_SIZES_GIB = (24, 40, 80, 141)  # common cards: 24 GB consumer, A100 40/80 GB, H200 141 GB
+_PROBE_TOKENS = 64          # sequence length of the meta forward that measures activations per token
 
 # Sizes of the Qwen3 models the shipped recipes use, from their published config.json, so the planner works
 # offline for them; any other model is read from its config (a local folder or the hub cache).
@@ -61,9 +73,16 @@ KNOWN_CONFIGS = {
 KNOWN_CONFIGS["Qwen/Qwen3-0.6B-Base"] = KNOWN_CONFIGS["Qwen/Qwen3-0.6B"]
 
 
+def weight_bytes(dtype: str, device: str = "cuda") -> int:
+    """Bytes per weight of a recipe's model.dtype on the device it will train on ('auto': grpokit.models)."""
+    if dtype == "auto":
+        return 2 if device == "cuda" else 4
+    return DTYPE_BYTES[dtype]
+
+
 @dataclass
 class Shape:
-    """What the arithmetic needs from a model config."""
+    """What the arithmetic needs from a model config (activation bytes: per sequence, at weight dtype `b`)."""
 
     params: int
     lora_params: int | None   # trained adapter parameters, None without LoRA
@@ -72,6 +91,9 @@ class Shape:
     kv_heads: int
     head_dim: int
     vocab: int
+    act_per_token: float = 0.0    # bytes autograd saves per token of a sequence, all layers (attention scores aside)
+    act_per_token_sq: float = 0.0  # ... per (token x token): the attention probabilities of a non-fused SDPA
+    act_dtype_bytes: int = 4      # the weight dtype the activations above were measured at
 
 
 @dataclass
@@ -82,26 +104,71 @@ class Plan:
     num_gpus: int
     gradient_checkpointing: bool
     weights: int
-    gradients: int
     optimizer: int
     reference: int
+    gradients: int
     activations: int
+    lm_head: int
     kv_cache: int
 
     @property
     def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer + self.reference + self.activations + self.kv_cache
+        # The head's backward runs first and frees its tiles before the layers' gradients build up.
+        step = self.activations + max(self.lm_head, self.gradients)
+        return self.weights + self.optimizer + self.reference + max(step, self.kv_cache)
 
 
-def shape_from_config(config, lora=None) -> Shape:
-    """Count parameters on the meta device (no memory) and read the sizes the formulas use."""
+def _meta_model(config, lora, dtype_bytes: int):
     import torch
     from transformers import AutoModelForCausalLM
 
     # torch's meta device rather than accelerate's init_empty_weights: the latter leaves tied embeddings untied
     # (counted twice) and takes seconds where this takes a tenth of one.
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32 if dtype_bytes == 4 else torch.bfloat16)
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                                 target_modules=lora.target_modules))
+    return model
+
+
+def saved_activations(model, tokens: int) -> tuple[int, int]:
+    """(bytes, of which attention-probability bytes) autograd saves in one forward of one sequence of `tokens`
+    through the model's backbone (the LM head is TRL's chunked kernel, counted apart). Runs on the meta device."""
+    import torch
+
+    # Storages, not tensor objects: a saved tensor is often a view (a weight's transpose for linear's backward,
+    # a reshaped activation) of a storage counted once; a parameter's storage is not an activation.
+    weights = {p.untyped_storage()._cdata for p in model.parameters()}
+    storages: dict[int, int] = {}
+    square = 0
+
+    def pack(t):
+        nonlocal square
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key not in weights and key not in storages:
+            storages[key] = storage.nbytes()
+            if t.dim() >= 2 and t.shape[-1] == t.shape[-2] == tokens:
+                square += storage.nbytes()
+        return t
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    model.train()
+    ids = torch.zeros(1, tokens, dtype=torch.long, device="meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        getattr(base, base.base_model_prefix)(input_ids=ids)
+    return sum(storages.values()), square
+
+
+def shape_from_config(config, lora=None, dtype: str = "bfloat16", device: str = "cuda") -> Shape:
+    """Count parameters and saved activations on the meta device (no memory) and read the sizes the plan uses."""
+    import torch
+
+    b = weight_bytes(dtype, device)
+    model = _meta_model(config, None, b)
     params = sum(p.numel() for p in model.parameters())
     lora_params = None
     if lora is not None:
@@ -113,11 +180,25 @@ def shape_from_config(config, lora=None) -> Shape:
                 continue
             if targets == "all-linear" or name.split(".")[-1] in targets:
                 lora_params += lora.r * (mod.in_features + mod.out_features)
+        model = _meta_model(config, lora, b)
+    try:
+        total, square = saved_activations(model, _PROBE_TOKENS)
+        per_token, per_token_sq = (total - square) / _PROBE_TOKENS, square / _PROBE_TOKENS ** 2
+    except Exception:  # noqa: BLE001 - an architecture whose forward needs real data (.item()): the formula instead
+        per_token, per_token_sq = _fallback_activations(config, b), 0.0
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = text.num_attention_heads
     return Shape(params=params, lora_params=lora_params, hidden=text.hidden_size, layers=text.num_hidden_layers,
                  kv_heads=getattr(text, "num_key_value_heads", None) or heads,
-                 head_dim=getattr(text, "head_dim", None) or text.hidden_size // heads, vocab=text.vocab_size)
+                 head_dim=getattr(text, "head_dim", None) or text.hidden_size // heads, vocab=text.vocab_size,
+                 act_per_token=per_token, act_per_token_sq=per_token_sq, act_dtype_bytes=b)
+
+
+def _fallback_activations(config, b: int) -> float:
+    """Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models": 34 bytes per token
+    per hidden unit per layer in 16 bits (attention scores not stored), for a model the meta forward cannot run."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return 34 * text.hidden_size * text.num_hidden_layers * b / 2
 
 
 def load_config(name: str):
@@ -139,44 +220,53 @@ def load_config(name: str):
 
 
 def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float, micro_batch: int,
-         generation_batch: int, prompt_len: int, completion_len: int, gradient_checkpointing: bool) -> Plan:
-    """Per-GPU bytes by the formulas in the module docstring."""
+         generation_batch: int, prompt_len: int, completion_len: int, gradient_checkpointing: bool,
+         device: str = "cuda") -> Plan:
+    """Per-GPU bytes by the rules in the module docstring (`device`: where it trains, cuda or cpu)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
-    b = DTYPE_BYTES[dtype]
+    b = weight_bytes(dtype, device)
     n = max(1, num_gpus)
     lora = shape.lora_params is not None
     trained = shape.lora_params if lora else shape.params
+    tb = ADAPTER_BYTES if lora else b  # bytes per trained weight
     w_div = n if strategy in SHARDS_WEIGHTS else 1
     s_div = n if strategy in SHARDS_STATES else 1
-    opt_per_param = ADAM_STATE_BYTES + (MASTER_COPY_BYTES if b < 4 else 0)
+    opt_per_param = MASTER_OPTIMIZER_BYTES if strategy in SHARDS_STATES else 2 * tb
     s = prompt_len + completion_len
-    h, L = shape.hidden, shape.layers
-    per_layer = ACT_PER_TOKEN_HIDDEN * s * micro_batch * h * b // 2
+    per_seq = (shape.act_per_token * s + (shape.act_per_token_sq * s * s if device != "cuda" else 0.0)) \
+        * b / shape.act_dtype_bytes  # measured at the shape's dtype
     if gradient_checkpointing:
-        acts = L * CKPT_PER_TOKEN_HIDDEN * s * micro_batch * h * b // 2 + per_layer
+        acts = shape.layers * s * shape.hidden * b + per_seq / max(1, shape.layers)
     else:
-        acts = L * per_layer
-    acts += micro_batch * completion_len * shape.vocab * LOGIT_BYTES
+        acts = per_seq
+    positions = micro_batch * (s if device != "cuda" else completion_len)
+    compute = b if device == "cuda" else 4  # the head's tiles: autocast dtype on a GPU, float32 on the CPU
+    tile = min(positions, HEAD_TOKENS) * min(shape.vocab, HEAD_VOCAB) * compute
+    head = tile * (1 if device == "cuda" else HEAD_TILES_CPU) + positions * shape.hidden * 4  # + grad of the hidden
+    if not lora:
+        head += shape.vocab * shape.hidden * 4  # the head weight's float32 gradient accumulator
     return Plan(
         strategy=strategy, num_gpus=n, gradient_checkpointing=gradient_checkpointing,
-        weights=(shape.params + (trained if lora else 0)) * b // w_div,
-        gradients=trained * b // s_div,
+        weights=(shape.params * b + (trained * tb if lora else 0)) // w_div,
         optimizer=trained * opt_per_param // s_div,
         reference=0 if (lora or beta <= 0) else shape.params * b // w_div,
-        activations=acts,
-        kv_cache=2 * L * shape.kv_heads * shape.head_dim * s * generation_batch * b,
+        gradients=trained * tb // s_div,
+        activations=int(micro_batch * acts),
+        lm_head=head,
+        kv_cache=2 * shape.layers * shape.kv_heads * shape.head_dim * s * generation_batch * b,
     )
 
 
-def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None) -> Plan:
+def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None,
+                device: str = "cuda") -> Plan:
     t = recipe.train
     gc = recipe.model.gradient_checkpointing if gradient_checkpointing is None else gradient_checkpointing
     return plan(shape, strategy=strategy, num_gpus=num_gpus, dtype=recipe.model.dtype, beta=t.beta,
                 micro_batch=t.per_device_train_batch_size,
                 generation_batch=t.per_device_train_batch_size * t.gradient_accumulation_steps,
                 prompt_len=t.max_prompt_length or 512, completion_len=t.max_completion_length,
-                gradient_checkpointing=gc)
+                gradient_checkpointing=gc, device=device)
 
 
 def recommend(recipe, shape: Shape, gpu_gib: float | None = None) -> str:
@@ -197,7 +287,7 @@ def recommend(recipe, shape: Shape, gpu_gib: float | None = None) -> str:
 
 
 def memory_report(recipe, num_gpus: int = 1, strategy: str | None = None, gpu_gib: float | None = None) -> dict:
-    shape = shape_from_config(load_config(recipe.model.name), recipe.model.lora)
+    shape = shape_from_config(load_config(recipe.model.name), recipe.model.lora, recipe.model.dtype)
     strategies = (strategy,) if strategy else (("ddp",) if num_gpus == 1 else STRATEGIES)
     plans = [plan_recipe(recipe, shape, s, num_gpus, gc) for s in strategies for gc in (False, True)]
     return {"model": recipe.model.name, "shape": shape, "plans": plans, "recommendation": recommend(recipe, shape, gpu_gib)}
@@ -218,5 +308,7 @@ def render_memory_plan(report: dict, recipe) -> str:
     for p in report["plans"]:
         name = f"{p.strategy} x{p.num_gpus}{' +ckpt' if p.gradient_checkpointing else ''}"
         lines.append(f"  {name:<22}" + "".join(f"{getattr(p, c) / GIB:>12.2f}" for c in cols) + f"{p.total / GIB:>10.2f}")
+    lines.append("total = weights + optimizer + reference + the larger of a step's training (activations + the larger "
+                 "of lm_head and gradients) and its generation (kv_cache)")
     lines.append(f"recommendation: {report['recommendation']}")
     return "\n".join(lines)
