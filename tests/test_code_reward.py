@@ -10,7 +10,7 @@ from grpokit.errors import GrpokitError
 from grpokit.rewards import code as code_reward
 from grpokit.rewards.code import build_program, extract_code
 from grpokit.rewards.registry import build_reward, get_spec
-from grpokit.sandbox.isolation import detect_isolation, Isolation
+from grpokit.sandbox.isolation import Isolation, detect_isolation
 
 SANDBOX = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"
 PARAMS = {"sandbox": SANDBOX, "timeout_s": 5}

@@ -19,7 +19,7 @@ from grpokit.cli import main
 from grpokit.errors import GrpokitError
 from grpokit.export.checks import check_prompt_ids
 from grpokit.export.export import convert_gguf, find_converter, select_checkpoint
-from grpokit.export.quantize import find_quantizer, quantize_gguf, QUANTIZER_ENV
+from grpokit.export.quantize import QUANTIZER_ENV, find_quantizer, quantize_gguf
 from grpokit.export.serving import ollama_template, render_go_template, serving_chat_template
 from grpokit.models import load_tokenizer
 from grpokit.run.checkpoints import COMPLETE_MARKER

@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO
 
 from grpokit.errors import GrpokitError
-from grpokit.export.gotemplate import go_json, PropertyType, render
+from grpokit.export.gotemplate import PropertyType, go_json, render
 from grpokit.export.serving_tools import ollama_tool_template, ollama_values
 from grpokit.templates import PromptTemplate
 

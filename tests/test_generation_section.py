@@ -196,3 +196,105 @@ def test_mapping_onto_trl_grpoconfig(tmp_path):
     assert (args.use_vllm, args.vllm_mode, args.vllm_server_base_url, args.vllm_gpu_memory_utilization,
             args.vllm_tensor_parallel_size, args.vllm_max_model_length, args.vllm_importance_sampling_correction) == (
         True, "server", "http://h:8001", 0.5, 2, 4096, False)
+
+
+# ---------------------------------------------------------------- hf options and the continuous backend
+@pytest.mark.parametrize("generation, expected", [
+    ({"backend": "hf", "cache": "static"}, []),
+    ({"backend": "hf", "cache": "static", "compile": True}, []),
+    ({"backend": "continuous", "continuous_config": {"max_batch_tokens": 2048}}, []),
+    # compile needs the fixed shapes of a static cache
+    ({"backend": "hf", "compile": True}, [("generation.compile", "compiling the decode step needs fixed shapes: a "
+                                          "static KV cache")]),
+    # cache and compile are hf options; continuous_config is the continuous backend's
+    ({"backend": "continuous", "cache": "static"}, [("generation.cache", "cache is an option of the hf backend; "
+                                                     "continuous manages its own cache")]),
+    ({"backend": "hf", "continuous_config": {"max_batch_tokens": 2048}},
+     [("generation.continuous_config", "continuous_config applies to the continuous backend, not hf")]),
+    # built as TRL builds it: transformers' ContinuousBatchingConfig names its fields
+    ({"backend": "continuous", "continuous_config": {"max_batch_token": 2048}},
+     [("generation.continuous_config.max_batch_token", "ContinuousBatchingConfig has no field 'max_batch_token'")]),
+])
+def test_hf_options_and_continuous_are_checked(tmp_path, generation, expected):
+    assert _problems(_recipe(tmp_path, generation)) == expected
+
+
+@pytest.mark.parametrize("generation, kwargs", [
+    ({}, {}),
+    ({"cache": "static"}, {"cache_implementation": "static"}),
+    ({"backend": "continuous"}, {"use_transformers_continuous_batching": True,
+                                 "transformers_continuous_batching_config": None}),
+    ({"backend": "continuous", "continuous_config": {"max_batch_tokens": 512}},
+     {"use_transformers_continuous_batching": True, "transformers_continuous_batching_config": {"max_batch_tokens": 512}}),
+])
+def test_the_section_maps_onto_grpoconfig(generation, kwargs):
+    assert GenerationConfig(**generation).grpo_kwargs() == kwargs
+
+
+@pytest.mark.parametrize("key", ["cache_implementation", "use_transformers_continuous_batching",
+                                 "transformers_continuous_batching_config", "use_transformers_paged"])
+def test_trl_keys_the_section_owns_are_refused_in_trl(tmp_path, key):
+    raw = yaml.safe_load(_recipe(tmp_path, None).read_text())
+    raw["trl"] = {key: "static" if key == "cache_implementation" else True}
+    path = tmp_path / "trl.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert (f"trl.{key}", f"'{key}' is set by the generation: section") in _problems(path)
+
+
+def test_continuous_backend_matches_hf_greedy(tiny_model_dir, tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpokit.generation import SamplingParams, complete
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    prompts = [tokenizer(q)["input_ids"] for q in ("1 + 1 =", "What is 12 - 5?", "Tom has 3 apples and")]
+    params = SamplingParams(max_tokens=8)
+    hf = complete(model, tokenizer, prompts, params)
+    cb = complete(model, tokenizer, prompts, params, backend="continuous",
+                  backend_options={"continuous_config": {"max_memory_percent": 0.05}})
+    assert [[c.ids for c in g] for g in cb] == [[c.ids for c in g] for g in hf]
+    sampled = complete(model, tokenizer, prompts, SamplingParams(max_tokens=8, n=2, temperature=1.0, seed=0),
+                       backend="continuous", backend_options={"continuous_config": {"max_memory_percent": 0.05}})
+    assert [len(g) for g in sampled] == [2, 2, 2] and all(len(c.ids) >= 1 for g in sampled for c in g)
+
+
+def test_training_with_each_generation_backend_of_this_machine(tmp_path, tiny_model_dir):
+    """One step with continuous batching (TRL's generate_batch) and with a static cache; compile is set on the
+    built trainer's generation config (its speed is benchmarks/generation_throughput.py's business)."""
+    from grpokit.recipe import load_recipe as load
+    from grpokit.training import train
+
+    for i, generation in enumerate(({"backend": "continuous", "continuous_config": {"max_memory_percent": 0.05}},
+                                    {"backend": "hf", "cache": "static"})):
+        raw = yaml.safe_load(_recipe(tmp_path, generation).read_text())
+        raw["model"] = {"name": str(tiny_model_dir)}
+        raw["train"].update(max_steps=1, num_generations=2, per_device_train_batch_size=4, max_completion_length=6)
+        raw["selection"] = {"enabled": False}
+        path = tmp_path / f"r{i}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        summary = train(load(path), run_dir=tmp_path / f"run{i}")
+        assert summary["status"] == "completed" and summary["step"] == 1
+        trainer = summary["trainer"]
+        assert trainer.use_transformers_continuous_batching == (generation["backend"] == "continuous")
+        if generation["backend"] == "hf":
+            assert trainer.generation_config.cache_implementation == "static"
+
+
+def test_compile_switches_trl_generation_compile_on(tiny_model_dir, tokenizer, tmp_path):
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpokit import internals
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2,
+                      max_completion_length=4, report_to="none", use_cpu=True, cache_implementation="static")
+    trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)], args=args,
+                          train_dataset=Dataset.from_list([{"prompt": "1 + 1 ="}] * 2), processing_class=tokenizer)
+    assert trainer.generation_config.disable_compile is True  # TRL's own, with no way to override it
+    internals.compile_generation(trainer)
+    assert trainer.generation_config.disable_compile is False
+    assert trainer.generation_config.compile_config._compile_all_devices is True  # the CPU: transformers' opt-in

@@ -9,7 +9,7 @@ import pytest
 
 from grpokit.cli import build_parser
 from grpokit.health.detectors import DETECTORS, repeated_share
-from grpokit.health.monitor import diagnose, doctor_run, HealthMonitor, load_evals
+from grpokit.health.monitor import HealthMonitor, diagnose, doctor_run, load_evals
 from grpokit.recipe.health_section import HEALTH_CODES, HealthConfig
 
 STEPS = 60

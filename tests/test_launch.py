@@ -12,8 +12,14 @@ import yaml
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.training.launch import (accelerate_command, ACCELERATE_CONFIGS, check_options, CONFIG_DIR, format_command,
-                                     LaunchOptions)
+from grpokit.training.launch import (
+    ACCELERATE_CONFIGS,
+    CONFIG_DIR,
+    LaunchOptions,
+    accelerate_command,
+    check_options,
+    format_command,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "smollm2-arithmetic.yaml")

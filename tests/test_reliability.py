@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from grpokit.errors import GrpokitError
 import yaml
 from conftest import write_jsonl
 
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate
+from grpokit.errors import GrpokitError
 from grpokit.run.files import read_jsonl
 from grpokit.run.rundir import RunDir
 

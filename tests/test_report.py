@@ -11,7 +11,7 @@ from conftest import write_jsonl
 from grpokit.cli import main
 from grpokit.report import plots as report_plots
 from grpokit.report.html import curves_section, group_findings, health_section, pick_phases, write_report
-from grpokit.report.plots import CURVES, DPI, ema, ema_weight, FIGSIZE, plot_curve, series
+from grpokit.report.plots import CURVES, DPI, FIGSIZE, ema, ema_weight, plot_curve, series
 
 
 def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):

@@ -15,7 +15,7 @@ import pytest
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.run.checkpoints import checkpoint_damage, COMPLETE_MARKER, nonfinite_weights, RunLock, step_of
+from grpokit.run.checkpoints import COMPLETE_MARKER, RunLock, checkpoint_damage, nonfinite_weights, step_of
 from grpokit.run.files import read_jsonl, split_jsonl
 from grpokit.run.rundir import RunDir, select_steps
 from grpokit.run.safety import disk_full_problem, is_disk_full

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from grpokit.cli.sandbox import cmd_check
-from grpokit.sandbox.execution import run_many, run_tests, SandboxError, TestSpec
-from grpokit.sandbox.isolation import detect_isolation, Limits
+from grpokit.sandbox.execution import SandboxError, TestSpec, run_many, run_tests
+from grpokit.sandbox.isolation import Limits, detect_isolation
 
 ISOLATION = "bwrap" if detect_isolation().kind == "bwrap" else "unsafe"
 FAST = Limits(timeout_s=5)

@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from grpokit.sandbox.execution import run_tests, TestSpec
-from grpokit.sandbox.isolation import detect_isolation, Limits
+from grpokit.sandbox.execution import TestSpec, run_tests
+from grpokit.sandbox.isolation import Limits, detect_isolation
 
 pytestmark = pytest.mark.skipif(detect_isolation().kind != "bwrap", reason="bubblewrap cannot run here")
 

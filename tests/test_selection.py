@@ -27,7 +27,7 @@ from grpokit.recipe.trl_args import grpo_args
 from grpokit.report.html import curves_section
 from grpokit.training.grpo import _trainer_class
 from grpokit.training.refill import attach, group_signal, merge_rows
-from grpokit.training.selection import choose, PassRates, prompt_key, Selector, SignalSampler, STATE_FILE
+from grpokit.training.selection import STATE_FILE, PassRates, Selector, SignalSampler, choose, prompt_key
 
 
 # ---------------------------------------------------------------- bands

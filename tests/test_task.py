@@ -16,7 +16,7 @@ from grpokit.errors import GrpokitError
 from grpokit.evaluation.evaluate import score
 from grpokit.evaluation.metrics import sampled_pass_at_k
 from grpokit.recipe.load import load_recipe, validate_raw
-from grpokit.rewards.registry import available, build_reward, BUILTIN, get_spec, ROLES
+from grpokit.rewards.registry import BUILTIN, ROLES, available, build_reward, get_spec
 from grpokit.sandbox.isolation import detect_isolation
 from grpokit.task import Task
 

@@ -280,7 +280,67 @@ def logps_input_ids(args: tuple, kwargs: dict):
     return kwargs.get("input_ids", args[1] if len(args) > 1 else None)
 
 
+# generation_config values under which transformers' generate adds none of its own sampling warpers
+# (temperature, top_k, top_p, min_p; GenerationMixin._get_logits_processor), so a caller's warpers replace them.
+NEUTRAL_SAMPLING = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": None}
+
+
+def sample_through(trainer, processors) -> None:
+    """TRL's HF generation samples through `processors` (grpokit.generation.sampling.warpers: transformers'
+    temperature / top_k / top_p / min_p warpers, top_p without the full sort) instead of transformers' own.
+
+    Maintenance note: relies on TRL 1.16's HF path calling `unwrapped_model.generate(**inputs,
+    generation_config=self.generation_config)` on the model `accelerator.unwrap_model` returns (the trainer's
+    `model`, a PeftModel for LoRA, which passes keyword arguments on), with `self.generation_kwargs`
+    overriding the model's own generation config (unwrap_model_for_generation); transformers appends a
+    caller's `logits_processor` before its own warpers, so those are switched off (NEUTRAL_SAMPLING) in both
+    places.
+    If TRL stops passing through `model.generate`, the wrapper is simply not called: sampling falls back to
+    transformers' own warpers with the recipe's values, which a test (tests/test_internals.py) would catch as a
+    changed sample."""
+    model = trainer.model
+    original = model.generate
+
+    def generate(*args, **kwargs):
+        kwargs.setdefault("logits_processor", processors)
+        return original(*args, **kwargs)
+
+    model.generate = generate
+    for key, value in NEUTRAL_SAMPLING.items():
+        setattr(trainer.generation_config, key, value)
+        if isinstance(getattr(trainer, "generation_kwargs", None), dict):
+            trainer.generation_kwargs[key] = value
+
+
+def compile_generation(trainer) -> None:
+    """TRL's HF generation compiles the decode step (transformers' own torch.compile, with a static cache).
+
+    Maintenance note: TRL 1.16 builds its GenerationConfig with `disable_compile=True` and no way to override
+    it (generation_kwargs are applied before that keyword), so the flag is switched back on the built config,
+    with `generation_compile_config`'s settings. If TRL rebuilds the config per call, compile simply stays
+    off (benchmarks/generation_throughput.py shows it)."""
+    device = next(trainer.model.parameters()).device.type
+    trainer.generation_config.disable_compile = False
+    trainer.generation_config.compile_config = generation_compile_config(device)
+
+
 # ---------------------------------------------------------------- transformers and torch
+def generation_compile_config(device_type: str):
+    """transformers' CompileConfig for compiling generate's decode step on `device_type`.
+
+    Maintenance note: transformers compiles automatically (static cache, disable_compile False) only on
+    cuda/xpu/neuron/tpu unless the CompileConfig's private `_compile_all_devices` is set; on the CPU it is, with
+    mode "default" ("reduce-overhead", the default, means CUDA graphs). If the attribute is renamed, compile on
+    the CPU silently does nothing."""
+    from transformers import CompileConfig
+
+    if device_type == "cuda":
+        return CompileConfig()
+    config = CompileConfig(mode="default")
+    config._compile_all_devices = True
+    return config
+
+
 def checkpointing_kwargs(enabled: bool) -> dict:
     """The TrainingArguments keyword that turns activation (gradient) checkpointing on or off.
 
@@ -302,8 +362,10 @@ def reporting_integrations() -> tuple[list[str], set[str]]:
     Maintenance note: INTEGRATION_TO_CALLBACK (name -> callback) is not exported by transformers; it lives in
     transformers.integrations.integration_utils. If it moves, this import fails and `recipe check` of a recipe
     with trl.report_to raises instead of checking (tests/test_internals.py imports it)."""
-    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
-                                                             get_available_reporting_integrations)
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
 
     return list(INTEGRATION_TO_CALLBACK), set(get_available_reporting_integrations())
 

@@ -56,7 +56,7 @@ def test_greedy_vllm_equals_hf(model, tokenizer, prompt_ids, recipe):
 
 
 def test_sampling_is_seeded_grouped_and_finished_like_hf(model, tokenizer, prompt_ids, recipe):
-    from grpokit.generation.core import complete, SamplingParams
+    from grpokit.generation.core import SamplingParams, complete
 
     params = SamplingParams(max_tokens=recipe.train.max_completion_length, n=8, temperature=0.7, seed=0)
     first, again = (complete(model, tokenizer, prompt_ids[:2], params, backend="vllm", backend_options=VLLM)

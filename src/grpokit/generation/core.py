@@ -35,7 +35,9 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Protocol
 
+from grpokit import internals
 from grpokit.errors import GrpokitError, Problem
+from grpokit.generation.sampling import CANDIDATES, NEUTRAL, warpers
 
 # Rows per `generate` call when the caller does not fix it: as many as fit a budget of prompt + new tokens (the
 # KV cache holds that many positions), at most MAX_ROWS_PER_CALL, split into calls of equal size. Measured on the
@@ -135,8 +137,11 @@ class HFBackend:
 
     name = "hf"
 
-    def __init__(self, model, pad_token_id: int, batch_size: int | None = DEFAULT_BATCH_SIZE):
+    def __init__(self, model, pad_token_id: int, batch_size: int | None = DEFAULT_BATCH_SIZE,
+                 top_p_candidates: int = CANDIDATES, cache: str = "dynamic", compile: bool = False):
         self.model, self.pad_token_id, self.batch_size = model, pad_token_id, batch_size
+        self.top_p_candidates = top_p_candidates  # grpokit.generation.sampling: 0 = transformers' own top_p
+        self.cache, self.compile = cache, compile  # the recipe's generation.cache / generation.compile
 
     def generate(self, prompt_ids, params, advance):
         import torch
@@ -164,8 +169,13 @@ class HFBackend:
         n, pad = params.n, self.pad_token_id
         if params.greedy:  # None silences the sampling settings a model's generation_config may carry
             how = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-        else:
-            how = dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
+        else:  # the warpers training samples through (grpokit.generation.sampling), transformers' own switched off
+            how = dict(do_sample=True, **NEUTRAL, logits_processor=warpers(
+                params.temperature, params.top_k, params.top_p, candidates=self.top_p_candidates))
+        if self.cache == "static":
+            how["cache_implementation"] = "static"
+        if self.compile:
+            how.update(disable_compile=False, compile_config=internals.generation_compile_config(device.type))
         size = self.batch_size or rows_per_call(len(prompt_ids) * n, max(map(len, prompt_ids)), params.max_tokens)
         per_batch = max(1, size // n)  # whole prompts per call, so a group never straddles two calls
         out: list[list[list[int]]] = []
@@ -183,8 +193,45 @@ class HFBackend:
         return out
 
 
+class ContinuousBackend:
+    """transformers' continuous batching (`model.generate_batch`, paged attention): each of the n completions of
+    every prompt is a request, and a finished one frees its slot for the next; TRL's generate_batch call."""
+
+    name = "continuous"
+
+    def __init__(self, model, pad_token_id: int, batch_size: int | None = DEFAULT_BATCH_SIZE,
+                 continuous_config: dict | None = None, **_hf_only):
+        self.model, self.pad_token_id, self.config = model, pad_token_id, dict(continuous_config or {})
+
+    def generate(self, prompt_ids, params, advance):
+        import torch
+        from transformers import GenerationConfig
+        from transformers.generation import ContinuousBatchingConfig
+
+        sampling = {} if params.greedy else dict(temperature=params.temperature, top_p=params.top_p,
+                                                 top_k=params.top_k or None)
+        config = GenerationConfig(max_new_tokens=params.max_tokens, do_sample=not params.greedy, **sampling,
+                                  pad_token_id=self.pad_token_id, eos_token_id=list(params.stop_token_ids) or None)
+        # TRL's default for training (transformers' 0.9 leaves nothing for the rest of the process)
+        batching = ContinuousBatchingConfig(**{"max_memory_percent": 0.5, "seed": params.seed, **self.config})
+        requests = [list(p) for p in prompt_ids for _ in range(params.n)]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                done = self.model.generate_batch(requests, generation_config=config,
+                                                 continuous_batching_config=batching, progress_bar=False)
+        finally:
+            if was_training:
+                self.model.train()
+        rows = [list(done[f"req_{i}"].generated_tokens) for i in range(len(requests))]  # request ids in input order
+        advance(len(rows))
+        return [rows[i:i + params.n] for i in range(0, len(rows), params.n)]
+
+
 # A class, or "module:Class" imported when chosen (vLLM must not be imported by the hf path).
-BACKENDS: dict[str, type | str] = {"hf": HFBackend, "vllm": "grpokit.generation.vllm_backend:VLLMBackend"}
+BACKENDS: dict[str, type | str] = {"hf": HFBackend, "continuous": ContinuousBackend,
+                                   "vllm": "grpokit.generation.vllm_backend:VLLMBackend"}
 
 
 def make_backend(name: str, model, tokenizer, batch_size: int | None = DEFAULT_BATCH_SIZE, **options) -> Backend:
@@ -202,10 +249,13 @@ def make_backend(name: str, model, tokenizer, batch_size: int | None = DEFAULT_B
 
 
 def backend_of(recipe) -> tuple[str, dict]:
-    """The backend eval and preflight use for `recipe`: ("hf", {}) or ("vllm", its engine settings)."""
+    """The backend eval and preflight use for `recipe`: ("hf", its sampling settings) or ("vllm", its engine
+    settings)."""
     g = recipe.generation  # grpokit.recipe.generation_section.GenerationConfig; its vllm_mode is training's (TRL), not eval's
     if g.backend == "hf":
-        return "hf", {}
+        return "hf", {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile}
+    if g.backend == "continuous":
+        return "continuous", {"continuous_config": dict(g.continuous_config)}
     return g.backend, dict(gpu_memory_utilization=g.gpu_memory_utilization,
                            tensor_parallel_size=g.tensor_parallel_size, max_model_len=g.max_model_len)
 

@@ -192,7 +192,10 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
     from grpokit.recipe.generation_section import GenerationConfig
 
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
-    by_generation = set(GenerationConfig.model_construct(backend="vllm").grpo_kwargs())
+    by_generation = {k for g in (GenerationConfig.model_construct(backend="vllm"),
+                                 GenerationConfig.model_construct(backend="continuous"),
+                                 GenerationConfig.model_construct(backend="hf", cache="static"))
+                     for k in g.grpo_kwargs()} | {"use_transformers_paged"}  # TRL's deprecated spelling
     hints = typing.get_type_hints(GRPOConfig)
     out: Found = []
     for key, value in trl.items():
@@ -202,8 +205,8 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
         elif key in GRPOKIT_SETS:
             out.append((loc, f"'{key}' is set by grpokit", f"set it through {GRPOKIT_SETS[key]}"))
         elif key in by_generation:
-            out.append((loc, f"'{key}' is set by the generation: section", "set the backend there (generation.backend: "
-                        "vllm and its fields)"))
+            out.append((loc, f"'{key}' is set by the generation: section", "set it there (generation.backend: "
+                        "hf | continuous | vllm, generation.cache, generation.continuous_config)"))
         elif key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             out.append((loc, f"unknown GRPOConfig field '{key}'",
@@ -321,3 +324,24 @@ def check_data(d, base: Path) -> Found:
                         "fix the path (relative paths are resolved from the recipe's folder), or create it, "
                         "e.g. `grpokit data generate arithmetic FILE`"))
     return out
+
+
+# ---------------------------------------------------------------- generation
+def check_continuous_config(g) -> Found:
+    """generation.continuous_config: built into transformers' ContinuousBatchingConfig, as TRL will build it."""
+    if g.backend != "continuous" or not g.continuous_config:
+        return []
+    from transformers.generation import ContinuousBatchingConfig
+
+    fields = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)}
+    unknown = [k for k in g.continuous_config if k not in fields]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(fields), n=1)
+        return [(("generation", "continuous_config", unknown[0]), f"ContinuousBatchingConfig has no field "
+                 f"{unknown[0]!r}", f"did you mean '{close[0]}'?" if close else f"valid: {', '.join(sorted(fields))}")]
+    try:
+        ContinuousBatchingConfig(**g.continuous_config)
+    except (TypeError, ValueError) as e:
+        return [(("generation", "continuous_config"), f"ContinuousBatchingConfig refuses it: {e}",
+                 "see transformers' ContinuousBatchingConfig for the fields")]
+    return non_finite(g.continuous_config, ("generation", "continuous_config"))

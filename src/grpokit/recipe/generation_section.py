@@ -1,18 +1,22 @@
-"""The recipe's `generation:` section: Hugging Face generate, or vLLM through TRL's colocate / server modes.
+"""The recipe's `generation:` section: how completions are sampled, in training and in evaluation and preflight.
 
+    generation: {backend: hf}                                   # transformers' generate (default)
+    generation: {backend: hf, cache: static, compile: true}     # a static KV cache, the decode step compiled
+    generation: {backend: continuous}                           # transformers' continuous batching
     generation: {backend: vllm, vllm_mode: colocate, gpu_memory_utilization: 0.3}
     generation: {backend: vllm, vllm_mode: server, server_url: http://10.0.0.5:8000}
 
-grpokit runs no inference engine of its own: `GenerationConfig.grpo_kwargs()`
-maps the section onto TRL 1.16's GRPOConfig fields (`use_vllm`, `vllm_mode`,
-`vllm_gpu_memory_utilization`, ...), and the server is `trl vllm-serve`.
+grpokit runs no inference engine of its own: `GenerationConfig.grpo_kwargs()` maps the section onto TRL
+1.16's GRPOConfig fields (`cache_implementation`, `use_transformers_continuous_batching` and its config,
+`use_vllm`, `vllm_mode`, `vllm_gpu_memory_utilization`, ...), and evaluation and preflight take the same
+choice through grpokit.generation (`backend_of`). Which of them is fastest where: docs/measurements.md.
 `check_generation` reports, before any model loads, what is wrong with the section itself on every
 machine (a URL without scheme, a context window shorter than prompt + completion). What the machine that
 runs it lacks (vLLM, CUDA) is grpokit.recipe.machine.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,8 +27,20 @@ class GenerationConfig(Section):
     """How training samples completions: Hugging Face `generate` (default) or vLLM through TRL's own colocate and
     server modes (`trl vllm-serve` is the server). Mapped onto TRL's GRPOConfig `use_vllm`/`vllm_*` fields."""
 
-    backend: Literal["hf", "vllm"] = Field("hf", description="hf: model.generate in the training process; vllm: TRL's "
-                                           "vLLM integration (pip install vllm on the GPU machines).")
+    backend: Literal["hf", "continuous", "vllm"] = Field(
+        "hf", description="hf: transformers' model.generate in the training process (rows finished early keep "
+        "their slot until the longest ends); continuous: transformers' continuous batching with paged attention "
+        "(TRL's use_transformers_continuous_batching: a finished row frees its slot); vllm: TRL's vLLM "
+        "integration (pip install vllm on the GPU machines).")
+    cache: Literal["dynamic", "static"] = Field(
+        "dynamic", description="hf backend: the KV cache. dynamic grows with each token; static is allocated once "
+        "for prompt + completion (TRL's cache_implementation), which `compile` needs.")
+    compile: bool = Field(False, description="hf backend with cache: static: torch.compile the decode step "
+                          "(transformers' own compilation; the first calls pay the compile time).")
+    continuous_config: dict[str, Any] = Field(
+        default_factory=dict, description="continuous backend: transformers' ContinuousBatchingConfig fields, e.g. "
+        "{max_batch_tokens: 4096} (TRL's transformers_continuous_batching_config; TRL sets max_memory_percent "
+        "0.5 unless given).")
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", description="colocate: a vLLM engine inside each training process, sharing its GPU; server: a "
         "separate `trl vllm-serve` process/node generates and receives the new weights after each step.")
@@ -42,13 +58,22 @@ class GenerationConfig(Section):
                                       "max_completion_length (default: from the model config).")
     enable_sleep_mode: bool = Field(False, description="colocate: offload vLLM's weights/cache during the optimizer "
                                     "step (less memory, some wake-up time).")
+    top_p_candidates: int = Field(
+        256, ge=0, description="hf backend, when train.top_p < 1: nucleus sampling over this many most likely "
+        "tokens instead of sorting the whole vocabulary at every token (transformers' top_p warper), with the "
+        "same kept tokens and so the same samples for a seed; a row whose nucleus is wider, or whose boundary is "
+        "too close to call, goes through transformers' warper. 0: transformers' warper always. Training, "
+        "evaluation and preflight all sample through it (grpokit.generation.sampling).")
     importance_sampling_correction: bool = Field(
         True, description="Correct for the gap between vLLM's sampling log-probs and the trainer's (TRL's default).")
 
     def grpo_kwargs(self) -> dict:
-        """The GRPOConfig fields this section sets (none for the hf backend: TRL's defaults)."""
+        """The GRPOConfig fields this section sets (none for the default hf backend: TRL's defaults)."""
         if self.backend == "hf":
-            return {}
+            return {"cache_implementation": "static"} if self.cache == "static" else {}
+        if self.backend == "continuous":
+            return {"use_transformers_continuous_batching": True,
+                    "transformers_continuous_batching_config": dict(self.continuous_config) or None}
         return dict(use_vllm=True, vllm_mode=self.vllm_mode, vllm_gpu_memory_utilization=self.gpu_memory_utilization,
                     vllm_tensor_parallel_size=self.tensor_parallel_size, vllm_server_base_url=self.server_url,
                     vllm_server_host=self.server_host, vllm_server_port=self.server_port,
@@ -58,8 +83,18 @@ class GenerationConfig(Section):
 
 
 def check_generation(g: GenerationConfig, t=None) -> list[tuple[tuple, str, str]]:
-    """backend vllm: what is wrong with the section itself, on any machine (an error wherever the recipe is read)."""
+    """What is wrong with the section itself, on any machine (an error wherever the recipe is read)."""
     out = []
+    if g.backend != "hf" and (g.cache != "dynamic" or g.compile):
+        key = "cache" if g.cache != "dynamic" else "compile"
+        out.append((("generation", key), f"{key} is an option of the hf backend; {g.backend} manages its own cache",
+                    f"remove generation.{key}, or set generation.backend: hf"))
+    elif g.compile and g.cache != "static":
+        out.append((("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
+                    "set generation.cache: static as well (or compile: false)"))
+    if g.continuous_config and g.backend != "continuous":
+        out.append((("generation", "continuous_config"), f"continuous_config applies to the continuous backend, "
+                    f"not {g.backend}", "set generation.backend: continuous, or remove continuous_config"))
     if g.backend != "vllm":
         return out
     if g.server_url is not None and not g.server_url.startswith(("http://", "https://")):

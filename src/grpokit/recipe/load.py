@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.recipe import checks
 from grpokit.recipe.generation_section import GenerationConfig, check_generation
 from grpokit.recipe.health_section import HealthConfig
 from grpokit.recipe.machine import check_generation_machine
@@ -77,8 +78,6 @@ Use = Literal["run", "train", "check"]
 def _semantic_problems(raw: dict, base: Path, broken: set[str],
                        use: Use = "run") -> tuple[list[tuple[tuple, str, str]], list[str]]:
     """Build what training will build (grpokit.recipe.checks) from every section that parsed: (problems, notes)."""
-    from grpokit.recipe import checks as cc
-
     def section(key, model):
         if key in broken:
             return None
@@ -97,21 +96,21 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         except ValidationError:
             pass
     if trl is not None:
-        out += cc.check_trl(trl, list(TrainConfig.model_fields))
+        out += checks.check_trl(trl, list(TrainConfig.model_fields))
     if train is not None:
-        out += cc.check_train(train, trl or {})
+        out += checks.check_train(train, trl or {})
     elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
-        out += cc.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
+        out += checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     if data is not None:
-        out += cc.check_data(data, base)
+        out += checks.check_data(data, base)
     if model is not None:
-        found, notes = cc.check_model(model, data)
+        found, notes = checks.check_model(model, data)
         out += found
     if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
         out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))
     generation = section("generation", GenerationConfig)
     if generation is not None:
-        out += check_generation(generation, train)
+        out += check_generation(generation, train) + checks.check_continuous_config(generation)
         machine = check_generation_machine(generation, training=use != "run")
         if use == "check":  # the recipe is fine; the machine that runs it needs what these notes say
             notes += [f"{'.'.join(loc)}: {what} (an error for `grpokit train` on this machine; fix there: {fix})"
@@ -119,7 +118,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         else:
             out += machine
     if rewards is not None:
-        out += cc.check_rewards(rewards, base)
+        out += checks.check_rewards(rewards, base)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.
@@ -127,7 +126,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
             model=model or ModelConfig(), data=data or DataConfig(train="-"), train=train, trl=trl,
             rewards=rewards or [], health=HealthConfig(), preflight=PreflightConfig(),
             generation=generation or GenerationConfig(), output_dir="-")
-        out += cc.check_grpo_config(stand_in)
+        out += checks.check_grpo_config(stand_in)
     return out, notes
 
 def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run") -> Recipe:

@@ -36,6 +36,7 @@ from grpokit.console import console
 from grpokit.data import load_datasets
 from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.envs import tool_setup
+from grpokit.generation import warpers
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_recipe, refuse_vllm_training_here
 from grpokit.run import RunDir, disk_space_guard, fail_run, jsonable, step_of
@@ -196,6 +197,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             trainer.skip_no_signal = recipe.train.skip_no_signal
             trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
             load_reference(trainer, run, log=_note)  # after a health rollback: KL against the restored weights
+            _generation_settings(trainer, recipe)
             run.write_status(summary)
             created = False  # from here on the run exists: a failure is recorded in it, not cleaned away
             console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
@@ -252,6 +254,19 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
         console.print(f"see {run.health} (or `grpokit doctor {run_dir}`) for the finding and its fix")
     summary["trainer"] = trainer  # for in-process callers (demo); not written to disk
     return summary
+
+
+def _generation_settings(trainer, recipe: Recipe) -> None:
+    """What the generation: section sets on a built trainer that GRPOConfig cannot: compile of the decode step,
+    and HF sampling through grpokit.generation.sampling's warpers (top_p without sorting the vocabulary; the
+    same samples as transformers' own), as evaluation and preflight sample."""
+    g, args = recipe.generation, trainer.args
+    if g.backend == "hf" and g.compile:
+        internals.compile_generation(trainer)
+    if g.backend != "hf" or not g.top_p_candidates or args.top_p >= 1.0:
+        return  # nothing to gain: transformers' warpers run as they are
+    internals.sample_through(trainer, warpers(args.temperature, args.top_k, args.top_p, args.min_p,
+                                              candidates=g.top_p_candidates))
 
 
 def _preflight_warnings(recipe: Recipe, run_dir: Path, model, tokenizer, rows: list[dict]) -> None:

@@ -23,7 +23,6 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpokit import internals
-
 from grpokit.health import Finding
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of

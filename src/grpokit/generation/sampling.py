@@ -1,0 +1,95 @@
+"""Nucleus (top-p) filtering without sorting the whole vocabulary: the same kept tokens as transformers' warper.
+
+    model.generate(**inputs, do_sample=True, **NEUTRAL, logits_processor=warpers(temperature=0.7, top_p=0.9))
+
+transformers' `TopPLogitsWarper` sorts every row's whole vocabulary at every token step (49,152 logits for
+SmolLM2, 151,936 for Qwen3): on the 2-core CPU that sort was 41.9 ms of a ~170 ms token step at 16 rows
+(docs/measurements.md), while the nucleus of a trained model is a few dozen tokens. `TopPCandidates` takes the
+`candidates` most likely tokens with `torch.topk`, normalises them against the whole row (one logsumexp), and
+decides which to keep with transformers' own rule (a token is removed when the probability mass of the tokens
+less likely than it, itself included, is at most 1 - top_p; the most likely `min_tokens_to_keep` always stay).
+The scores it returns equal the warper's (the kept logits as they were, -inf elsewhere), so sampling from them
+draws the same token ids for the same seed.
+
+A row falls back to transformers' warper itself when the fast path could decide differently: its nucleus
+reaches past the candidates, a mass sits within `MARGIN` of the threshold (transformers accumulates the mass
+in float32 over the whole sorted vocabulary, so its rounding and ours differ by far less than that), or the
+boundary splits tokens of equal logit (the two sorts may order ties differently). `warpers(...)` is the whole sampling tail of `generate` for a temperature, top_k, top_p and min_p, in
+transformers' own order (temperature, top_k, top_p, min_p: `GenerationMixin._get_logits_processor`), with
+`TopPCandidates` in the top_p slot. transformers appends a caller's processors before its own warpers, so
+the caller switches those off (`NEUTRAL`) and passes these instead; every other processor (repetition
+penalty, suppressed tokens, ...) still runs first, as it does without them.
+"""
+from __future__ import annotations
+
+from grpokit import internals
+
+# torch and transformers are imported where they are used: importing the generation package stays light for the
+# commands that load no model.
+
+CANDIDATES = 256  # a nucleus of 0.9-0.95 on a trained model is tens of tokens; torch.topk(256) took 1.4 ms at 16 rows
+MARGIN = 1e-4  # float32 mass differences between transformers' full cumulative sum and ours are ~1e-6
+# The generation_config values that switch transformers' own sampling warpers off, so `warpers` replaces them.
+NEUTRAL = internals.NEUTRAL_SAMPLING
+
+
+def warpers(temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0, min_p: float | None = None,
+            candidates: int = CANDIDATES):
+    """transformers' sampling warpers for these settings, in its order, top_p through `TopPCandidates`
+    (candidates 0: transformers' own TopPLogitsWarper); a LogitsProcessorList."""
+    from transformers import (LogitsProcessorList, MinPLogitsWarper, TemperatureLogitsWarper, TopKLogitsWarper,
+                              TopPLogitsWarper)
+
+    out = LogitsProcessorList()
+    if temperature is not None and temperature != 1.0:
+        out.append(TemperatureLogitsWarper(temperature))
+    if top_k:
+        out.append(TopKLogitsWarper(top_k=top_k, min_tokens_to_keep=1))
+    if top_p is not None and top_p < 1.0:
+        out.append(TopPCandidates(top_p, candidates) if candidates else TopPLogitsWarper(top_p, min_tokens_to_keep=1))
+    if min_p is not None:
+        out.append(MinPLogitsWarper(min_p=min_p, min_tokens_to_keep=1))
+    return out
+
+
+class TopPCandidates:
+    """transformers' `TopPLogitsWarper`, computed on the `candidates` most likely tokens (see the module docstring).
+
+    A logits processor by transformers' protocol (`__call__(input_ids, scores)`; LogitsProcessorList calls any
+    such callable), not a subclass, so this module imports transformers only when one is built."""
+
+    def __init__(self, top_p: float, candidates: int = CANDIDATES, min_tokens_to_keep: int = 1,
+                 filter_value: float = -float("inf")):
+        from transformers import TopPLogitsWarper
+
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        self.top_p, self.candidates = float(top_p), int(candidates)
+        self.min_tokens_to_keep, self.filter_value = int(min_tokens_to_keep), filter_value
+        self.reference = TopPLogitsWarper(top_p, filter_value=filter_value, min_tokens_to_keep=min_tokens_to_keep)
+        self.fallback_rows = 0  # rows decided by transformers' warper (counted for the benchmark)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self.top_p >= 1.0:
+            return scores
+        k = min(self.candidates, scores.shape[-1])
+        values, index = scores.topk(k, dim=-1)  # most likely first
+        probs = (values - torch.logsumexp(scores, dim=-1, keepdim=True)).exp()
+        below_or_at = 1.0 - (probs.cumsum(dim=-1) - probs)  # mass of the tokens at most as likely as each candidate
+        remove = below_or_at <= 1.0 - self.top_p
+        remove[..., : self.min_tokens_to_keep] = False
+        threshold = 1.0 - self.top_p
+        unsure = (below_or_at - threshold).abs() < MARGIN
+        kept = (~remove).sum(dim=-1, keepdim=True)
+        last_kept = values.gather(-1, (kept - 1).clamp(max=k - 1))
+        first_removed = values.gather(-1, kept.clamp(max=k - 1))
+        exact = remove[..., -1] & ~unsure.any(dim=-1) & (last_kept != first_removed).squeeze(-1)
+        out = torch.full_like(scores, self.filter_value)
+        out.scatter_(-1, index, values.masked_fill(remove, self.filter_value))
+        if not bool(exact.all()):
+            rows = (~exact).nonzero(as_tuple=True)[0]
+            self.fallback_rows += int(rows.numel())
+            out[rows] = self.reference(None if input_ids is None else input_ids[rows], scores[rows])
+        return out

@@ -1,0 +1,135 @@
+"""Nucleus sampling over the most likely candidates (grpokit.generation.sampling) keeps transformers' tokens.
+
+The claim: the scores `TopPCandidates` returns equal `TopPLogitsWarper`'s on every row, so sampling from them
+draws the same ids for the same seed: in a plain `generate`, in grpokit's evaluation backend and in TRL's own
+generate call during training.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM, TopPLogitsWarper
+
+from grpokit.cli import main
+from grpokit.data import generate as arithmetic
+from grpokit.generation import CANDIDATES, SamplingParams, TopPCandidates, complete, warpers
+from grpokit.generation.sampling import NEUTRAL
+
+from conftest import write_jsonl
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(((a == b) | (torch.isinf(a) & torch.isinf(b))).all())
+
+
+def _peaked(rows: int, vocab: int, spread: float, head: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(rows, vocab, generator=g)
+    scores[:, :head] += spread * torch.rand(rows, head, generator=g) + spread  # a language model's peaked rows
+    return scores[:, torch.randperm(vocab, generator=g)]
+
+
+@pytest.mark.parametrize("top_p", [0.5, 0.9, 0.95, 0.99, 1.0])
+@pytest.mark.parametrize("spread, head", [
+    (12.0, 5),    # a confident model: the nucleus is a handful of tokens (the fast path decides)
+    (8.0, 40),    # tens of tokens
+    (1.0, 10),    # nearly flat: the nucleus is thousands of tokens wide (rows go to transformers' warper)
+])
+def test_the_kept_scores_equal_transformers_warper(top_p, spread, head):
+    scores = _peaked(64, 49152, spread, head, seed=int(top_p * 100) + head)
+    fast = TopPCandidates(top_p)
+    assert _same(fast(None, scores.clone()), TopPLogitsWarper(top_p)(None, scores.clone()))
+
+
+def test_ties_and_boundaries_go_to_transformers_warper():
+    scores = torch.full((2, 1000), -10.0)
+    scores[0, :4] = 5.0  # four equal logits: the boundary of a 0.6 nucleus splits them
+    scores[1, :2] = torch.tensor([2.0, 2.0]).log()  # probabilities 0.5 / 0.5: a mass exactly on top_p = 0.5
+    fast = TopPCandidates(0.6)
+    assert _same(fast(None, scores.clone()), TopPLogitsWarper(0.6)(None, scores.clone()))
+    assert fast.fallback_rows >= 1
+
+
+def test_the_fast_path_runs_on_peaked_rows():
+    fast = TopPCandidates(0.9)
+    fast(None, _peaked(32, 49152, 12.0, 5, seed=3))
+    assert fast.fallback_rows == 0  # decided on the candidates alone: no vocabulary sort
+
+
+def test_warpers_keep_transformers_order():
+    names = [type(w).__name__ for w in warpers(0.7, 20, 0.9, 0.05)]
+    assert names == ["TemperatureLogitsWarper", "TopKLogitsWarper", "TopPCandidates", "MinPLogitsWarper"]
+    assert [type(w).__name__ for w in warpers(0.7, None, 0.9, candidates=0)] == ["TemperatureLogitsWarper",
+                                                                                 "TopPLogitsWarper"]
+    assert len(warpers(1.0, 0, 1.0)) == 0  # nothing to do: plain multinomial sampling
+    with pytest.raises(ValueError, match="top_p"):
+        TopPCandidates(0.0)
+
+
+@pytest.fixture(scope="module")
+def peaked_model_dir(tmp_path_factory, tiny_model_dir):
+    """The tiny model with its output scaled up: confident rows whose nucleus is a few tokens, as a trained
+    model's are (the random tiny model's rows are nearly flat, which would send every row to the fallback)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40.0)
+    out = tmp_path_factory.mktemp("peaked")
+    model.save_pretrained(out)
+    for f in tiny_model_dir.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            (out / f.name).write_bytes(f.read_bytes())
+    return out
+
+
+def test_generate_draws_the_same_ids_as_transformers_top_p(peaked_model_dir, tokenizer):
+    model = AutoModelForCausalLM.from_pretrained(peaked_model_dir, dtype=torch.float32)
+    ids = tokenizer(["1 + 1 =", "What is 7 - 3?", "Tom has 5 apples."], return_tensors="pt", padding=True,
+                    padding_side="left")
+    common = dict(**ids, max_new_tokens=12, do_sample=True, pad_token_id=tokenizer.pad_token_id,
+                  num_return_sequences=4)
+    torch.manual_seed(0)
+    reference = model.generate(**common, temperature=0.7, top_p=0.9, top_k=0)
+    processors = warpers(0.7, None, 0.9)
+    torch.manual_seed(0)
+    ours = model.generate(**common, **NEUTRAL, logits_processor=processors)
+    assert torch.equal(reference, ours)
+    assert processors[-1].fallback_rows < 12 * 12  # the candidates decided most rows
+
+
+def test_grpokits_backend_samples_as_transformers_does(peaked_model_dir, tokenizer):
+    model = AutoModelForCausalLM.from_pretrained(peaked_model_dir, dtype=torch.float32)
+    prompts = [tokenizer(q)["input_ids"] for q in ("1 + 1 =", "What is 12 - 5?")]
+    params = SamplingParams(max_tokens=10, n=4, temperature=0.7, top_p=0.9, seed=0)
+    fast = complete(model, tokenizer, prompts, params, backend_options={"top_p_candidates": CANDIDATES})
+    plain = complete(model, tokenizer, prompts, params, backend_options={"top_p_candidates": 0})
+    assert [[c.ids for c in g] for g in fast] == [[c.ids for c in g] for g in plain]
+
+
+def _train_samples(tmp_path, model_dir, candidates: int) -> list[str]:
+    data = write_jsonl(tmp_path / "train.jsonl", arithmetic(24, seed=7))
+    recipe = {"model": {"name": str(model_dir)},
+              "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+              "rewards": [{"name": "format"}],
+              "generation": {"top_p_candidates": candidates},
+              "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
+                        "max_completion_length": 8, "max_steps": 2, "save_steps": 100, "temperature": 0.7,
+                        "top_p": 0.9, "num_samples_logged": 4, "seed": 3}}
+    path = tmp_path / f"recipe-{candidates}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run = tmp_path / f"run-{candidates}"
+    assert main(["train", str(path), "--output-dir", str(run), "--skip-audit"]) == 0
+    return [json.loads(line)["completion"] for line in (run / "samples.jsonl").read_text().splitlines()]
+
+
+def test_training_samples_the_same_completions_through_the_candidates(tmp_path, peaked_model_dir, monkeypatch):
+    calls = []
+    original = TopPCandidates.__call__
+    monkeypatch.setattr(TopPCandidates, "__call__", lambda self, i, s: calls.append(1) or original(self, i, s))
+    fast = _train_samples(tmp_path, peaked_model_dir, CANDIDATES)
+    assert calls  # TRL's generate call went through the candidates
+    calls.clear()
+    plain = _train_samples(tmp_path, peaked_model_dir, 0)
+    assert not calls and fast == plain  # transformers' own warper: the same completions, step by step
