@@ -96,17 +96,22 @@ def test_dry_run_of_a_resume_and_of_zero3_without_deepspeed(capsys, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     recipe = (REPO / "recipes" / "smollm2-arithmetic.yaml").read_text()
-    (run / "config.yaml").write_text(recipe.replace("refill: true", "refill: false"))  # refill: one process only
+    (run / "config.yaml").write_text(recipe)
     # the dry run shows the ZeRO-3 command even where deepspeed is not installed (it is for the GPU machines)
     assert main(["train", "--resume", str(run), "--num-processes", "8", "--accelerate-config", "zero3", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "zero3.yaml --num_processes 8" in out and out.strip().endswith(f"train --resume {run} --skip-audit")
 
 
+SPLIT_GROUPS = ["--set", "train.per_device_train_batch_size=4", "--set", "trl.generation_batch_size=8"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--dry-run"], "needs --num-processes"),                       # nothing to print without a layout
-    (["--num-processes", "2", "--dry-run"], "selection.refill"),     # the demo recipe refills: one process only
-    (["--num-processes", "2", "--skip-audit"], "selection.refill"),  # refused before any process starts
+    # refill keeps whole groups per process: 8 completions per step over 2 processes, 4 each, in groups of 8 would
+    # span processes; refused before any process starts, a dry run included
+    (["--num-processes", "2", "--dry-run", *SPLIT_GROUPS], "selection.refill"),
+    (["--num-processes", "2", "--skip-audit", *SPLIT_GROUPS], "selection.refill"),
     (["--num-processes", "2", "--accelerate-config", "zero2"], "deepspeed"),  # real launch needs deepspeed
 ])
 def test_launch_refusals_exit_2(capsys, argv, message):

@@ -1,5 +1,5 @@
 """Signal-aware prompt selection and refill: bands, the sampler, TRL's order when off, online updates from a real
-tiny training run, refill on a real trainer, the multi-process refusal, shuffle_dataset reaching GRPOConfig."""
+tiny training run, refill on a real trainer, its multi-process layout check, shuffle_dataset reaching GRPOConfig."""
 from __future__ import annotations
 
 import json
@@ -268,15 +268,24 @@ def _recipe(tmp_path: Path, model_dir: Path, **extra) -> Path:
     return path
 
 
-def test_refill_is_refused_with_several_processes(tmp_path, tiny_model_dir, tokenizer, monkeypatch):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie)
-    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+def test_refill_on_several_processes_needs_whole_groups_per_process(tmp_path, tiny_model_dir, tokenizer, monkeypatch):
     recipe = Recipe.model_validate({"data": {"train": "x"}, "rewards": [{"name": "math_correctness"}],
                                     "selection": {"refill": True}})
+    # 4 completions per process per step in groups of 2: whole groups on each of 2 processes
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie)
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    attach(trainer, recipe, trainer.train_dataset)
+    # groups of 4 with 2 completions per process (steps_per_generation 1): a group would span two processes
+    odd = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie)
+    # the args TRL computes for generation_batch_size 4 over 2 processes, per_device 2, groups of 4: each process
+    # generates 2 completions per step, half a group
+    monkeypatch.setattr(odd.args, "num_generations", 4)
+    monkeypatch.setattr(odd.args, "steps_per_generation", 1)
+    monkeypatch.setattr(odd.args, "per_device_train_batch_size", 2)
     with pytest.raises(GrpokitError) as err:
-        attach(trainer, recipe, trainer.train_dataset)
-    assert "selection.refill" in str(err.value) and "one process" in str(err.value)
-    attach(trainer, recipe.model_copy(update={"selection": SelectionConfig(enabled=True)}), trainer.train_dataset)
+        attach(odd, recipe, odd.train_dataset)
+    assert "would span two processes" in str(err.value) and "multiple of 4" in err.value.problems[0].fix
+    attach(odd, recipe.model_copy(update={"selection": SelectionConfig(enabled=True)}), odd.train_dataset)
 
 
 @pytest.mark.parametrize("setting, expected", [("true", True), ("false", False)])

@@ -123,3 +123,22 @@ def test_health_rollback_then_stop_reach_both_ranks(tmp_path, tiny_model_dir, mo
     assert _steps(run / "metrics.rolled_back.jsonl") == [1]
     assert _steps(run / "metrics.jsonl") == [1]
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["learning_rate"] == 5e-4  # halved once
+
+
+def test_refill_on_two_processes_agrees_on_its_rounds(tmp_path, tiny_model_dir, monkeypatch):
+    """DAPO's dynamic sampling over 2 DDP processes: every process runs the same refill rounds (each round's
+    generation gathers across them, so a disagreement would hang, not pass) and trains whole groups of its share.
+    `format` alone on the untrained tiny model ties every group: each step refills its full 2 rounds."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    recipe = yaml.safe_load(_recipe(tmp_path, tiny_model_dir, max_steps=2).read_text())
+    recipe["rewards"] = [{"name": "format"}]
+    recipe["selection"] = {"enabled": True, "refill": True, "refill_max_rounds": 2}
+    path = tmp_path / "refill.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run = tmp_path / "run"
+    assert main(["train", str(path), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert all(m["grpokit/refill/rounds"] == 2 for m in metrics)  # no group of any process had a spread
+    assert all(m["grpokit/refill/extra_groups"] == 2 * 2 for m in metrics)  # 2 groups a process, 2 rounds
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"

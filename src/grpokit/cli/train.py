@@ -117,7 +117,10 @@ def _launch(args) -> int:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
     from grpokit.training import check_processes
 
-    check_processes(recipe.selection, opts.num_processes)  # the layout decides, so a dry run says it too
+    t, trl = recipe.train, recipe.trl  # each process's completions per step, as TRL will split them
+    rows = trl["generation_batch_size"] // opts.num_processes if trl.get("generation_batch_size") else \
+        t.per_device_train_batch_size * trl.get("steps_per_generation", t.gradient_accumulation_steps)
+    check_processes(recipe.selection, opts.num_processes, rows, t.num_generations)  # a dry run says it too
     import torch
 
     cmd = accelerate_command([*argv, "--skip-audit"], opts, cuda=torch.cuda.is_available())

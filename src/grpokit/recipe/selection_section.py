@@ -28,7 +28,8 @@ class SelectionConfig(Section):
                                "always solved.")
     refill: bool = Field(False, description="DAPO's dynamic sampling: when a generation batch has fewer groups "
                          "with a reward spread than it holds, generate more groups before the update and train on "
-                         "those with a spread (one process only).")
+                         "those with a spread; with several processes each keeps whole groups of its share "
+                         "(per_device_train_batch_size x steps_per_generation a multiple of num_generations).")
     refill_max_rounds: int = Field(2, ge=1, description="Extra generation batches per step at most (each the size "
                                    "of the step's own); what is still missing trains as tied groups.")
     refill_upfront: bool = Field(False, description="Generate the refill_max_rounds extra batches in the same "

@@ -16,7 +16,7 @@ the hooks of grpokit.internals.TrainerHooks (`grpokit_sampler`, `grpokit_generat
   `selection.refill_max_rounds`, prompts chosen like the sampler's, or
   uniformly when selection is off), keeps the groups with a spread and
   trains on a batch of the usual size made of them (tied groups fill what is
-  still missing). With `selection.refill_upfront` the refill prompts are
+  still missing), on one process or several (below). With `selection.refill_upfront` the refill prompts are
   chosen before generating and generated in the same call as the step's own
   (every step pays for them; decoding many rows at once costs little more
   than a few where reading the weights bounds it). Logged: `grpokit/refill/rounds`, `grpokit/refill/extra_groups`
@@ -31,9 +31,14 @@ zero_variance_groups reads that pre-filter share. The batch keeps TRL's
 layout (prompts left-padded, completions right-padded), so train.skip_no_signal
 and TRL's loss see an ordinary batch; `num_items_in_batch` is recounted over it.
 
-Not covered: refill runs on one process only (the ranks would have to agree
-on which groups to keep; refused with a message), and not with multimodal
-batches or tool masks.
+With several processes (DDP, ZeRO) every process keeps and replaces whole groups of its own share of the
+batch: the estimates are updated from the rewards TRL gathers, so every process draws the same refill picks
+and takes its slice, every process runs the same number of rounds (a round's generation gathers across
+them), and the loss normaliser is recounted over every process's kept tokens. Each process's share must hold
+whole groups (per_device_train_batch_size x steps_per_generation a multiple of num_generations; refused with
+a message otherwise).
+
+Not covered: multimodal batches or tool masks.
 """
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ from pathlib import Path
 
 import torch
 
-from grpokit import internals as ta
+from grpokit import internals
+from grpokit.distributed import any_rank
 from grpokit.training.no_signal import signal_rows
 from grpokit.training.selection import Selector, SignalSampler, check_processes, prompt_key
 
@@ -65,18 +71,18 @@ def merge_rows(parts: list[tuple[dict, torch.Tensor]], pad_id: int) -> dict:
     first = parts[0][0]
     out = {}
     for key, value in first.items():
-        if key == ta.NUM_ITEMS or not isinstance(value, torch.Tensor):
+        if key == internals.NUM_ITEMS or not isinstance(value, torch.Tensor):
             continue
         pieces = [b[key][rows] for b, rows in parts]
-        if key in (ta.PROMPT_IDS, ta.PROMPT_MASK):
-            out[key] = _pad_cat(pieces, pad_id if key == ta.PROMPT_IDS else 0, left=True)
+        if key in (internals.PROMPT_IDS, internals.PROMPT_MASK):
+            out[key] = _pad_cat(pieces, pad_id if key == internals.PROMPT_IDS else 0, left=True)
         elif value.dim() >= 2:  # completion ids/mask and the (B, C) tensors aligned with them
-            out[key] = _pad_cat(pieces, pad_id if key == ta.COMPLETION_IDS else 0, left=False)
+            out[key] = _pad_cat(pieces, pad_id if key == internals.COMPLETION_IDS else 0, left=False)
         else:
             out[key] = torch.cat(pieces, dim=0)
     # The dapo/cispo/vespo normaliser: the token count of the batch actually trained on.
-    out[ta.NUM_ITEMS] = out[ta.COMPLETION_MASK].sum().to(first[ta.NUM_ITEMS].dtype if isinstance(
-        first[ta.NUM_ITEMS], torch.Tensor) else torch.long)
+    out[internals.NUM_ITEMS] = out[internals.COMPLETION_MASK].sum().to(first[internals.NUM_ITEMS].dtype if isinstance(
+        first[internals.NUM_ITEMS], torch.Tensor) else torch.long)
     return out
 
 
@@ -90,15 +96,15 @@ class SignalAware:
         s = self.selector
         if s is None or not s.config.enabled or len(dataset if dataset is not None else self.train_dataset) != len(s):
             return trl_sampler(dataset)
-        return SignalSampler(s, **ta.sampler_layout(self))
+        return SignalSampler(s, **internals.sampler_layout(self))
 
     def _scored(self, inputs, trl_generate):
         """TRL's generation and scoring of `inputs`, then the estimates updated from its rewards."""
         rows = len(inputs) * self.accelerator.num_processes
-        ta.widen_logs(self, rows)
+        internals.widen_logs(self, rows)
         batch = trl_generate(inputs)
         if self.selector is not None:
-            prompts, rewards = ta.generation_rewards(self, rows)
+            prompts, rewards = internals.generation_rewards(self, rows)
             self.selector.observe(prompts, rewards, self.args.num_generations)
         return batch
 
@@ -110,43 +116,52 @@ class SignalAware:
             batch = self._refill_upfront(inputs, g, trl_generate)
         else:
             batch = self._scored(inputs, trl_generate)
-            if cfg.refill and ta.NUM_ITEMS in batch and not any(
-                    batch.get(k) is not None for k in ta.MULTIMODAL_KEYS):
+            if cfg.refill and internals.NUM_ITEMS in batch and not any(
+                    batch.get(k) is not None for k in internals.MULTIMODAL_KEYS):
                 batch = self._refill(inputs, batch, g, trl_generate)
-        if batch[ta.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
-            ta.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[ta.ADVANTAGES], g).float().mean()))
+        if batch[internals.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
+            internals.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[internals.ADVANTAGES], g).float().mean()))
         for band, share in self.selector.rates.shares().items():
-            ta.set_metric(self, f"grpokit/bands/{band}", share)
+            internals.set_metric(self, f"grpokit/bands/{band}", share)
         return batch
 
     def _refill_picks(self, inputs, g: int):
-        """Up to refill_max_rounds lists of `groups` dataset indices, one per refill round (chosen like the
-        sampler's, or uniformly when selection is off), none of them a prompt of `inputs` or of an earlier round;
-        stops early when the dataset has too few unused prompts left for a full round."""
-        groups = len(inputs) // g
-        used = {i for x in inputs[::g] for i in self.selector.by_key.get(prompt_key(x["prompt"]), [])}
+        """Up to refill_max_rounds lists of `groups` dataset indices for this process, one per refill round
+        (chosen like the sampler's, or uniformly when selection is off), none of them a prompt of this step on
+        any process or of an earlier round; stops early when the dataset has too few unused prompts left for a
+        full round.
+
+        With several processes, every process draws the same picks for all of them (the estimates are updated
+        from the gathered rewards, so they agree; the generator is seeded by the step and round alone) and takes
+        its own slice: the processes refill different prompts and run the same number of rounds, as each round's
+        generation gathers across them."""
+        groups, processes, rank = len(inputs) // g, self.accelerator.num_processes, self.accelerator.process_index
+        prompts, _ = internals.generation_rewards(self, len(inputs) * processes)  # this step's prompts, every process's
+        used = {i for p in prompts for i in self.selector.by_key.get(prompt_key(p), [])}
         for round_ in range(1, self.selector.config.refill_max_rounds + 1):
             rng = self.selector.rng("refill", self.state.global_step, round_)
+            want = groups * processes
             if self.selector.config.enabled:
-                picked = self.selector.pick(groups, rng, exclude=used)
+                picked = self.selector.pick(want, rng, exclude=used)
             else:
                 free = [i for i in range(len(self.selector)) if i not in used]
-                picked = rng.sample(free, min(groups, len(free)))
-            if len(picked) < groups:
+                picked = rng.sample(free, min(want, len(free)))
+            if len(picked) < want:
                 return
             used |= set(picked)
-            yield picked
+            yield picked[rank * groups:(rank + 1) * groups]
 
     def _rows(self, picked: list[int], g: int) -> list[dict]:
         return [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
 
     def _refill(self, inputs, batch, g: int, trl_generate):
-        parts = [(batch, group_signal(batch[ta.ADVANTAGES], g))]
+        parts = [(batch, group_signal(batch[internals.ADVANTAGES], g))]
         groups, have = len(inputs) // g, int(parts[0][1].sum())
         picks = self._refill_picks(inputs, g)
-        while have < groups and (picked := next(picks, None)) is not None:
+        # any_rank: every process runs the same rounds (each one's generation gathers across them)
+        while any_rank(have < groups) and (picked := next(picks, None)) is not None:
             extra = self._scored(self._rows(picked, g), trl_generate)
-            parts.append((extra, group_signal(extra[ta.ADVANTAGES], g)))
+            parts.append((extra, group_signal(extra[internals.ADVANTAGES], g)))
             have += int(parts[-1][1].sum())
         return self._keep_signal(parts, groups, g, rounds=len(parts) - 1)
 
@@ -154,7 +169,7 @@ class SignalAware:
         """selection.refill_upfront: the refill groups are generated in the same call as the step's own."""
         picks = list(self._refill_picks(inputs, g))
         batch = self._scored(list(inputs) + [row for picked in picks for row in self._rows(picked, g)], trl_generate)
-        return self._keep_signal([(batch, group_signal(batch[ta.ADVANTAGES], g))], len(inputs) // g, g, len(picks))
+        return self._keep_signal([(batch, group_signal(batch[internals.ADVANTAGES], g))], len(inputs) // g, g, len(picks))
 
     def _keep_signal(self, parts, groups: int, g: int, rounds: int):
         """A batch of `groups` groups out of `parts` ((batch, has-signal per group)): the groups with a spread
@@ -167,15 +182,18 @@ class SignalAware:
         for p, (b, keep) in enumerate(parts):
             kept = {j for q, j in chosen if q == p}
             rows = [r for j in range(len(keep)) if j not in kept for r in range(j * g, (j + 1) * g)]
-            discarded += int(b[ta.COMPLETION_MASK][rows].sum()) if rows else 0
-        ta.log_metric(self, "grpokit/refill/rounds", rounds)
-        ta.log_metric(self, "grpokit/refill/extra_groups", rounds * groups)
-        ta.log_metric(self, "grpokit/refill/discarded_tokens", discarded)
+            discarded += int(b[internals.COMPLETION_MASK][rows].sum()) if rows else 0
+        internals.log_metric(self, "grpokit/refill/rounds", rounds)
+        internals.log_metric(self, "grpokit/refill/extra_groups", rounds * groups)
+        internals.log_metric(self, "grpokit/refill/discarded_tokens", discarded)
         if rounds == 0:
             return parts[0][0]
         index = [(p, torch.tensor([r for q, j in chosen if q == p for r in range(j * g, (j + 1) * g)], dtype=torch.long))
                  for p in range(len(parts))]
-        return merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], ta.pad_token_id(self))
+        merged = merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], internals.pad_token_id(self))
+        # TRL's normaliser counts the whole generation batch, every process's tokens (gathered, then summed)
+        merged[internals.NUM_ITEMS] = self.accelerator.gather(merged[internals.NUM_ITEMS].reshape(1)).sum()
+        return merged
 
     def attach_selection(self, recipe, dataset, preflight_file: Path | None = None) -> Selector:
         return attach(self, recipe, dataset, preflight_file)
@@ -194,8 +212,9 @@ class SignalAware:
 
 def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Selector:
     """Give a built trainer its selector: estimates over `dataset`, seeded from preflight_file when it exists."""
-    cfg = recipe.selection
-    check_processes(cfg, trainer.accelerator.num_processes)
+    cfg, args = recipe.selection, trainer.args
+    check_processes(cfg, trainer.accelerator.num_processes, args.per_device_train_batch_size * args.steps_per_generation,
+                    args.num_generations)
     from grpokit.task import reward_roles
 
     roles = reward_roles(recipe.rewards)  # {logged name: role}, in the recipe's order

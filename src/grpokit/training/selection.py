@@ -46,14 +46,17 @@ STATE_FILE = "grpokit_selection.json"  # written into each checkpoint folder: re
 _EPS = 1e-9
 
 
-def check_processes(config: SelectionConfig, processes: int) -> None:
-    """Refill keeps one process's groups: refused for several (checked before a launch and again in each process)."""
-    if config.refill and processes > 1:
+def check_processes(config: SelectionConfig, processes: int, rows_per_process: int, group: int) -> None:
+    """With several processes, refill keeps and replaces whole groups on each process: every process's share of a
+    generation batch (`rows_per_process` = per_device_train_batch_size x steps_per_generation) must hold whole
+    groups of `group` completions (checked before a launch and again in each process)."""
+    if config.refill and processes > 1 and rows_per_process % group:
         raise GrpokitError([Problem(
-            "selection.refill", f"dynamic sampling with refill runs on one process only; this run has "
-            f"{processes} (the processes would have to agree on which groups to keep)",
-            "set selection.refill: false for multi-process training (selection.enabled works there), "
-            "or train on one process")])
+            "selection.refill", f"with {processes} processes each one generates {rows_per_process} completions "
+            f"per step, which is not a whole number of groups of train.num_generations {group}: a group would "
+            "span two processes, and refill keeps or replaces whole groups",
+            f"make train.per_device_train_batch_size (x gradient_accumulation_steps) a multiple of {group}, or set "
+            "selection.refill: false for this layout")])
 
 
 def prompt_key(prompt) -> str:
