@@ -1,34 +1,41 @@
-"""GPU check: GRPO step time and generated tokens/s with HF generate vs vLLM colocate, in one JSON summary.
+"""GPU check: what each generation choice of a recipe costs in a GRPO step, and the memory plan against a peak.
 
-    python benchmarks/gpu_check.py --model-dir ~/.cache/grpokit/models/smollm2-135m-instruct --out gpu_check.json
+    python benchmarks/gpu_check.py --tokenizer-dir DIR --out benchmarks/results/gpu_check_h200.json
+    python benchmarks/gpu_check.py --tokenizer-dir DIR --device cpu --tiny --out /tmp/g.json   # the suite's mode
 
-Runs offline (no network) on one CUDA GPU in under 8 minutes (`--budget-s`, default 450 s). The
-one input is a model folder (config, safetensors, tokenizer): the converted embedded model. Two models:
+DIR holds a tokenizer (and may hold nothing else: weights are never read); the embedded model's converted
+folder works (`~/.cache/grpokit/models/smollm2-135m-instruct`), or its config and tokenizer files alone, which
+is what travels to a GPU machine. Runs offline, one CUDA GPU, in under 8 minutes (`--budget-s`, default 450).
 
-  embedded             the folder itself (SmolLM2-135M-Instruct for grpokit's `default`)
-  qwen3-0.6b-shaped    Qwen3-0.6B's architecture (28 layers, hidden 1024, GQA 16/8, head 128, tied
-                       embeddings) with random weights and the folder's tokenizer: 490.8M parameters
-                       with the embedded 49,152-token vocabulary, built here and saved to a temporary folder
+Models, random weights (seed 0) built from a config, with DIR's tokenizer (49,152 tokens):
+  embedded      SmolLM2-135M-Instruct's shape (30 layers, hidden 576)
+  qwen3-0.6b    Qwen3-0.6B's shape (28 layers, hidden 1024, GQA 16/8, head 128, tied embeddings): 490.8M parameters
+  tiny          2 layers, hidden 64 (`--tiny`, for the CPU mode the test suite runs)
 
-For each model, TRL's GRPOTrainer trains `--steps` steps (default 3) of `--completions` completions
-(default 64 = 8 prompts x 8) x `--max-tokens` new tokens (default 256, sampled at temperature 1) twice:
-with transformers' generate and with `use_vllm=True, vllm_mode="colocate"` (TRL's own integration,
-`--gpu-memory-utilization` 0.3, TRL's default). Each run is its own process, so one engine's memory
-never counts against the next. Per run: step time, generation time per step (TRL's
-`_generate_single_turn`, timed as benchmarks/step_breakdown.py does), generated tokens/s (completion
-tokens / generation time), generation's share of the step (means over steps 2..N: step 1 carries
-warm-up), and peak GPU memory (torch's peak allocation in the process, and the device's peak used
-memory sampled after each step, which includes vLLM's KV-cache pool). Last, when time is left, greedy
-agreement of grpokit's own vLLM backend with HF generate on the embedded model (8 prompts x 64 tokens).
+For each model, each generation variant trains `--steps` steps (default 3) of `--completions` completions
+(default 64 = 8 prompts x 8) x `--max-tokens` new tokens (default 256) in its own process, through grpokit's
+recipe translation (grpokit.recipe.grpo_args: the recipe's generation: section mapped onto TRL's fields) and
+TRL's GRPOTrainer, bfloat16 on CUDA (float32 on the CPU):
+  hf               transformers' generate, dynamic KV cache (the default)
+  continuous       generation.backend: continuous (transformers' continuous batching, paged attention)
+  static           generation.cache: static
+  static-compile   generation.cache: static + generation.compile (torch.compile of the decode step)
+Per run: mean step time and generation time over steps 2..N (step 1 carries warm-up and compilation), the
+generation's share of the step, generated tokens/s, peak memory (torch.cuda.max_memory_allocated; on the CPU
+the process's peak resident memory minus its size before the model loaded). Then, per model, the peak of a
+full fine-tune and of a LoRA run (hf variant) against grpokit.preflight.memory's plan for the same settings:
+planned / measured. One JSON file (`--out`) holds everything and the machine it ran on.
 
-The targets this measures (one H200, Qwen3-0.6B-shaped, 64 x 256): vLLM generation >= 10x HF
-generate tokens/s, and generation <= 50% of the step. Without CUDA it refuses (exit 2).
+The targets it checks (one H200, Qwen3-0.6B shape, 64 x 256): the best non-vLLM variant >= 5x hf's generated
+tokens/s, generation <= 50% of the step, the memory plan within +-25% of the measured peaks. Not covered: vLLM
+(the H200 this project can use has none; benchmarks/generation_throughput.py measures grpokit's vLLM backend).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,161 +44,204 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's grpokit, installed or not
 
-QWEN3_06B_SHAPE = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, head_dim=128, tie_word_embeddings=True, rope_theta=1_000_000.0,
-                       rms_norm_eps=1e-6, max_position_embeddings=4096)
-MODELS = ("embedded", "qwen3-0.6b-shaped")
+SHAPES = {
+    "embedded": dict(model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                     num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True, rope_theta=100000.0,
+                     rms_norm_eps=1e-5, max_position_embeddings=8192),
+    "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+                       rope_theta=1_000_000.0, rms_norm_eps=1e-6, max_position_embeddings=4096),
+    "tiny": dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=512),
+}
+VARIANTS = {"hf": {}, "continuous": {"backend": "continuous"}, "static": {"cache": "static"},
+            "static-compile": {"cache": "static", "compile": True}}
+MEMORY_RUNS = {"full": None, "lora": {"r": 16, "alpha": 32}}
 PROMPT = "Add {a} and {b}, then multiply the result by {c}. Explain each step before the final answer."
+GIB = 1024 ** 3
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model-dir", required=True, type=Path, help="model folder: config.json, safetensors, tokenizer")
-    p.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary (default ./gpu_check.json)")
-    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {', '.join(MODELS)}")
+    p.add_argument("--tokenizer-dir", required=True, type=Path, help="a folder with tokenizer files")
+    p.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
+    p.add_argument("--models", default="embedded,qwen3-0.6b", help=f"comma-separated: {', '.join(SHAPES)}")
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
+    p.add_argument("--memory", default=",".join(MEMORY_RUNS), help="memory-plan runs: full,lora (empty: none)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--tiny", action="store_true", help="the tiny model and small sizes (the test suite's mode)")
     p.add_argument("--steps", type=int, default=3, help="training steps per run (>= 2: step 1 is warm-up)")
     p.add_argument("--completions", type=int, default=64, help="completions per step")
     p.add_argument("--generations", type=int, default=8, help="completions per prompt (the GRPO group)")
     p.add_argument("--max-tokens", type=int, default=256, help="new tokens per completion")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="colocated vLLM's share of the GPU")
-    p.add_argument("--budget-s", type=float, default=450, help="stop starting runs after this many seconds")
-    p.add_argument("--phase", choices=["train", "agreement"], help=argparse.SUPPRESS)  # a child process's job
-    p.add_argument("--backend", choices=["hf", "vllm"], help=argparse.SUPPRESS)
-    p.add_argument("--model-path", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    p.add_argument("--budget-s", type=float, default=450, help="start no run after this many seconds")
+    p.add_argument("--child", help=argparse.SUPPRESS)  # a child process's job, as JSON
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.models, args.completions, args.generations, args.max_tokens = "tiny", 8, 4, 8
+    return args
 
 
 def refusal(args) -> str | None:
     """Why this machine or these arguments cannot run the check (None: they can)."""
-    if not (args.model_dir / "config.json").is_file() or not any(args.model_dir.glob("*.safetensors")):
-        return f"{args.model_dir}: not a model folder (config.json and *.safetensors expected)"
-    if not (args.model_dir / "tokenizer.json").is_file() and not (args.model_dir / "tokenizer_config.json").is_file():
-        return f"{args.model_dir}: no tokenizer files (the Qwen3-shaped model borrows this folder's tokenizer)"
-    unknown = set(args.models.split(",")) - set(MODELS)
-    if unknown:
-        return f"--models: unknown {', '.join(sorted(unknown))} (choose from {', '.join(MODELS)})"
+    if not (args.tokenizer_dir / "tokenizer.json").is_file() and not (args.tokenizer_dir / "tokenizer_config.json").is_file():
+        return f"{args.tokenizer_dir}: no tokenizer files (tokenizer.json or tokenizer_config.json)"
+    for flag, value, known in (("--models", args.models, SHAPES), ("--variants", args.variants, VARIANTS),
+                               ("--memory", args.memory, MEMORY_RUNS)):
+        unknown = {x for x in value.split(",") if x} - set(known)
+        if unknown:
+            return f"{flag}: unknown {', '.join(sorted(unknown))} (choose from {', '.join(known)})"
     if args.steps < 2 or args.completions < args.generations or args.completions % args.generations:
         return "--steps must be >= 2, and --completions a multiple of --generations"
     import torch
 
-    if not torch.cuda.is_available():
-        return "no CUDA device here: this check measures GPU generation (run it on a CUDA machine)"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return "no CUDA device here (use --device cpu for the CPU mode)"
     return None
 
 
-# ---------------------------------------------------------------- child processes
-def _gpu_used() -> int:
+# ---------------------------------------------------------------- a child process: one training run
+def _rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def build_model(shape: str, tokenizer_dir: Path, into: Path, dtype) -> Path:
+    """`shape`'s architecture with random weights (seed 0) and `tokenizer_dir`'s tokenizer, saved to `into`."""
     import torch
-
-    free, total = torch.cuda.mem_get_info()
-    return total - free
-
-
-def train_run(args) -> dict:
-    """GRPO steps with TRL on one backend: step/generation times, generated tokens, peak memory."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from grpokit.internals import generation_io, wrap_method
-
-    torch.manual_seed(0)
-    torch.cuda.reset_peak_memory_stats()
-    tokenizer = AutoTokenizer.from_pretrained(args.model_path)
-    tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.bfloat16).cuda()
-    prompts = args.completions // args.generations * args.steps
-    ds = Dataset.from_list([{"prompt": [{"role": "user", "content": PROMPT.format(a=3 * i + 17, b=i * i + 5, c=i % 9 + 2)}]}
-                            for i in range(prompts)])
-    gen_times, gen_tokens, step_times, used = [], [], [], [_gpu_used()]
-
-    def reward(completions, **_):  # varied rewards: every group has signal, so each step does its full backward
-        return [float(len(str(c)) % 5) for c in completions]
-
-    class Steps(TrainerCallback):
-        def on_step_begin(self, *a, **k):
-            torch.cuda.synchronize()
-            self.t = time.perf_counter()
-
-        def on_step_end(self, *a, **k):
-            torch.cuda.synchronize()
-            step_times.append(time.perf_counter() - self.t)
-            used.append(_gpu_used())
-
-    out = tempfile.mkdtemp(prefix="gpu-check-")
-    cfg = GRPOConfig(output_dir=out, per_device_train_batch_size=args.completions, num_generations=args.generations,
-                     max_completion_length=args.max_tokens, max_steps=args.steps, learning_rate=1e-6, bf16=True,
-                     temperature=1.0, logging_steps=1, report_to="none", save_strategy="no", seed=0,
-                     use_vllm=args.backend == "vllm", vllm_mode="colocate",
-                     vllm_gpu_memory_utilization=args.gpu_memory_utilization, vllm_max_model_length=args.max_tokens + 256)
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tokenizer,
-                          callbacks=[Steps()])
-
-    def timed(method):
-        def wrapper(*a, **k):
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            result = method(*a, **k)
-            torch.cuda.synchronize()
-            gen_times.append(time.perf_counter() - t)
-            gen_tokens.append(sum(len(c) for c in generation_io(a, result)[1]))
-            return result
-        return wrapper
-
-    wrap_method(trainer, "generation", timed)
-    trainer.train()
-    later = slice(1, None)  # step 1 carries warm-up (CUDA graphs, allocator, vLLM's first weight sync)
-    step, gen, toks = (sum(x[later]) / len(x[later]) for x in (step_times, gen_times, gen_tokens))
-    return dict(backend=args.backend, steps=len(step_times), step_s=step_times, generation_s=gen_times,
-                generated_tokens=gen_tokens, mean_step_s=step, mean_generation_s=gen, generation_share=gen / step,
-                generated_tokens_per_s=toks / gen, peak_allocated_gib=torch.cuda.max_memory_allocated() / 2**30,
-                peak_device_used_gib=max(used) / 2**30)
-
-
-def agreement_run(args) -> dict:
-    """grpokit's own vLLM backend vs HF generate, greedy, on the embedded model (bfloat16 on both sides)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from grpokit.generation import greedy_agreement
-    from grpokit.models import load_tokenizer
-
-    tokenizer = load_tokenizer(str(args.model_path))
-    model = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.bfloat16).cuda()
-    ids = [tokenizer.apply_chat_template([{"role": "user", "content": PROMPT.format(a=i, b=2 * i, c=3)}],
-                                         add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-           for i in range(8)]
-    a = greedy_agreement(model, tokenizer, ids, 64, gpu_memory_utilization=args.gpu_memory_utilization)
-    return dict(identical=a.identical, total=a.total, first_difference=list(a.first_difference), summary=a.render())
-
-
-# ---------------------------------------------------------------- the parent: models, runs, summary
-def qwen3_shaped(tokenizer_dir: Path, into: Path) -> Path:
-    """Qwen3-0.6B's architecture with random weights (seed 0) and `tokenizer_dir`'s tokenizer, saved to `into`."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    spec = dict(SHAPES[shape])
+    config = AutoConfig.for_model(spec.pop("model_type"), vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **spec)
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **QWEN3_06B_SHAPE)
-    AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(into)
+    AutoModelForCausalLM.from_config(config, dtype=dtype).save_pretrained(into)
     tokenizer.save_pretrained(into)
     return into
 
 
-def child(args, phase: str, model_path: Path, backend: str | None, timeout: float) -> dict:
+def recipe_for(job: dict, model_dir: Path, data: Path):
+    from grpokit.recipe import validate_raw
+
+    raw = {"model": {"name": str(model_dir), "dtype": "bfloat16" if job["device"] == "cuda" else "float32",
+                     **({"lora": job["lora"]} if job.get("lora") else {})},
+           "data": {"train": str(data), "eval_fraction": 0.0, "template": "chat"},
+           "rewards": [{"name": "length", "params": {"min_chars": 1}}],
+           "generation": job["generation"],
+           "train": {"learning_rate": 1e-6, "num_generations": job["generations"], "temperature": 1.0, "top_p": 1.0,
+                     "per_device_train_batch_size": job["completions"], "max_completion_length": job["max_tokens"],
+                     "max_steps": job["steps"], "save_steps": 100000, "logging_steps": 1, "seed": 0,
+                     "skip_no_signal": False},
+           "health": {"enabled": False}, "selection": {"enabled": False}}
+    return validate_raw(raw, use="train")
+
+
+def train_run(job: dict) -> dict:
+    """GRPO steps with TRL's trainer on grpokit's recipe translation: times, generated tokens, peak memory."""
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    from grpokit import internals
+    from grpokit.models import load_model, load_tokenizer
+    from grpokit.recipe import grpo_args
+    from grpokit.task import template_of
+
+    cuda = job["device"] == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    model_dir = build_model(job["model"], Path(job["tokenizer_dir"]), work / "model",
+                            torch.bfloat16 if cuda else torch.float32)
+    prompts = job["completions"] // job["generations"] * job["steps"]
+    data = work / "train.jsonl"
+    data.write_text("".join(json.dumps({"question": PROMPT.format(a=3 * i + 17, b=i * i + 5, c=i % 9 + 2),
+                                        "answer": "0"}) + "\n" for i in range(prompts)))
+    recipe = recipe_for(job, model_dir, data)
+    tokenizer = load_tokenizer(str(model_dir))
+    template = template_of(recipe)
+    dataset = Dataset.from_list([{"prompt": template.build(json.loads(line)["question"])}
+                                 for line in data.read_text().splitlines()])
+    baseline = 0 if cuda else _rss()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    model = load_model(str(model_dir), recipe.model.dtype)
+    if cuda:
+        model = model.cuda()
+    from grpokit.models import peft_config
+
+    gen_times, gen_tokens, step_times = [], [], []
+
+    def reward(completions, **_):  # varied: every group has signal, so each step runs its full backward
+        return [float(len(str(c)) % 5) for c in completions]
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            sync()
+            self.t = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            sync()
+            step_times.append(time.perf_counter() - self.t)
+
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(recipe, work / "run"),
+                          train_dataset=dataset, processing_class=tokenizer, callbacks=[Steps()],
+                          peft_config=peft_config(recipe.model.lora))
+    if recipe.generation.compile:
+        internals.compile_generation(trainer)
+
+    def timed(method):
+        def wrapper(*a, **k):
+            sync()
+            t = time.perf_counter()
+            result = method(*a, **k)
+            sync()
+            gen_times.append(time.perf_counter() - t)
+            gen_tokens.append(sum(len(c) for c in internals.generation_io(a, result)[1]))
+            return result
+        return wrapper
+
+    internals.wrap_method(trainer, "generation", timed)
+    trainer.train()
+    later = slice(1, None)  # step 1 carries warm-up (allocator, compilation, CUDA graphs)
+    step, gen, toks = (sum(x[later]) / len(x[later]) for x in (step_times, gen_times, gen_tokens))
+    peak = torch.cuda.max_memory_allocated() if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    prompt_tokens = max(len(template.encode(tokenizer, p)) for p in dataset["prompt"])
+    return dict(step_s=step_times, generation_s=gen_times, generated_tokens=gen_tokens, mean_step_s=step,
+                mean_generation_s=gen, generation_share=gen / step, generated_tokens_per_s=toks / gen,
+                peak_bytes=peak - baseline, max_prompt_tokens=prompt_tokens)
+
+
+def planned_bytes(job: dict, result: dict) -> int:
+    """grpokit's memory plan for the run's own settings (the longest prompt it trained on)."""
+    from transformers import AutoConfig
+
+    from grpokit.preflight.memory import plan, shape_from_config
+    from grpokit.recipe import LoraConfig
+
+    spec = dict(SHAPES[job["model"]])
+    config = AutoConfig.for_model(spec.pop("model_type"), vocab_size=job["vocab"], **spec)
+    dtype = "bfloat16" if job["device"] == "cuda" else "float32"
+    lora = LoraConfig(**job["lora"]) if job.get("lora") else None
+    shape = shape_from_config(config, lora, dtype, job["device"])
+    p = plan(shape, strategy="ddp", num_gpus=1, dtype=dtype, beta=0.0, micro_batch=job["completions"],
+             generation_batch=job["completions"], prompt_len=result["max_prompt_tokens"],
+             completion_len=job["max_tokens"], gradient_checkpointing=False, device=job["device"])
+    return p.total
+
+
+# ---------------------------------------------------------------- the parent: runs, summary
+def child(job: dict, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        cmd = [sys.executable, __file__, "--phase", phase, "--model-dir", str(args.model_dir), "--out", f.name,
-               "--model-path", str(model_path), "--steps", str(args.steps), "--completions", str(args.completions),
-               "--generations", str(args.generations), "--max-tokens", str(args.max_tokens),
-               "--gpu-memory-utilization", str(args.gpu_memory_utilization), *(["--backend", backend] if backend else [])]
+        cmd = [sys.executable, __file__, "--tokenizer-dir", job["tokenizer_dir"], "--out", f.name,
+               "--child", json.dumps(job)]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        if job["device"] == "cpu":  # freed tensors leave the resident set at once (benchmarks/memory_plan.py)
+            env.update(MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
         t = time.perf_counter()
         try:
-            done = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
+            done = subprocess.run(cmd, env=env, timeout=max(1.0, timeout), capture_output=True, text=True)
         except subprocess.TimeoutExpired:
             return dict(error=f"timed out after {timeout:.0f} s", wall_s=time.perf_counter() - t)
         wall = time.perf_counter() - t
@@ -200,51 +250,68 @@ def child(args, phase: str, model_path: Path, backend: str | None, timeout: floa
         return {**json.loads(Path(f.name).read_text()), "wall_s": wall}
 
 
-def environment() -> dict:
+def environment(device: str) -> dict:
     import importlib.metadata as md
 
     import torch
 
     versions = {}
-    for name in ("torch", "transformers", "trl", "vllm", "accelerate"):
+    for name in ("torch", "transformers", "trl", "peft", "accelerate"):
         try:
             versions[name] = md.version(name)
         except md.PackageNotFoundError:
             versions[name] = None
-    return dict(gpu=torch.cuda.get_device_name(0), gpu_memory_gib=torch.cuda.get_device_properties(0).total_memory / 2**30,
-                versions=versions)
+    if device == "cuda":
+        where = dict(gpu=torch.cuda.get_device_name(0),
+                     gpu_memory_gib=torch.cuda.get_device_properties(0).total_memory / GIB)
+    else:
+        where = dict(cpu=next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                               if line.startswith("model name")), "unknown"), cores=os.cpu_count())
+    return dict(date=time.strftime("%Y-%m-%d"), **where, versions=versions)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.phase:  # a child: one run, its JSON to --out
-        result = train_run(args) if args.phase == "train" else agreement_run(args)
-        args.out.write_text(json.dumps(result))
+    if args.child:  # one run, its JSON to --out
+        job = json.loads(args.child)
+        args.out.write_text(json.dumps(train_run(job)))
         return 0
     why = refusal(args)
     if why:
         print(f"gpu_check: {why}", file=sys.stderr)
         return 2
+    from transformers import AutoTokenizer
+
+    vocab = len(AutoTokenizer.from_pretrained(args.tokenizer_dir))
     start = time.perf_counter()
     left = lambda: args.budget_s - (time.perf_counter() - start)
-    summary: dict = dict(environment=environment(), settings=dict(steps=args.steps, completions=args.completions,
-                         generations=args.generations, max_tokens=args.max_tokens,
-                         vllm_gpu_memory_utilization=args.gpu_memory_utilization), models={})
-    with tempfile.TemporaryDirectory(prefix="gpu-check-models-") as tmp:
-        for name in args.models.split(","):
-            path = args.model_dir if name == "embedded" else qwen3_shaped(args.model_dir, Path(tmp) / name)
-            runs = {}
-            for backend in ("hf", "vllm"):
-                runs[backend] = child(args, "train", path, backend, left()) if left() > 30 else dict(error="no time left")
-                print(f"gpu_check: {name} {backend}: {json.dumps(runs[backend])[:300]}", file=sys.stderr)
-            hf, vl = runs["hf"], runs["vllm"]
-            if "error" not in hf and "error" not in vl:
-                runs["vllm_vs_hf_generated_tokens_per_s"] = vl["generated_tokens_per_s"] / hf["generated_tokens_per_s"]
-                runs["vllm_vs_hf_step_time"] = vl["mean_step_s"] / hf["mean_step_s"]
-            summary["models"][name] = runs
-        summary["greedy_agreement"] = child(args, "agreement", args.model_dir, None, left()) if left() > 90 \
-            else dict(error="skipped: under 90 s of the budget left")
+    base = dict(tokenizer_dir=str(args.tokenizer_dir), device=args.device, steps=args.steps, vocab=vocab,
+                completions=args.completions, generations=args.generations, max_tokens=args.max_tokens)
+    summary: dict = dict(environment=environment(args.device), settings={k: v for k, v in base.items()
+                                                                          if k != "tokenizer_dir"}, models={})
+    for name in args.models.split(","):
+        runs, memory = {}, {}
+        for variant in args.variants.split(","):
+            job = {**base, "model": name, "generation": VARIANTS[variant]}
+            runs[variant] = child(job, left()) if left() > 20 else dict(error="no time left")
+            print(f"gpu_check: {name} {variant}: {json.dumps(runs[variant])[:300]}", file=sys.stderr)
+        hf = runs.get("hf", {})
+        for variant, r in runs.items():
+            if variant != "hf" and "error" not in r and "error" not in hf:
+                r["tokens_per_s_vs_hf"] = r["generated_tokens_per_s"] / hf["generated_tokens_per_s"]
+        for kind in [m for m in args.memory.split(",") if m]:
+            job = {**base, "model": name, "generation": {}, "lora": MEMORY_RUNS[kind]}
+            r = (runs["hf"] if kind == "full" and "error" not in runs.get("hf", {"error": 1}) else
+                 child(job, left()) if left() > 20 else dict(error="no time left"))
+            if "error" not in r:
+                planned = planned_bytes(job, r)
+                r = dict(measured_gib=r["peak_bytes"] / GIB, planned_gib=planned / GIB,
+                         planned_over_measured=planned / r["peak_bytes"])
+            memory[kind] = r
+            print(f"gpu_check: {name} memory {kind}: {json.dumps(r)[:300]}", file=sys.stderr)
+        summary["models"][name] = dict(runs=runs, memory=memory)
     summary["wall_s"] = time.perf_counter() - start
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2))
     print(f"gpu_check: wrote {args.out} in {summary['wall_s']:.0f} s", file=sys.stderr)
     return 0

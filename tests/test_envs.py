@@ -301,11 +301,8 @@ def test_qwen3_template_is_kept_and_trl_trains_on_its_prefix_preserving_copy(tok
     # Qwen3's own template carries tools: grpokit keeps it; TRL replaces it for training because it drops
     # earlier think blocks (not prefix-preserving), with the training copy it ships.
     from transformers import AutoTokenizer
-    from trl.chat_template_utils import (
-        get_training_chat_template,
-        is_chat_template_prefix_preserving,
-        qwen3_chat_template,
-    )
+    from trl.chat_template_utils import (get_training_chat_template, is_chat_template_prefix_preserving,
+                                         qwen3_chat_template)
 
     from grpokit.envs.chat import ensure_tool_template
 

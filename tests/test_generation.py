@@ -11,17 +11,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from grpokit.errors import GrpokitError
-from grpokit.generation.core import (
-    BACKENDS,
-    HFBackend,
-    SamplingParams,
-    complete,
-    finish,
-    make_backend,
-    progress_bar,
-    run,
-    token_policy,
-)
+from grpokit.generation.core import (BACKENDS, HFBackend, SamplingParams, complete, finish, make_backend, progress_bar,
+                                     run, token_policy)
 from grpokit.templates import PromptTemplate
 
 EOS = 2  # the embedded SmolLM2 tokenizer's <|im_end|>: eos and pad

@@ -12,42 +12,43 @@ import yaml
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.training.launch import (
-    ACCELERATE_CONFIGS,
-    CONFIG_DIR,
-    LaunchOptions,
-    accelerate_command,
-    check_options,
-    format_command,
-)
+from grpokit.training.launch import (mixed_precision_of, ACCELERATE_CONFIGS, CONFIG_DIR, LaunchOptions,
+                                     accelerate_command, check_options, format_command)
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "smollm2-arithmetic.yaml")
 HEAD = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
 
 
-@pytest.mark.parametrize("opts, cuda, expected_tail", [
+@pytest.mark.parametrize("opts, precision, expected_tail", [
     # one machine, CPU: the DDP config, gloo through torchrun, no bf16 autocast
-    (LaunchOptions(2), False, [str(CONFIG_DIR / "ddp.yaml"), "--num_processes", "2", "--num_machines", "1",
-                               "--machine_rank", "0", "--mixed_precision", "no"]),
-    # one machine, 8 GPUs, ZeRO-2: the config's bf16 stays
-    (LaunchOptions(8, "zero2"), True, [str(CONFIG_DIR / "zero2.yaml"), "--num_processes", "8", "--num_machines", "1",
-                                       "--machine_rank", "0"]),
-    (LaunchOptions(8, "zero3"), True, [str(CONFIG_DIR / "zero3.yaml"), "--num_processes", "8", "--num_machines", "1",
-                                       "--machine_rank", "0"]),
-    (LaunchOptions(8, "fsdp"), True, [str(CONFIG_DIR / "fsdp.yaml"), "--num_processes", "8", "--num_machines", "1",
-                                      "--machine_rank", "0"]),
+    (LaunchOptions(2), "no", [str(CONFIG_DIR / "ddp.yaml"), "--num_processes", "2", "--num_machines", "1",
+                              "--machine_rank", "0", "--mixed_precision", "no"]),
+    # one machine, 8 GPUs, ZeRO-2 for a bf16 recipe
+    (LaunchOptions(8, "zero2"), "bf16", [str(CONFIG_DIR / "zero2.yaml"), "--num_processes", "8", "--num_machines",
+                                         "1", "--machine_rank", "0", "--mixed_precision", "bf16"]),
+    (LaunchOptions(8, "zero3"), "bf16", [str(CONFIG_DIR / "zero3.yaml"), "--num_processes", "8", "--num_machines",
+                                         "1", "--machine_rank", "0", "--mixed_precision", "bf16"]),
+    (LaunchOptions(8, "fsdp"), "bf16", [str(CONFIG_DIR / "fsdp.yaml"), "--num_processes", "8", "--num_machines", "1",
+                                        "--machine_rank", "0", "--mixed_precision", "bf16"]),
     # two nodes x 8 GPUs, this is node 1: total processes, rank and the main node's address go through
-    (LaunchOptions(16, "zero3", 2, 1, "10.0.0.1", 29500), True,
+    (LaunchOptions(16, "zero3", 2, 1, "10.0.0.1", 29500), "bf16",
      [str(CONFIG_DIR / "zero3.yaml"), "--num_processes", "16", "--num_machines", "2", "--machine_rank", "1",
-      "--main_process_ip", "10.0.0.1", "--main_process_port", "29500"]),
-    # the user's own accelerate file, by path
-    (LaunchOptions(4, str(CONFIG_DIR / "ddp.yaml")), True, [str(CONFIG_DIR / "ddp.yaml"), "--num_processes", "4",
-                                                            "--num_machines", "1", "--machine_rank", "0"]),
+      "--main_process_ip", "10.0.0.1", "--main_process_port", "29500", "--mixed_precision", "bf16"]),
+    # the user's own accelerate file, by path; a float32 recipe trains without autocast
+    (LaunchOptions(4, str(CONFIG_DIR / "ddp.yaml")), "no", [str(CONFIG_DIR / "ddp.yaml"), "--num_processes", "4",
+                                                            "--num_machines", "1", "--machine_rank", "0",
+                                                            "--mixed_precision", "no"]),
 ])
-def test_accelerate_command(opts, cuda, expected_tail):
-    cmd = accelerate_command(["r.yaml", "--skip-audit"], opts, cuda=cuda)
+def test_accelerate_command(opts, precision, expected_tail):
+    cmd = accelerate_command(["r.yaml", "--skip-audit"], opts, mixed_precision=precision)
     assert cmd == HEAD + expected_tail + ["-m", "grpokit", "train", "r.yaml", "--skip-audit"]
+
+
+@pytest.mark.parametrize("dtype, precision", [("auto", "bf16"), ("bfloat16", "bf16"), ("float32", "no"),
+                                              ("float16", "no")])
+def test_the_recipes_precision_is_what_training_sets(dtype, precision):
+    assert mixed_precision_of(dtype) == precision
 
 
 @pytest.mark.parametrize("name, distributed_type", [
@@ -74,7 +75,7 @@ def test_shipped_configs_are_accelerate_configs(name, distributed_type):
 def test_bad_layouts_are_refused(opts, where):
     with pytest.raises(GrpokitError) as e:
         check_options(opts, need_modules=False)
-        accelerate_command([], opts, cuda=False)
+        accelerate_command([], opts, mixed_precision="no")
     assert [p.where for p in e.value.problems] == [where]
 
 
@@ -83,11 +84,10 @@ def test_dry_run_prints_the_exact_command(capsys, tmp_path):
     code = main(["train", RECIPE, "--set", "train.max_steps=2", "--set", "selection.refill=false", "--output-dir",
                  str(out_dir), "--overwrite", "--num-processes", "2", "--dry-run"])
     assert code == 0
-    import torch
-
+    # the demo recipe trains float32 weights: no autocast, on this CPU and on GPUs alike
     expected = accelerate_command([RECIPE, "--set", "train.max_steps=2", "--set", "selection.refill=false",
                                    "--output-dir", str(out_dir), "--overwrite",
-                                   "--skip-audit"], LaunchOptions(2), cuda=torch.cuda.is_available())
+                                   "--skip-audit"], LaunchOptions(2), mixed_precision="no")
     assert capsys.readouterr().out.strip() == format_command(expected)
     assert not out_dir.exists()  # a dry run writes nothing
 
@@ -99,8 +99,31 @@ def test_dry_run_of_a_resume_and_of_zero3_without_deepspeed(capsys, tmp_path):
     (run / "config.yaml").write_text(recipe)
     # the dry run shows the ZeRO-3 command even where deepspeed is not installed (it is for the GPU machines)
     assert main(["train", "--resume", str(run), "--num-processes", "8", "--accelerate-config", "zero3", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "zero3.yaml --num_processes 8" in out and out.strip().endswith(f"train --resume {run} --skip-audit")
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:  # the machine that prints it lacks what the cluster needs
+        assert "zero3 needs deepspeed, which is not installed here" in err
+
+
+def test_a_qwen3_dry_run_prints_the_gpu_precision_on_a_cpu(capsys):
+    """A bf16 recipe's command is for the GPU machines: bf16, whatever machine prints it (it printed
+    --mixed_precision no on this CPU, so the command copied to the cluster trained without autocast)."""
+    recipe = str(REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml")
+    assert main(["train", recipe, "--num-processes", "8", "--accelerate-config", "zero3", "--dry-run"]) == 0
+    assert "--mixed_precision bf16" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("config", ["fsdp", "zero3"])
+def test_a_sharded_launch_without_cuda_is_refused_not_run_as_ddp(config, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["train", RECIPE, "--num-processes", "2", "--accelerate-config", config, "--skip-audit"]) == 2
+    err = capsys.readouterr().err
+    assert ("would train plain DDP instead" in err or "needs deepspeed" in err) and "--accelerate-config ddp" in err
 
 
 SPLIT_GROUPS = ["--set", "train.per_device_train_batch_size=4", "--set", "trl.generation_batch_size=8"]

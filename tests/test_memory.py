@@ -156,3 +156,14 @@ def test_plan_total_is_the_larger_phase(qwen3_shape):
     step = p.activations + max(p.lm_head, p.gradients)  # the head's tiles are freed before the layers' gradients
     assert p.total == p.weights + p.optimizer + p.reference + max(step, p.kv_cache)
     assert 5 < p.total / GIB < 6  # ~5.3 GiB: a 24 GiB card holds a Qwen3-0.6B full fine-tune with checkpointing
+
+
+def test_a_vllm_recipe_is_planned_without_vllm_installed(capsys):
+    """A plan is made on a laptop for the GPU machines: a colocated-vLLM recipe is planned (not refused because
+    vLLM is missing here), with the engine's share of each GPU left out of what training may fill."""
+    recipe = str(REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml")
+    assert main(["preflight", recipe, "--memory", "--set", "generation.backend=vllm",
+                 "--set", "generation.gpu_memory_utilization=0.4"]) == 0
+    out, err = capsys.readouterr()
+    assert "the colocated vLLM engine's 40% of each GPU" in out and "recommendation: " in out
+    assert "an error for `grpokit train` on this machine" in err  # what this machine lacks: a note, not a refusal

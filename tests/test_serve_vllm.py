@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -31,25 +30,27 @@ def _arg(cmd: list[str], flag: str) -> str | None:
 @pytest.mark.parametrize("recipe, overrides, expect", [
     # the embedded default is served from its converted folder; the recipe's dtype; TRL's server defaults;
     # the context is max_prompt_length + max_completion_length (256 + the recipe's completion limit)
-    (SMOLLM, {}, {"--model": str(default_model_dir()), "--dtype": "float32", "--tensor_parallel_size": "1",
-                  "--gpu_memory_utilization": "0.9", "--host": "0.0.0.0", "--port": "8000"}),
+    (SMOLLM, {}, {"serve": str(default_model_dir()), "--dtype": "float32", "--tensor-parallel-size": "1",
+                  "--gpu-memory-utilization": "0.9", "--host": "0.0.0.0", "--port": "8000"}),
     # a hub id passes through; bfloat16 from the recipe
-    (QWEN4B, {}, {"--model": "Qwen/Qwen3-4B", "--dtype": "bfloat16"}),
+    (QWEN4B, {}, {"serve": "Qwen/Qwen3-4B", "--dtype": "bfloat16"}),
     # every flag wins over recipe and defaults
     (QWEN4B, dict(port=9001, host="10.0.0.5", gpu_memory_utilization=0.5, tensor_parallel_size=4, max_model_len=4096),
-     {"--port": "9001", "--host": "10.0.0.5", "--gpu_memory_utilization": "0.5", "--tensor_parallel_size": "4",
-      "--max_model_len": "4096"}),
+     {"--port": "9001", "--host": "10.0.0.5", "--gpu-memory-utilization": "0.5", "--tensor-parallel-size": "4",
+      "--max-model-len": "4096"}),
 ])
 def test_serve_command_from_the_recipe(recipe, overrides, expect):
     r = load_recipe(recipe)
     cmd = serve_command(r, **overrides)
-    assert Path(cmd[0]).name == "trl" or cmd[1:3] == ["-m", "trl.cli.main"]
-    assert "vllm-serve" in cmd
+    assert cmd[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]  # TRL 1.16's own build_command: `vllm serve`
     for flag, value in expect.items():
         assert _arg(cmd, flag) == value, flag
     if "max_model_len" not in overrides:
-        assert _arg(cmd, "--max_model_len") == str(r.train.max_prompt_length + r.train.max_completion_length)
-    assert render_command(cmd).startswith("trl vllm-serve --model ")
+        assert _arg(cmd, "--max-model-len") == str(r.train.max_prompt_length + r.train.max_completion_length)
+    # what server-mode training needs from the server, as TRL sets it: NCCL weight transfer, processed logprobs
+    assert _arg(cmd, "--weight-transfer-config") == '{"backend": "nccl"}'
+    assert _arg(cmd, "--logprobs-mode") == "processed_logprobs"
+    assert render_command(cmd).startswith("VLLM_SERVER_DEV_MODE=1 vllm serve ")
 
 
 def test_serve_command_reads_a_server_generation_section():
@@ -59,11 +60,11 @@ def test_serve_command_reads_a_server_generation_section():
     g = GenerationConfig(backend="vllm", vllm_mode="server", gpu_memory_utilization=0.7,
                                      tensor_parallel_size=2, server_port=8123, max_model_len=3000)
     cmd = serve_command(r.model_copy(update={"generation": g}))
-    assert (_arg(cmd, "--gpu_memory_utilization"), _arg(cmd, "--tensor_parallel_size"), _arg(cmd, "--port"),
-            _arg(cmd, "--max_model_len")) == ("0.7", "2", "8123", "3000")
+    assert (_arg(cmd, "--gpu-memory-utilization"), _arg(cmd, "--tensor-parallel-size"), _arg(cmd, "--port"),
+            _arg(cmd, "--max-model-len")) == ("0.7", "2", "8123", "3000")
     colocate = GenerationConfig(backend="vllm", vllm_mode="colocate", gpu_memory_utilization=0.3)
     # a colocate share was sized for a GPU that also trains: the server gets TRL's own server default
-    assert _arg(serve_command(r.model_copy(update={"generation": colocate})), "--gpu_memory_utilization") == "0.9"
+    assert _arg(serve_command(r.model_copy(update={"generation": colocate})), "--gpu-memory-utilization") == "0.9"
 
 
 @pytest.mark.parametrize("host, shown", [
@@ -71,7 +72,7 @@ def test_serve_command_reads_a_server_generation_section():
     ("0.0.0.0", None),  # listening everywhere: the trainers get this machine's host name instead
 ])
 def test_training_settings_point_at_the_server(host, shown):
-    text = training_settings(["trl", "vllm-serve", "--model", "m", "--host", host, "--port", "8000"])
+    text = training_settings(["python", "-m", "vllm.entrypoints.cli.main", "serve", "m", "--host", host, "--port", "8000"])
     assert "backend: vllm" in text and "vllm_mode: server" in text
     url = text.split("server_url: ")[1].strip()
     assert url == shown if shown else (url.startswith("http://") and "0.0.0.0" not in url and url.endswith(":8000"))
@@ -80,7 +81,7 @@ def test_training_settings_point_at_the_server(host, shown):
 def test_cli_dry_run_prints_the_command_and_starts_nothing(capsys):
     assert main(["serve-vllm", str(SMOLLM), "--dry-run", "--port", "8011"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("trl vllm-serve --model ") and "--port 8011" in out
+    assert out.startswith("VLLM_SERVER_DEV_MODE=1 vllm serve ") and "--port 8011" in out
     assert "server_url: http://" in err and ":8011" in err
 
 
@@ -105,7 +106,7 @@ def test_without_vllm_serving_and_the_backend_say_how_to_install(capsys, tiny_mo
 
 
 def test_the_default_recipe_generates_with_hf():
-    assert backend_of(load_recipe(SMOLLM)) == ("hf", {})
+    assert backend_of(load_recipe(SMOLLM)) == ("hf", {"top_p_candidates": 256, "cache": "dynamic", "compile": False})
 
 
 @pytest.mark.parametrize("token_ids, finish_reason, stop_reason, expect", [
@@ -123,10 +124,12 @@ def test_vllm_output_ids_keep_their_stop_id(token_ids, finish_reason, stop_reaso
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model-dir", "MISSING"], "not a model folder"),
-    (["--model-dir", "EMBEDDED", "--models", "llama-70b"], "unknown llama-70b"),
-    (["--model-dir", "EMBEDDED", "--steps", "1"], "--steps must be >= 2"),
-    (["--model-dir", "EMBEDDED"], "no CUDA device"),  # this machine: the check refuses rather than measure a CPU
+    (["--tokenizer-dir", "MISSING"], "no tokenizer files"),
+    (["--tokenizer-dir", "EMBEDDED", "--models", "llama-70b"], "--models: unknown llama-70b"),
+    (["--tokenizer-dir", "EMBEDDED", "--variants", "vllm"], "--variants: unknown vllm"),
+    (["--tokenizer-dir", "EMBEDDED", "--steps", "1"], "--steps must be >= 2"),
+    (["--tokenizer-dir", "EMBEDDED", "--completions", "10"], "a multiple of --generations"),
+    (["--tokenizer-dir", "EMBEDDED"], "no CUDA device"),  # this machine: the check refuses rather than measure a CPU
 ])
 def test_gpu_check_refuses_cleanly(args, message, tmp_path):
     import torch
@@ -145,8 +148,11 @@ def test_gpu_check_parses_its_arguments():
     spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
     gpu_check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
-    a = gpu_check.parse_args(["--model-dir", "m"])
+    a = gpu_check.parse_args(["--tokenizer-dir", "t"])
     assert (a.steps, a.completions, a.generations, a.max_tokens, a.budget_s) == (3, 64, 8, 256, 450)  # 64 x 256
-    assert a.models.split(",") == ["embedded", "qwen3-0.6b-shaped"] and a.phase is None
+    assert a.models.split(",") == ["embedded", "qwen3-0.6b"] and a.child is None
+    assert a.variants.split(",") == ["hf", "continuous", "static", "static-compile"]
+    tiny = gpu_check.parse_args(["--tokenizer-dir", "t", "--tiny"])
+    assert (tiny.models, tiny.completions, tiny.max_tokens) == ("tiny", 8, 8)
     with pytest.raises(SystemExit):
-        gpu_check.parse_args([])  # the model folder is required: nothing is downloaded
+        gpu_check.parse_args([])  # the tokenizer folder is required: nothing is downloaded

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option
+from grpokit.cli.output import add_set_option, err
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -34,7 +34,11 @@ def cmd_preflight(args) -> int:
     if args.memory:
         if args.num_processes < 1:
             raise GrpokitError([Problem("--num-processes", "must be >= 1", "e.g. --num-processes 8")])
-        recipe = load_recipe(args.recipe, args.set)
+        # use="check": a plan is made on any machine for the GPUs the recipe is for (a vLLM recipe on a laptop);
+        # what this machine lacks for it is printed as notes, not refused
+        recipe = load_recipe(args.recipe, args.set, use="check")
+        for note in recipe.notes:
+            err.print(f"[yellow]note:[/] {note}")
         print(render_memory_plan(memory_report(recipe, args.num_processes, args.accelerate_config, args.gpu_memory),
                                  recipe))
         return 0

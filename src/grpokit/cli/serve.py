@@ -1,4 +1,6 @@
-"""`grpokit serve-vllm`: start `trl vllm-serve` for a recipe's model and print the training side's settings."""
+"""`grpokit serve-vllm`: start vLLM's server for a recipe's model, as TRL 1.16 documents it for server-mode
+training (`VLLM_SERVER_DEV_MODE=1 vllm serve ...`, TRL's own command builder), and print the training side's
+settings."""
 from __future__ import annotations
 
 from grpokit.cli.output import add_set_option, err
@@ -6,7 +8,8 @@ from grpokit.errors import GrpokitError, Problem
 
 
 def register(sub) -> None:
-    p = sub.add_parser("serve-vllm", help="start `trl vllm-serve` with a recipe's model (vLLM server mode)")
+    p = sub.add_parser("serve-vllm", help="start vLLM's server (`vllm serve`, as TRL 1.16 builds it) with a recipe's "
+                       "model (vLLM server mode)")
     p.add_argument("recipe", help="recipe YAML file")
     p.add_argument("--port", type=int, help="default: generation.server_port in server mode, else 8000")
     p.add_argument("--host", help="address to listen on (default: generation.server_host in server mode, else 0.0.0.0)")

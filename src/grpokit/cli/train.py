@@ -88,14 +88,18 @@ def cmd_train(args) -> int:
 def _launch(args) -> int:
     """Validate here once, then run `grpokit train` in every process through accelerate."""
     from grpokit.recipe import load_recipe, refuse_vllm_training_here
-    from grpokit.training import LaunchOptions, accelerate_command, check_options, format_command, run_launch
+    from grpokit.training import (LaunchOptions, accelerate_command, check_options, format_command, missing_here,
+                                  mixed_precision_of, run_launch)
 
     if args.num_processes is None:
         raise GrpokitError([Problem("--dry-run", "prints the multi-process command: needs --num-processes",
                                     "e.g. grpokit train RECIPE --num-processes 8 --dry-run")])
     opts = LaunchOptions(args.num_processes, args.accelerate_config, args.num_machines, args.machine_rank,
                          args.main_process_ip, args.main_process_port)
-    check_options(opts, need_modules=not args.dry_run)
+    import torch
+
+    cuda = torch.cuda.is_available()
+    check_options(opts, need_modules=not args.dry_run, cuda=cuda)
     if args.resume:
         from grpokit.recipe import load_run_recipe
 
@@ -121,11 +125,13 @@ def _launch(args) -> int:
     rows = trl["generation_batch_size"] // opts.num_processes if trl.get("generation_batch_size") else \
         t.per_device_train_batch_size * trl.get("steps_per_generation", t.gradient_accumulation_steps)
     check_processes(recipe.selection, opts.num_processes, rows, t.num_generations)  # a dry run says it too
-    import torch
-
-    cmd = accelerate_command([*argv, "--skip-audit"], opts, cuda=torch.cuda.is_available())
+    # A dry run prints the command for the machines the recipe is for (its precision on GPUs), not for this one.
+    precision = mixed_precision_of(recipe.model.dtype) if (cuda or args.dry_run) else "no"
+    cmd = accelerate_command([*argv, "--skip-audit"], opts, mixed_precision=precision)
     if args.dry_run:
         print(format_command(cmd))
+        for line in missing_here(opts):
+            err.print(f"[yellow]note:[/] {line}")
         return 0
     code, signalled = run_launch(cmd)
     run_dir = Path(args.resume or args.output_dir or recipe.output_dir)

@@ -2,7 +2,7 @@
 
     completions = complete(model, tokenizer, prompt_ids, SamplingParams(max_tokens=256))
 
-core (HF backend, batching, sampling params), vllm_backend (grpokit's vLLM engine and `trl vllm-serve`).
+core (HF backend, batching, sampling params), vllm_backend (grpokit's vLLM engine and the `vllm serve` command TRL documents).
 """
 from grpokit.generation.core import HFBackend, SamplingParams, backend_of, complete, rows_per_call, run, token_policy
 from grpokit.generation.sampling import CANDIDATES, TopPCandidates, warpers

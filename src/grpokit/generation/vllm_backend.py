@@ -1,4 +1,5 @@
-"""vLLM in grpokit: the offline generation backend, the greedy agreement check, and the `trl vllm-serve` command.
+"""vLLM in grpokit: the offline generation backend, the greedy agreement check, and the server command (`vllm
+serve`, built by TRL 1.16's own trl.scripts.vllm_serve.build_command; `trl vllm-serve` is deprecated for TRL 2.0).
 
     from grpokit.generation import SamplingParams, complete
     complete(model, tokenizer, ids, SamplingParams(max_tokens=256), backend="vllm",
@@ -32,14 +33,13 @@ import os
 import shlex
 import shutil
 import socket
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 
-SERVER_GPU_MEMORY = 0.9  # `trl vllm-serve`'s own default: the server's GPUs do nothing but generate
+SERVER_GPU_MEMORY = 0.9  # TRL's server default: the server's GPUs do nothing but generate
 _ENGINE: dict = {}  # {"key": ..., "llm": vllm.LLM, "tmp": folder to delete or None}: the one engine kept
 
 
@@ -196,18 +196,21 @@ def greedy_agreement(model, tokenizer, prompt_ids: list[list[int]], max_tokens: 
 
 
 # ---------------------------------------------------------------- `grpokit serve-vllm`: TRL's server for a recipe
-def trl_program() -> list[str]:
-    """The `trl` console script of this Python (a venv's bin/), else `python -m trl.cli.main`."""
-    script = Path(sys.executable).parent / "trl"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "trl.cli.main"]
+# vLLM's server serves TRL's trainers only with its dev-mode endpoints (weight transfer, prefix cache reset);
+# TRL 1.16's own `trl vllm-serve` sets this before running `vllm serve` (and is deprecated for TRL 2.0).
+SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 
 
 def serve_command(recipe, *, port: int | None = None, host: str | None = None,
                   gpu_memory_utilization: float | None = None, tensor_parallel_size: int | None = None,
                   max_model_len: int | None = None) -> list[str]:
-    """`trl vllm-serve` for the recipe's model (the embedded `default` as its converted folder), dtype, tensor
-    parallelism and context length. Flags override the recipe; the recipe's `generation:` values are used when it
+    """The `vllm serve` command TRL 1.16 documents as current for server-mode training (its
+    `trl.scripts.vllm_serve.build_command`: NCCL weight transfer, processed logprobs, no logprob cap), for the
+    recipe's model (the embedded `default` as its converted folder), dtype, tensor parallelism and context
+    length; run it with SERVER_ENV. Flags override the recipe; the recipe's `generation:` values are used when it
     already names server mode (they were written for the server), TRL's server defaults otherwise."""
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
     from grpokit import models
 
     g = recipe.generation
@@ -217,17 +220,14 @@ def serve_command(recipe, *, port: int | None = None, host: str | None = None,
         max_model_len = g.max_model_len
     if max_model_len is None and t.max_prompt_length:  # the longest sequence training asks for
         max_model_len = t.max_prompt_length + t.max_completion_length
-    gpu = gpu_memory_utilization or (g.gpu_memory_utilization if server else SERVER_GPU_MEMORY)
-    tp = tensor_parallel_size or g.tensor_parallel_size
-    port = port or (g.server_port if server else 8000)
-    host = host or (g.server_host if server else "0.0.0.0")
     dtype = str(models.torch_dtype(recipe.model.dtype)).removeprefix("torch.")
-    cmd = [*trl_program(), "vllm-serve", "--model", models.resolve_model_path(recipe.model.name), "--dtype", dtype,
-           "--tensor_parallel_size", str(tp), "--gpu_memory_utilization", str(gpu), "--host", host,
-           "--port", str(port)]
-    if max_model_len:
-        cmd += ["--max_model_len", str(max_model_len)]
-    return cmd
+    args = ScriptArguments(model=models.resolve_model_path(recipe.model.name), dtype=dtype,
+                           tensor_parallel_size=tensor_parallel_size or g.tensor_parallel_size,
+                           gpu_memory_utilization=gpu_memory_utilization or (g.gpu_memory_utilization if server
+                                                                              else SERVER_GPU_MEMORY),
+                           host=host or (g.server_host if server else "0.0.0.0"),
+                           port=port or (g.server_port if server else 8000), max_model_len=max_model_len)
+    return build_command(args)
 
 
 def training_settings(cmd: list[str]) -> str:
@@ -240,13 +240,14 @@ def training_settings(cmd: list[str]) -> str:
 
 
 def render_command(cmd: list[str]) -> str:
-    shown = ["trl", *cmd[cmd.index("vllm-serve"):]]  # the path of the console script is noise for a reader
-    return shlex.join(shown)
+    """The command as a user types it: the environment it needs, then `vllm serve ...`."""
+    shown = ["vllm", *cmd[cmd.index("serve"):]]  # the interpreter path and module are noise for a reader
+    return " ".join(f"{k}={v}" for k, v in SERVER_ENV.items()) + " " + shlex.join(shown)
 
 
 def run_server(cmd: list[str]) -> int:
-    """Run `trl vllm-serve` in the foreground; its exit status is ours."""
+    """Run vLLM's server in the foreground (with SERVER_ENV); its exit status is ours."""
     import subprocess
 
     require_vllm("grpokit serve-vllm")
-    return subprocess.call(cmd, env={**os.environ})
+    return subprocess.call(cmd, env={**os.environ, **SERVER_ENV})

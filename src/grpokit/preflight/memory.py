@@ -269,15 +269,22 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
                 gradient_checkpointing=gc, device=device)
 
 
+def vllm_share(recipe) -> float:
+    """The share of each GPU a colocated vLLM engine reserves for itself (generation.gpu_memory_utilization)."""
+    g = recipe.generation
+    return g.gpu_memory_utilization if g.backend == "vllm" and g.vllm_mode == "colocate" else 0.0
+
+
 def recommend(recipe, shape: Shape, gpu_gib: float | None = None) -> str:
-    """The simplest layout that fits: fewest GPUs, then DDP before ZeRO-2 before ZeRO-3, checkpointing last."""
+    """The simplest layout that fits: fewest GPUs, then DDP before ZeRO-2 before ZeRO-3, checkpointing last. A
+    colocated vLLM engine's share of each GPU is left to it."""
     sizes = (gpu_gib,) if gpu_gib else GPU_SIZES_GIB
     for size in sizes:
         for n in (1, 2, 4, 8):
             for strategy in ("ddp", "zero2", "zero3") if n > 1 else ("ddp",):
                 for gc in (False, True):
                     p = plan_recipe(recipe, shape, strategy, n, gc)
-                    if p.total <= size * GIB * HEADROOM:
+                    if p.total <= size * GIB * (HEADROOM - vllm_share(recipe)):
                         how = f"{n} x {size:g} GiB GPU" + ("" if n == 1 else f"s, --num-processes {n} "
                                                           f"--accelerate-config {strategy}")
                         gc_note = " with model.gradient_checkpointing: true" if gc else ""
@@ -310,5 +317,8 @@ def render_memory_plan(report: dict, recipe) -> str:
         lines.append(f"  {name:<22}" + "".join(f"{getattr(p, c) / GIB:>12.2f}" for c in cols) + f"{p.total / GIB:>10.2f}")
     lines.append("total = weights + optimizer + reference + the larger of a step's training (activations + the larger "
                  "of lm_head and gradients) and its generation (kv_cache)")
+    if vllm_share(recipe):
+        lines.append(f"plus the colocated vLLM engine's {vllm_share(recipe):.0%} of each GPU (its weights and KV cache; "
+                     "generation.gpu_memory_utilization), which the recommendation leaves to it")
     lines.append(f"recommendation: {report['recommendation']}")
     return "\n".join(lines)

@@ -11,11 +11,11 @@ from grpokit.recipe.generation_section import GenerationConfig
 from grpokit.recipe.health_section import HEALTH_CODES, HealthActions, HealthConfig
 from grpokit.recipe.load import load_recipe, load_run_recipe, validate_raw
 from grpokit.recipe.machine import check_generation_machine, refuse_vllm_training_here
-from grpokit.recipe.schema import Recipe, RewardConfig
+from grpokit.recipe.schema import LoraConfig, Recipe, RewardConfig
 from grpokit.recipe.section import Section
 from grpokit.recipe.selection_section import SelectionConfig
 from grpokit.recipe.trl_args import build_prompt_dataset, grpo_args
 
-__all__ = ["HEALTH_CODES", "GenerationConfig", "HealthActions", "HealthConfig", "Recipe", "RewardConfig", "Section",
-           "SelectionConfig", "build_prompt_dataset", "check_generation_machine", "grpo_args", "load_recipe",
-           "load_run_recipe", "refuse_vllm_training_here", "validate_raw"]
+__all__ = ["HEALTH_CODES", "GenerationConfig", "HealthActions", "HealthConfig", "LoraConfig", "Recipe",
+           "RewardConfig", "Section", "SelectionConfig", "build_prompt_dataset", "check_generation_machine",
+           "grpo_args", "load_recipe", "load_run_recipe", "refuse_vllm_training_here", "validate_raw"]

@@ -68,8 +68,14 @@ def config_file(name_or_path: str) -> Path:
     return path.resolve()
 
 
-def check_options(opts: LaunchOptions, *, need_modules: bool = True) -> None:
-    """Refuse a layout accelerate would reject later, each problem with its fix (before any process starts)."""
+# Strategies accelerate only shards on GPUs: on a machine without one its state is MULTI_CPU, which has no FSDP or
+# DeepSpeed path (accelerate 1.15, state.py), and a launch with these configs would train plain DDP, silently.
+SHARDED = ("zero2", "zero3", "fsdp")
+
+
+def check_options(opts: LaunchOptions, *, need_modules: bool = True, cuda: bool = True) -> None:
+    """Refuse a layout accelerate would reject later, or run as something else, each problem with its fix (before
+    any process starts). `need_modules` and `cuda`: this machine is about to run it (not a dry run)."""
     problems = []
     if opts.num_processes < 1:
         problems.append(Problem("--num-processes", f"must be >= 1 (got {opts.num_processes})", "e.g. --num-processes 8"))
@@ -89,11 +95,30 @@ def check_options(opts: LaunchOptions, *, need_modules: bool = True) -> None:
     if need_modules and module and importlib.util.find_spec(module) is None:
         problems.append(Problem(f"--accelerate-config {opts.accelerate_config}", f"needs {module}, which is not "
                                 "installed", f"pip install {module} (on the training machines), or use ddp/fsdp"))
+    if need_modules and not cuda and opts.accelerate_config in SHARDED:
+        problems.append(Problem(f"--accelerate-config {opts.accelerate_config}", "accelerate shards models only on "
+                                "GPUs: on this machine without CUDA it would train plain DDP instead, silently",
+                                "use --accelerate-config ddp here (or --dry-run to print the command for the GPU "
+                                "machines)"))
     if problems:
         raise GrpokitError(problems)
 
 
-def accelerate_command(train_argv: list[str], opts: LaunchOptions, *, cuda: bool,
+def missing_here(opts: LaunchOptions) -> list[str]:
+    """What this machine lacks to run `opts` (for a dry run's notes: the command is usually for other machines)."""
+    module = ACCELERATE_CONFIGS.get(opts.accelerate_config, (None, None))[1]
+    out = [f"{opts.accelerate_config} needs {module}, which is not installed here (pip install {module} on the "
+           "training machines)"] if module and importlib.util.find_spec(module) is None else []
+    return out
+
+
+def mixed_precision_of(dtype: str) -> str:
+    """accelerate's --mixed_precision for a recipe's model.dtype on GPUs, as training sets it (grpo_args: bf16 for
+    auto and bfloat16; float32 and float16 weights train without autocast)."""
+    return "bf16" if dtype in ("auto", "bfloat16") else "no"
+
+
+def accelerate_command(train_argv: list[str], opts: LaunchOptions, *, mixed_precision: str,
                        python: str = sys.executable) -> list[str]:
     """`python -m accelerate.commands.launch ... -m grpokit train <train_argv>` for this layout.
 
@@ -107,9 +132,9 @@ def accelerate_command(train_argv: list[str], opts: LaunchOptions, *, cuda: bool
         cmd += ["--main_process_ip", opts.main_process_ip]
     if opts.main_process_port:
         cmd += ["--main_process_port", str(opts.main_process_port)]
-    if not cuda:
-        # The shipped configs say bf16 (GPU); on CPU grpokit trains in the recipe's dtype, as one process does.
-        cmd += ["--mixed_precision", "no"]
+    # Always said, so the config file's own value never decides: "no" on a CPU (grpokit trains in the recipe's
+    # dtype there, as one process does), the recipe's precision on GPUs (mixed_precision_of).
+    cmd += ["--mixed_precision", mixed_precision]
     return cmd + ["-m", "grpokit", "train", *train_argv]
 
 
