@@ -362,10 +362,8 @@ def reporting_integrations() -> tuple[list[str], set[str]]:
     Maintenance note: INTEGRATION_TO_CALLBACK (name -> callback) is not exported by transformers; it lives in
     transformers.integrations.integration_utils. If it moves, this import fails and `recipe check` of a recipe
     with trl.report_to raises instead of checking (tests/test_internals.py imports it)."""
-    from transformers.integrations.integration_utils import (
-        INTEGRATION_TO_CALLBACK,
-        get_available_reporting_integrations,
-    )
+    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
+                                                             get_available_reporting_integrations)
 
     return list(INTEGRATION_TO_CALLBACK), set(get_available_reporting_integrations())
 

@@ -27,22 +27,8 @@ import argparse
 import os
 import sys
 
-from grpokit.cli import (
-    compare,
-    data,
-    doctor,
-    eval,
-    export,
-    preflight,
-    recipe,
-    report,
-    rewards,
-    rm,
-    sandbox,
-    serve,
-    sft,
-    train,
-)
+from grpokit.cli import (compare, data, doctor, eval, export, preflight, recipe, report, rewards, rm, sandbox, serve,
+                         sft, train)
 from grpokit.cli.output import err, print_error
 from grpokit.errors import GrpokitError
 

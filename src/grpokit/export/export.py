@@ -63,17 +63,8 @@ from grpokit.envs import training_tools
 from grpokit.errors import GrpokitError, Problem
 
 # The checks run before an export reports success: checks.py.
-from grpokit.export.checks import (
-    Check,
-    check_generations,
-    check_gguf_config,
-    check_loadable,
-    check_prompt_ids,
-    check_tool_prompts,
-    check_weights,
-    gguf_metadata,
-    greedy,
-)
+from grpokit.export.checks import (Check, check_generations, check_gguf_config, check_loadable, check_prompt_ids,
+                                   check_tool_prompts, check_weights, gguf_metadata, greedy)
 from grpokit.export.quantize import CONVERTER_QUANTS, LLAMA_QUANTS, MIN_AGREEMENT, QUANTS, find_quantizer, quantize_gguf
 from grpokit.export.serving import ollama_template, serving_chat_template, write_modelfile
 from grpokit.export.serving_tools import ollama_tool_template, tool_conversations

@@ -7,17 +7,8 @@ import math
 from statistics import mean, median
 from typing import Callable
 
-from grpokit.health.findings import (
-    NON_FINITE_KEYS,
-    PLATEAU_CONFIDENCE,
-    Context,
-    Finding,
-    is_finite,
-    metric_series,
-    rolling_peak,
-    rounded,
-    values_of,
-)
+from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Context, Finding, is_finite, metric_series,
+                                     rolling_peak, rounded, values_of)
 from grpokit.health.tool_failures import detect_tool_failures
 from grpokit.recipe import HEALTH_CODES, HealthConfig
 

@@ -7,18 +7,8 @@ length, code, json_schema, sql_exec, tools, learned), own (a recipe's own functi
 imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
 scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).
 """
-from grpokit.rewards.registry import (
-    BUILTIN,
-    ROLES,
-    RewardFunction,
-    RewardSpec,
-    available,
-    build_reward,
-    completion_text,
-    get_spec,
-    names_with_role,
-    numeric_rewards,
-)
+from grpokit.rewards.registry import (BUILTIN, ROLES, RewardFunction, RewardSpec, available, build_reward,
+                                      completion_text, get_spec, names_with_role, numeric_rewards)
 
 # name -> the module that defines it, imported on first use
 _LAZY = {

@@ -26,14 +26,8 @@ import zlib
 from dataclasses import dataclass
 
 from grpokit.rewards.math import classify_answer, extract_final_answer
-from grpokit.rewards.parsing import (
-    DEFAULT_MARKERS,
-    THINK_CLOSE,
-    THINK_OPEN,
-    answer_markers,
-    copies_prompt,
-    marker_pattern,
-)
+from grpokit.rewards.parsing import (DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, copies_prompt,
+                                     marker_pattern)
 from grpokit.rewards.registry import describe
 
 _MIN_WORD_FRACTION = 0.5  # honest prose/maths is mostly letters and digits; "!!!\n###" garbage is not

@@ -49,14 +49,8 @@ from fractions import Fraction
 
 # math-verify (sympy) for symbolic answers, screened and bounded: math_symbolic.py
 from grpokit.rewards.math_symbolic import symbolic_equal, symbolic_parse
-from grpokit.rewards.parsing import (
-    DEFAULT_MARKERS,
-    MAX_ANSWER_CHARS,
-    MAX_CANDIDATES,
-    answer_markers,
-    answer_region,
-    boxed_values,
-)
+from grpokit.rewards.parsing import (DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, answer_markers, answer_region,
+                                     boxed_values)
 from grpokit.rewards.parsing import answer_lines as _marker_values
 from grpokit.rewards.registry import describe
 

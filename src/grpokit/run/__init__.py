@@ -8,17 +8,8 @@ metric names), checkpoints (names, damage checks, the writer lock), safety (disk
 """
 from grpokit.run.checkpoints import RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of
 from grpokit.run.files import MEMORY_KEYS, jsonable, read_json, read_jsonl
-from grpokit.run.rundir import (
-                                CHECKPOINT_SPECS,
-                                CONFIG_FILE,
-                                EVAL_DIR,
-                                REPORT_DIR,
-                                STATUSES,
-                                TOOL_RESULTS_FILE,
-                                RunDir,
-                                describe_lineage,
-                                select_steps,
-)
+from grpokit.run.rundir import (CHECKPOINT_SPECS, CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE,
+                                RunDir, describe_lineage, select_steps)
 from grpokit.run.safety import disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "STATUSES",

@@ -8,7 +8,7 @@ sft (TRL's SFTTrainer). TRL's private parts are reached through grpokit.internal
 """
 from grpokit.training.grpo import train
 from grpokit.training.launch import (LaunchOptions, accelerate_command, check_options, format_command, missing_here,
-                                    mixed_precision_of, run_launch)
+                                     mixed_precision_of, run_launch)
 from grpokit.training.lineage import apply_init_from
 from grpokit.training.selection import check_processes
 from grpokit.training.sft import train_sft

@@ -34,16 +34,8 @@ from __future__ import annotations
 
 import torch
 
-from grpokit.internals import (
-    ADVANTAGES,
-    COMPLETION_ALIGNED,
-    COMPLETION_IDS,
-    COMPLETION_MASK,
-    MULTIMODAL_KEYS,
-    PROMPT_IDS,
-    PROMPT_MASK,
-    log_metric,
-)
+from grpokit.internals import (ADVANTAGES, COMPLETION_ALIGNED, COMPLETION_IDS, COMPLETION_MASK, MULTIMODAL_KEYS,
+                               PROMPT_IDS, PROMPT_MASK, log_metric)
 
 EXACT_LOSS_TYPES = ("dapo", "cispo", "vespo")
 ADVANTAGE_EPS = 1e-6  # |advantage| at or below this is "no signal" (a zero-variance group gives ~1e-12 from rounding)
