@@ -197,6 +197,20 @@ def test_raising_max_steps_continues_from_the_last_checkpoint(trained, tmp_path,
     assert "finished at step 3" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("make,code,words", [
+    (lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999}'), 0, "took over a stale lock of PID 1 on host h"),
+    (lambda p: p.mkdir(), 2, ".lock: is a folder, not grpokit's lock file"),  # IsADirectoryError before
+], ids=["since 1e999", "a folder"])
+def test_resume_meets_a_damaged_lock_with_where_and_fix(trained, tmp_path, capsys, make, code, words):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / ".lock").unlink(missing_ok=True)
+    make(run / ".lock")
+    assert main(["train", "--resume", str(run)]) == code
+    captured = capsys.readouterr()
+    assert words in captured.out + captured.err and "Traceback" not in captured.err, captured
+
+
 def test_resume_changes_nothing_but_max_steps(trained, capsys):
     assert main(["train", "--resume", str(trained), "--set", "train.learning_rate=1"]) == 2
     err = capsys.readouterr().err

@@ -1,7 +1,6 @@
 """`grpokit demo` and `grpokit train`: the training commands."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from grpokit.cli.output import add_set_option, err
@@ -129,7 +128,9 @@ def _launch(args) -> int:
         return 0
     code, signalled = run_launch(cmd)
     run_dir = Path(args.resume or args.output_dir or recipe.output_dir)
-    status = json.loads((run_dir / "run.json").read_text()).get("status", "") if (run_dir / "run.json").is_file() else ""
+    from grpokit.run import RunDir
+
+    status = str(RunDir(run_dir).read_status().get("status", ""))  # crash-tolerant: a cut run.json reads as {}
     if code and signalled and status.startswith("interrupted"):
         print(f"{signalled}: every process saved a checkpoint and stopped (the launcher's SignalException above "
               f"is how torchrun ends); continue with: grpokit train --resume {run_dir}")

@@ -40,8 +40,6 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
         return f"give {field} at least {ctx.get('min_length')} item(s)"
     if kind == "finite_number":
         return f"give {field} a finite number"
-    if "fix" in ctx:  # a validator of the schema said how (recipe.schema's PydanticCustomError)
-        return str(ctx["fix"])
     for bound, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if bound in ctx:
             allowed = _allowed_range(loc)
@@ -114,6 +112,23 @@ def _fields_at(loc: tuple) -> list[str]:
     return [k for k in model.model_fields if k not in ("source", "notes")]
 
 
+def _data_formats(data: DataConfig) -> list[tuple[tuple, str, str]]:
+    """data.train / data.eval name a format `grpokit data check` reads (grpokit.data.formats), or hf:<id>."""
+    from grpokit.data.formats import FORMATS
+
+    out = []
+    for key in ("train", "eval"):
+        spec = getattr(data, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        suffix = Path(spec.removeprefix("builtin:")).suffix.lower()
+        if suffix not in FORMATS:
+            out.append((("data", key), f"unknown data format {suffix or '(no extension)'!r} (got {spec!r})",
+                        f"use a {', '.join(FORMATS)} file or hf:<dataset id> (the formats `grpokit data check` "
+                        "reads); rename the file if its extension is wrong"))
+    return out
+
+
 # What the caller is about to do with the recipe on this machine (see load_recipe).
 Use = Literal["run", "train", "check"]
 
@@ -148,6 +163,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         out += cc.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     if data is not None:
         out += cc.check_data(data, base)
+        out += _data_formats(data)
     if model is not None:
         found, notes = cc.check_model(model, data)
         out += found

@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
-# data.paths and data.formats themselves, not the data package: the schema stays model-free (an import-linter contract)
-from grpokit.data.formats import FORMATS
+# data.paths itself, not the data package: the schema stays model-free (an import-linter contract)
 from grpokit.data.paths import resolve_data_path
 from grpokit.recipe.generation_section import GenerationConfig
 from grpokit.recipe.health_section import HealthConfig
@@ -41,19 +39,6 @@ MAX_BETA = 100.0  # KL coefficient: 0 to 0.1 in the literature; 100 already pins
 MAX_TEMPERATURE = 10.0  # sampling above ~2 is noise; 10 keeps room for experiments
 MAX_TOKENS = 1 << 20  # prompt and completion lengths: no model grpokit trains reads a longer context
 MAX_BATCH = 65_536  # group size, micro-batch, accumulation: each is a multiplier on memory or time
-
-
-def _data_spec(spec: str | None) -> str | None:
-    """data.train / data.eval: a file of a format grpokit reads (grpokit.data.formats), builtin:<path> or hf:<id>."""
-    if spec is None or spec.startswith("hf:"):
-        return spec
-    suffix = Path(spec.removeprefix("builtin:")).suffix.lower()
-    if suffix not in FORMATS:
-        raise PydanticCustomError("data_format", "unknown data format {suffix}",
-                                  {"suffix": repr(suffix or "(no extension)"),
-                                   "fix": f"use a {', '.join(FORMATS)} file or hf:<dataset id> (`grpokit data check` "
-                                          "reads the same formats); rename the file if its extension is wrong"})
-    return spec
 
 
 class LoraConfig(Section):
@@ -111,11 +96,6 @@ class DataConfig(Section):
     )
     skip_bad_rows: bool = Field(False, description="Skip unusable rows (and say how many) instead of refusing the file.")
     shuffle_seed: int = Field(0, description="Seed of the train/eval split.")
-
-    @field_validator("train", "eval")
-    @classmethod
-    def known_format(cls, spec: str | None) -> str | None:
-        return _data_spec(spec)
 
 
 class RewardConfig(Section):

@@ -48,7 +48,8 @@ TASKS = {
     "json_schema": "grpokit.rewards.json_schema:check_in_worker",
 }
 # Run by the worker's interpreter: grpokit from the same tree as the caller, never the caller's current folder.
-_BOOT = "import sys; sys.path[0] = sys.argv[1]; from grpokit.rewards.worker import serve; serve()"
+_BOOT = ("import sys; sys.path[:] = [sys.argv[1], *(p for p in sys.path if p not in ('', '.'))]; "
+         "from grpokit.rewards.worker import serve; serve()")
 
 
 class WorkerTimeout(Exception):

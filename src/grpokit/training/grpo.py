@@ -117,17 +117,20 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     main = is_main_process()  # with N processes (grpokit.training.launch) the main one alone writes the run directory
     if resume:
         recorded = load_run_recipe(run)  # a clear error when this is no run directory
+        finished = None
         if main:
             problem = writable_problem(run.path)
             if problem:
                 raise GrpokitError([problem])
             held.append(run.lock(note=_note).acquire())
             finished = _finished(recipe, run)
-            if finished is not None:  # a finished run stays finished: nothing loads, nothing is written
-                held.pop().release()
-                return finished
-            if recipe.train.max_steps != recorded.train.max_steps:  # --set train.max_steps=N: the run records it
-                run.write_config(recipe)
+        finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
+        if finished is not None:  # a finished run stays finished: nothing loads, nothing is written
+            for lock in held:
+                lock.release()
+            return finished
+        if main and recipe.train.max_steps != recorded.train.max_steps:  # --set train.max_steps=N: recorded
+            run.write_config(recipe)
     else:
         recipe = recipe.for_run(run.path)
         if main:
