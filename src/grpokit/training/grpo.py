@@ -36,9 +36,9 @@ from grpokit.console import console
 from grpokit.data import load_datasets
 from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.envs import tool_setup
+from grpokit.errors import GrpokitError, Problem
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_recipe, refuse_vllm_training_here
-from grpokit.errors import GrpokitError, Problem
 from grpokit.run import RunDir, disk_space_guard, fail_run, jsonable, step_of, writable_problem
 from grpokit.task import Task
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
@@ -123,7 +123,11 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
             if problem:
                 raise GrpokitError([problem])
             held.append(run.lock(note=_note).acquire())
-            finished = _finished(recipe, run)
+            try:
+                finished = _finished(recipe, run)
+            except BaseException:
+                held.pop().release()
+                raise
         finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
         if finished is not None:  # a finished run stays finished: nothing loads, nothing is written
             for lock in held:
