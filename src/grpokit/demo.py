@@ -8,6 +8,9 @@ decoding, template and verifiers, prints the table, writes `demo.json`
 into the run directory, records both evaluations in `eval/results.json` (as
 steps 0 and the last step) and ends by writing the run report
 (`report/report.html`, see `grpokit.report`) and printing its path. Its time and tables on the project's 2-core CPU: README ("What you should see").
+
+`--output-dir` is replaced only when it is a grpokit run directory (the last demo's); any other non-empty
+folder is refused before the model loads, as with `grpokit train --overwrite` (grpokit.run.ownership).
 """
 from __future__ import annotations
 
@@ -50,7 +53,13 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
         raise GrpokitError([Problem(str(path), "the demo recipe is missing",
                                     "run grpokit from a source checkout (pip install -e .)")])
     recipe = load_recipe(path, overrides)
-    run_dir = Path(output_dir or "runs/demo")
+    run_dir = Path("runs/demo" if output_dir is None else output_dir)
+    # Before the model loads: the demo replaces an earlier run directory (its own, from the last demo) and
+    # refuses any other folder, as `train --overwrite` does (grpokit.run.ownership).
+    if output_dir is not None and not str(output_dir).strip():
+        raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
+                                    "name a new folder for the demo run, e.g. runs/demo")])
+    RunDir(run_dir).refuse_existing(overwrite=True, keep=[str(path), recipe.resolve_data_path(recipe.data.train)])
     t0 = time.time()
     model_path = models.resolve_model_path(recipe.model.name)
     tokenizer = models.load_tokenizer(model_path)

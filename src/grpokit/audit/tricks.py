@@ -109,6 +109,27 @@ trick("hedge_list", "a list of neighbouring answers including the gold")(
 )
 trick("hedge_range", "a range around the gold")(lambda r: r.honest(f"{r.num(-1)}~{r.num(1)}"))
 trick("hedge_dash_range", "a range written with a hyphen")(lambda r: r.honest(f"{r.num(-1)}-{r.num(1)}"))
+# The hedge family: the gold answer, then a clause offering another number, worded as a policy might learn to
+# (grpokit.rewards.math refuses every one; explanations that name no second candidate keep their credit).
+# (name, English, Chinese): {gold} and {other} (gold + 1) are filled in per row.
+HEDGE_CLAUSES = (
+    ("hedge_though", "{gold}, though {other} is also possible", "{gold}，不过{other}也说得通"),
+    ("hedge_or_possibly", "{gold} or possibly {other}", "{gold}，或者{other}"),
+    ("hedge_alternatively", "{gold}, alternatively {other}", "{gold}（也可能是{other}）"),
+    ("hedge_some_say", "{gold} (some would say {other})", "{gold}（另一个答案是{other}）"),
+    ("hedge_unless", "{gold}, unless it is {other}", "{gold}，但也可能是{other}"),
+    ("hedge_also", "{gold} (also {other})", "{gold}，{other}也对"),
+    ("hedge_might_be", "{gold}, though it might be {other}", "{gold}，也许是{other}"),
+)
+
+
+def _hedge_clause(en: str, zh: str) -> Callable[[AuditRow], str]:
+    return lambda r: r.honest((zh if r.zh else en).format(gold=r.gold, other=r.num(1)))
+
+
+for _name, _en, _zh in HEDGE_CLAUSES:
+    trick(_name, f"the gold, then a clause offering another number: {_en!r}")(_hedge_clause(_en, _zh))
+
 trick("approximate", "the gold qualified as approximate (about/约)")(
     lambda r: r.honest(f"约{r.gold}" if r.zh else f"about {r.gold}")
 )

@@ -1,7 +1,6 @@
 """`grpokit demo` and `grpokit train`: the training commands."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from grpokit.cli.output import add_set_option, err
@@ -11,7 +10,8 @@ from grpokit.errors import GrpokitError, Problem
 def register(sub) -> None:
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task "
                                        "(about 15 min on a 2-core CPU)")
-    demo.add_argument("--output-dir", default="runs/demo", help="run directory (replaced on each demo run)")
+    demo.add_argument("--output-dir", default="runs/demo", help="run directory (an earlier run "
+                      "directory there is replaced; any other non-empty folder is refused)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
     demo.set_defaults(func=cmd_demo)
 
@@ -20,7 +20,8 @@ def register(sub) -> None:
     add_set_option(tr)
     tr.add_argument("--output-dir", help="run directory (default: the recipe's output_dir)")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    tr.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest complete checkpoint")
+    tr.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest complete checkpoint (a "
+                    "finished run: raise its end with --set train.max_steps=N)")
     tr.add_argument("--init-from", metavar="RUN_DIR|EXPORT_DIR",
                     help="start from an earlier run's best (else last) checkpoint or an exported model folder")
     tr.add_argument("--skip-audit", action="store_true", help="do not run the reward audit before training")
@@ -62,7 +63,7 @@ def cmd_train(args) -> int:
     if args.num_processes is not None or args.dry_run:
         return _launch(args)
     if args.resume:
-        recipe = load_run_recipe(args.resume)
+        recipe = load_run_recipe(args.resume, _resume_overrides(args.set))
         train(recipe, run_dir=args.resume, resume=True, init_from=_earlier_lineage(args.resume))
         return 0
     if not args.recipe:
@@ -103,8 +104,9 @@ def _launch(args) -> int:
     if args.resume:
         from grpokit.recipe import load_run_recipe
 
-        recipe = load_run_recipe(args.resume)  # a bad run directory fails here, not in N processes
-        argv = ["--resume", args.resume]
+        sets = _resume_overrides(args.set)
+        recipe = load_run_recipe(args.resume, sets)  # a bad run directory fails here, not in N processes
+        argv = ["--resume", args.resume, *[x for s in sets for x in ("--set", s)]]
         if not args.dry_run:
             from grpokit.run import RunDir
 
@@ -135,12 +137,27 @@ def _launch(args) -> int:
         return 0
     code, signalled = run_launch(cmd)
     run_dir = Path(args.resume or args.output_dir or recipe.output_dir)
-    status = json.loads((run_dir / "run.json").read_text()).get("status", "") if (run_dir / "run.json").is_file() else ""
+    from grpokit.run import RunDir
+
+    status = str(RunDir(run_dir).read_status().get("status", ""))  # crash-tolerant: a cut run.json reads as {}
     if code and signalled and status.startswith("interrupted"):
         print(f"{signalled}: every process saved a checkpoint and stopped (the launcher's SignalException above "
               f"is how torchrun ends); continue with: grpokit train --resume {run_dir}")
         return 0
     return code
+
+
+# What `--resume RUN --set` may change: a resumed run keeps the recipe it trained with, except how long it trains.
+RESUME_SETTABLE = ("train.max_steps",)
+
+
+def _resume_overrides(sets: list[str] | None) -> list[str]:
+    for s in sets or []:
+        if s.split("=", 1)[0].strip() not in RESUME_SETTABLE:
+            raise GrpokitError([Problem(f"--set {s}", "a resumed run keeps the recipe it trained with; only "
+                                        f"{', '.join(RESUME_SETTABLE)} can change (to train longer)",
+                                        "drop this --set, or start a new run: grpokit train RECIPE --set ...")])
+    return list(sets or [])
 
 
 def _earlier_lineage(run_dir) -> dict | None:

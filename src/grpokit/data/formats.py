@@ -15,6 +15,9 @@ of `grpokit data check`. A JSON array is parsed by the stdlib, as `datasets`
 does too (see `read_json` for why not through it). The rows reach TRL as a
 `datasets.Dataset` either way.
 
+A row nested past `MAX_ROW_DEPTH` or holding an integer past 64 bits (`HugeInt`) is a problem of that row
+(`row_structure_problem`), never a traceback, and the rest of the file is still checked.
+
 Every text format is split on b"\\n" only and decoded line by line, so an
 invalid UTF-8 byte is reported with its line (in JSONL only that line is
 lost), and U+2028 / U+2029 / U+0085 inside a JSON string do not shift line
@@ -33,6 +36,48 @@ from grpokit.errors import Problem
 
 FORMATS = (".jsonl", ".json", ".csv", ".parquet")
 _BOM = b"\xef\xbb\xbf"
+# Structural bounds on a row, each a problem of that row (the rest of the file is still checked):
+MAX_ROW_DEPTH = 64  # nesting levels: rows nest 3-10 (messages, tool schemas, JSON Schemas); the JSON parser
+# recurses per level, so 200k levels would end in a RecursionError instead of a line number
+_INT64 = 2**63  # datasets stores integers in Arrow's 64-bit type: a larger one fails the whole Dataset later
+
+
+class HugeInt(str):
+    """A JSON integer past 64 bits, kept as its digits (never converted: Python refuses 4,300+ digits)."""
+
+
+def _parse_int(digits: str) -> int | HugeInt:
+    if len(digits) > 20:  # 2**63 has 19 digits: decide without converting a million-digit string
+        return HugeInt(digits)
+    n = int(digits)
+    return n if -_INT64 <= n < _INT64 else HugeInt(digits)
+
+
+def loads_row(text: str) -> object:
+    """json.loads with integers past 64 bits kept as HugeInt (reported by `row_structure_problem`)."""
+    return json.loads(text, parse_int=_parse_int)
+
+
+_DEEP_FIX = "keep rows a few levels deep: put large nested data in a file the row names"
+_HUGE_FIX = 'write a number that long as a string ("123...")'
+
+
+def row_structure_problem(value: object) -> tuple[str, str] | None:
+    """(what, fix) when a parsed row is unusable whatever its columns mean: nesting past MAX_ROW_DEPTH, an integer
+    past 64 bits."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_ROW_DEPTH:
+            return f"nested more than {MAX_ROW_DEPTH} levels deep", _DEEP_FIX
+        if isinstance(item, HugeInt):
+            return (f"an integer of {len(item.lstrip('-'))} digits, beyond the 64-bit integers datasets stores "
+                    f"({item[:12]}...)", _HUGE_FIX)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None
 
 
 @dataclass
@@ -91,10 +136,20 @@ def read_jsonl(path: str, raw: bytes) -> RawData:
             out.warnings.append(Problem(where, "blank line (skipped)", "delete it"))
             continue
         try:
-            out.rows.append((where, json.loads(text)))
+            row = loads_row(text)
         except json.JSONDecodeError as e:
             out.row_errors.append(Problem(where, f"invalid JSON: {e.msg} at column {e.colno}",
                                           "each line must be one complete JSON object"))
+            continue
+        except RecursionError:
+            out.row_errors.append(Problem(where, f"nested more than {MAX_ROW_DEPTH} levels deep (too deep to read)",
+                                          _DEEP_FIX))
+            continue
+        problem = row_structure_problem(row)
+        if problem:
+            out.row_errors.append(Problem(where, *problem))
+        else:
+            out.rows.append((where, row))
     return out
 
 
@@ -159,14 +214,24 @@ def read_json(path: str, raw: bytes) -> RawData:
         return out
     fix = "write a JSON array of row objects, or JSON Lines (.jsonl)"
     try:
-        rows = json.loads(body.decode("utf-8"))
+        rows = loads_row(body.decode("utf-8"))
     except json.JSONDecodeError as e:
         out.file_errors.append(Problem(f"{path}:{e.lineno}", f"invalid JSON: {e.msg} at column {e.colno}", fix))
+        return out
+    except RecursionError:  # one document: the parser cannot say which row
+        out.file_errors.append(Problem(path, f"nested too deeply to read (a row deeper than {MAX_ROW_DEPTH} levels)",
+                                       "find the deep row, or write the rows as JSON Lines (.jsonl): each line is "
+                                       "read on its own and a bad one names its line"))
         return out
     if not rows:
         out.file_errors.append(Problem(path, "the JSON array is empty", "add rows"))
         return out
-    out.rows = [(f"{path} row {i}", r) for i, r in enumerate(rows, start=1)]
+    for i, r in enumerate(rows if isinstance(rows, list) else [rows], start=1):
+        problem = row_structure_problem(r)
+        if problem:
+            out.row_errors.append(Problem(f"{path} row {i}", *problem))
+        else:
+            out.rows.append((f"{path} row {i}", r))
     return out
 
 

@@ -206,6 +206,8 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
         row, problems = normalize_row(obj, where, question_field, answer_field, template)
         if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
             problems = check_tool_row(obj, where)
+        if not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
+            problems = _schema_problems(obj["schema"], where)
         if problems:
             report.errors.extend(problems)
             report.unusable += 1
@@ -227,6 +229,19 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
             first_seen[key] = where
         report.rows.append(row)
     return report
+
+
+def _schema_problems(schema: object, where: str) -> list[Problem]:
+    """A row's JSON Schema (the json_schema reward's column) as json_schema reads it: a $ref outside the schema
+    (no network, no files), an invalid or too deeply nested schema."""
+    from grpokit.rewards import schema_problem
+
+    what = schema_problem(schema)
+    if what is None:
+        return []
+    return [Problem(f"{where} schema", what.removeprefix("the row's schema ").split("; inline")[0],
+                    "keep every referenced schema inside the row's schema (under $defs, $ref: '#/$defs/NAME'), "
+                    "or fix it with a JSON Schema validator")]
 
 
 def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> list[Problem]:

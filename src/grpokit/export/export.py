@@ -65,6 +65,7 @@ from grpokit.errors import GrpokitError, Problem
 # The checks run before an export reports success: checks.py.
 from grpokit.export.checks import (Check, check_generations, check_gguf_config, check_loadable, check_prompt_ids,
                                    check_tool_prompts, check_weights, gguf_metadata, greedy)
+from grpokit.export.hub import MANIFEST  # grpokit.json: how to prompt the model; it marks an export folder
 from grpokit.export.quantize import CONVERTER_QUANTS, LLAMA_QUANTS, MIN_AGREEMENT, QUANTS, find_quantizer, quantize_gguf
 from grpokit.export.serving import ollama_template, serving_chat_template, write_modelfile
 from grpokit.export.serving_tools import ollama_tool_template, tool_conversations
@@ -211,20 +212,54 @@ def _template(recipe) -> PromptTemplate:
 # ---------------------------------------------------------------- the export command
 def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16", out=None,
            check_prompts: int = CHECK_PROMPTS, smoke: bool = True, log=print) -> ExportResult:
-    from grpokit import models
-    from grpokit.data import load_datasets
-    from grpokit.run import RunDir, refuse_nonfinite
+    """Export a checkpoint (see the module docstring); a refused or failed export leaves no folder it created."""
+    from grpokit.run import RunDir
 
     if to not in TARGETS or quant not in QUANTS:
         raise GrpokitError([Problem("grpokit export", f"--to {to} --quant {quant}",
                                     f"--to one of {', '.join(TARGETS)}; --quant one of {', '.join(QUANTS)}")])
-    if to != "hf" and quant in LLAMA_QUANTS:
-        find_quantizer()  # before any model loads: a missing tool is said at once
+    if to != "hf":  # before any model loads (and before a 500 MB HF folder is written): a missing tool, at once
+        find_converter()
+        if quant in LLAMA_QUANTS:
+            find_quantizer()
     run_dir = Path(run_dir).resolve()
     recipe = load_run_recipe(run_dir)
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
+    created = _open_out(out)
+    try:
+        return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
+    except BaseException:
+        if created:  # refused or failed: the folder this export made goes with it
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _open_out(out: Path) -> bool:
+    """Create the export folder (True: created here); refuse a file, an unwritable place, and a folder holding
+    anything but an earlier grpokit export (its hf/ would be replaced)."""
+    from grpokit.run import writable_problem
+
+    fix = "pass --out a new folder (or an earlier export's), or leave --out out for RUN_DIR/export/checkpoint-N"
+    if out.exists() and not out.is_dir():
+        raise GrpokitError([Problem(f"--out {out}", "is a file, not a folder", fix)])
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise GrpokitError([Problem(f"--out {out}", f"is a folder that is not a grpokit export (no {MANIFEST}); "
+                                    "an export replaces hf/ and the GGUF files in it", fix)])
+    problem = writable_problem(out)
+    if problem:
+        raise GrpokitError([Problem(f"--out {problem.where}", problem.message, fix)])
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, check_prompts: int, smoke: bool,
+            log) -> ExportResult:
+    from grpokit import models
+    from grpokit.data import load_datasets
+    from grpokit.run import refuse_nonfinite
+
     template = _template(recipe)
     train_tok = training_tokenizer(ck, recipe)
     tools = training_tools(recipe)  # a tool run: the Modelfile carries tools, the checks replay tool chats
@@ -333,5 +368,5 @@ def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stop
         "checks": [asdict(c) for c in result.checks], "smoke": result.smoke, "commands": result.commands,
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False)
-    (result.out_dir / "grpokit.json").write_text(text, encoding="utf-8")
-    (result.hf_dir / "grpokit.json").write_text(text, encoding="utf-8")
+    (result.out_dir / MANIFEST).write_text(text, encoding="utf-8")
+    (result.hf_dir / MANIFEST).write_text(text, encoding="utf-8")

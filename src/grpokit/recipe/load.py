@@ -43,12 +43,54 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
         return f"give {field} a finite number"
     for bound, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if bound in ctx:
-            return f"set {field} {word} {ctx[bound]}"
+            allowed = _allowed_range(loc)
+            return f"set {field} {word} {ctx[bound]}" + (f" (allowed: {allowed})" if allowed else "")
     if kind == "literal_error":
         return f"use one of {ctx.get('expected')}"
+    if loc == ("output_dir",):
+        return "name a folder for the run, e.g. runs/my-run (an empty one would be the current folder)"
+    allowed = _allowed_range(loc)
+    if allowed and kind == "int_parsing_size":  # 1e+23 for an int: too large to even parse
+        return f"give {field} a number from {allowed}"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"give {field} a value of the right type ({err['msg'].lower()})"
     return ""
+
+
+def _field_info(loc: tuple):
+    """The pydantic FieldInfo an error location points at (None when it is not a section field)."""
+    model: type[BaseModel] | None = Recipe
+    info = None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if model is None or str(part) not in model.model_fields:
+            return None
+        info = model.model_fields[str(part)]
+        model = next((c for a in (info.annotation, *getattr(info.annotation, "__args__", ()))
+                      for c in (a, *getattr(a, "__args__", ())) if isinstance(c, type) and issubclass(c, BaseModel)),
+                     None)
+    return info
+
+
+def _allowed_range(loc: tuple) -> str:
+    """'-1 to 1000000' (or '> 0 and <= 1') from the field's bounds; '' when it has fewer than two."""
+    info = _field_info(loc)
+    if info is None:
+        return ""
+    found = {}
+    for m in info.metadata:
+        for bound in ("ge", "gt", "le", "lt"):
+            if getattr(m, bound, None) is not None:
+                found[bound] = getattr(m, bound)
+    low = ("ge", found["ge"]) if "ge" in found else ("gt", found["gt"]) if "gt" in found else None
+    high = ("le", found["le"]) if "le" in found else ("lt", found["lt"]) if "lt" in found else None
+    if low is None or high is None:
+        return ""
+    if low[0] == "ge" and high[0] == "le":
+        return f"{low[1]:,} to {high[1]:,}"
+    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    return f"{words[low[0]]} {low[1]:,} and {words[high[0]]} {high[1]:,}"
 
 
 def _fields_at(loc: tuple) -> list[str]:
@@ -69,6 +111,23 @@ def _fields_at(loc: tuple) -> list[str]:
                     model = cc
                     break
     return [k for k in model.model_fields if k not in ("source", "notes")]
+
+
+def _data_formats(data: DataConfig) -> list[tuple[tuple, str, str]]:
+    """data.train / data.eval name a format `grpokit data check` reads (grpokit.data.formats), or hf:<id>."""
+    from grpokit.data.formats import FORMATS
+
+    out = []
+    for key in ("train", "eval"):
+        spec = getattr(data, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        suffix = Path(spec.removeprefix("builtin:")).suffix.lower()
+        if suffix not in FORMATS:
+            out.append((("data", key), f"unknown data format {suffix or '(no extension)'!r} (got {spec!r})",
+                        f"use a {', '.join(FORMATS)} file or hf:<dataset id> (the formats `grpokit data check` "
+                        "reads); rename the file if its extension is wrong"))
+    return out
 
 
 # What the caller is about to do with the recipe on this machine (see load_recipe).
@@ -103,6 +162,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         out += checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     if data is not None:
         out += checks.check_data(data, base)
+        out += _data_formats(data)
     if model is not None:
         found, notes = checks.check_model(model, data)
         out += found
@@ -123,7 +183,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.
         stand_in = Recipe.model_construct(
-            model=model or ModelConfig(), data=data or DataConfig(train="-"), train=train, trl=trl,
+            model=model or ModelConfig(), data=data or DataConfig.model_construct(train="-"), train=train, trl=trl,
             rewards=rewards or [], health=HealthConfig(), preflight=PreflightConfig(),
             generation=generation or GenerationConfig(), output_dir="-")
         out += checks.check_grpo_config(stand_in)
@@ -188,10 +248,11 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     return validate_raw(raw, str(path), text, use)
 
 
-def load_run_recipe(run_dir: str | Path | RunDir) -> Recipe:
-    """The recipe a run directory trained with (its config.yaml: absolute data paths, so any directory works)."""
+def load_run_recipe(run_dir: str | Path | RunDir, overrides: list[str] | None = None) -> Recipe:
+    """The recipe a run directory trained with (its config.yaml: absolute data paths, so any directory works);
+    `overrides` (`--resume RUN --set train.max_steps=N`) change it as `--set` does a recipe file."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     if not run.is_run():
         raise GrpokitError([Problem(str(run.path), f"not a grpokit run directory (no {CONFIG_FILE})",
                                     "pass the output_dir of an earlier `grpokit train`")])
-    return load_recipe(run.config)
+    return load_recipe(run.config, overrides)

@@ -30,6 +30,17 @@ from grpokit.recipe.selection_section import SelectionConfig
 from grpokit.rewards import ROLES
 
 
+# Upper bounds of the numeric train fields: each far above any real run, so only a typo or a hostile recipe meets
+# one, and `recipe check` refuses it with the allowed range instead of training (or allocating) for it.
+MAX_STEPS = 1_000_000  # optimizer steps: at a second a step, 11 days; GRPO runs take hundreds to a few thousand
+MAX_EPOCHS = 10_000  # passes over the data: RL fine-tuning makes a few
+MAX_LEARNING_RATE = 1.0  # AdamW steps diverge long before 1 (RL fine-tuning uses 1e-7 to 1e-4, LoRA up to ~1e-3)
+MAX_BETA = 100.0  # KL coefficient: 0 to 0.1 in the literature; 100 already pins the policy to the reference
+MAX_TEMPERATURE = 10.0  # sampling above ~2 is noise; 10 keeps room for experiments
+MAX_TOKENS = 1 << 20  # prompt and completion lengths: no model grpokit trains reads a longer context
+MAX_BATCH = 65_536  # group size, micro-batch, accumulation: each is a multiplier on memory or time
+
+
 class LoraConfig(Section):
     r: int = Field(16, ge=1, description="LoRA rank: the adapter's inner dimension.")
     alpha: int = Field(32, ge=1, description="LoRA scaling numerator (effective scale alpha/r).")
@@ -113,19 +124,19 @@ class EnvConfig(Section):
 class TrainConfig(Section):
     """GRPO settings, named as in TRL's GRPOConfig and passed through to it."""
 
-    learning_rate: float = Field(1e-6, gt=0, description="Optimizer step size.")
-    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 skips the reference model entirely.")
-    num_generations: int = Field(8, ge=2, description="Completions sampled per prompt (the GRPO group).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature during training.")
+    learning_rate: float = Field(1e-6, gt=0, le=MAX_LEARNING_RATE, description="Optimizer step size.")
+    beta: float = Field(0.0, ge=0, le=MAX_BETA, description="KL coefficient; 0 skips the reference model entirely.")
+    num_generations: int = Field(8, ge=2, le=MAX_BATCH, description="Completions sampled per prompt (the GRPO group).")
+    temperature: float = Field(1.0, gt=0, le=MAX_TEMPERATURE, description="Sampling temperature during training.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling during training.")
     max_prompt_length: int | None = Field(
-        512, ge=1, description="Longer prompts are dropped with a report (TRL 1.16 no longer truncates)."
+        512, ge=1, le=MAX_TOKENS, description="Longer prompts are dropped with a report (TRL 1.16 no longer truncates)."
     )
-    max_completion_length: int = Field(256, ge=1, description="Most new tokens per completion.")
-    per_device_train_batch_size: int = Field(8, ge=1, description="Completions per device per micro-batch.")
-    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
-    max_steps: int = Field(-1, ge=-1, description="Optimizer steps; -1 uses num_train_epochs.")
-    num_train_epochs: float = Field(1.0, gt=0, description="Passes over the data when max_steps is -1.")
+    max_completion_length: int = Field(256, ge=1, le=MAX_TOKENS, description="Most new tokens per completion.")
+    per_device_train_batch_size: int = Field(8, ge=1, le=MAX_BATCH, description="Completions per device per micro-batch.")
+    gradient_accumulation_steps: int = Field(1, ge=1, le=MAX_BATCH, description="Micro-batches per optimizer step.")
+    max_steps: int = Field(-1, ge=-1, le=MAX_STEPS, description="Optimizer steps; -1 uses num_train_epochs.")
+    num_train_epochs: float = Field(1.0, gt=0, le=MAX_EPOCHS, description="Passes over the data when max_steps is -1.")
     epsilon: float = Field(0.2, gt=0, lt=1, description="PPO-style ratio clip.")
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
         "dapo", description="TRL loss aggregation."
@@ -133,10 +144,10 @@ class TrainConfig(Section):
     scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Advantage normalisation.")
     lr_scheduler_type: str = Field("constant", description="transformers scheduler name (cosine, linear, constant...).")
     warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Share of steps spent warming the learning rate up.")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay (decoupled: at most 1).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
-    logging_steps: int = Field(1, ge=1, description="Write metrics every N steps.")
-    save_steps: int = Field(50, ge=1, description="Save a checkpoint every N steps.")
+    logging_steps: int = Field(1, ge=1, le=MAX_STEPS, description="Write metrics every N steps.")
+    save_steps: int = Field(50, ge=1, le=MAX_STEPS, description="Save a checkpoint every N steps.")
     save_total_limit: int | None = Field(None, ge=1, description="Keep at most N checkpoints (oldest deleted).")
     seed: int = Field(0, description="Seed for sampling and initialisation.")
     num_samples_logged: int = Field(4, ge=0, description="Completions written to samples.jsonl each logging step.")
@@ -173,7 +184,8 @@ class Recipe(Section):
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="hf generate or vLLM (TRL).")
     selection: SelectionConfig = Field(default_factory=SelectionConfig,
                                        description="Which prompts each step trains on (grpokit.training.selection).")
-    output_dir: str = Field("runs/grpokit", description="Run directory (config, metrics, samples, checkpoints).")
+    output_dir: str = Field("runs/grpokit", min_length=1, pattern=r"\S", description="Run directory (config, "
+                            "metrics, samples, checkpoints); never empty (that would be the current folder).")
     trl: dict[str, Any] = Field(
         default_factory=dict, description="Any other TRL GRPOConfig field, passed as is (report_to, epsilon_high, "
         "mask_truncated_completions, num_iterations, generation_batch_size, bf16, ...). Checked by building the "

@@ -26,9 +26,10 @@ import html
 import json
 from pathlib import Path
 
+from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
 from grpokit.report.tools import tools_section
-from grpokit.run import read_json
+from grpokit.run import read_json, writable_problem
 
 SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
 EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
@@ -47,6 +48,7 @@ def _e(x) -> str:
 
 
 def _pct(x) -> str:
+    x = number(x)
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
@@ -99,14 +101,19 @@ def curves_section(metrics: list[dict], recipe: dict | None, out: Path) -> tuple
     return "\n".join(parts), images
 
 
+def _sub(e: dict, key: str) -> dict:
+    v = e.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def _eval_row(label: str, e: dict, k: int) -> list[str]:
-    h = e["heldout"]
-    gap = e.get("gap")
-    gap_s = "–" if not gap else f"{100 * gap['value']:+.1f} pts" + (' <b class="bad">large</b>' if gap["flagged"] else "")
-    return [label, _pct(h["accuracy"]), _pct((e.get("perturbed") or {}).get("accuracy")),
-            _pct((e.get("train") or {}).get("accuracy")), gap_s,
-            *([_pct((h.get("pass_at_k") or {}).get(str(k)))] if k else []), _pct(h["format_rate"]),
-            _pct(h.get("refusal_rate")), f"{h['mean_length']:.1f}", _pct(h["truncated_rate"])]
+    h, gap = _sub(e, "heldout"), _sub(e, "gap")
+    gap_s = "–" if number(gap.get("value")) is None else (
+        f"{100 * gap['value']:+.1f} pts" + (' <b class="bad">large</b>' if gap.get("flagged") is True else ""))
+    return [label, _pct(h.get("accuracy")), _pct(_sub(e, "perturbed").get("accuracy")),
+            _pct(_sub(e, "train").get("accuracy")), gap_s,
+            *([_pct(_sub(h, "pass_at_k").get(str(k)))] if k else []), _pct(h.get("format_rate")),
+            _pct(h.get("refusal_rate")), _num(h.get("mean_length"), 1), _pct(h.get("truncated_rate"))]
 
 
 def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, list[str]]:
@@ -114,7 +121,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
         return (f"<p>No evaluation yet: run <code>grpokit eval {_e(run_dir)}</code> to evaluate the base model "
                 "and every checkpoint, then this report again.</p>"), []
     plot_eval(results, out / "eval_accuracy.png")
-    k = results.get("samples_per_problem") or 0
+    k = results.get("samples_per_problem") if type(results.get("samples_per_problem")) is int else 0
     metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
     header = ["step", f"held-out {metric}", "perturbed", "train", "gap", *([f"pass@{k}"] if k else []),
               "format", "refusal", "mean length", "cut off"]
@@ -130,7 +137,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
     last = max(entries)
     if last not in (0, best):
         ba.append((f"last (step {last})", entries[last]))
-    src = f"{_e(results['rows'])} rows of the {_e(results['data'])}"
+    src = f"{_e(results.get('rows', '?'))} rows of the {_e(results.get('data', '?'))}"
     extra = []
     if results.get("perturbed_rows"):
         extra.append(f"{results['perturbed_rows']} perturbed copies (numbers redrawn, answers recomputed)")
@@ -147,9 +154,9 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
         html_.append("<h3>before / after</h3>" + _table(header, [_eval_row(lbl, e, k) for lbl, e in ba]))
     html_.append("<h3>every evaluated step</h3>" + _table(header, per_step))
     for e in results["checkpoints"]:
-        g = e.get("gap")
-        if g and g["flagged"]:
-            what = "original vs perturbed numbers: memorised answers" if g["kind"] == "perturbed" else \
+        g = _sub(e, "gap")
+        if g.get("flagged") is True and number(g.get("value")) is not None:
+            what = "original vs perturbed numbers: memorised answers" if g.get("kind") == "perturbed" else \
                 "training vs held-out rows: overfitting"
             html_.append(f'<p class="bad">step {_e(e["step"])}: {100 * g["value"]:.1f}-point gap, {what}?</p>')
     return "\n".join(html_), ["eval_accuracy.png"]
@@ -157,7 +164,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
 
 def _completion_text(completion) -> str:
     if isinstance(completion, list):  # chat completions are logged as message lists
-        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+        return "".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in completion)
     return str(completion)
 
 
@@ -288,23 +295,35 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     if not run_dir.is_dir():
         raise GrpokitError([Problem(str(run_dir), "no such run directory", "pass the output_dir of a grpokit train")])
     out = Path(out_dir) if out_dir else rd.report_dir
-    out.mkdir(parents=True, exist_ok=True)
+    problem = writable_problem(out)  # before any plot is drawn: a read-only run folder is said, with the way out
+    if problem:
+        raise GrpokitError([Problem(problem.where, problem.message, "write the report elsewhere: grpokit report "
+                                    f"{run_dir} --output-dir DIR (a folder you can write to)")])
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GrpokitError([Problem(str(out), f"cannot create the report folder: {e.strerror or e}",
+                                    f"pass --output-dir DIR (a folder you can write to, not {out})")]) from None
     recipe = rd.raw_config()
-    # Every reader is crash-tolerant: a line cut by a crash is skipped with one note, the rest still shown.
-    metrics = [m for m in rd.read_metrics() if "train_runtime" not in m]
-    results = read_json(rd.results_path())
-    findings = rd.read_health() if rd.health.is_file() else None
-    samples, run = rd.read_samples(), rd.read_status()
+    # Every reader is crash-tolerant: a line cut by a crash is skipped with one note, the rest still shown, and a
+    # record of the wrong type (grpokit.report.inputs) is left out the same way.
+    metrics = [m for m in inputs.stepped(rd.read_metrics(), rd.metrics) if "train_runtime" not in m]
+    results = inputs.eval_doc(read_json(rd.results_path()))
+    findings = inputs.findings(rd.read_health()) if rd.health.is_file() else None
+    samples = inputs.samples(inputs.stepped(rd.read_samples(), rd.samples))
+    run = inputs.run_facts(rd.read_status())
 
     curves, images = curves_section(metrics, recipe, out)
     evals, eval_images = eval_section(results, run_dir, out)
-    tools, tool_images = tools_section(metrics, read_json(rd.tool_results_file), run_dir, out)
+    tools, tool_images = tools_section(metrics, inputs.eval_doc(read_json(rd.tool_results_file)), run_dir, out)
     eval_images += tool_images
+    recipe = recipe if isinstance((recipe or {}).get("model", {}), dict) else None
     model = (recipe or {}).get("model", {}).get("name", run.get("model", "?"))
     facts = [["model", _e(model)], ["status", _e(run.get("status", "unknown"))],
              ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
              ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
-             ["rewards", _e(", ".join(f"{r['name']} ×{r.get('weight', 1.0)}" for r in (recipe or {}).get("rewards", [])))]]
+             ["rewards", _e(", ".join(f"{r.get('name')} ×{r.get('weight', 1.0)}" for r in (recipe or {}).get("rewards", [])
+                                      if isinstance(r, dict)))]]
     if run.get("init_from"):  # --init-from: the run's lineage, one line
         from grpokit.run import describe_lineage
 
@@ -327,5 +346,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 </body></html>
 """
     path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as e:  # a disk that fills up or turns read-only while the plots were written
+        raise GrpokitError([Problem(str(path), f"cannot write the report: {e.strerror or e}",
+                                    "free space, or pass --output-dir DIR (a folder you can write to)")]) from None
     return path

@@ -3,7 +3,8 @@
     fn = build_reward("math_correctness", {"markers": ["Final answer:"]})
 
 registry (the table, the TRL wrapper), parsing (answer lines, fences), one module per scorer (math, format,
-length, code, json_schema, sql_exec, tools, learned), own (a recipe's own functions). Only the registry is
+length, code, json_schema, sql_exec, tools, learned), own (a recipe's own functions), worker (the killable
+process that bounds what C code can stall: SQLite queries, regex-bearing schemas; sqlite_ro runs in it). Only the registry is
 imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
 scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).
 """
@@ -26,6 +27,7 @@ _LAZY = {
     "is_own": "grpokit.rewards.own",
     "OwnRewardError": "grpokit.rewards.own",
     "reward_label": "grpokit.rewards.own",
+    "schema_problem": "grpokit.rewards.json_schema",
     "DEFAULT_MARKERS": "grpokit.rewards.parsing",
     "worked_example": "grpokit.rewards.parsing",
 }
@@ -45,4 +47,4 @@ __all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_ROLE", "
            "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available", "build_own",
            "build_reward", "completion_text", "extract_final_answer", "get_spec", "is_own", "names_with_role",
            "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "reward_label", "rm_input_ids",
-           "worked_example"]
+           "schema_problem", "worked_example"]

@@ -13,17 +13,28 @@ Bounded time: the size and depth limits are checked before validating; every
 schema keyword checks the deadline before it runs, so a recursive schema that
 makes validation exponential (`anyOf` over `$ref: "#"`) stops at `timeout_s`
 (no signals or threads: safe in any thread); `uniqueItems` is checked in linear
-time (`_unique_items`) where jsonschema compares objects pairwise.
+time (`_unique_items`) where jsonschema compares objects pairwise. What a
+keyword's deadline cannot stop runs in a worker process that is killed
+`KILL_GRACE_S` after `timeout_s` (grpokit.rewards.worker): schemas with a
+regex (`pattern`, `patternProperties`: jsonschema matches them with Python's
+backtracking `re` inside four keywords, `^(a|a)*$` on 40 characters runs for
+minutes within one call) or with an embedded resource that names its own
+`$schema` (jsonschema validates it with the stock class, without the timed
+keywords). Schemas without either validate in this process, at full speed.
+Completions that hit the bound score 0.0 and are counted as
+`rewards/json_schema/timeouts` (TRL's log_metric).
+
+No network, no files: `$ref` resolves inside the row's schema only (and the
+JSON Schema meta-schemas jsonschema ships), through a `referencing` registry
+that retrieves nothing. A ref that points elsewhere (`http://...`,
+`file:///...`, another file) is a dataset error: `grpokit data check` and
+loading the rows for training report it (`schema_problem`), and scoring raises.
 
 A schema that is itself invalid, or nested too deeply to check, is a dataset
 bug: the reward raises (counted and reported by the registry) rather than
 scoring every completion 0.
 
-Not covered: `format` keywords (jsonschema leaves them unchecked by default),
-catastrophic `pattern` regexes in a schema (the schema is trusted data; the
-strings they run on are bounded by `_MAX_JSON_CHARS`), and the time bound
-inside an embedded resource that names its own `$schema` (jsonschema validates
-it with the stock class; the size and depth bounds still hold).
+Not covered: `format` keywords (jsonschema leaves them unchecked by default).
 
 Run: `grpokit rewards score --reward json_schema --input rows.jsonl` (rows need `schema`).
 """
@@ -37,7 +48,10 @@ import time
 
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.validators import extend, validator_for
+from jsonschema_specifications import REGISTRY as _META_SCHEMAS  # the bundled meta-schemas; retrieves nothing
+from referencing.exceptions import Unresolvable
 
+from grpokit.rewards import worker
 from grpokit.rewards.parsing import answer_region, fenced_blocks
 from grpokit.rewards.registry import describe
 
@@ -48,6 +62,8 @@ _MAX_JSON_NODES = 10_000  # values (objects, arrays, scalars): honest answers ha
 _MAX_JSON_DEPTH = 32  # nesting levels: jsonschema recurses several Python frames per level; 32 stays far below the ~1000 limit
 _VALIDATION_TIMEOUT_S = 1.0  # honest answers validate in milliseconds; a recursive anyOf schema can take exponential time
 _deadline = threading.local()  # per thread: one cached validator serves every thread
+_REGEX_KEYWORDS = ("pattern", "patternProperties")  # matched by jsonschema with Python's backtracking `re`
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas: a "$ref" there is data
 
 
 class _TimedOut(Exception):
@@ -109,8 +125,60 @@ def _unique_items(validator, unique, instance, schema):
         yield ValidationError("array has non-unique elements")
 
 
+def _walk(schema: object):
+    """(node, is_schema) for every dict of a schema, iteratively; values under const/enum/default/examples are data."""
+    stack = [(schema, True)]
+    while stack:
+        node, is_schema = stack.pop()
+        if isinstance(node, dict):
+            yield node, is_schema
+            stack.extend((v, is_schema and k not in _DATA_KEYWORDS) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, is_schema) for v in node)
+
+
+def _outside_refs(schema: object, cls) -> list[str]:
+    """The `$ref`s of a schema that do not resolve inside it (or to a bundled meta-schema): nothing is fetched."""
+    import referencing.jsonschema
+
+    spec = referencing.jsonschema.specification_with(cls.META_SCHEMA.get("$schema", ""),
+                                                      default=referencing.jsonschema.DRAFT202012)
+    root = spec.create_resource(schema)
+    bad, stack = [], [(schema, _META_SCHEMAS.resolver_with_root(root), True)]
+    while stack:  # the base URI changes under an embedded `$id`, so each node carries its resolver
+        node, resolver, is_schema = stack.pop()
+        if isinstance(node, list):
+            stack.extend((v, resolver, is_schema) for v in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if is_schema and node is not schema:
+            try:
+                if isinstance(spec.id_of(node), str):
+                    resolver = resolver.in_subresource(spec.create_resource(node))
+            except (AttributeError, TypeError):  # an "id" that is a property's schema, not a string
+                pass
+        ref = node.get("$ref") if is_schema else None
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                bad.append(ref)
+        stack.extend((v, resolver, is_schema and k not in _DATA_KEYWORDS) for k, v in node.items())
+    return bad
+
+
+def _needs_worker(schema: object) -> bool:
+    """What the keyword deadline cannot stop: a regex keyword, or an embedded resource with its own `$schema`."""
+    for node, is_schema in _walk(schema):
+        if is_schema and (any(k in node for k in _REGEX_KEYWORDS) or ("$schema" in node and node is not schema)):
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=1024)
 def _validator(schema_json: str):
+    """(validator, runs in the worker) for a row's schema; ValueError for a schema that is a dataset bug."""
     schema = json.loads(schema_json)
     cls = validator_for(schema)
     try:
@@ -119,13 +187,37 @@ def _validator(schema_json: str):
         raise ValueError(f"the row's schema is not a valid JSON Schema: {e.message}") from None
     except RecursionError:
         raise ValueError("the row's schema is nested too deeply to check against its meta-schema") from None
+    outside = _outside_refs(schema, cls)
+    if outside:
+        raise ValueError(_outside_message(outside[0]))
     keywords = {name: _timed(fn) for name, fn in cls.VALIDATORS.items()}
     keywords["uniqueItems"] = _timed(_unique_items)
+    in_worker = _needs_worker(schema)
     if isinstance(schema, dict):
         # jsonschema re-picks the validator class from "$schema" whenever a $ref reaches the root ("#"),
         # which would swap the timed keywords for the stock ones; the class is already chosen from it.
         schema = {k: v for k, v in schema.items() if k != "$schema"}
-    return extend(cls, keywords)(schema)
+    return extend(cls, keywords)(schema, registry=_META_SCHEMAS), in_worker
+
+
+def _outside_message(ref: str) -> str:
+    return (f"the row's schema refers to {ref!r}, which is not inside it: json_schema resolves $ref within the row's "
+            "schema only (no network, no files); inline the referenced schema under $defs and point $ref at "
+            "'#/$defs/NAME'")
+
+
+def schema_problem(schema: object) -> str | None:
+    """A `$ref` of a row's `schema` that points outside it (a server, a file), or None: for data checks. Other
+    problems of a schema are the reward's to report when it scores (the column may serve another reward)."""
+    try:
+        key = _schema_key(schema)
+        if key is None:
+            return None
+        value = json.loads(key)
+        outside = _outside_refs(value, validator_for(value))
+    except (ValueError, TypeError, AttributeError, RecursionError, Unresolvable):
+        return None
+    return _outside_message(outside[0]) if outside else None
 
 
 def _schema_key(schema: object) -> str | None:
@@ -147,12 +239,30 @@ def check_json(
 ) -> tuple[float | None, str, list[str]]:
     """(reward, reason, first schema errors) for one completion.
 
-    Reasons: valid | schema_mismatch | not_json | unclosed_think | too_large | too_deep | timeout | no_schema.
+    Reasons: valid | schema_mismatch | not_json | unclosed_think | too_large | too_deep | timeout | out_of_memory |
+    no_schema.
     """
     key = _schema_key(schema)
     if key is None:
         return None, "no_schema", []
-    validator = _validator(key)
+    _, in_worker = _validator(key)
+    if not in_worker:
+        return check_in_worker(completion, key, partial_credit, timeout_s)
+    try:
+        reward, reason, errors = worker.call("json_schema", (completion, key, partial_credit, timeout_s),
+                                             timeout_s + worker.KILL_GRACE_S)
+    except worker.WorkerTimeout:
+        return 0.0, "timeout", []
+    except worker.WorkerDied:
+        return 0.0, "out_of_memory", []  # past the worker's address-space limit (or a crash in C)
+    except worker.TaskError as e:
+        raise ValueError(str(e)) from None  # the schema's own problems: a dataset bug, as in this process
+    return reward, reason, list(errors)
+
+
+def check_in_worker(completion: str, key: str, partial_credit: float, timeout_s: float) -> tuple[float, str, list]:
+    """`check_json` on a canonical schema text, in this process (the worker's task, and the fast path)."""
+    validator, _ = _validator(key)
     text = extract_json_text(completion)
     if text is None:
         return 0.0, "unclosed_think", []
@@ -174,6 +284,8 @@ def check_json(
         return 0.0, "timeout", []
     except RecursionError:  # a schema whose keywords nest deeply enough to exhaust the stack within the depth bound
         return 0.0, "too_deep", []
+    except Unresolvable as e:  # a ref reached only now (dynamic): still nothing fetched
+        raise ValueError(f"the row's schema has a $ref that does not resolve inside it: {e}") from None
     finally:
         _deadline.at = math.inf
     if errors:
@@ -196,8 +308,11 @@ def get_json_schema_reward(partial_credit: float = 0.0, timeout_s: float = _VALI
     if not 0.0 < timeout_s < math.inf:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s}")
 
-    def score(completions: list[str], schema: list, **_columns) -> list[float | None]:
-        return [check_json(c, s, partial_credit, timeout_s)[0] for c, s in zip(completions, schema)]
+    def score(completions: list[str], schema: list, log_metric=None, **_columns) -> list[float | None]:
+        verdicts = [check_json(c, s, partial_credit, timeout_s) for c, s in zip(completions, schema)]
+        if log_metric is not None:  # the completions that hit the time bound (scored 0), counted
+            log_metric("rewards/json_schema/timeouts", float(sum(reason == "timeout" for _, reason, _ in verdicts)))
+        return [reward for reward, _, _ in verdicts]
 
     def explain(completion: str, schema: object = None, **_row) -> dict:
         reward, reason, errors = check_json(completion, schema, partial_credit, timeout_s)

@@ -22,8 +22,12 @@ Covered:
 - no credit for refusals (不知道, I don't know ...), hedges (`38 或 39`,
   `38, 39`, ranges including `38-40`, "about 39", "not 39", and in an
   explanation "or", "maybe", "otherwise", a conditional second value such as
-  "39 (40 if rounded up)"), or a number that only contains or is contained in
-  the gold one (390 or 3 for 39: numbers are whole tokens).
+  "39 (40 if rounded up)", and another number offered however it is worded:
+  "39, though 40 is also possible", "39 (also 40)", "39，不过40也说得通" (see
+  math_clauses; the audit tries this family, grpokit.audit.tricks.HEDGE_CLAUSES),
+  or a number that only contains or is contained in the gold one (390 or 3 for
+  39: numbers are whole tokens). Numbers in a reason or a calculation are not
+  second answers ("18, since she sells 9 eggs at $2", "18 — since 9 × 2 = 18").
 
 Bounded time and thread safety: the completion is scanned linearly, at most
 `_MAX_CANDIDATES` answers are looked at, an answer longer than
@@ -37,7 +41,9 @@ Not covered: answers given only in words ("thirty-nine"), unit conversion
 ("1 1/2"), answers with no marker and no \\boxed, a second value in a condition
 with no punctuation, "or" or second condition before it ("39 if rounded down
 and 40 up" reads as 39; only the first number is compared, so it earns what
-"39" alone earns).
+"39" alone earns), a second candidate in words ("39, though forty is possible");
+"18, but she eats 3" reads as a hedge (the conservative reading: a reward that
+pays a hedge teaches hedging).
 """
 from __future__ import annotations
 
@@ -47,6 +53,8 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
+# A second candidate offered in an explanation ("18, though 19 is also possible"): math_clauses.py
+from grpokit.rewards.math_clauses import NUMBER_TOKEN, offers_another
 # math-verify (sympy) for symbolic answers, screened and bounded: math_symbolic.py
 from grpokit.rewards.math_symbolic import symbolic_equal, symbolic_parse
 from grpokit.rewards.parsing import (DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, answer_markers, answer_region,
@@ -108,7 +116,6 @@ _DEGREE = re.compile(r"\^\s*\{?\\circ\}?")
 _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}\s*\{\s*(\d+(?:\.\d+)?)\s*\}")
 _FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")  # \frac12
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d])")
-_NUMBER_TOKEN = re.compile(r"(?:\d+(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+(?:\.\d+)?)?")
 _TRAILING_PUNCT = " \t.。!！,，;；:：、?？"
 # What may surround a lone number and still leave it a lone number: words (units,
 # measure words, "x ="), currency, percent. Anything else (\sqrt, ^, +, ...) goes symbolic.
@@ -212,6 +219,8 @@ def _clause_hedges(clause: str, value: Fraction | None) -> bool:
     conditions = len(_CONDITION.findall(clause))
     if conditions > 1 or (conditions and _VALUE_AFTER_PUNCT.search(clause)):
         return True
+    if offers_another(_numeric_text(clause), value):  # "18, though 19 is also possible"
+        return True
     if not _VALUE_AFTER_PUNCT.match(clause):
         return False
     other = _lone_number(_numeric_text(_value_of(clause.strip("()[] "))))  # "18 (19 dollars)"
@@ -258,7 +267,7 @@ def _parse_short_number(text: str) -> Fraction | None:
 
 
 def _lone_number(t: str) -> Fraction | None:
-    tokens = list(_NUMBER_TOKEN.finditer(t))
+    tokens = list(NUMBER_TOKEN.finditer(t))
     if len(tokens) != 1:
         return None
     m = tokens[0]
@@ -296,7 +305,7 @@ def classify_answer(value: str) -> str:
 
 def _several_numbers(t: str) -> bool:
     """'38, 39' or '38 39' or '3 apples and 5 pears': numbers with no operator between them."""
-    tokens = list(_NUMBER_TOKEN.finditer(t))
+    tokens = list(NUMBER_TOKEN.finditer(t))
     return any(not _OPERATOR.search(t[a.end(): b.start()]) for a, b in zip(tokens, tokens[1:]))
 
 

@@ -4,15 +4,17 @@
     run.read_metrics(); run.complete_checkpoints(); run.resolve_checkpoint("best")
 
 rundir (RunDir: paths, config/run files, checkpoints, eval results), files (crash-tolerant JSON/JSONL,
-metric names), checkpoints (names, damage checks, the writer lock), safety (disk space, recording a failure).
+metric names), checkpoints (names, damage checks, the writer lock), safety (disk space, recording a failure),
+ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only).
 """
 from grpokit.run.checkpoints import RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of
 from grpokit.run.files import MEMORY_KEYS, jsonable, read_json, read_jsonl
+from grpokit.run.ownership import is_run_dir, writable_problem
 from grpokit.run.rundir import (CHECKPOINT_SPECS, CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE,
                                 RunDir, describe_lineage, select_steps)
 from grpokit.run.safety import disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "STATUSES",
            "TOOL_RESULTS_FILE", "RunDir", "RunLock", "checkpoint_damage", "describe_lineage", "disk_space_guard",
-           "fail_run", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "select_steps",
-           "step_of"]
+           "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "select_steps",
+           "step_of", "writable_problem"]

@@ -9,11 +9,13 @@ Damage checks read file headers only (safetensors, zip end records), never the w
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
 import socket
+import stat
 import time
 import zipfile
 from pathlib import Path
@@ -84,14 +86,36 @@ class RunLock:
     """One writer per run directory: an advisory fcntl lock on RUN/.lock that names its PID and host.
 
     The kernel releases the lock when its process dies, so a lock file still naming a PID but free to take
-    is stale (a killed run) and is taken over with a note.
+    is stale (a killed run) and is taken over with a note. The lock file is opened without following a
+    symlink and without blocking, and must be a regular file: a `.lock` that is a folder, a link (which
+    would have grpokit truncate the file it points at) or a FIFO is refused with where/what/fix, and a
+    damaged holder record (not JSON, `since` out of range) reads as "no holder recorded".
     """
 
     def __init__(self, path: Path, note: Callable[[str], None] = note):
         self.path, self.note, self._fh = Path(path), note, None
 
+    def _open(self):
+        fix = f"delete it (`rm -r {self.path}`): grpokit creates its lock file itself"
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except IsADirectoryError:
+            raise GrpokitError([Problem(str(self.path), "is a folder, not grpokit's lock file", fix)]) from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise GrpokitError([Problem(str(self.path), "is a symbolic link, not grpokit's lock file", fix)]) from None
+            raise GrpokitError([Problem(str(self.path), f"cannot open the run's lock file: {e.strerror or e}",
+                                        "check the run directory's permissions, or whether its disk is read-only")]
+                               ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise GrpokitError([Problem(str(self.path), "is not a regular file (a FIFO or a device), not grpokit's lock "
+                                        "file", fix)])
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "r+", encoding="utf-8", errors="replace")
+
     def acquire(self) -> "RunLock":
-        fh = open(self.path, "a+", encoding="utf-8")
+        fh = self._open()
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -130,13 +154,19 @@ class RunLock:
         self.release()
 
 
+_MAX_LOCK_BYTES = 4096  # a holder record is ~80 bytes; a larger file is not one, and is not read whole
+
+
 def lock_holder(fh) -> str:
     fh.seek(0)
     try:
-        h = json.loads(fh.read() or "null")
-    except ValueError:
+        h = json.loads(fh.read(_MAX_LOCK_BYTES) or "null")
+    except (ValueError, RecursionError):
         h = None
     if not isinstance(h, dict):
         return "no holder recorded"
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(h["since"])) if isinstance(h.get("since"), float) else "?"
-    return f"PID {h.get('pid')} on host {h.get('host')}, since {since}"
+    try:  # a damaged record (inf, 1e999, a year past 9999, a string) has no readable time, not a traceback
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(h["since"]))
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        since = "?"
+    return f"PID {str(h.get('pid'))[:20]} on host {str(h.get('host'))[:100]}, since {since}"

@@ -30,6 +30,7 @@ from grpokit.distributed import is_main_process
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, RunLock, checkpoint_damage, damaged, step_of
 from grpokit.run.files import atomic_write, note, read_json, read_jsonl, split_jsonl
+from grpokit.run.ownership import clear_run, refuse_output_dir
 
 CONFIG_FILE, RUN_FILE, LOCK_FILE = "config.yaml", "run.json", ".lock"
 METRICS_FILE, SAMPLES_FILE, HEALTH_FILE = "metrics.jsonl", "samples.jsonl", "health.jsonl"
@@ -125,6 +126,25 @@ class RunDir:
     def read_status(self) -> dict:
         return read_json(self.run_json) or {}
 
+    def repair_status(self, note: Callable[[str], None] = note) -> dict:
+        """run.json; when it is missing or unreadable, rebuilt from the checkpoints and metrics.jsonl, written back
+        (with a note). Rebuilt, a run is `completed` when its newest checkpoint reached the max_steps its trainer
+        was training towards, else `interrupted` (resumable): a lost record never makes a finished run look open."""
+        status = read_json(self.run_json, note=lambda _: None)
+        if isinstance(status, dict) and status.get("status") in STATUSES:
+            return status
+        step, trainer_max = self.checkpoint_progress()
+        logged = [r["step"] for r in self.read_metrics() if type(r.get("step")) is int]
+        last = self.latest_checkpoint()
+        done = trainer_max is not None and step >= trainer_max
+        status = {"run_dir": str(self.path), "status": "completed" if done else "interrupted",
+                  "reason": f"{RUN_FILE} was {'unreadable' if self.run_json.exists() else 'missing'}: rebuilt from "
+                            f"{CHECKPOINTS_DIR}/ and {METRICS_FILE}",
+                  "step": max([step, *logged]), "last_checkpoint": str(last) if last else None, "rebuilt": True}
+        self.write_status(status)
+        note(f"{self.run_json}: {status['reason']} (status {status['status']}, step {status['step']})")
+        return status
+
     def write_status(self, summary: dict) -> None:
         if not is_main_process():  # with N processes (grpokit.training.launch) the main one alone writes run.json
             return
@@ -168,6 +188,17 @@ class RunDir:
     def latest_checkpoint(self) -> Path | None:
         done = self.complete_checkpoints()
         return done[-1] if done else None
+
+    def checkpoint_progress(self, ck: Path | None = ...) -> tuple[int, int | None]:
+        """(global step of a checkpoint (default: the newest complete one), 0 without one; the max_steps its
+        trainer was set to)."""
+        ck = self.latest_checkpoint() if ck is ... else ck
+        if ck is None:
+            return 0, None
+        state = read_json(ck / "trainer_state.json", note=lambda _: None) or {}
+        step, target = state.get("global_step"), state.get("max_steps")
+        step = step if type(step) is int else step_of(ck)
+        return step, target if type(target) is int and target > 0 else None
 
     def mark_complete(self, step: int) -> None:
         ck = self.checkpoint_path(step)
@@ -246,17 +277,15 @@ class RunDir:
     def lock(self, note: Callable[[str], None] = note):
         return RunLock(self.path / LOCK_FILE, note)
 
-    def refuse_existing(self, overwrite: bool) -> None:
-        """Refuse a taken --output-dir before anything loads (nothing is created or deleted here)."""
-        if self.path.exists() and not self.path.is_dir():
-            raise GrpokitError([Problem(str(self.path), "exists and is not a directory", "pick another --output-dir")])
-        if self.path.is_dir() and any(p.name != LOCK_FILE for p in self.path.iterdir()) and not overwrite:
-            raise GrpokitError([Problem(str(self.path), "run directory already exists and is not empty",
-                                        f"continue it with `grpokit train --resume {self.path}`, pick another "
-                                        "--output-dir, or pass --overwrite to start again")])
+    def refuse_existing(self, overwrite: bool, keep: list = ()) -> None:
+        """Refuse an --output-dir training may not use, before anything loads (nothing is created or deleted here):
+        a taken folder without --overwrite, a folder that is no grpokit run with it, one that holds `keep` (the
+        recipe, the data), the root, home, a git work tree, an unwritable place (grpokit.run.ownership)."""
+        refuse_output_dir(self.path, overwrite, keep)
 
     def open_new(self, recipe, overwrite: bool, lock=None, note: Callable[[str], None] = note):
-        """Create (with --overwrite: empty) the folder of a run that can start; (the held lock, created by us)."""
+        """Create (with --overwrite: clear grpokit's files from) the folder of a run that can start; (the held lock,
+        created by us)."""
         created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         lock = lock or self.lock(note).acquire()  # refused: another run started here meanwhile, its folder
@@ -272,11 +301,9 @@ class RunDir:
             raise
         return lock, created
 
-    def clear(self) -> None:
-        """Delete everything of an earlier run (--overwrite) except the lock this process holds."""
-        for p in self.path.iterdir():
-            if p.name != LOCK_FILE:
-                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    def clear(self) -> list[str]:
+        """Delete an earlier run's files (--overwrite): grpokit's own entries only, never the lock or a user's file."""
+        return clear_run(self.path)
 
     def free_bytes(self) -> int:
         return shutil.disk_usage(self.path if self.path.exists() else self.path.parent).free
@@ -284,7 +311,7 @@ class RunDir:
 
 def describe_lineage(lineage: dict | None) -> str | None:
     """run.json's `init_from` (grpokit.training.lineage writes it) as one line for the report and the terminal."""
-    if not lineage:
+    if not isinstance(lineage, dict) or not lineage:  # a damaged run.json: no lineage to tell
         return None
     if lineage.get("run"):
         step = lineage.get("step")

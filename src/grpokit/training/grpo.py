@@ -36,10 +36,11 @@ from grpokit.console import console
 from grpokit.data import load_datasets
 from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.envs import tool_setup
+from grpokit.errors import GrpokitError, Problem
 from grpokit.generation import warpers
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_recipe, refuse_vllm_training_here
-from grpokit.run import RunDir, disk_space_guard, fail_run, jsonable, step_of
+from grpokit.run import RunDir, disk_space_guard, fail_run, jsonable, step_of, writable_problem
 from grpokit.task import Task
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
 from grpokit.training.no_signal import SkipNoSignalRows
@@ -105,19 +106,40 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     created only once data, model and rewards have loaded; any exception after training starts is recorded
     in run.json as `failed` and raised as a GrpokitError with the way to continue.
     """
-    run = RunDir(Path(run_dir or recipe.output_dir).resolve())
+    chosen = recipe.output_dir if run_dir is None else run_dir
+    if not str(chosen).strip():  # '' would be the current folder: refused, never trained into (or cleared)
+        raise GrpokitError([Problem("--output-dir" if run_dir is not None else f"{recipe.source or 'recipe'} output_dir",
+                                    "is empty (it would mean the current folder)",
+                                    "name a new folder for the run, e.g. runs/my-run")])
+    run = RunDir(Path(chosen).resolve())
     # Before anything loads (TRL would fail only at the first weight sync): vLLM training without CUDA.
     refuse_vllm_training_here(recipe.generation, str(run.config if resume else recipe.source or "recipe"))
     held: list = []  # the lock, once taken (here, or by _train when a new run's folder is created)
     main = is_main_process()  # with N processes (grpokit.training.launch) the main one alone writes the run directory
     if resume:
-        load_run_recipe(run)  # a clear error when this is no run directory
+        recorded = load_run_recipe(run)  # a clear error when this is no run directory
+        finished = None
         if main:
+            problem = writable_problem(run.path)
+            if problem:
+                raise GrpokitError([problem])
             held.append(run.lock(note=_note).acquire())
+            try:
+                finished = _finished(recipe, run)
+            except BaseException:
+                held.pop().release()
+                raise
+        finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
+        if finished is not None:  # a finished run stays finished: nothing loads, nothing is written
+            for lock in held:
+                lock.release()
+            return finished
+        if main and recipe.train.max_steps != recorded.train.max_steps:  # --set train.max_steps=N: recorded
+            run.write_config(recipe)
     else:
         recipe = recipe.for_run(run.path)
         if main:
-            run.refuse_existing(overwrite)
+            run.refuse_existing(overwrite, keep=_read_paths(recipe))
         if main and overwrite and run.path.is_dir():
             held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
     try:
@@ -125,6 +147,33 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     finally:
         for lock in held:
             lock.release()
+
+
+def _read_paths(recipe: Recipe) -> list[str]:
+    """Files the run reads (recipe, data, a local model): a folder holding one is never cleared by --overwrite."""
+    paths = [recipe.source, recipe.data.train, recipe.data.eval, recipe.model.name]
+    return [p for p in paths if p and not str(p).startswith("hf:") and Path(p).exists()]
+
+
+def _finished(recipe: Recipe, run: RunDir) -> dict | None:
+    """The summary of a run that already reached its end (say so; nothing to train), or None to continue.
+
+    The end is train.max_steps (raised with `--resume RUN --set train.max_steps=N` to continue), measured by the
+    newest complete checkpoint; without max_steps (epochs) it is the status `completed`. A missing or corrupt
+    run.json is rebuilt first (grpokit.run.RunDir.repair_status), so it never opens a finished run again.
+    """
+    status = run.repair_status(note=_note)
+    # Measured by the checkpoint a resume would start from: a damaged last one is redone, not "finished".
+    step, _ = run.checkpoint_progress(run.resume_checkpoint(note=lambda _: None))
+    target = recipe.train.max_steps
+    done = step >= target if target > 0 else status.get("status") == "completed"
+    if not done:
+        return None
+    end = f"train.max_steps={target}" if target > 0 else "the end of its epochs"
+    console.print(f"{run.path}: finished at step {step} ({end}; status {status.get('status')}): nothing to resume, "
+                  "nothing trained")
+    console.print(f"to train longer: grpokit train --resume {run.path} --set train.max_steps=N (N above {step})")
+    return {**status, "run_dir": str(run.path), "step": step, "finished": True}
 
 
 def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list,

@@ -1,0 +1,231 @@
+"""Issue 25 (points 5, 7, 8): hostile recipes, data rows, lock files and log records end in `where: what` +
+`fix:`, never a traceback or a hang, and a refused command leaves no folder behind.
+
+Recipes and data go through `grpokit recipe check` / `grpokit data check` as a user runs them, under a deadline
+that only catches a hang (SIGALRM, 30 s): "billion laughs" aliases, 50k levels of nesting, a recipe past the size
+cap, absurd numbers; a 200k-deep column, a million-digit answer. A read-only run folder is read-only for real:
+as root, the CLI runs without the capability that ignores permission bits (setpriv).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import write_jsonl
+
+import grpokit
+from grpokit.cli import main
+
+SRC = Path(grpokit.__file__).resolve().parents[1]  # the subprocess runs the grpokit these tests import
+BASE = {"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]}
+
+
+@contextmanager
+def no_hang(seconds: int = 30):
+    def fail(*_):
+        raise TimeoutError(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    with no_hang():
+        code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def unprivileged(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI in a fresh process that file permissions bind: as root, without CAP_DAC_OVERRIDE (setpriv)."""
+    cmd = [sys.executable, "-m", "grpokit", *argv]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permission bits cannot be made to bind")
+        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", *cmd]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(SRC)})
+
+
+# ---------------------------------------------------------------- recipes (point 5)
+def _laughs(levels: int = 9) -> str:
+    lines = ["    a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"    a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines)
+
+
+RECIPES = [
+    # (case, YAML text, the line the message names (marked by this text), words in the message)
+    ("billion laughs under model.init_kwargs", f"model:\n  init_kwargs:\n{_laughs()}\n", "a5:", "expands to more than"),
+    ("billion laughs under trl:", f"trl:\n  x:\n{_laughs()}\n", "a5:", "expands to more than"),  # 10^6: the first past
+    ("an alias inside itself", "model:\n  init_kwargs:\n    x: &a [*a]\n", "x: &a", "recursive alias"),
+    ("a 50k-deep list", "model:\n  init_kwargs:\n    x: " + "[" * 50_000 + "]" * 50_000 + "\n", "x: [", "50 levels deep"),
+    ("a 200-deep mapping", "trl:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200)) + "  " * 200 + "v: 1\n",
+     " k49:", "50 levels deep"),  # k49 opens the 51st level
+]
+
+
+@pytest.mark.parametrize("case,text,mark,words", RECIPES, ids=[c[0] for c in RECIPES])
+def test_unbounded_yaml_is_refused_with_its_line(tmp_path, capsys, case, text, mark, words):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(BASE) + text)
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if mark in t)
+    code, out = run_cli(["recipe", "check", str(path)], capsys)
+    assert code == 2 and f"{path}:{line}: " in out and words in out and "fix: " in out, out
+    assert "Traceback" not in out
+
+
+def test_a_recipe_past_the_size_cap_is_refused_unread(tmp_path, capsys):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(BASE) + "# " + "x" * (50 << 20) + "\n")  # the issue's 50 MB recipe
+    code, out = run_cli(["recipe", "check", str(path)], capsys)
+    assert code == 2 and "is 50.0 MiB; a recipe is a few KB (the limit is 1 MiB)" in out and "fix: " in out, out
+
+
+NUMBERS = [
+    # (--set, field, allowed range in the fix)
+    ("train.max_steps=1.0e+23", "train.max_steps", "-1 to 1,000,000"),
+    ("train.max_steps=2000000", "train.max_steps", "-1 to 1,000,000"),
+    ("train.learning_rate=1e300", "train.learning_rate", "> 0 and <= 1.0"),
+    ("train.max_completion_length=1000000000000", "train.max_completion_length", "1 to 1,048,576"),
+    ("train.max_prompt_length=99999999", "train.max_prompt_length", "1 to 1,048,576"),
+    ("train.num_generations=100000000", "train.num_generations", "2 to 65,536"),
+    ("train.num_train_epochs=1e9", "train.num_train_epochs", "> 0 and <= 10,000"),
+]
+
+
+@pytest.mark.parametrize("override,field,allowed", NUMBERS, ids=[n[0] for n in NUMBERS])
+def test_absurd_numbers_are_refused_with_the_allowed_range(tmp_path, capsys, override, field, allowed):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    code, out = run_cli(["recipe", "check", str(path), "--set", override], capsys)
+    assert code == 2 and field in out and allowed in out, out
+
+
+@pytest.mark.parametrize("change,where,words", [
+    ({"output_dir": ""}, "output_dir", "an empty one would be the current folder"),  # '' = the current folder
+    ({"output_dir": "  "}, "output_dir", "an empty one would be the current folder"),
+    ({"data": {"train": "/etc/hostname"}}, "data.train", "unknown data format '(no extension)'"),  # data check refuses it
+    ({"data": {"train": "rows.txt"}}, "data.train", "unknown data format '.txt'"),
+])
+def test_recipe_check_refuses_what_training_would(tmp_path, capsys, change, where, words):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **change}))
+    code, out = run_cli(["recipe", "check", str(path)], capsys)
+    assert code == 2 and where in out and words in out and "fix: " in out, out
+
+
+# ---------------------------------------------------------------- data rows (points 5, 6)
+def test_hostile_rows_are_row_errors_and_the_rest_is_still_checked(tmp_path, capsys):
+    rows = ['{"question": "one", "answer": "1"}',
+            '{"question": "deep", "answer": "2", "extra": ' + "[" * 200_000 + "]" * 200_000 + "}",  # RecursionError
+            '{"question": "huge", "answer": ' + "9" * 1_000_000 + "}",  # past Python's 4,300-digit conversion
+            '{"question": "long", "answer": 123456789012345678901234}',  # past Arrow's 64 bits
+            '{"question": "nested", "answer": "3", "extra": ' + "[" * 70 + "]" * 70 + "}",  # parses, too deep
+            '{"question": "two", "answer": "2"}']
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    code, out = run_cli(["data", "check", str(path), "--task", "math"], capsys)
+    assert code == 1 and "Traceback" not in out
+    assert f"{path}:2: nested more than 64 levels deep" in out and f"{path}:5: nested more than 64" in out
+    assert f"{path}:3: an integer of 1000000 digits" in out and f"{path}:4: an integer of 24 digits" in out
+    assert out.count("fix: ") == 4 and "2 usable rows, 4 unusable" in out, out
+
+
+def test_a_json_array_with_a_hostile_row(tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    path.write_text('[{"question": "a", "answer": "1"}, {"question": "b", "answer": ' + "7" * 5000 + "}]")
+    code, out = run_cli(["data", "check", str(path)], capsys)
+    assert code == 1 and f"{path} row 2: an integer of 5000 digits" in out and "1 usable rows" in out, out
+
+
+# ---------------------------------------------------------------- the lock file (point 7)
+LOCKS = [
+    # (case, how the .lock is made, words of the refusal (None: taken, as a stale lock), words of the note)
+    ("since 1e999", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999}'), None, "PID 1 on host h, since ?"),
+    ("since a string", lambda p: p.write_text('{"pid": 1, "since": "yesterday"}'), None, "since ?"),
+    ("not JSON", lambda p: p.write_bytes(b"\xff\xfe garbage"), None, None),
+    ("a folder", lambda p: p.mkdir(), "is a folder, not grpokit's lock file", None),
+    ("a symlink to a user's file", lambda p: p.symlink_to(p.parent.parent / "thesis.txt"), "is a symbolic link", None),
+    ("a FIFO", lambda p: os.mkfifo(p), "is not a regular file", None),
+]
+
+
+@pytest.mark.parametrize("case,make,refused,noted", LOCKS, ids=[c[0] for c in LOCKS])
+def test_a_lock_that_is_not_a_lock_file(tmp_path, case, make, refused, noted):
+    from grpokit.errors import GrpokitError
+    from grpokit.run import RunDir
+
+    thesis = tmp_path / "thesis.txt"
+    thesis.write_text("years of work")
+    run = tmp_path / "run"
+    run.mkdir()
+    make(run / ".lock")
+    notes = []
+    with no_hang():
+        if refused is None:  # a damaged holder record: taken over, never a traceback
+            with RunDir(run).lock(note=notes.append):
+                pass
+            assert (noted is None and notes == []) or (len(notes) == 1 and noted in notes[0]), notes
+        else:
+            with pytest.raises(GrpokitError) as e:
+                RunDir(run).lock(note=notes.append).acquire()
+            assert refused in str(e.value) and "fix: delete it" in str(e.value), str(e.value)
+    assert thesis.read_text() == "years of work"  # a link is never followed, a user's file never truncated
+
+
+# ---------------------------------------------------------------- the report (point 7)
+def _run_folder(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump({**BASE, "model": {"name": "default"}}))
+    (run / "run.json").write_text(json.dumps({"status": "completed", "step": 2, "seconds": 9.0}))
+    write_jsonl(run / "metrics.jsonl", [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.7}])
+    return run
+
+
+def test_report_on_log_records_of_the_wrong_type(tmp_path, capsys):
+    run = _run_folder(tmp_path)
+    write_jsonl(run / "metrics.jsonl", [{"step": 1, "reward": 0.5}, {"step": "2", "reward": "abc"}, {"step": 2.5},
+                                        {"step": True}, {"step": 3, "reward": [1], "loss": {"a": 1}}])
+    write_jsonl(run / "samples.jsonl", [{"step": "1", "prompt": "p", "completion": "c"},  # the issue's case
+                                        {"step": 1, "prompt": 5, "completion": {"a": 1}, "rewards": [1, 2]},
+                                        {"step": 2, "prompt": [1], "completion": [1, "x"], "rewards": "no"}])
+    write_jsonl(run / "health.jsonl", [{"code": ["x"], "step": "3", "severity": 5, "message": {"m": 1}}])
+    (run / "run.json").write_text(json.dumps({"status": ["x"], "seconds": "abc", "init_from": "weird"}))
+    (run / "eval").mkdir()
+    (run / "eval" / "results.json").write_text(json.dumps({"checkpoints": [
+        {"step": "1"}, 5, {"step": 2, "heldout": {"accuracy": "x", "mean_length": "y"}, "gap": {"value": "a"}}],
+        "best": {"step": "2"}, "samples_per_problem": "4"}))
+    code, out = run_cli(["report", str(run)], capsys)
+    assert code == 0 and "Traceback" not in out and (run / "report" / "report.html").is_file(), out
+    assert "metrics.jsonl: skipped 3 record(s) whose step is not an integer" in out
+    assert "samples.jsonl: skipped 1 record(s)" in out
+
+
+def test_report_on_a_read_only_run_folder(tmp_path):
+    run = _run_folder(tmp_path)
+    before = sorted(p.name for p in run.iterdir())
+    run.chmod(0o555)
+    try:
+        proc = unprivileged(["report", str(run)], tmp_path)
+    finally:
+        run.chmod(0o755)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{run}/report: cannot write here" in proc.stderr and "--output-dir DIR" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in run.iterdir()) == before
+    elsewhere = tmp_path / "out"  # the fix works
+    proc = unprivileged(["report", str(run), "--output-dir", str(elsewhere)], tmp_path)
+    assert proc.returncode == 0 and (elsewhere / "report.html").is_file(), proc.stderr

