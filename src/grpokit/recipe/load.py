@@ -119,7 +119,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         else:
             out += machine
     if rewards is not None:
-        out += cc.check_rewards(rewards, base)
+        out += cc.check_rewards(rewards, base, data, notes)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.
