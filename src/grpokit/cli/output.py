@@ -21,3 +21,9 @@ def print_error(e: GrpokitError) -> int:
 
 def add_set_option(parser, help: str = "override a recipe value (repeatable), e.g. --set train.learning_rate=2e-5"):
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
+
+
+def print_notes(recipe) -> None:
+    """What validation could not check here (a hub id or `hf:` dataset while offline, vLLM/CUDA missing)."""
+    for note in getattr(recipe, "notes", None) or []:
+        err.print(f"[yellow]note:[/] {note}", highlight=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option, err
+from grpokit.cli.output import add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -108,6 +108,7 @@ def _launch(args) -> int:
     elif args.recipe:
         # A dry run only prints the command (often on another machine than the one that runs it).
         recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
+        print_notes(recipe)
         if not args.skip_audit and not args.dry_run:
             _audit_warnings(recipe)
         argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]

@@ -380,9 +380,16 @@ def check_init_kwargs(m) -> Found:
 
 
 # ---------------------------------------------------------------- data
-def check_data(d, base: Path) -> Found:
+# The command that makes a missing data file, by what scores it (the README's set-up lines).
+_MAKE_DATA = {"code_tests": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
+              "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
+
+
+def check_data(d, base: Path, rewards=None) -> Found:
     from grpokit.data import resolve_data_path
 
+    names = [r.name for r in rewards or []]
+    make = next((_MAKE_DATA[n] for n in names if n in _MAKE_DATA), None)
     out: Found = []
     for key in ("train", "eval"):
         spec = getattr(d, key)
@@ -391,6 +398,24 @@ def check_data(d, base: Path) -> Found:
         path = Path(resolve_data_path(spec, base))
         if not path.is_file():
             out.append((("data", key), f"file not found: {path}",
-                        "fix the path (relative paths are resolved from the recipe's folder), or create it, "
-                        "e.g. `grpokit data generate arithmetic FILE`"))
+                        "fix the path (relative paths are resolved from the recipe's folder), or create it"
+                        + (f", e.g. {make}" if make else "")))
     return out
+
+
+def check_hub_data(d) -> tuple[Found, list[str]]:
+    """`hf:` datasets: looked up on the hub when it is reachable (one request); a note when it is not."""
+    from grpokit.models import hub_dataset_problem
+
+    out: Found = []
+    notes: list[str] = []
+    for key in ("train", "eval"):
+        spec = getattr(d, key)
+        if spec is None or not spec.startswith("hf:"):
+            continue
+        problem, note = hub_dataset_problem(spec[3:])
+        if problem:
+            out.append((("data", key), *problem))
+        if note:
+            notes.append(f"data.{key} {spec}: {note}")
+    return out, notes

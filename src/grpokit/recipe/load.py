@@ -103,10 +103,13 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
     elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
         out += cc.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     if data is not None:
-        out += cc.check_data(data, base)
+        out += cc.check_data(data, base, rewards)
     if model is not None:
         found, notes = cc.check_model(model, data)
         out += found
+    if data is not None:
+        found, hub_notes = cc.check_hub_data(data)
+        out, notes = out + found, notes + hub_notes
     if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
         out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))
     generation = section("generation", GenerationConfig)
