@@ -134,7 +134,10 @@ def test_error_printer(error, expected, capsys):
 def test_main_prints_input_errors_through_the_printer(tmp_path, capsys):
     from grpokit.cli import main
 
-    assert main(["doctor", str(tmp_path)]) == 2  # an empty folder is not a run
+    empty = tmp_path / "empty"  # a folder of its own: no sibling runs for the fix to name
+    empty.mkdir()
+    assert main(["doctor", str(empty)]) == 2  # an empty folder is not a run
     assert capsys.readouterr().err.splitlines() == [
-        "error: cannot continue", f"  - {tmp_path}: no metrics.jsonl here",
-        "      fix: pass the output_dir of a `grpokit train` run"]
+        "error: cannot continue",
+        f"  - grpokit doctor {empty}: not a grpokit run directory (none of config.yaml, run.json, metrics.jsonl)",
+        "      fix: pass the output_dir of an earlier `grpokit train`"]
