@@ -73,8 +73,17 @@ def test_model_free_commands_do_not_import_torch(argv, run_dir):
 def test_version_flag_prints_the_installed_version():
     res = subprocess.run([sys.executable, "-m", "grpokit", "--version"], capture_output=True, text=True, timeout=60,
                          env=_env())
-    assert res.returncode == 0 and res.stdout.strip() == f"grpokit {version()}"
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 0 and lines[0] == f"grpokit {version()}"
     assert version().count(".") >= 2
+    # what a bug report needs (issue 27): torch with its device, and each library grpokit drives, by version
+    import torch
+    import trl
+
+    assert any(line.startswith(f"torch {torch.__version__}: ") for line in lines), lines
+    assert f"trl {trl.__version__}" in lines and any(line.startswith("transformers ") for line in lines)
+    assert any(line.startswith(("vllm ", "vllm: not installed")) for line in lines)
+    assert lines[2].endswith("CPU build") or "CUDA" in lines[2] or "MPS" in lines[2], lines[2]
 
 
 @pytest.mark.parametrize("module", ["grpokit", "grpokit.cli"])  # `python -m grpokit` and the older spelling

@@ -80,6 +80,10 @@ def cmd_train(args) -> int:
         if main_process:
             print(describe_lineage(lineage))
     if not args.skip_audit:
+        from grpokit.run import RunDir
+
+        # A taken run folder is refused before the audit's seconds to minutes (training refuses it again, locked).
+        RunDir(Path(args.output_dir or recipe.output_dir).resolve()).refuse_existing(args.overwrite)
         _audit_warnings(recipe)
     train(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage)
     return 0
@@ -110,6 +114,9 @@ def _launch(args) -> int:
         recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
         print_notes(recipe)
         if not args.skip_audit and not args.dry_run:
+            from grpokit.run import RunDir
+
+            RunDir(Path(args.output_dir or recipe.output_dir).resolve()).refuse_existing(args.overwrite)
             _audit_warnings(recipe)
         argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
         argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
