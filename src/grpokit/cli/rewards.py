@@ -200,20 +200,30 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from grpokit.audit import audit_recipe
+    from grpokit.audit import audit_progress, audit_recipe, audit_warnings
+    from grpokit.cli.output import err, print_notes
     from grpokit.recipe import load_recipe
+    from grpokit.rewards import LEARNED_REWARDS
 
     recipe = load_recipe(args.recipe, args.set)
+    print_notes(recipe)
+    log = lambda line: err.print(line, markup=False)  # noqa: E731 - progress to stderr; the table is the result
+    if any(r.name in LEARNED_REWARDS for r in recipe.rewards):  # no fixed verdict to trick: say what to watch
+        for line in audit_warnings(recipe):
+            print(line)
+        return 0
     if recipe.env is not None:  # tool tasks: scripted tool hacks instead of answer-line tricks
         from grpokit.audit import audit_recipe_tools, tool_audit_table
 
-        results = audit_recipe_tools(recipe, max_rows=args.rows)
+        with audit_progress(f"tool hacks on up to {args.rows} row(s) of {recipe.env.name}", log):
+            results = audit_recipe_tools(recipe, max_rows=args.rows)
         print(tool_audit_table(results))
         return 0 if all(r.ok for r in results) else 1
     try:
-        result = audit_recipe(recipe, max_rows=args.rows)
+        result = audit_recipe(recipe, max_rows=args.rows, log=log)
     except ValueError as e:
-        raise GrpokitError([Problem(args.recipe, str(e), "point data.train at rows with numeric 'answer' values")]) from None
+        raise GrpokitError([Problem(args.recipe, str(e), "point data.train at rows the task's tricks can be built "
+                                    "from (numeric answers; tests; schemas; db + gold query)")]) from None
     print(result.table())
     return 0 if result.ok else 1
 

@@ -153,5 +153,5 @@ def _audit_warnings(recipe) -> None:
     from grpokit.audit import audit_warnings
     from grpokit.console import console
 
-    for w in audit_warnings(recipe):  # each line already starts with "reward audit:"
+    for w in audit_warnings(recipe, log=console.print):  # each line already starts with "reward audit:"
         console.print(f"[yellow]{w}[/]")
