@@ -7,7 +7,8 @@ Three layouts are rows of a code task, each as it is written (no conversion step
     assert lines      {"question", "tests": ["assert f(1) == 2", ...], "answer"?}          (MBPP-style)
 
 A row needs a prompt and its tests; the reference solution (`canonical_solution`, or `answer`) is optional:
-`code_tests` scores with the tests alone, and the reward audit uses the reference when there is one.
+`code_tests` scores with the tests alone, and the reward audit uses the reference when there is one. The
+same holds for a JSON row with a `schema` (`json_schema` judges validity; `judged_without_answer`).
 HumanEval's own rows become grpokit's layout on loading (`from_humaneval_layout`: the instruction plus the
 function's prompt in a fence as the question, the raw prompt in `humaneval_prompt`), the layout
 `grpokit data import humaneval` writes, so both train and evaluate the same.
@@ -31,6 +32,11 @@ REFERENCE_KEYS = ("canonical_solution", "answer")  # where a reference solution 
 def is_code_row(obj: object) -> bool:
     """A row whose task is judged by tests: `test` + `entry_point` (HumanEval), or `tests` (assert lines)."""
     return isinstance(obj, dict) and (("test" in obj and "entry_point" in obj) or "tests" in obj)
+
+
+def judged_without_answer(obj: object) -> bool:
+    """Rows whose reward needs no gold answer: tests judge code rows, the `schema` judges JSON rows."""
+    return is_code_row(obj) or (isinstance(obj, dict) and obj.get("schema") not in (None, ""))
 
 
 def from_humaneval_layout(obj: dict, question_field: str | None = None) -> dict:

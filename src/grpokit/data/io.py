@@ -12,7 +12,7 @@ recipes name them) or hf:ID (see `formats`).
 Rows of a code task (grpokit.data.code_rows) are valid as HumanEval writes
 them (`prompt`, `test`, `entry_point`), as `grpokit data import humaneval`
 writes them, or with a `tests` list of assert lines; they need no answer (the
-reference solution is optional).
+reference solution is optional); so do JSON rows with a `schema`.
 
 What counts as a number on a numeric task is the math reward's own reading
 (`is_numeric_answer`: `parse_gold` + `parse_number`), so `data check` and
@@ -42,7 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpokit.data.code_rows import code_row_problems, from_humaneval_layout, is_code_row
+from grpokit.data.code_rows import code_row_problems, from_humaneval_layout, is_code_row, judged_without_answer
 from grpokit.data.formats import RawData, read_file, read_hf
 from grpokit.data.paths import resolve_data_path
 from grpokit.envs import check_tool_row, is_tool_row
@@ -190,7 +190,7 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
     elif not q.strip():
         problems.append(Problem(f"{where} {qk}", "question is empty", "fill it in or delete the row"))
     if ak is None:
-        if not code_row:  # a code row is judged by its tests; its reference solution is optional
+        if not judged_without_answer(obj):  # tests judge a code row, its schema a JSON row: a reference is optional
             problems.append(Problem(where, f"missing answer (looked for {' / '.join(af_names)})",
                                     "add an \"answer\" field, or set data.answer_field in the recipe"))
     else:
@@ -234,7 +234,8 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
             continue
         ak = _pick(obj, answer_field, ANSWER_FIELDS)
         answer = obj[ak] if ak is not None else row.get("answer")  # code rows: the reference solution, if any
-        kind = ("code tests + reference" if answer else "code tests, no reference") if is_code_row(row) else None
+        kind = ("code tests + reference" if answer else "code tests, no reference") if is_code_row(row) else \
+            "schema, no reference" if answer is None else None
         report.answer_types[kind or _answer_type(answer)] += 1
         if numeric and not is_numeric_answer(answer):
             report.non_numeric.append(where)
@@ -259,7 +260,7 @@ def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> l
     if raw.columns is None or not raw.rows:
         return []
     out = []
-    code_table = is_code_row(dict.fromkeys(raw.columns))  # judged by tests: the answer is optional
+    code_table = is_code_row(dict.fromkeys(raw.columns)) or "schema" in raw.columns  # judged by tests or a schema
     for what, preferred, names, key in (("question", question_field, QUESTION_FIELDS, "question_field"),
                                         ("answer", answer_field, ANSWER_FIELDS, "answer_field")):
         if what == "answer" and code_table and not answer_field:
