@@ -28,7 +28,11 @@ step() {
   shift 2
   echo "==> $what (usually $usual)"
   local t0=$SECONDS rc=0
-  (while sleep 30; do echo "    ... still $what, $((SECONDS - t0)) s so far"; done) &
+  # 1 s slices, and sleep's output not on the pipe: once killed, nothing holds `install.sh | tee log` open
+  (next=30
+   while sleep 1 >/dev/null 2>&1 </dev/null; do
+     if [ $((SECONDS - t0)) -ge "$next" ]; then echo "    ... still $what, $((SECONDS - t0)) s so far"; next=$((next + 30)); fi
+   done) &
   local ticker=$!
   "$@" || rc=$?
   kill "$ticker" 2>/dev/null || true

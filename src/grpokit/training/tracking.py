@@ -60,7 +60,9 @@ class Progress(TrainerCallback):
     def status_line(self) -> str:
         """The plain status line: steps done of total, s/step, ETA, and how long the running step has taken."""
         state = self.state
-        per_step, eta = self.pace(state)
+        done = state.global_step - self.step_start
+        per_step = (self.t_step - self.t_start) / done if done > 0 else None  # finished steps only
+        eta = hms(per_step * max(0, (state.max_steps or 0) - state.global_step)) if per_step else "-"
         pace = f"{per_step:.1f} s/step, eta {eta}" if per_step else "first step not done yet"
         return (f"training: step {state.global_step}/{state.max_steps}, {pace}; step {state.global_step + 1} "
                 f"running for {hms(self.clock() - self.t_step)}")
