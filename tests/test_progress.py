@@ -188,3 +188,29 @@ def test_readme_set_up_commands_are_the_scripts(tmp_path):
     assert "bash scripts/install.sh --tests && .venv/bin/python -m pytest" in readme
     assert "root or sudo" in readme.split("## Set-up on a fresh machine")[1].split("##")[0]
     assert "--tests" in Path(REPO / ".ci" / "run").read_text()
+
+
+def test_preflight_off_a_terminal_prints_its_generation_status(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    import grpokit.console
+
+    monkeypatch.setattr(grpokit.console, "PLAIN_STATUS_EVERY_S", 0.01)
+    data = write_jsonl(tmp_path / "t.jsonl", [{"question": f"{i} + 1 = ?", "answer": str(i + 1)} for i in range(4)])
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": {"name": str(tiny_model_dir)}, "data": {"train": str(data), "template": "plain_en"},
+        "rewards": [{"name": "math_correctness"}], "train": {"num_generations": 2, "max_completion_length": 16}}))
+    assert main(["preflight", str(recipe), "--prompts", "2", "--output", str(tmp_path / "p.json")]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^preflight: \d/4 rows, ", err, re.M), err
+
+
+def test_train_refuses_a_taken_run_folder_before_the_audit(tmp_path, monkeypatch, capsys):
+    import grpokit.audit
+
+    audited = []
+    monkeypatch.setattr(grpokit.audit, "audit_warnings", lambda *a, **k: audited.append(a) or [])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text("{}\n")
+    assert main(["train", str(REPO / "recipes" / "smollm2-arithmetic.yaml"), "--output-dir", str(tmp_path / "run")]) == 2
+    assert "run directory already exists and is not empty" in capsys.readouterr().err
+    assert audited == []  # refused before the audit's seconds to minutes
