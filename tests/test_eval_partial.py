@@ -96,7 +96,7 @@ REFUSED = [
     # (id, command, folder made in tmp_path ("" = none), expected what, expected fix)
     ("report of a typo", "report", "", "no such folder", "did you mean"),
     ("report of an empty folder", "report", "empty", "not a grpokit run directory", "pass the output_dir"),
-    ("eval of a typo", "eval", "", "no such folder", "did you mean"),
+    ("eval of a typo", "eval", "", "no such model folder: runs/dmeo, nor a run directory", "did you mean"),
     ("eval of a folder of runs", "eval", "runs", "not a grpokit run directory", "pass one of the runs inside it"),
     ("doctor of an empty folder", "doctor", "empty", "not a grpokit run directory", "pass the output_dir"),
     ("export of a typo", "export", "", "no such folder", "did you mean"),

@@ -35,6 +35,15 @@ def test_the_page_has_its_files_and_commands():
     assert "own-data.md" in (REPO / "mkdocs.yml").read_text()  # in the site's nav
 
 
+@pytest.fixture(autouse=True)
+def _fresh_module(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "my_rewards", raising=False)  # the page's module, imported afresh per test
+    yield
+    sys.modules.pop("my_rewards", None)
+
+
 def test_the_walkthrough_runs_end_to_end(tmp_path, monkeypatch, capsys, tiny_model_dir):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # `my_rewards` imported from the folder, as a user's shell would

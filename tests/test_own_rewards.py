@@ -80,6 +80,9 @@ SEEN = {}
 
 @pytest.fixture()
 def folder(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "my_rewards", raising=False)  # another test's module of that name
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "my_rewards.py").write_text(FUNCTIONS)
     write_jsonl(tmp_path / "train.jsonl", [{"question": f"{i} + 1 = ?", "answer": str(i + 1), "level": i}

@@ -90,4 +90,9 @@ def _refuse_what_is_no_target(target: Path, run) -> None:
                                     "a model: grpokit eval RUN/checkpoints/checkpoint-N --recipe RECIPE.yaml")])
     local = str(target).startswith((".", "/", "~")) or (len(target.parts) > 1 and Path(target.parts[0]).is_dir())
     if not target.exists() and local:
-        require_run(str(target), "eval")
+        try:
+            require_run(str(target), "eval")
+        except GrpokitError as e:  # the target may have meant a model as well as a run: say both
+            (p,) = e.problems
+            raise GrpokitError([Problem(p.where, f"no such model folder: {target}, nor a run directory", p.fix)]) \
+                from None
