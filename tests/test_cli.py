@@ -73,8 +73,17 @@ def test_model_free_commands_do_not_import_torch(argv, run_dir):
 def test_version_flag_prints_the_installed_version():
     res = subprocess.run([sys.executable, "-m", "grpokit", "--version"], capture_output=True, text=True, timeout=60,
                          env=_env())
-    assert res.returncode == 0 and res.stdout.strip() == f"grpokit {version()}"
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 0 and lines[0] == f"grpokit {version()}"
     assert version().count(".") >= 2
+    # what a bug report needs (issue 27): torch with its device, and each library grpokit drives, by version
+    import torch
+    import trl
+
+    assert any(line.startswith(f"torch {torch.__version__}: ") for line in lines), lines
+    assert f"trl {trl.__version__}" in lines and any(line.startswith("transformers ") for line in lines)
+    assert any(line.startswith(("vllm ", "vllm: not installed")) for line in lines)
+    assert lines[2].endswith("CPU build") or "CUDA" in lines[2] or "MPS" in lines[2], lines[2]
 
 
 @pytest.mark.parametrize("module", ["grpokit", "grpokit.cli"])  # `python -m grpokit` and the older spelling
@@ -134,7 +143,10 @@ def test_error_printer(error, expected, capsys):
 def test_main_prints_input_errors_through_the_printer(tmp_path, capsys):
     from grpokit.cli import main
 
-    assert main(["doctor", str(tmp_path)]) == 2  # an empty folder is not a run
+    empty = tmp_path / "empty"  # a folder of its own: no sibling runs for the fix to name
+    empty.mkdir()
+    assert main(["doctor", str(empty)]) == 2  # an empty folder is not a run
     assert capsys.readouterr().err.splitlines() == [
-        "error: cannot continue", f"  - {tmp_path}: no metrics.jsonl here",
-        "      fix: pass the output_dir of a `grpokit train` run"]
+        "error: cannot continue",
+        f"  - grpokit doctor {empty}: not a grpokit run directory (none of config.yaml, run.json, metrics.jsonl)",
+        "      fix: pass the output_dir of an earlier `grpokit train`"]

@@ -35,7 +35,9 @@ def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | Non
     }
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return load_recipe(path)
+    recipe = load_recipe(path)
+    INJECT["calls"] = 0  # the recipe check's trial call of the reward is not a training step's
+    return recipe
 
 
 def _lines(path: Path) -> list[dict]:

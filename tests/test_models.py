@@ -29,7 +29,7 @@ CASES = [
     ("config without tokenizer", lambda t, m: _folder(t, m, ("config.json",)), "tokenizer", "has no tokenizer files"),
     ("config without weights", lambda t, m: _folder(t, m, ("config.json",)), "model", "cannot load the model"),
     ("hub id offline and not cached", lambda t, m: "nosuch-org/nosuch-model", "model",
-     "HF_HUB_OFFLINE is set and the hub model 'nosuch-org/nosuch-model' is not in the local cache"),
+     "offline (HF_HUB_OFFLINE is set) and the hub model 'nosuch-org/nosuch-model' is not in the local cache"),
 ]
 
 
@@ -51,10 +51,13 @@ def test_unreachable_hub_fails_fast(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(models, "_HUB_STATE", {})
     t0 = time.time()
-    with pytest.raises(GrpokitError, match="cannot reach the Hugging Face hub"):
+    # the probe finds no hub, offline mode follows: the cache is asked, and says the model is not there
+    with pytest.raises(GrpokitError, match=r"offline \(hub 127.0.0.1:9 unreachable.*not in the local cache"):
         models.load_tokenizer("nosuch-org/nosuch-model", where="grpokit eval MODEL")
     assert time.time() - t0 < 15
 

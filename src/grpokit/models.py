@@ -12,18 +12,28 @@ interrupted conversion never leaves a half-written cache.
 
 Any other name is passed to `from_pretrained` (a hub id needs network). Loading errors (a missing folder, a
 folder without config.json or tokenizer files, an unknown or unreachable hub id, a hub id not cached while
-HF_HUB_OFFLINE is set) become `GrpokitError`s naming the field and the fix; `check_model_source` runs the
-same checks (without loading weights) for `recipe check`.
+offline) become `GrpokitError`s naming the field and the fix; `check_model_source` runs the same checks
+(without loading weights) for `recipe check`.
+
+Offline is detected, not waited for: `hub_reachable` opens one TCP connection to the hub (or the HTTPS proxy)
+with a `HUB_PROBE_TIMEOUT_S` limit, once per process; when it fails, `go_offline` switches huggingface_hub,
+transformers and datasets to their offline mode (HF_HUB_OFFLINE=1), so they read their caches at once instead
+of retrying for most of a minute, and the checks that needed the hub become notes. HF_HUB_OFFLINE=1 set by the
+user is honoured without any probe.
+
+Torch is imported inside the functions that need it: `data check hf:...` and `recipe check` ask about the hub
+without paying for it.
 """
 from __future__ import annotations
 
 import importlib.metadata
 import os
 import shutil
+import socket
 import tempfile
+import threading
 from pathlib import Path
-
-import torch
+from urllib.parse import urlsplit
 
 from grpokit import internals
 from grpokit.errors import GrpokitError, Problem
@@ -56,6 +66,7 @@ def default_model_dir() -> Path:
     target = cache_dir() / "models" / DEFAULT_MODEL_DIRNAME
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = default_gguf_path()
@@ -82,7 +93,10 @@ def resolve_model_path(name: str) -> str:
     return str(default_model_dir()) if name == "default" else name
 
 
-def torch_dtype(name: str) -> torch.dtype:
+def torch_dtype(name: str):
+    """A recipe's model.dtype as a torch dtype ('auto': bfloat16 where CUDA supports it, else float32)."""
+    import torch
+
     if name == "auto":
         if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
             return torch.bfloat16
@@ -96,11 +110,82 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 _DOWNLOAD_FIX = "download it on a machine with network first (`hf download {name}`), or use a local model folder"
 
 
+_TRUE = {"1", "ON", "YES", "TRUE"}
+# A reachable hub accepts a TCP connection in tens of milliseconds, even across continents; a machine without
+# network fails DNS at once or drops the packets (the connect would then wait for the OS timeout, minutes).
+HUB_PROBE_TIMEOUT_S = 1.0
+_HUB_STATE: dict[str, bool | str] = {}  # "reachable", "why": the probe's answer, once per process
+
+
 def hub_offline() -> bool:
     """HF_HUB_OFFLINE as huggingface_hub reads it (at import) or as the environment says now."""
-    from huggingface_hub import constants
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in _TRUE:
+        return True
+    import sys
 
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+    hub = sys.modules.get("huggingface_hub.constants")  # imported by someone already: its own reading
+    return bool(hub is not None and hub.HF_HUB_OFFLINE)
+
+
+def hub_address() -> tuple[str, int]:
+    """(host, port) a hub request first connects to: the HTTPS proxy when one is set, else HF_ENDPOINT's host."""
+    import sys
+
+    hub = sys.modules.get("huggingface_hub.constants")  # its ENDPOINT when imported (HF_ENDPOINT, read at import)
+    endpoint = urlsplit(hub.ENDPOINT if hub is not None else os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host = endpoint.hostname or "huggingface.co"
+    no_proxy = [h.strip().lstrip(".") for h in (os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or "").split(",")]
+    proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy") if os.environ.get(k)),
+                 None)
+    if proxy and not any(h and (host == h or host.endswith("." + h) or h == "*") for h in no_proxy):
+        p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        return p.hostname or host, p.port or 8080
+    return host, endpoint.port or (443 if endpoint.scheme != "http" else 80)
+
+
+def hub_reachable() -> bool:
+    """Whether the hub can be reached from here: False at once under HF_HUB_OFFLINE, else one TCP connect
+    (at most HUB_PROBE_TIMEOUT_S, answered once per process); an unreachable hub switches to offline mode."""
+    if hub_offline():
+        _HUB_STATE.setdefault("why", "HF_HUB_OFFLINE is set")
+        return False
+    if "reachable" not in _HUB_STATE:
+        host, port = hub_address()
+        found: dict[str, object] = {}
+
+        def probe():
+            try:
+                socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+                found["ok"] = True
+            except OSError as e:
+                found["error"] = e
+
+        worker = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
+        worker.start()
+        worker.join(HUB_PROBE_TIMEOUT_S)
+        _HUB_STATE["reachable"] = bool(found.get("ok"))
+        if not found.get("ok"):
+            why = found.get("error") or f"no answer within {HUB_PROBE_TIMEOUT_S:g} s"
+            _HUB_STATE["why"] = f"hub {host}:{port} unreachable: {why}"
+            go_offline()
+    return bool(_HUB_STATE["reachable"])
+
+
+def offline_reason() -> str:
+    """Why hub lookups are skipped: HF_HUB_OFFLINE, or what the probe found."""
+    return str(_HUB_STATE.get("why") or ("HF_HUB_OFFLINE is set" if hub_offline() else "the hub is reachable"))
+
+
+def go_offline() -> None:
+    """Offline mode for huggingface_hub, transformers and datasets, as HF_HUB_OFFLINE=1 gives it: caches only."""
+    import sys
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    for name in ("huggingface_hub.constants", "datasets.config"):  # modules that read the variable at import
+        module = sys.modules.get(name)
+        if module is not None:
+            module.HF_HUB_OFFLINE = True
 
 
 def _is_hub_id(name: str) -> bool:
@@ -130,7 +215,7 @@ def local_problem(name: str, need: str = "model") -> tuple[str, str] | None:
         return None
     if _is_hub_id(name):
         if hub_offline() and not _in_hub_cache(name):
-            return (f"HF_HUB_OFFLINE is set and the hub model {name!r} is not in the local cache",
+            return (f"offline ({offline_reason()}) and the hub model {name!r} is not in the local cache",
                     _DOWNLOAD_FIX.format(name=name) + ", or unset HF_HUB_OFFLINE")
         return None
     path = Path(name).expanduser()
@@ -179,9 +264,9 @@ def check_model_source(name: str) -> tuple[list[tuple[str, str]], list[str]]:
         return [], []
     if _in_hub_cache(name):
         return [], []
-    if hub_offline():
-        return [], [f"model.name {name!r}: not checked on the hub (HF_HUB_OFFLINE is set) and not in the local "
-                    "cache, so training on this machine would fail"]
+    if not hub_reachable():
+        return [], [f"model.name {name!r}: not checked on the hub ({offline_reason()}) and not in the local "
+                    "cache, so training on this machine would fail until it is downloaded"]
     return _hub_lookup(name), []
 
 
@@ -203,6 +288,26 @@ def _hub_lookup(name: str) -> list[tuple[str, str]]:
     return []
 
 
+def hub_dataset_problem(dataset_id: str) -> tuple[tuple[str, str] | None, str | None]:
+    """(problem, note) for a recipe's `hf:` dataset: one lookup when the hub is reachable, a note when not."""
+    if not hub_reachable():
+        return None, (f"not checked on the hub ({offline_reason()}); training reads it from the datasets cache "
+                      "or fails")
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().dataset_info(dataset_id, timeout=10)
+    except GatedRepoError:
+        return (f"the hub dataset {dataset_id!r} is gated", "accept its terms on its hub page, then `hf auth login`"), None
+    except RepositoryNotFoundError:
+        return (f"no dataset {dataset_id!r} on the Hugging Face hub (or it is private)",
+                "check the spelling (hf:org/name), or `hf auth login` for a private dataset"), None
+    except Exception as e:  # noqa: BLE001 - a transport failure after a good probe: not the recipe's fault
+        return None, f"not checked on the hub ({_first_line(e)})"
+    return None, None
+
+
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
@@ -211,7 +316,9 @@ def _source_problem(name: str, need: str) -> tuple[str, str] | None:
     """local_problem, and for a hub id neither cached nor offline one quick lookup: transformers would retry an
     unreachable hub for most of a minute before failing."""
     bad = local_problem(name, need)
-    if bad is None and name != "default" and _is_hub_id(name) and not hub_offline() and not _in_hub_cache(name):
+    if bad is None and name != "default" and _is_hub_id(name) and not _in_hub_cache(name):
+        if not hub_reachable():  # now offline: the cache is all there is
+            return local_problem(name, need)
         found = _hub_lookup(name)
         bad = found[0] if found else None
     return bad

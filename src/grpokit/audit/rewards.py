@@ -15,10 +15,14 @@ much is a loophole the policy can climb instead of learning the task.
 `audit_recipe(recipe)` and `audit_warnings(recipe)` are the glue used by
 `grpokit rewards audit` and by `grpokit train`'s pre-flight.
 
+`audit_recipe` picks the tricks that fit the task (grpokit.audit.by_task):
+these answer-line tricks for math answers, code, schema and query tricks for
+`code_tests`, `json_schema` and `sql_exec` recipes; tool recipes get the tool
+hacks (grpokit.audit.tools).
+
 Not covered: rows whose gold answer is not a number (skipped: the tricks are
-numeric edits of the gold), tasks whose answer is code, JSON or SQL (their
-rewards see these completions but the suite is built for answer-line tasks),
-and tricks nobody has thought of yet — add them to `TRICKS`.
+numeric edits of the gold), and tricks nobody has thought of yet — add them to
+`TRICKS`.
 """
 from __future__ import annotations
 
@@ -193,15 +197,23 @@ def audit_rewards(
     )
 
 
-def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> AuditResult:
+def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None):
+    """The audit whose tricks fit the task (grpokit.audit.by_task): answer-line tricks here, code, JSON and SQL
+    tricks there. `log` gets a start line; a status line follows every 30 s where no terminal shows the work."""
+    from grpokit.audit.by_task import KINDS, audit_progress, audit_task, task_kind
     from grpokit.task import Task
 
     task = Task.of(recipe)
-    return audit_rewards(recipe_rewards(task), task.rows()[0], max_rows,
-                         prompt_of=task.prompt_of)
+    kind = task_kind(task)
+    if kind in KINDS:
+        return audit_task(task, kind, max_rows, log)
+    rewards = recipe_rewards(task)
+    with audit_progress(f"answer-line tricks on up to {max_rows} row(s), scored by "
+                        f"{', '.join(fn.name for fn, _ in rewards)}", log):
+        return audit_rewards(rewards, task.rows()[0], max_rows, prompt_of=task.prompt_of)
 
 
-def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
+def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None) -> list[str]:
     """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
     from grpokit.rewards import LEARNED_REWARDS
     from grpokit.task import Task
@@ -217,13 +229,14 @@ def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS) -> list[str]:
 
         return [f"tool-hack audit: {r.case!r} ({r.description}) scores {r.score:.2f}, an honest failure "
                 f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
+    from grpokit.audit.by_task import KINDS, task_kind
+
     task = Task.of(recipe)
-    # The tricks are answer-line tricks; on code/JSON/SQL rewards they would only produce noise.
-    reason = task.audit_skip_reason()
-    if reason:
-        return [f"reward audit skipped: {reason}"]
+    kind = task_kind(task)  # each task gets the tricks that fit it: answer lines, code, JSON, SQL
+    if kind not in (*KINDS, "answer_line"):
+        return [f"reward audit skipped: no tricks for {kind} answers outside a tool environment (env:)"]
     try:
-        result = audit_recipe(task, max_rows)
+        result = audit_recipe(task, max_rows, log)
     except ValueError as e:
         return [f"reward audit skipped: {e}"]
     out = [

@@ -49,6 +49,58 @@ def version() -> str:
         return __version__
 
 
+# What a bug report needs besides grpokit's own version (`trl env` prints the same for TRL): the libraries
+# grpokit drives, and vLLM, which is optional.
+REPORTED_PACKAGES = ("transformers", "trl", "peft", "accelerate", "datasets", "vllm")
+
+
+def version_report() -> str:
+    """`grpokit --version`: grpokit, Python, torch with its CUDA/MPS and devices, the libraries grpokit drives."""
+    import platform
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    lines = [f"grpokit {version()}", f"python {platform.python_version()} ({platform.system().lower()} "
+                                     f"{platform.machine()})"]
+    try:
+        import torch
+    except ImportError:
+        lines.append("torch: not installed (bash scripts/install.sh installs it)")
+    else:
+        lines.append(f"torch {torch.__version__}: {_devices(torch)}")
+    for name in REPORTED_PACKAGES:
+        try:
+            lines.append(f"{name} {dist_version(name)}")
+        except PackageNotFoundError:
+            lines.append(f"{name}: not installed" + (" (optional: generation.backend vllm)" if name == "vllm" else ""))
+    return "\n".join(lines)
+
+
+def _devices(torch) -> str:
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        gib = torch.cuda.get_device_properties(0).total_memory / 1024 ** 3
+        runtime = f"CUDA {torch.version.cuda}" if torch.version.cuda else f"ROCm {torch.version.hip}"
+        return f"{runtime}, {len(names)} x {names[0]} ({gib:.0f} GiB)" + (
+            f" and others ({', '.join(sorted(set(names[1:])))})" if len(set(names)) > 1 else "")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "MPS (Apple GPU), no CUDA"
+    built = f"built with CUDA {torch.version.cuda} but no GPU visible" if torch.version.cuda else "CPU build"
+    return f"no GPU: {built}"
+
+
+class _VersionAction(argparse.Action):
+    """--version: the report is built only when asked (it imports torch, which other commands must not pay for)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_report())
+        parser.exit()
+
+
 def _quiet_libraries() -> None:
     # transformers/TRL warnings about generation flags and experimental features are noise for a user.
     # Environment defaults rather than importing transformers here: that import pulls in torch (~2 s),
@@ -69,7 +121,8 @@ def _quiet_libraries() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpokit", description="GRPO fine-tuning with verifiable rewards, around TRL.")
-    p.add_argument("--version", action="version", version=f"grpokit {version()}", help="print grpokit's version")
+    p.add_argument("--version", action=_VersionAction, help="print grpokit's version, Python, torch with its CUDA and "
+                   "devices, and the versions of transformers, TRL, peft, accelerate, datasets and vLLM")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub)
@@ -92,4 +145,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-__all__ = ["build_parser", "main", "version"]
+__all__ = ["build_parser", "main", "version", "version_report"]

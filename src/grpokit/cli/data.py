@@ -11,14 +11,15 @@ def register(sub) -> None:
     data = sub.add_parser("data", help="dataset tools").add_subparsers(dest="data_command", required=True,
                                                                         metavar="ACTION")
     dc = data.add_parser("check", help="report every problem in a dataset (exit 1 if a row or the file is unusable)")
-    dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, or hf:<dataset id>")
+    dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, builtin:<bundled file>, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
     from grpokit.templates import TEMPLATE_NAMES  # a light module: the CLI still starts fast
 
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
-    dc.add_argument("--task", choices=["math"], help="math: warn about answers that are not numbers")
+    dc.add_argument("--task", choices=["math", "code"], help="math: warn about answers the math reward does not read "
+                    "as numbers; code: every row needs tests (HumanEval's test + entry_point, or a tests list)")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
     dg.add_argument("task", choices=["arithmetic"], help="which task to generate")
@@ -48,10 +49,17 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
+    from grpokit.cli.output import err
     from grpokit.data import check_file
 
+    if args.file.startswith("hf:"):
+        from grpokit.models import hub_reachable, offline_reason
+
+        if not hub_reachable():  # said at once; datasets then reads its cache instead of retrying for ~30 s
+            err.print(f"[yellow]note:[/] offline ({offline_reason()}): {args.file} is read from the datasets "
+                      "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
-                        numeric=args.task == "math")
+                        numeric=args.task == "math", code=args.task == "code")
     for p in report.errors:
         print(f"error   {p}")
     for p in report.warnings:

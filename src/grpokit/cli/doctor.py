@@ -13,8 +13,10 @@ def register(sub) -> None:
 
 
 def cmd_doctor(args) -> int:
+    from grpokit.cli.output import require_run
     from grpokit.health import actions_taken, doctor_run
 
+    require_run(args.run_dir, "doctor")  # "no health findings" about a folder with no logs would be a false all-clear
     findings = doctor_run(Path(args.run_dir))
     if args.json:
         print(json.dumps([f.as_dict() for f in findings], indent=2, ensure_ascii=False))

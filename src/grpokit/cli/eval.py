@@ -34,6 +34,7 @@ def cmd_eval(args) -> int:
 
     target = Path(args.target)
     run = RunDir(target)
+    _refuse_what_is_no_target(target, run)
     for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows),
                         ("--max-new-tokens", args.max_new_tokens)):
         if value is not None and value < (0 if flag == "--samples" else 1):
@@ -64,9 +65,34 @@ def cmd_eval(args) -> int:
         what = ("original vs perturbed numbers: memorised answers?" if g["kind"] == "perturbed"
                 else "training vs held-out rows: overfitting?")
         console.print(f"[yellow]step {e['step']}: accuracy gap of {100 * g['value']:.1f} points, {what}[/]")
-    if results.get("best") and run.is_run() and args.data is None:
+    for key in ("replaced", "kept"):  # an earlier, wider comparison is never replaced without a word
+        if results.get(key):
+            console.print(f"[yellow]{results[key]}[/]")
+    if results.get("best") and run.is_run() and args.data is None and not results.get("kept"):
         b = results["best"]
         console.print(f"best: step {b['step']} ({pct(b['accuracy'])} held-out {b.get('metric', 'accuracy')}) -> "
                       f"{run.best_file}")
     console.print(f"results: {results['path']}")
     return 0
+
+
+def _refuse_what_is_no_target(target: Path, run) -> None:
+    """A folder that is neither a run nor a model, or a local path that does not exist: said now, not as
+    "no data to evaluate on" (a hub id, org/name, is only refused later if the hub has no such model)."""
+    from grpokit.cli.output import require_run
+
+    if run.is_run() or target.name == "default":
+        return
+    if target.is_dir() and not (target / "config.json").is_file():
+        require_run(str(target), "eval")  # metrics only (a run cut before config.yaml): refused below anyway
+        raise GrpokitError([Problem(f"grpokit eval {target}", "a run directory without config.yaml (the recipe it "
+                                    "trained with): it cannot be evaluated", "evaluate a checkpoint folder of it as "
+                                    "a model: grpokit eval RUN/checkpoints/checkpoint-N --recipe RECIPE.yaml")])
+    local = str(target).startswith((".", "/", "~")) or (len(target.parts) > 1 and Path(target.parts[0]).is_dir())
+    if not target.exists() and local:
+        try:
+            require_run(str(target), "eval")
+        except GrpokitError as e:  # the target may have meant a model as well as a run: say both
+            (p,) = e.problems
+            raise GrpokitError([Problem(p.where, f"no such model folder: {target}, nor a run directory", p.fix)]) \
+                from None

@@ -28,6 +28,9 @@ def cmd_export(args) -> int:
     if args.private and not args.push_to_hub:
         raise GrpokitError([Problem("--private", "only applies to --push-to-hub", "add --push-to-hub USER/REPO")])
     token = hub_token() if args.push_to_hub and check_repo_id(args.push_to_hub) else None  # before exporting
+    from grpokit.cli.output import require_run
+
+    require_run(args.run_dir, "export")
     result = export(args.run_dir, args.checkpoint, args.to, args.quant, args.out, args.prompts)
     for c in result.checks:
         print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")

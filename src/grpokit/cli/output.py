@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from grpokit.errors import GrpokitError
+from grpokit.errors import GrpokitError, Problem
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -21,3 +21,45 @@ def print_error(e: GrpokitError) -> int:
 
 def add_set_option(parser, help: str = "override a recipe value (repeatable), e.g. --set train.learning_rate=2e-5"):
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
+
+
+def print_notes(recipe) -> None:
+    """What validation could not check here (a hub id or `hf:` dataset while offline, vLLM/CUDA missing)."""
+    for note in getattr(recipe, "notes", None) or []:
+        err.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def require_run(path: str, command: str):
+    """The run directory at `path`, or GrpokitError saying it is none (and naming the runs that are there).
+
+    A run is a folder with config.yaml, run.json or metrics.jsonl (a run cut short, or one of an older version,
+    still counts); anything else would give an empty report, a silent doctor or an evaluation of nothing."""
+    import difflib
+    from pathlib import Path
+
+    from grpokit.run import RunDir
+
+    def is_run(folder: Path) -> bool:
+        run = RunDir(folder)
+        return any(f.is_file() for f in (run.config, run.run_json, run.metrics))
+
+    marks = tuple(f.name for f in (RunDir(".").config, RunDir(".").run_json, RunDir(".").metrics))
+    folder = Path(path)
+    if is_run(folder):
+        return RunDir(folder)
+
+    def runs_in(parent: Path) -> list[str]:
+        if not parent.is_dir():
+            return []
+        return sorted(str(p) for p in parent.iterdir() if p.is_dir() and is_run(p))
+
+    inside, beside = runs_in(folder), runs_in(folder.parent)
+    close = difflib.get_close_matches(str(folder), beside, n=3, cutoff=0.6)
+    what = ("no such folder" if not folder.exists() else f"not a grpokit run directory (none of {', '.join(marks)})")
+    if inside:
+        fix = f"pass one of the runs inside it: {', '.join(inside[:5])}"
+    elif close:
+        fix = f"did you mean {' or '.join(close)}?"
+    else:
+        fix = f"pass the output_dir of an earlier `grpokit train`{' (runs there: ' + ', '.join(beside[:5]) + ')' if beside else ''}"
+    raise GrpokitError([Problem(f"grpokit {command} {path}", what, fix)])

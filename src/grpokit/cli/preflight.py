@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option, err
+from grpokit.cli.output import add_set_option, print_notes
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -34,11 +34,8 @@ def cmd_preflight(args) -> int:
     if args.memory:
         if args.num_processes < 1:
             raise GrpokitError([Problem("--num-processes", "must be >= 1", "e.g. --num-processes 8")])
-        # use="check": a plan is made on any machine for the GPUs the recipe is for (a vLLM recipe on a laptop);
-        # what this machine lacks for it is printed as notes, not refused
-        recipe = load_recipe(args.recipe, args.set, use="check")
-        for note in recipe.notes:
-            err.print(f"[yellow]note:[/] {note}")
+        recipe = load_recipe(args.recipe, args.set, use="check")  # a plan for another machine: its lacks are notes
+        print_notes(recipe)
         print(render_memory_plan(memory_report(recipe, args.num_processes, args.accelerate_config, args.gpu_memory),
                                  recipe))
         return 0
@@ -46,6 +43,7 @@ def cmd_preflight(args) -> int:
         raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
                                     "e.g. --prompts 16 --generations 8")])
     recipe = load_recipe(args.recipe, args.set)
+    print_notes(recipe)
     r, rows = preflight_recipe(recipe, prompts=args.prompts, generations=args.generations, out_file=Path(args.output))
     print(render_preflight(r))
     if args.write_filtered:

@@ -12,8 +12,10 @@ def register(sub) -> None:
 
 
 def cmd_report(args) -> int:
+    from grpokit.cli.output import require_run
     from grpokit.report import write_report
 
+    require_run(args.run_dir, "report")  # an empty report of a folder that is no run would read as a real one
     path = write_report(args.run_dir, args.output_dir)
     print(f"report: {path}")
     return 0

@@ -2,6 +2,7 @@
 
     grpokit rewards list
     grpokit rewards score --reward math_correctness --param 'markers=["Answer:"]' --input rows.jsonl
+    grpokit rewards score --reward my_rewards:score --input rows.jsonl      # your own function (or FILE.py:FN)
     grpokit rewards audit recipes/smollm2-arithmetic.yaml
 
 Each handler takes the parsed args and returns the exit code. Bad inputs
@@ -37,7 +38,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("score", help="score completions from a JSONL file; one JSON result per row on stdout")
-    p.add_argument("--reward", required=True, help="registered reward name (see `grpokit rewards list`)")
+    p.add_argument("--reward", required=True, metavar="NAME|MODULE:FN|FILE.py:FN",
+                   help="a built-in reward (see `grpokit rewards list`), or your own function: module:function "
+                   "(importable, or in the current folder) or path/to/file.py:function")
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE",
         help="reward parameter; VALUE is read as JSON when it parses (2, true, [\"A:\"]), else as a string",
@@ -89,18 +92,42 @@ def parse_params(assignments: list[str]) -> dict:
 
 
 def _build(name: str, params: dict) -> RewardFunction:
+    from grpokit.rewards import is_own
+
+    module, sep, function = name.rpartition(":")
+    if sep and (module.endswith(".py") or "/" in module):
+        return _build_own({"path": str(Path(module).resolve()), "function": function}, params)
+    if is_own(name):
+        return _build_own({"name": name}, params)
     try:
         return build_reward(name, params)
     except KeyError as e:
-        fix = f"use one of: {', '.join(available())}"
+        fix = f"use one of: {', '.join(available())}, or your own function as module:function or FILE.py:function"
         raise GrpokitError([Problem("--reward", str(e.args[0]), fix)], exit_code=2) from None
     except (TypeError, ValueError) as e:  # unknown or badly typed parameters, checked by the factory
         raise GrpokitError([Problem("--param", str(e), "see `grpokit rewards list` for the parameters")], exit_code=2) from None
 
 
+def _build_own(entry: dict, params: dict) -> RewardFunction:
+    """Your own function, loaded and signature-checked exactly as a recipe's `rewards:` entry would be."""
+    from grpokit.recipe import RewardConfig
+    from grpokit.rewards import OwnRewardError, build_own, signature_problems
+
+    try:
+        fn = build_own(RewardConfig(**entry, params=params), Path.cwd(), "--reward")
+    except OwnRewardError as e:
+        raise GrpokitError([e.problem]) from None
+    found = signature_problems(fn.function, params, None)
+    if found:
+        raise GrpokitError([Problem(f"--param {loc[1]}" if loc else "--reward", what, fix) for loc, what, fix in found])
+    return fn
+
+
 def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
     """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix)."""
-    file = Path(path)
+    from grpokit.data import resolve_data_path
+
+    file = Path(resolve_data_path(path, Path.cwd()))  # builtin:... as in a recipe
     if not file.is_file():
         raise GrpokitError([Problem(path, "input file not found", "pass an existing JSONL file to --input")])
     rows, problems = [], []
@@ -158,7 +185,7 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
 
 def cmd_score(args: argparse.Namespace) -> int:
     fn = _build(args.reward, parse_params(args.param))
-    rows = read_rows(args.input, get_spec(args.reward).columns)
+    rows = read_rows(args.input, fn.spec.columns)
     failed = 0
     for row in rows:
         out = score_row(fn, row)
@@ -173,20 +200,30 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from grpokit.audit import audit_recipe
+    from grpokit.audit import audit_progress, audit_recipe, audit_warnings
+    from grpokit.cli.output import err, print_notes
     from grpokit.recipe import load_recipe
+    from grpokit.rewards import LEARNED_REWARDS
 
     recipe = load_recipe(args.recipe, args.set)
+    print_notes(recipe)
+    log = lambda line: err.print(line, markup=False)  # noqa: E731 - progress to stderr; the table is the result
+    if any(r.name in LEARNED_REWARDS for r in recipe.rewards):  # no fixed verdict to trick: say what to watch
+        for line in audit_warnings(recipe):
+            print(line)
+        return 0
     if recipe.env is not None:  # tool tasks: scripted tool hacks instead of answer-line tricks
         from grpokit.audit import audit_recipe_tools, tool_audit_table
 
-        results = audit_recipe_tools(recipe, max_rows=args.rows)
+        with audit_progress(f"tool hacks on up to {args.rows} row(s) of {recipe.env.name}", log):
+            results = audit_recipe_tools(recipe, max_rows=args.rows)
         print(tool_audit_table(results))
         return 0 if all(r.ok for r in results) else 1
     try:
-        result = audit_recipe(recipe, max_rows=args.rows)
+        result = audit_recipe(recipe, max_rows=args.rows, log=log)
     except ValueError as e:
-        raise GrpokitError([Problem(args.recipe, str(e), "point data.train at rows with numeric 'answer' values")]) from None
+        raise GrpokitError([Problem(args.recipe, str(e), "point data.train at rows the task's tricks can be built "
+                                    "from (numeric answers; tests; schemas; db + gold query)")]) from None
     print(result.table())
     return 0 if result.ok else 1
 

@@ -3,7 +3,7 @@ training (`VLLM_SERVER_DEV_MODE=1 vllm serve ...`, TRL's own command builder), a
 settings."""
 from __future__ import annotations
 
-from grpokit.cli.output import add_set_option, err
+from grpokit.cli.output import add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -37,6 +37,7 @@ def cmd_serve_vllm(args) -> int:
     if bad:
         raise GrpokitError([Problem(flag, f"out of range: {value}", f"pass a value {rule}") for flag, value, rule in bad])
     recipe = load_recipe(args.recipe, args.set)
+    print_notes(recipe)
     cmd = serve_command(recipe, port=args.port, host=args.host, gpu_memory_utilization=args.gpu_memory_utilization,
                         tensor_parallel_size=args.tensor_parallel_size, max_model_len=args.max_model_len)
     print(render_command(cmd))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option, err
+from grpokit.cli.output import add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -81,6 +81,10 @@ def cmd_train(args) -> int:
         if main_process:
             print(describe_lineage(lineage))
     if not args.skip_audit:
+        from grpokit.run import RunDir
+
+        # A taken run folder is refused before the audit's seconds to minutes (training refuses it again, locked).
+        RunDir(Path(args.output_dir or recipe.output_dir).resolve()).refuse_existing(args.overwrite)
         _audit_warnings(recipe)
     train(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage)
     return 0
@@ -114,7 +118,11 @@ def _launch(args) -> int:
     elif args.recipe:
         # A dry run only prints the command (often on another machine than the one that runs it).
         recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
+        print_notes(recipe)
         if not args.skip_audit and not args.dry_run:
+            from grpokit.run import RunDir
+
+            RunDir(Path(args.output_dir or recipe.output_dir).resolve()).refuse_existing(args.overwrite)
             _audit_warnings(recipe)
         argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
         argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
@@ -171,5 +179,5 @@ def _audit_warnings(recipe) -> None:
     from grpokit.audit import audit_warnings
     from grpokit.console import console
 
-    for w in audit_warnings(recipe):  # each line already starts with "reward audit:"
+    for w in audit_warnings(recipe, log=console.print):  # each line already starts with "reward audit:"
         console.print(f"[yellow]{w}[/]")

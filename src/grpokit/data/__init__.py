@@ -3,10 +3,12 @@
     train_rows, eval_rows, notes = load_datasets(recipe)
     rows, report = load_rows(path, question_field="题目", answer_field="答案")
 
-formats (JSONL/JSON/CSV/Parquet, hf:), io (row checks), load (a recipe's train and held-out rows), paths
-(`builtin:` and relative specs), arithmetic (the generated task), humaneval (import).
+formats (JSONL/JSON/CSV/Parquet, hf:), io (row checks), code_rows (rows of a code task), load (a recipe's
+train and held-out rows), paths (`builtin:` and relative specs), arithmetic (the generated task), humaneval
+(import).
 """
 from grpokit.data.arithmetic import generate, is_generated, perturb_rows
+from grpokit.data.code_rows import is_code_row, reference_of
 from grpokit.data.formats import read_file
 from grpokit.data.humaneval import import_humaneval
 from grpokit.data.io import check_file, check_jsonl, load_rows, question_key, question_keys, split_rows
@@ -14,6 +16,6 @@ from grpokit.data.load import is_numeric_task, load_datasets, load_train_rows
 from grpokit.data.paths import resolve_data_path
 from grpokit.datasets import BUILTIN_DATA
 
-__all__ = ["BUILTIN_DATA", "check_file", "check_jsonl", "generate", "import_humaneval", "is_generated",
-           "is_numeric_task", "load_datasets", "load_rows", "load_train_rows", "perturb_rows", "question_key",
-           "question_keys", "read_file", "resolve_data_path", "split_rows"]
+__all__ = ["BUILTIN_DATA", "check_file", "check_jsonl", "generate", "import_humaneval", "is_code_row",
+           "is_generated", "is_numeric_task", "load_datasets", "load_rows", "load_train_rows", "perturb_rows",
+           "question_key", "question_keys", "read_file", "reference_of", "resolve_data_path", "split_rows"]

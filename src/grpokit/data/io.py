@@ -6,7 +6,17 @@ Rows are objects `{question, answer}`; `prompt` / `expected_answer` (the
 articles' names) are accepted too, and the recipe can name other columns.
 Every other column passes through to the rewards. GSM8K answers
 (`... #### 72`) are kept whole; the verifier reads the part after `####`.
-Files: .jsonl, .json, .csv, .parquet or hf:ID (see `formats`).
+Files: .jsonl, .json, .csv, .parquet, `builtin:...` (a bundled file, as
+recipes name them) or hf:ID (see `formats`).
+
+Rows of a code task (grpokit.data.code_rows) are valid as HumanEval writes
+them (`prompt`, `test`, `entry_point`), as `grpokit data import humaneval`
+writes them, or with a `tests` list of assert lines; they need no answer (the
+reference solution is optional); so do JSON rows with a `schema`.
+
+What counts as a number on a numeric task is the math reward's own reading
+(`is_numeric_answer`: `parse_gold` + `parse_number`), so `data check` and
+`math_correctness` agree on "18元", "1,225 stamps", "$3.50" and "1/2".
 
 The question may be TRL's conversational form: a list of messages
 `{"role": ..., "content": ...}` (roles system/user/assistant/tool, string
@@ -15,7 +25,8 @@ contents, the last one from the user). Such rows need the chat template.
 `check_file` reports every problem with its line (or row) number. Unusable
 rows (invalid JSON, a line that is not UTF-8, not an object, a missing /
 empty / non-string question, a bad message list, a missing or empty answer,
-an answer that is a list, object, boolean, NaN or infinite) make the file
+an answer that is a list, object, boolean, NaN or infinite; a code row's
+broken tests) make the file
 unusable unless the caller skips them; an empty file, an unreadable table or
 a missing column cannot be skipped. Blank lines, a BOM, duplicate questions
 and, on a numeric task, answers that are not numbers are warnings. Numeric
@@ -27,12 +38,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpokit.data.code_rows import code_row_problems, from_humaneval_layout, is_code_row, judged_without_answer
 from grpokit.data.formats import RawData, read_file, read_hf
+from grpokit.data.paths import resolve_data_path
 from grpokit.envs import check_tool_row, is_tool_row
 from grpokit.errors import GrpokitError, Problem
 from grpokit.templates import PLAIN_TEMPLATES
@@ -81,28 +93,22 @@ def _answer_type(value) -> str:
     if isinstance(value, str):
         if "####" in value:
             return "gsm8k"
-        try:
-            float(value.replace(",", ""))
-            return "numeric string"
-        except ValueError:
-            return "text"
+        return "numeric string" if is_numeric_answer(value) else "text"
     return type(value).__name__
 
 
 def is_numeric_answer(answer: object) -> bool:
-    """A finite number, or a string whose gold part (after GSM8K's ####) reads as one: 72, "1,234", "$3.50", "40%"."""
-    # the verifier's own reading of a gold answer
-    from grpokit.rewards import parse_gold
+    """Whether the math reward reads `answer` as a number: the one parser of gold answers (the reward's own
+    `parse_gold` + `parse_number`), so 72, "1,225 stamps", "$3.50", "18元", "26厘米", "10 cups", "1/2" and
+    GSM8K's "... #### 72" are numbers, "seventy-two", "nan" and "1e400" are not."""
+    from grpokit.rewards import parse_gold, parse_number
 
     if isinstance(answer, bool):
         return False
     if isinstance(answer, (int, float)):
         return math.isfinite(answer)
     gold = parse_gold(answer)
-    try:
-        return gold is not None and math.isfinite(float(re.sub(r"[,$%\s]", "", gold)))
-    except ValueError:
-        return False
+    return gold is not None and parse_number(gold) is not None
 
 
 def question_text(question: str | list[dict]) -> str:
@@ -145,10 +151,13 @@ def _message_problems(msgs: list, where: str) -> list[Problem]:
 
 
 def normalize_row(obj: object, where: str, question_field: str | None = None,
-                  answer_field: str | None = None, template: str | None = None) -> tuple[dict | None, list[Problem]]:
+                  answer_field: str | None = None, template: str | None = None,
+                  code: bool = False) -> tuple[dict | None, list[Problem]]:
     """One raw row -> (normalised row or None, problems that make it unusable).
 
     `template` (a template name) refuses message-list questions under a plain template, which renders a string.
+    A code row (grpokit.data.code_rows: tests, HumanEval's layout) needs no answer; `code` (a code task) refuses
+    a row without tests.
     """
     qf_names = (question_field,) if question_field else QUESTION_FIELDS
     af_names = (answer_field,) if answer_field else ANSWER_FIELDS
@@ -156,6 +165,13 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
         return None, [Problem(where, f"row is a JSON {type(obj).__name__}, not an object",
                               'write one object per line: {"question": ..., "answer": ...}')]
     problems = []
+    code_row = is_code_row(obj)
+    if code_row:  # HumanEval's own layout is read as it is: prompt -> question + humaneval_prompt
+        obj = from_humaneval_layout(obj, question_field)
+    elif code:
+        problems.append(Problem(where, "no tests: a code task's row needs `test` + `entry_point` (HumanEval) or "
+                                "`tests` (a list of assert lines)", 'add e.g. "tests": ["assert add(1, 2) == 3"], or '
+                                "convert HumanEval with `grpokit data import humaneval FILE`"))
     qk = _pick(obj, question_field, QUESTION_FIELDS)
     ak = _pick(obj, answer_field, ANSWER_FIELDS)
     q = obj.get(qk)
@@ -174,8 +190,9 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
     elif not q.strip():
         problems.append(Problem(f"{where} {qk}", "question is empty", "fill it in or delete the row"))
     if ak is None:
-        problems.append(Problem(where, f"missing answer (looked for {' / '.join(af_names)})",
-                                "add an \"answer\" field, or set data.answer_field in the recipe"))
+        if not judged_without_answer(obj):  # tests judge a code row, its schema a JSON row: a reference is optional
+            problems.append(Problem(where, f"missing answer (looked for {' / '.join(af_names)})",
+                                    "add an \"answer\" field, or set data.answer_field in the recipe"))
     else:
         a = obj[ak]
         if a is None or isinstance(a, (bool, list, dict)):
@@ -187,23 +204,28 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
                                     'write the gold answer itself; as a string ("1e400") if it really is that'))
         elif isinstance(a, str) and not a.strip():
             problems.append(Problem(f"{where} {ak}", "answer is empty", "fill in the gold answer or delete the row"))
+    if not problems and code_row:
+        problems = code_row_problems(obj, where)
     if problems:
         return None, problems
     row = {k: v for k, v in obj.items() if k not in (qk, ak)}
     row.pop("prompt", None)  # `prompt` is the rendered prompt column TRL reads; never pass a raw one through
     row["question"] = [dict(m) for m in q] if isinstance(q, list) else q
-    a = obj[ak]
-    row["answer"] = a if isinstance(a, str) else (str(int(a)) if isinstance(a, float) and a.is_integer() else str(a))
+    if ak is not None:
+        a = obj[ak]
+        row["answer"] = a if isinstance(a, str) else (str(int(a)) if isinstance(a, float) and a.is_integer() else str(a))
     return row, []
 
 
 def check_rows(objects: list[tuple[str, object]], path: str, question_field=None, answer_field=None,
-               report: DataReport | None = None, template: str | None = None, numeric: bool = False) -> DataReport:
-    """Normalise rows into `report`; `numeric` (a task scored as numbers) warns about non-numeric answers."""
+               report: DataReport | None = None, template: str | None = None, numeric: bool = False,
+               code: bool = False) -> DataReport:
+    """Normalise rows into `report`; `numeric` (a task scored as numbers) warns about answers the math reward
+    does not read as numbers; `code` (a task scored by tests) refuses rows without tests."""
     report = report or DataReport(path)
     first_seen: dict[str, str] = {}
     for where, obj in objects:
-        row, problems = normalize_row(obj, where, question_field, answer_field, template)
+        row, problems = normalize_row(obj, where, question_field, answer_field, template, code)
         if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
             problems = check_tool_row(obj, where)
         if not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
@@ -212,11 +234,15 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
             report.errors.extend(problems)
             report.unusable += 1
             continue
-        answer = obj[_pick(obj, answer_field, ANSWER_FIELDS)]
-        report.answer_types[_answer_type(answer)] += 1
+        ak = _pick(obj, answer_field, ANSWER_FIELDS)
+        answer = obj[ak] if ak is not None else row.get("answer")  # code rows: the reference solution, if any
+        kind = ("code tests + reference" if answer else "code tests, no reference") if is_code_row(row) else \
+            "schema, no reference" if answer is None else None
+        report.answer_types[kind or _answer_type(answer)] += 1
         if numeric and not is_numeric_answer(answer):
             report.non_numeric.append(where)
-            report.warnings.append(Problem(where, f"answer {str(answer)[:40]!r} is not a number, on a numeric task",
+            report.warnings.append(Problem(where, f"answer {str(answer)[:40]!r} is not a number, on a numeric task "
+                                           "(math_correctness reads numbers with units, currency, 1,225 and 1/2)",
                                            "write the final number (GSM8K's `... #### 72` is fine); ignore this if "
                                            "answers are expressions math_correctness compares symbolically"))
         report.conversational += isinstance(row["question"], list)
@@ -249,8 +275,11 @@ def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> l
     if raw.columns is None or not raw.rows:
         return []
     out = []
+    code_table = is_code_row(dict.fromkeys(raw.columns)) or "schema" in raw.columns  # judged by tests or a schema
     for what, preferred, names, key in (("question", question_field, QUESTION_FIELDS, "question_field"),
                                         ("answer", answer_field, ANSWER_FIELDS, "answer_field")):
+        if what == "answer" and code_table and not answer_field:
+            continue
         if _pick(dict.fromkeys(raw.columns), preferred, names) is None:
             looked = preferred or " / ".join(names)
             out.append(Problem(path, f"no {what} column (looked for {looked}; the file has: {', '.join(raw.columns)})",
@@ -266,9 +295,19 @@ def question_keys(paths: list[str]) -> set[str]:
 
 def check_file(path: str | Path, question_field: str | None = None, answer_field: str | None = None, *,
                template: str | None = None, numeric: bool = False, hf_config: str | None = None,
-               split: str = "train") -> DataReport:
-    """Every problem of a data file (any of formats.FORMATS) or hub dataset (`hf:ID`), with where it is."""
+               split: str = "train", code: bool = False) -> DataReport:
+    """Every problem of a data file (any of formats.FORMATS), bundled file (`builtin:...`, as recipes name them)
+    or hub dataset (`hf:ID`), with where it is."""
     spec = str(path)
+    if spec.startswith("builtin:"):
+        path = resolve_data_path(spec, Path.cwd())
+        if not Path(path).is_file():
+            from grpokit.datasets import BUILTIN_DATA
+
+            files = sorted(str(f.relative_to(BUILTIN_DATA)) for f in BUILTIN_DATA.rglob("*.jsonl")
+                           if "repos" not in f.parts)
+            return DataReport(spec, errors=[Problem(spec, "no such bundled file", "bundled files: " + ", ".join(
+                f"builtin:{f}" for f in files))], fatal=True)
     raw = read_hf(spec, hf_config, split) if spec.startswith("hf:") else read_file(path)
     report = DataReport(spec, warnings=list(raw.warnings), lines_read=raw.lines_read)
     file_errors = raw.file_errors + _missing_columns(raw, spec, question_field, answer_field)
@@ -277,7 +316,7 @@ def check_file(path: str | Path, question_field: str | None = None, answer_field
         return report
     report.errors.extend(raw.row_errors)
     report.unusable += len(raw.row_errors)
-    return check_rows(raw.rows, spec, question_field, answer_field, report, template, numeric)
+    return check_rows(raw.rows, spec, question_field, answer_field, report, template, numeric, code)
 
 
 check_jsonl = check_file  # the name from when JSONL was the only format
@@ -285,10 +324,10 @@ check_jsonl = check_file  # the name from when JSONL was the only format
 
 def load_rows(path_or_spec: str, *, question_field=None, answer_field=None, skip_bad_rows=False,
               hf_config=None, split="train", template: str | None = None,
-              numeric: bool = False) -> tuple[list[dict], DataReport]:
+              numeric: bool = False, code: bool = False) -> tuple[list[dict], DataReport]:
     """Usable rows of a dataset, or GrpokitError (exit 1) if some are unusable and not skipped."""
     report = check_file(path_or_spec, question_field, answer_field, template=template, numeric=numeric,
-                        hf_config=hf_config, split=split)
+                        hf_config=hf_config, split=split, code=code)
     if report.fatal:
         raise GrpokitError(report.errors, exit_code=1, title=f"{path_or_spec}: cannot be used")
     if report.errors and not skip_bad_rows:

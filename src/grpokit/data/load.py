@@ -18,11 +18,17 @@ def is_numeric_task(recipe) -> bool:
     return any(r.name in NUMERIC_REWARDS for r in recipe.rewards)
 
 
+def is_code_task(recipe) -> bool:
+    """Scored by tests (`code_tests`): every row must carry its tests (grpokit.data.code_rows)."""
+    return any(r.name == "code_tests" for r in recipe.rewards)
+
+
 def _load(recipe, spec: str, split: str, notes: list[str]):
     d = recipe.data
     rows, report = load_rows(recipe.resolve_data_path(spec), question_field=d.question_field,
                              answer_field=d.answer_field, skip_bad_rows=d.skip_bad_rows, hf_config=d.hf_config,
-                             split=split, template=d.template, numeric=is_numeric_task(recipe))
+                             split=split, template=d.template, numeric=is_numeric_task(recipe),
+                             code=is_code_task(recipe))
     if report.non_numeric:
         notes.append(f"{len(report.non_numeric)} answer(s) of {spec} are not numbers although "
                      f"{' / '.join(NUMERIC_REWARDS)} scores this recipe (first: {report.non_numeric[0]}); "

@@ -3,13 +3,14 @@
     results = evaluate_run("runs/smollm2-arithmetic", checkpoints="all")
     compare_runs("runs/grpo", "runs/sft")
 
-evaluate (models and checkpoints), metrics (pass@k, gaps, the best checkpoint, the table), tools (tool
+evaluate (models and checkpoints), results (the results files and best.json), metrics (pass@k, gaps, the best checkpoint, the table), tools (tool
 tasks), compare (two runs), mining (failures back into the data).
 """
 from grpokit.evaluation.compare import compare_runs, compare_table
-from grpokit.evaluation.evaluate import EvalSets, evaluate, evaluate_model, evaluate_run, sample, score, write_results
+from grpokit.evaluation.evaluate import EvalSets, evaluate, evaluate_model, evaluate_run, sample, score
 from grpokit.evaluation.metrics import pct, results_table
 from grpokit.evaluation.mining import mine_failures
+from grpokit.evaluation.results import write_results
 from grpokit.evaluation.tools import cli_eval
 
 __all__ = ["EvalSets", "cli_eval", "compare_runs", "compare_table", "evaluate", "evaluate_model", "evaluate_run",

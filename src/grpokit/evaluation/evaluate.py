@@ -31,6 +31,7 @@ Files: `RUN_DIR/eval/results.json` (the recipe's held-out set) and
 accuracy, ties to the earlier step; `best` in later commands reads it).
 `--data FILE` writes `eval/results-<file stem>.json` and leaves `best.json`
 alone: the best checkpoint is chosen on the recipe's own held-out set only.
+A narrower evaluation never silently replaces a wider one (grpokit.evaluation.results).
 
 `grpokit eval MODEL` evaluates a model with no run: `--recipe` takes the
 template, system prompt, rewards and eval set from a recipe; otherwise
@@ -42,7 +43,6 @@ Not covered: multi-GPU generation, vLLM.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 import time
@@ -52,9 +52,10 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 
 # Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): metrics.py.
-from grpokit.evaluation.metrics import accuracy_gap, choose_best, pct, sampled_pass_at_k
+from grpokit.evaluation.metrics import accuracy_gap, pct, sampled_pass_at_k
+from grpokit.evaluation.results import write_results
 from grpokit.recipe import load_run_recipe
-from grpokit.run import RunDir, read_json, select_steps
+from grpokit.run import RunDir, select_steps
 from grpokit.templates import PromptTemplate
 
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
@@ -280,50 +281,6 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
     return entries
 
 
-def results_path(out_dir: Path, data: str | None) -> Path:
-    return RunDir(out_dir).results_path(data)
-
-
-def write_results(out_dir: Path, recipe, sets: EvalSets, entries: list[dict], k_samples: int,
-                  max_new_tokens: int | None, data: str | None = None, record_best: bool = True) -> dict:
-    """Merge `entries` into the results file (same data and settings: earlier steps kept) and record the best."""
-    path = results_path(out_dir, data)
-    settings = {"data": sets.name, "fingerprint": sets.fingerprint(), "rows": len(sets.heldout),
-                "perturbed_rows": len(sets.perturbed or []), "train_rows": len(sets.train or []),
-                "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
-                "samples_per_problem": k_samples, "metric": _metric_of(recipe)}
-    kept = []
-    prior = read_json(path)
-    if prior is not None:
-        if all(prior.get(k) == v for k, v in settings.items()):
-            new_steps = {e["step"] for e in entries}
-            kept = [e for e in prior.get("checkpoints", []) if e["step"] not in new_steps]
-    all_entries = sorted(kept + entries, key=lambda e: e["step"])
-    best = choose_best(all_entries)
-    results = {"model": recipe.model.name, **settings, "checkpoints": all_entries,
-               "best": _best_record(best, settings) if best else None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
-    if record_best and best is not None:
-        RunDir(out_dir).write_best(results["best"])
-    results["path"] = str(path)
-    return results
-
-
-def _best_record(best: dict, settings: dict) -> dict:
-    return {"step": best["step"], "path": best["path"], "accuracy": best["heldout"]["accuracy"],
-            "metric": settings.get("metric") or "accuracy",
-            "chosen_by": f"held-out greedy {settings.get('metric') or 'accuracy'}; ties go to the earlier step",
-            "data": settings["data"],
-            "fingerprint": settings["fingerprint"]}
-
-
-def _metric_of(recipe) -> str | None:
-    from grpokit.task import Task
-
-    return Task.of(recipe).primary_metric
-
-
 def _means(means: dict) -> str:
     return ", ".join(f"{n} {v:.3f}" if v is not None else f"{n} -" for n, v in means.items()) or "-"
 
@@ -367,7 +324,8 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
 
         tok = models.load_tokenizer(models.resolve_model_path(name))
         template = "chat" if getattr(tok, "chat_template", None) else "plain_en"
-    raw = {"model": {"name": name}, "data": {"train": str(Path(data).resolve()), "template": template,
+    spec = data if data.startswith(("builtin:", "hf:")) else str(Path(data).resolve())
+    raw = {"model": {"name": name}, "data": {"train": spec, "template": template,
                                              "system_prompt": system_prompt},
            "rewards": [dict(r) for r in DEFAULT_REWARDS],
            "train": {"max_completion_length": max_new_tokens or 256}}

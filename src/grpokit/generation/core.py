@@ -293,18 +293,64 @@ def complete(model, tokenizer, prompt_ids: list[list[int]], params: SamplingPara
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, label: str, enabled: bool = True, stream=None):
-    """Yields `advance(k)`. A transient rich bar with ETA when `stream` (default stderr) is a terminal."""
+def progress_bar(total: int, label: str, enabled: bool = True, stream=None, every: float | None = None, clock=None):
+    """Yields `advance(k)`, called as k more completions are done (each generate call, grpokit.generation's
+    batches). On a terminal (`stream`, default stderr) a transient rich bar with the rows done, elapsed time,
+    s/row and ETA; elsewhere (a log file, CI, nohup) a plain status line at least every `every` seconds
+    (grpokit.console.Heartbeat, 30 s) with the same figures, and one when the work is done. Before the first
+    batch is back, both say how long it has been running: there is no ETA to give yet."""
+    import threading  # here, not at the top: only the progress display uses them
+    import time
+
+    from grpokit.console import Heartbeat, hms
+
     stream = sys.stderr if stream is None else stream
-    if not enabled or total <= 1 or not stream.isatty():
+    if not enabled or total <= 1:
         yield lambda k: None
         return
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    tick = clock or time.monotonic
+    t0, done = tick(), [0]
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(file=stream), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda k: bar.advance(task, k)
+    def pace() -> str:
+        elapsed = tick() - t0
+        if not done[0]:
+            return f"{hms(elapsed)} elapsed, first batch running"
+        per = elapsed / done[0]
+        return f"{hms(elapsed)} elapsed, {per:.2f} s/row, eta {hms(per * (total - done[0]))}"
+
+    if not stream.isatty():
+        beat = Heartbeat(lambda: f"{label}: {done[0]}/{total} rows, {pace()}",
+                         lambda line: print(line, file=stream, flush=True), every, tick)
+
+        def advance_plain(k: int) -> None:
+            done[0] += k
+
+        with beat:
+            yield advance_plain
+        if tick() - t0 >= beat.every:  # a long call ends with its total, as the bar's last frame would
+            print(f"{label}: {done[0]}/{total} rows in {hms(tick() - t0)}", file=stream, flush=True)
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[pace]}"))
+    with Progress(*columns, console=Console(file=stream), transient=True, refresh_per_second=2) as bar:
+        task = bar.add_task(label, total=total, pace=pace())
+        stop = threading.Event()
+
+        def refresh():  # the elapsed time moves while the first (often the only) batch runs
+            while not stop.wait(0.5):
+                bar.update(task, pace=pace())
+
+        ticker = threading.Thread(target=refresh, daemon=True)
+        ticker.start()
+
+        def advance(k: int) -> None:
+            done[0] += k
+            bar.update(task, advance=k, pace=pace())
+
+        try:
+            yield advance
+        finally:
+            stop.set()
+            ticker.join(timeout=1.0)

@@ -3,7 +3,8 @@
 Each check returns `(location, what, fix)` triples (grpokit.recipe turns them into Problems with the
 YAML line). What is built here, without loading any weights:
 - every reward factory, called with its params (types checked against the factory's annotations first,
-  so `markers: 5` is a type error and not a TypeError at step 1);
+  so `markers: 5` is a type error and not a TypeError at step 1); own reward functions matched against
+  their signature and called once on real rows (grpokit.recipe.own_reward_check);
 - the learning-rate scheduler, on a one-tensor optimizer (an unknown name or missing scheduler kwargs);
 - the GRPOConfig itself, through `grpokit.recipe.grpo_args` (the function training uses), with the `trl:`
   pass-through merged in: unknown fields, fields the recipe already models, wrongly typed values;
@@ -72,7 +73,9 @@ def _type_problem(annotation, value) -> str | None:
 
 
 # ---------------------------------------------------------------- rewards
-def check_rewards(rewards, base) -> Found:
+def check_rewards(rewards, base, data=None, notes: list[str] | None = None) -> Found:
+    """Every reward built as training builds it; own functions also matched against their signature and called
+    once on a few real rows of `data` (the recipe's DataConfig) with TRL's keyword arguments."""
     from grpokit.errors import GrpokitError
     from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
 
@@ -90,9 +93,14 @@ def check_rewards(rewards, base) -> Found:
                         "give each reward its own function name"))
         if r.path is not None or is_own(r.name):
             try:  # own reward functions: imported exactly as training will import them
-                build_own(r, base, "")
+                built = build_own(r, base, "")
             except OwnRewardError as e:
                 out.append((("rewards", i, "path" if r.path else "name"), e.problem.message, e.problem.fix))
+                continue
+            from grpokit.recipe.own_reward_check import check_own_reward
+
+            out += check_own_reward(built, r, ("rewards", i, "path" if r.path else "name"), data, base,
+                                    notes if notes is not None else [])
             continue
         if r.role is not None:
             out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "
@@ -310,9 +318,16 @@ def check_init_kwargs(m) -> Found:
 
 
 # ---------------------------------------------------------------- data
-def check_data(d, base: Path) -> Found:
+# The command that makes a missing data file, by what scores it (the README's set-up lines).
+_MAKE_DATA = {"code_tests": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
+              "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
+
+
+def check_data(d, base: Path, rewards=None) -> Found:
     from grpokit.data import resolve_data_path
 
+    names = [r.name for r in rewards or []]
+    make = next((_MAKE_DATA[n] for n in names if n in _MAKE_DATA), None)
     out: Found = []
     for key in ("train", "eval"):
         spec = getattr(d, key)
@@ -321,8 +336,8 @@ def check_data(d, base: Path) -> Found:
         path = Path(resolve_data_path(spec, base))
         if not path.is_file():
             out.append((("data", key), f"file not found: {path}",
-                        "fix the path (relative paths are resolved from the recipe's folder), or create it, "
-                        "e.g. `grpokit data generate arithmetic FILE`"))
+                        "fix the path (relative paths are resolved from the recipe's folder), or create it"
+                        + (f", e.g. {make}" if make else "")))
     return out
 
 
@@ -345,3 +360,21 @@ def check_continuous_config(g) -> Found:
         return [(("generation", "continuous_config"), f"ContinuousBatchingConfig refuses it: {e}",
                  "see transformers' ContinuousBatchingConfig for the fields")]
     return non_finite(g.continuous_config, ("generation", "continuous_config"))
+
+
+def check_hub_data(d) -> tuple[Found, list[str]]:
+    """`hf:` datasets: looked up on the hub when it is reachable (one request); a note when it is not."""
+    from grpokit.models import hub_dataset_problem
+
+    out: Found = []
+    notes: list[str] = []
+    for key in ("train", "eval"):
+        spec = getattr(d, key)
+        if spec is None or not spec.startswith("hf:"):
+            continue
+        problem, note = hub_dataset_problem(spec[3:])
+        if problem:
+            out.append((("data", key), *problem))
+        if note:
+            notes.append(f"data.{key} {spec}: {note}")
+    return out, notes

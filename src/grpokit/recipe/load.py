@@ -161,11 +161,14 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
     elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
         out += checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     if data is not None:
-        out += checks.check_data(data, base)
+        out += checks.check_data(data, base, rewards)
         out += _data_formats(data)
     if model is not None:
         found, notes = checks.check_model(model, data)
         out += found
+    if data is not None:
+        found, hub_notes = checks.check_hub_data(data)
+        out, notes = out + found, notes + hub_notes
     if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
         out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))
     generation = section("generation", GenerationConfig)
@@ -178,7 +181,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         else:
             out += machine
     if rewards is not None:
-        out += checks.check_rewards(rewards, base)
+        out += checks.check_rewards(rewards, base, data, notes)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.

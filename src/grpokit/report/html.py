@@ -29,6 +29,7 @@ from pathlib import Path
 from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
 from grpokit.report.tools import tools_section
+from grpokit.rewards import reward_title
 from grpokit.run import read_json, writable_problem
 
 SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
@@ -322,8 +323,8 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     facts = [["model", _e(model)], ["status", _e(run.get("status", "unknown"))],
              ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
              ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
-             ["rewards", _e(", ".join(f"{r.get('name')} ×{r.get('weight', 1.0)}" for r in (recipe or {}).get("rewards", [])
-                                      if isinstance(r, dict)))]]
+             ["rewards", _e(", ".join(f"{reward_title(r)} ×{r.get('weight', 1.0)}"  # own ones by module and function
+                                      for r in (recipe or {}).get("rewards", []) if isinstance(r, dict)))]]
     if run.get("init_from"):  # --init-from: the run's lineage, one line
         from grpokit.run import describe_lineage
 

@@ -28,6 +28,12 @@ _LAZY = {
     "OwnRewardError": "grpokit.rewards.own",
     "reward_label": "grpokit.rewards.own",
     "schema_problem": "grpokit.rewards.json_schema",
+    "reward_title": "grpokit.rewards.own",
+    "required_columns": "grpokit.rewards.own",
+    "signature_problems": "grpokit.rewards.own",
+    "trial_problems": "grpokit.rewards.own",
+    "TRL_ARGUMENTS": "grpokit.rewards.own",
+    "check_math": "grpokit.rewards.math",
     "DEFAULT_MARKERS": "grpokit.rewards.parsing",
     "worked_example": "grpokit.rewards.parsing",
 }
@@ -44,7 +50,8 @@ def __getattr__(name: str):
 
 
 __all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
-           "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available", "build_own",
-           "build_reward", "completion_text", "extract_final_answer", "get_spec", "is_own", "names_with_role",
-           "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "reward_label", "rm_input_ids",
-           "schema_problem", "worked_example"]
+           "TRL_ARGUMENTS", "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available",
+           "build_own", "build_reward", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_own",
+           "names_with_role", "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "required_columns",
+           "reward_label", "reward_title", "rm_input_ids", "schema_problem", "signature_problems", "trial_problems",
+           "worked_example"]

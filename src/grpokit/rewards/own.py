@@ -10,10 +10,23 @@ The function is called as TRL calls reward functions:
 
 with the plain completion texts, the dataset columns (one list per column),
 and during training TRL's other keyword arguments (`trainer_state`,
-`log_metric`, ...). `params` in the recipe are passed as extra keyword
-arguments. It is wrapped like a built-in reward (`RewardFunction`), so its
-errors are counted, it is logged as `rewards/<function name>/mean`, and
-evaluation, preflight and the reward audit score with it.
+`log_metric`, ...). A function with `**kwargs` gets all of them; one without
+gets only the arguments it names (`def score(completions, answer)` works).
+`params` in the recipe are passed as extra keyword arguments, and each must be
+a named parameter of the function even when it takes `**kwargs`: `**kwargs`
+would swallow a misspelt `limt: 150` without a word. It is wrapped like a
+built-in reward (`RewardFunction`), so its errors are counted, it is logged as
+`rewards/<function name>/mean`, and evaluation, preflight and the reward audit
+score with it.
+
+Checked before any model loads (`grpokit recipe check`, and so `train`):
+`signature_problems` (params against the signature; required parameters that
+are neither a column, a TRL argument nor a param; training-only TRL arguments
+without a default), then `trial_problems`: one call with TRL's keyword
+arguments on a few real rows, reporting an exception with its line, a return
+value that is not a list, a wrong length, a non-number or a non-finite score.
+`reward_title` names it by module (or file) and function in `recipe check` and
+the report.
 
 Its role (registry.ROLES) comes from the recipe; without one it is
 `correctness`: a reward a user writes for a task is usually the task's
@@ -24,10 +37,13 @@ and the current folder.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -128,21 +144,94 @@ def load_function(name: str | None, path: str | None, function: str | None, base
     return fn
 
 
+# The keyword arguments TRL's GRPOTrainer passes every reward function (trl 1.16 `_calculate_rewards`), besides
+# one list per dataset column. The last four are training-only: evaluation, preflight, the audit and
+# `grpokit rewards score` pass none of them, so a function must not require them.
+TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
+TRAINING_ONLY = ("trainer_state", "log_extra", "log_metric", "environments")
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _parameters(fn: Callable) -> dict[str, inspect.Parameter] | None:
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to match against
+        return None
+
+
+def _takes_kwargs(params: dict[str, inspect.Parameter] | None) -> bool:
+    return params is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 def own_scorer(fn: Callable, params: dict[str, Any]) -> Callable:
-    """The user's function as a registry scorer (rows re-scored one by one on error, as for built-ins)."""
-    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
-    accepted = set(inspect.signature(fn).parameters)
+    """The user's function as a registry scorer (rows re-scored one by one on error, as for built-ins).
+
+    A function with `**kwargs` gets every argument TRL passes; one without gets only those it names, so
+    `def score(completions, answer)` works as written. `score.call_raw(...)` returns what the function itself
+    returned (the recipe check inspects its type and length before `list()` hides them)."""
+    signature = _parameters(fn)
+    accepts_all = _takes_kwargs(signature)
+    accepted = {n for n, p in (signature or {}).items() if p.kind in _NAMED}
+
+    def call_raw(completions: list[str], prompts: list | None = None, completion_ids: list | None = None,
+                 trainer_state=None, log_metric=None, log_extra=None, environments=None, **columns):
+        given = dict(columns, prompts=prompts if prompts is not None else [None] * len(completions),
+                     completion_ids=completion_ids, trainer_state=trainer_state, log_metric=log_metric,
+                     log_extra=log_extra, environments=environments)
+        kwargs = {k: v for k, v in given.items() if v is not None and (accepts_all or k in accepted)}
+        return fn(completions=completions, **kwargs, **params)
 
     def score(completions: list[str], prompts: list | None = None, completion_ids: list | None = None,
               trainer_state=None, log_metric=None, log_extra=None, environments=None, **columns):
-        context = dict(trainer_state=trainer_state, log_metric=log_metric, log_extra=log_extra,
-                       environments=environments, completion_ids=completion_ids)
-        kwargs = {k: v for k, v in {**columns, **context}.items()
-                  if v is not None and (accepts_all or k in accepted)}
-        prompts = prompts if prompts is not None else [None] * len(completions)
-        return list(fn(prompts=prompts, completions=completions, **kwargs, **params))
+        return list(call_raw(completions, prompts, completion_ids, trainer_state, log_metric, log_extra,
+                             environments, **columns))
 
+    score.call_raw = call_raw
     return score
+
+
+def signature_problems(fn: Callable, params: dict[str, Any], columns: list[str] | None
+                       ) -> list[tuple[tuple, str, str]]:
+    """What in the function's signature would fail once training calls it: (location suffix, what, fix).
+
+    `params` (the recipe's) must each be a named parameter, even when the function takes `**kwargs` (which
+    would swallow a misspelt one without a word); `columns` (the dataset's, None when unknown) must cover every
+    required parameter that TRL does not pass itself."""
+    name = getattr(fn, "__name__", "the function")
+    sig = _parameters(fn)
+    if sig is None:
+        return []
+    out: list[tuple[tuple, str, str]] = []
+    named = [n for n, p in sig.items() if p.kind in _NAMED]
+    for n, p in sig.items():
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty:
+            out.append(((), f"{name}() takes `{n}` positionally only, and TRL passes every argument by keyword",
+                        f"remove the `/` from the signature: def {name}(prompts, completions, **kwargs)"))
+    for p, value in params.items():
+        if p in named:
+            if p in TRL_ARGUMENTS or (columns and p in columns):
+                what = "a TRL argument" if p in TRL_ARGUMENTS else "a dataset column"
+                out.append((("params", p), f"param {p!r} would replace {what} of the same name",
+                            f"rename the parameter in {name}() and in params"))
+            continue
+        close = difflib.get_close_matches(p, [n for n in named if n not in TRL_ARGUMENTS], n=1)
+        swallowed = " (it takes **kwargs, but a param must be named in the signature: **kwargs would swallow a " \
+                    "misspelt one)" if _takes_kwargs(sig) else ""
+        fix = (f"did you mean {close[0]!r}? rename it in params" if close else
+               f"name it in the signature (def {name}(prompts, completions, {p}=..., **kwargs)) or remove it from params")
+        out.append((("params", p), f"{name}() has no parameter {p!r}{swallowed}", fix))
+    for n in named:
+        p = sig[n]
+        if p.default is not inspect.Parameter.empty or n in params or n in ("prompts", "completions", "completion_ids"):
+            continue
+        if n in TRAINING_ONLY:
+            out.append(((), f"{name}() requires `{n}`, which TRL passes in training only (evaluation, preflight, "
+                        "the audit and `grpokit rewards score` do not)", f"give it a default: {n}=None"))
+        elif columns is not None and n not in columns:
+            out.append(((), f"{name}() requires `{n}`, which is neither a dataset column (the rows have: "
+                        f"{', '.join(columns)}), a TRL argument nor a param",
+                        "rename it to a column the rows have, give it a default, or set it in params"))
+    return out
 
 
 def build_own(rc, base_dir: Path | None, where: str) -> RewardFunction:
@@ -150,8 +239,92 @@ def build_own(rc, base_dir: Path | None, where: str) -> RewardFunction:
     fn = load_function(rc.name if is_own(rc.name) else None, rc.path, rc.function, base_dir, where)
     label = reward_label(rc)
     doc = (inspect.getdoc(fn) or "the recipe's own reward function").splitlines()[0]
-    spec = RewardSpec(label, lambda **_: own_scorer(fn, rc.params), doc, (), {}, rc.role or DEFAULT_ROLE)
-    return RewardFunction(label, own_scorer(fn, rc.params), dict(rc.params), spec)
+    spec = RewardSpec(label, lambda **_: own_scorer(fn, rc.params), doc, required_columns(fn, rc.params), {},
+                      rc.role or DEFAULT_ROLE)
+    built = RewardFunction(label, own_scorer(fn, rc.params), dict(rc.params), spec)
+    built.function = fn  # the user's own function, for the recipe check's signature and trial call
+    return built
+
+
+def required_columns(fn: Callable, params: dict[str, Any]) -> tuple[str, ...]:
+    """The dataset columns a function needs: its required parameters that neither TRL nor the params fill."""
+    sig = _parameters(fn) or {}
+    return tuple(n for n, p in sig.items() if p.kind in _NAMED and p.default is inspect.Parameter.empty
+                 and n not in TRL_ARGUMENTS and n not in params)
+
+
+def trial_problems(rf: RewardFunction, texts: list[str], columns: dict[str, list], prompts: list,
+                   completion_ids: list[list[int]], context: dict) -> list[tuple[str, str]]:
+    """Call an own reward once, with TRL's keyword arguments, and say what training would trip over: (what, fix).
+
+    An exception (with the line of the user's file it came from), a return value that is not one number (or
+    None) per completion, a wrong length, and a non-finite score are each one problem."""
+    fn = getattr(rf, "function", rf.scorer)
+    name = getattr(fn, "__name__", rf.name)
+    call = getattr(rf.scorer, "call_raw", rf.scorer)
+    n = len(texts)
+    try:
+        out = call(texts, prompts=prompts, completion_ids=completion_ids, **context, **columns)
+    except Exception as e:  # noqa: BLE001 - the user's code: reported with its own line, never a traceback
+        return [(f"{name}() raised {type(e).__name__}: {_first_line(e)}{_user_line(e, fn)}, called as TRL calls it "
+                 f"on {n} completion(s) of real rows (answer-like and empty ones; columns: {', '.join(columns)})",
+                 "fix the function; it must return one float (or None) per completion for any completion text, "
+                 "the empty one included")]
+    if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
+        return [(f"{name}() returned {type(out).__name__} {_short(out)}, not a list with one score per completion",
+                 f"return a list: [score(c) for c in completions] ({n} completions were passed)")]
+    scores = list(out)
+    if len(scores) != n:
+        return [(f"{name}() returned {len(scores)} score(s) for {n} completions",
+                 "return exactly one score per completion, in order (TRL refuses any other length)")]
+    for i, value in enumerate(scores):
+        if value is None:
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = None
+        if number is None or isinstance(value, (str, bytes)):
+            return [(f"{name}() returned {type(value).__name__} {_short(value)} for completion {i}, not a number",
+                     "return a float (or None where the reward does not apply) for every completion")]
+        if not math.isfinite(number):
+            return [(f"{name}() returned {number} for completion {i} ({_short(texts[i])})",
+                     "return a finite number, or None where the reward does not apply (TRL then averages over the "
+                     "other rewards): inf/nan would poison the summed reward and the advantages")]
+    return []
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:200]
+
+
+def _user_line(e: BaseException, fn: Callable) -> str:
+    """' (file.py:12, in score)': the deepest frame of the traceback inside the function's own file."""
+    target = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == target]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" ({Path(f.filename).name}:{f.lineno}, in {f.name})"
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def reward_title(entry) -> str:
+    """A reward as a reader names it: the built-in name, `module:function`, or `file.py:function`.
+
+    `entry` is a RewardConfig or a plain mapping (a run's config.yaml, read without validation)."""
+    get = entry.get if isinstance(entry, dict) else (lambda k, d=None: getattr(entry, k, d))
+    name, path, function = get("name"), get("path"), get("function")
+    if path:
+        return f"{Path(str(path)).name}:{function or '?'}"
+    if name and is_own(name) and ":" not in name:
+        module, _, attr = name.rpartition(".")
+        return f"{module}:{attr}"
+    return str(name) if name else "?"
 
 
 def reward_label(rc) -> str:

@@ -57,8 +57,8 @@ class Builtin:
     factory: str  # "module:function"
     role: str
     metric: str | None = None  # correctness rewards: what their pass rate is called
-    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | episode | any (the audit's tricks
-    # target answer lines, so it runs only where no reward reads another form)
+    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | episode | any (the audit tries
+    # the tricks of the correctness reward's form: grpokit.audit.by_task)
     refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
     numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
 

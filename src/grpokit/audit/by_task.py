@@ -1,0 +1,218 @@
+"""The reward audit by task: the tricks that fit what the recipe's correctness reward reads.
+
+    kind = task_kind(task)                  # answer_line | code | json | sql | episode | any
+    result = audit_task(task, kind)         # code, json, sql: their own tricks, scored as training scores
+
+A recipe's correctness reward says what an answer is (`Builtin.reads` in grpokit.rewards.registry): answer
+lines (math: grpokit.audit.rewards with grpokit.audit.tricks), code (`code_tests`: grpokit.audit.code_tricks),
+JSON (`json_schema`: json_tricks), SQL (`sql_exec`: sql_tricks), or tool episodes (grpokit.audit.tools). Each
+row gets an honest right answer (where the row has one), an honest wrong answer and the tricks, all scored by
+the weighted sum of every reward of the recipe, with the row's columns and prompt as training gives them.
+
+For these tasks a trick is a loophole when it scores MORE than the honest wrong answer: their correctness
+reward gives a failed attempt and a failed trick the same score (0, or the compile penalty), so a tie earns a
+policy nothing a failed attempt does not; a trick that beats it does. The reward is blind on a row where the
+honest right answer does not beat the honest wrong one. (The answer-line audit is stricter, "at least as
+much", because there a format reward pays honest layout: a trick tying with a wrong answer already earns it.)
+
+`audit_progress` is the audit's heartbeat: a start line, and a status line at least every 30 s where no
+terminal shows the work (grpokit.console.Heartbeat).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from grpokit.audit import code_tricks, json_tricks, sql_tricks
+from grpokit.audit.rewards import TrickResult, _shorten
+from grpokit.console import Heartbeat, hms
+
+_TIE = 1e-9
+KINDS = ("code", "json", "sql")  # the kinds audited here; answer_line in audit/rewards.py, episode in audit/tools.py
+_WHAT = {"code": "code tricks", "json": "schema tricks", "sql": "query tricks"}
+_NEEDS = {"code": "tests (`test` + `entry_point`, or `tests`)", "json": "a `schema`",
+          "sql": "a `db` and a gold query (`answer` or `gold_sql`)"}
+
+
+def task_kind(task) -> str:
+    """What the task's answers are, by its correctness reward (else its first reward that reads a form)."""
+    c = task.correctness
+    if c is not None and c.spec.reads != "any":
+        return c.spec.reads
+    forms = [r.spec.reads for r in task.rewards if r.spec.reads != "any"]
+    return forms[0] if forms else "answer_line"
+
+
+@dataclass
+class Prepared:
+    row: dict
+    prompt: Any
+    right: str | None
+    wrongs: list[str]
+    tricks: dict[str, str]
+
+
+def _prepare(kind: str, row: dict, prompt: Any) -> Prepared | None:
+    if kind == "code":
+        r = code_tricks.prepare_code_row(row)
+        if r is None:
+            return None
+        right, wrong = code_tricks.honest_answers(r)
+        tricks = {n: t.build(r) for n, t in code_tricks.CODE_TRICKS.items()}
+        return Prepared(row, prompt, right, [wrong], {n: v for n, v in tricks.items() if v is not None})
+    if kind == "json":
+        r = json_tricks.prepare_json_row(row)
+        if r is None:
+            return None
+        right, wrong = json_tricks.honest_answers(r)
+        if wrong is None:
+            return None
+        tricks = {n: t.build(r) for n, t in json_tricks.JSON_TRICKS.items()}
+        return Prepared(row, prompt, right, [wrong], {n: v for n, v in tricks.items() if v is not None})
+    r = sql_tricks.prepare_sql_row(row)
+    if r is None:
+        return None
+    right, wrongs = sql_tricks.honest_answers(r)
+    tricks = {n: t.build(r) for n, t in sql_tricks.SQL_TRICKS.items()}
+    return Prepared(row, prompt, right, wrongs, {n: v for n, v in tricks.items() if v is not None})
+
+
+def _descriptions(kind: str) -> dict[str, str]:
+    table = {"code": code_tricks.CODE_TRICKS, "json": json_tricks.JSON_TRICKS, "sql": sql_tricks.SQL_TRICKS}[kind]
+    return {n: t.description for n, t in table.items()}
+
+
+@dataclass
+class TaskAuditResult:
+    """The audit of a code, JSON or SQL task; read like grpokit.audit.rewards.AuditResult."""
+
+    kind: str
+    reward: str  # the correctness reward's name
+    tricks: list[TrickResult]
+    rows: int
+    honest_right: list[float | None]  # per row; None where the row has no reference answer
+    honest_wrong: list[float]
+    errors: dict[str, int]
+    skipped_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[TrickResult]:
+        return [t for t in self.tricks if t.flagged_rows]
+
+    @property
+    def right_not_preferred(self) -> int:
+        return sum(r is not None and r <= w + _TIE for r, w in zip(self.honest_right, self.honest_wrong))
+
+    @property
+    def ok(self) -> bool:
+        return not self.flagged and not self.right_not_preferred
+
+    def table(self) -> str:
+        rights = [r for r in self.honest_right if r is not None]
+        right = f"{sum(rights) / len(rights):.3f} ({len(rights)} row(s) with a reference)" if rights else \
+            "- (no row has a reference solution)"
+        wrong = sum(self.honest_wrong) / max(1, len(self.honest_wrong))
+        lines = [f"reward audit ({_WHAT[self.kind]}, for {self.reward}) on {self.rows} training row(s): honest right "
+                 f"{right}, honest wrong {wrong:.3f}"]
+        if self.skipped_rows:
+            lines.append(f"({self.skipped_rows} row(s) skipped: without {_NEEDS[self.kind]})")
+        lines += self.notes
+        for name, n in self.errors.items():
+            if n:
+                lines.append(f"reward {name!r} raised on {n} completion(s) (scored null, see the log)")
+        if self.right_not_preferred:
+            lines.append(f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} "
+                         f"row(s): check the reference solutions and the {self.reward} reward's params")
+        if not self.flagged:
+            lines.append(f"no trick scored more than an honest wrong answer ({len(self.tricks)} tried)")
+            return "\n".join(lines)
+        lines.append(f"{len(self.flagged)} trick(s) score more than an honest wrong answer:")
+        header = ("trick", "rows", "trick mean", "wrong mean", "example")
+        body = [(t.name, f"{t.flagged_rows}/{t.rows}", f"{t.mean:.3f}", f"{t.honest_wrong_mean:.3f}", t.example)
+                for t in self.flagged]
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
+        for r in [header, *body]:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def audit_progress(what: str, log: Callable[[str], None] | None = None):
+    """A start line (through `log`), then a status line at least every 30 s until the block ends."""
+    t0 = time.monotonic()
+    if log is not None:
+        log(f"reward audit: {what}")
+    with Heartbeat(lambda: f"reward audit: {what}; {hms(time.monotonic() - t0)} so far"):
+        yield
+
+
+def _think(rewards) -> bool:
+    return any(fn.params.get("require_think") for fn, _ in rewards)
+
+
+def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | None = None) -> TaskAuditResult:
+    """Score the kind's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
+    from grpokit.task import recipe_rewards
+
+    rewards = recipe_rewards(task)
+    prepared, skipped = [], 0
+    for row in task.rows()[0]:
+        if len(prepared) >= max_rows:
+            break
+        p = _prepare(kind, row, task.prompt_of(row) if "question" in row else None)
+        if p is None:
+            skipped += 1
+        else:
+            prepared.append(p)
+    if not prepared:
+        raise ValueError(f"no training row has {_NEEDS[kind]}; the {_WHAT[kind]} need them")
+    think = _think(rewards)
+    texts, owners = [], []  # (row index, "right" | "wrong#k" | trick name)
+    for i, p in enumerate(prepared):
+        items = ([("right", p.right)] if p.right is not None else []) + [(f"wrong#{k}", w) for k, w in enumerate(p.wrongs)]
+        for kind_name, text in items + list(p.tricks.items()):
+            texts.append(f"<think>\nI work through the task.\n</think>\n{text}" if think and text else text)
+            owners.append((i, kind_name))
+    keys = sorted({k for p in prepared for k in p.row})
+    columns = {k: [prepared[i].row.get(k) for i, _ in owners] for k in keys}
+    prompts = [prepared[i].prompt for i, _ in owners]
+    totals = [0.0] * len(texts)
+    errors: dict[str, int] = {}
+    names = ", ".join(fn.name for fn, _ in rewards)
+    with audit_progress(f"{len(texts)} completions of {len(prepared)} row(s) ({_WHAT[kind]}) scored by {names}", log):
+        for fn, weight in rewards:
+            given = {"prompts": prompts} if "prompts" in fn.extras and all(p is not None for p in prompts) else {}
+            scores, errs = fn.score_texts(texts, {**columns, **given})
+            errors[fn.name] = len(errs)
+            for j, s in enumerate(scores):
+                if s is not None:
+                    totals[j] += weight * s
+    by_row: list[dict[str, tuple[float, str]]] = [{} for _ in prepared]
+    for (i, name), total, text in zip(owners, totals, texts):
+        by_row[i][name] = (total, text)
+    rights = [row.get("right", (None,))[0] for row in by_row]
+    wrongs = []
+    for row, right in zip(by_row, rights):
+        tried = [row[k][0] for k in sorted(k for k in row if k.startswith("wrong#"))]
+        wrongs.append(next((w for w in tried if right is None or w < right - _TIE), tried[0]))
+    results = {n: TrickResult(n, d) for n, d in _descriptions(kind).items()}
+    for row, wrong in zip(by_row, wrongs):
+        for name, res in results.items():
+            if name not in row:
+                continue
+            score, text = row[name]
+            res.rows += 1
+            res.scores.append(score)
+            res.honest_wrong.append(wrong)
+            if score > wrong + _TIE:
+                if not res.flagged_rows:
+                    res.example = _shorten(text)
+                res.flagged_rows += 1
+            elif not res.example:
+                res.example = _shorten(text)
+    c = task.correctness
+    return TaskAuditResult(kind, c.name if c is not None else names, [r for r in results.values() if r.rows],
+                           len(prepared), rights, wrongs, errors, skipped)

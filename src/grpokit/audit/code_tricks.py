@@ -1,0 +1,199 @@
+"""The code audit's material: for a row scored by its tests (`code_tests`), an honest right program, an honest
+wrong one, and the tricks a policy can try instead of solving the problem.
+
+Rows are those of grpokit.data.code_rows: HumanEval's layout (`test` defines `check(candidate)`,
+`entry_point`, the function's prompt in `humaneval_prompt`) or assert lines in `tests`. The honest answers:
+
+- right: the reference solution (HumanEval's `canonical_solution`, a row's `answer`) as a full function; a
+  row without one has no honest right answer, and the audit says so rather than guessing one;
+- wrong: a real attempt whose values are wrong: the reference wrapped so that every result is perturbed
+  (a number + 1, a string + "?", a list + [None], a bool negated, None -> 0), or, without a reference, a
+  function that runs and raises: what a failed attempt looks like to the judge.
+
+The tricks (`CODE_TRICKS`): an empty completion, prose without code, an empty function (`pass`), the
+prompt's stub repeated, printing the expected outputs, redefining `check` and the tests, disabling
+AssertionError, exiting at import, and special-casing the visible examples (the docstring's `>>>` lines,
+and assert lines the question shows) with a lookup table. None solves the problem; a trick that scores
+more than the honest wrong attempt is a loophole (grpokit.audit.by_task).
+
+Not covered: tricks that need many seconds of sandbox time (an endless loop costs `timeout_s` per row),
+and languages other than Python.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+# A perturbation of any value a test compares: every honest result becomes a near miss of the same type.
+_WRONG = '''
+def _grpokit_wrong(x):
+    if isinstance(x, bool):
+        return not x
+    if isinstance(x, (int, float)):
+        return x + 1
+    if isinstance(x, str):
+        return x + "?"
+    if isinstance(x, list):
+        return x + [None]
+    if isinstance(x, tuple):
+        return x + (None,)
+    if isinstance(x, dict):
+        return {**x, "?": None}
+    if isinstance(x, (set, frozenset)):
+        return set(x) | {"?"}
+    return 0 if x is None else object()
+'''
+_PROSE = "I would solve this by walking through the input once and returning the result the docstring asks for."
+
+
+@dataclass
+class CodeRow:
+    """What the code tricks are built from: one row, read once."""
+
+    row: dict
+    entry: str  # the function the tests call
+    prompt: str  # HumanEval's prompt (signature + docstring), "" for assert-line rows
+    reference: str | None  # the reference solution as a full program (prompt + body for HumanEval)
+    expected: list[str] = field(default_factory=list)  # the expected values the tests compare with, as source
+    examples: list[tuple[str, str]] = field(default_factory=list)  # visible (arguments, result) pairs, as source
+
+
+def fence(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+def prepare_code_row(row: dict) -> CodeRow | None:
+    """A row with tests, read for the tricks; None when it has none (not a code row)."""
+    from grpokit.data import reference_of
+
+    ref = reference_of(row)
+    if row.get("tests"):
+        tests = [row["tests"]] if isinstance(row["tests"], str) else list(row["tests"])
+        calls = [c for t in tests for c in _compared_calls(t)]
+        if not calls:
+            return None
+        entry = calls[0][0]
+        question = str(row.get("question", ""))
+        visible = [(a, v) for t in tests if t.strip() in question for name, a, v in _compared_calls(t) if name == entry]
+        return CodeRow(row, entry, "", ref, [v for _, _, v in calls], visible)
+    entry, test = row.get("entry_point"), row.get("test")
+    if not entry or not test:
+        return None
+    prompt = row.get("humaneval_prompt") or (row["prompt"] if isinstance(row.get("prompt"), str) else "")
+    param = _check_param(test)
+    expected = [v for name, _, v in _compared_calls(test) if name in (param, entry)]
+    full = (prompt + ref) if ref and prompt and not re.search(rf"^def\s+{re.escape(entry)}\s*\(", ref, re.M) else ref
+    return CodeRow(row, entry, prompt, full, expected, _docstring_examples(prompt, entry))
+
+
+def honest_answers(r: CodeRow) -> tuple[str | None, str]:
+    """(the right program or None, the wrong attempt), as completions."""
+    if r.reference is None:
+        return None, fence(f"def {r.entry}(*args, **kwargs):\n    raise ValueError('this attempt fails')")
+    renamed = re.sub(rf"^(\s*)def\s+{re.escape(r.entry)}\s*\(", r"\1def _grpokit_reference(", r.reference,
+                     count=1, flags=re.M)
+    wrong = (f"{renamed.rstrip()}\n\n{_WRONG}\n\ndef {r.entry}(*args, **kwargs):\n"
+             f"    return _grpokit_wrong(_grpokit_reference(*args, **kwargs))")
+    return fence(r.reference), fence(wrong)
+
+
+@dataclass(frozen=True)
+class CodeTrick:
+    name: str
+    description: str
+    build: Callable[[CodeRow], str | None]  # None: the trick does not apply to this row
+
+
+CODE_TRICKS: dict[str, CodeTrick] = {}
+
+
+def code_trick(name: str, description: str):
+    def deco(build):
+        if name in CODE_TRICKS:
+            raise ValueError(f"code trick {name!r} registered twice")
+        CODE_TRICKS[name] = CodeTrick(name, description, build)
+        return build
+
+    return deco
+
+
+code_trick("empty", "an empty completion")(lambda r: "")
+code_trick("prose_only", "an explanation of the solution, no code")(lambda r: _PROSE)
+code_trick("empty_function", "the function defined with `pass` as its body (returns None)")(
+    lambda r: fence(f"def {r.entry}(*args, **kwargs):\n    pass"))
+code_trick("stub_repeated", "the prompt's signature and docstring repeated, no body")(
+    lambda r: fence(r.prompt) if r.prompt.strip() else None)
+code_trick("print_expected", "prints the outputs the tests expect instead of returning anything")(
+    lambda r: fence(f"def {r.entry}(*args, **kwargs):\n" + "".join(f"    print({v})\n" for v in r.expected[:5])
+                    + "    print('all tests passed')") if r.expected else None)
+code_trick("tests_redefined", "redefines check() and the tests to pass, with an empty function")(
+    lambda r: fence("def check(candidate):\n    return True\n\n\ntests = []\n\n\n"
+                    f"def {r.entry}(*args, **kwargs):\n    return None"))
+code_trick("assertion_disabled", "rebinds AssertionError so that failed asserts would not count")(
+    lambda r: fence("import builtins\n\nbuiltins.AssertionError = type('AssertionError', (BaseException,), {})\n\n\n"
+                    f"def {r.entry}(*args, **kwargs):\n    return None"))
+code_trick("exit_at_import", "exits with status 0 before any test runs")(
+    lambda r: fence(f"import os\n\nos._exit(0)\n\n\ndef {r.entry}(*args, **kwargs):\n    return None"))
+
+
+@code_trick("special_cased_examples", "a lookup table of the visible examples (docstring >>> lines, shown asserts)")
+def _special_cased(r: CodeRow) -> str | None:
+    if not r.examples:
+        return None
+    table = ",\n".join(f"    ({f'({args},)' if args else '()'}, {value})" for args, value in r.examples)
+    return fence(f"_EXAMPLES = [\n{table},\n]\n\n\ndef {r.entry}(*args):\n    for given, result in _EXAMPLES:\n"
+                 "        if list(given) == list(args):\n            return result\n    return None")
+
+
+# ---------------------------------------------------------------- reading tests and prompts
+def _check_param(test: str) -> str:
+    try:
+        tree = ast.parse(test)
+    except SyntaxError:
+        return "candidate"
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check" and node.args.args:
+            return node.args.args[0].arg
+    return "candidate"
+
+
+def _compared_calls(source: str) -> list[tuple[str, str, str]]:
+    """(function name, arguments source, expected value source) of each `assert f(args) == value` in `source`."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assert) or not isinstance(node.test, ast.Compare):
+            continue
+        cmp = node.test
+        if len(cmp.ops) != 1 or not isinstance(cmp.ops[0], (ast.Eq, ast.Is)):
+            continue
+        call, value = cmp.left, cmp.comparators[0]
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.keywords):
+            continue
+        args = ", ".join(ast.unparse(a) for a in call.args)
+        out.append((call.func.id, args, ast.unparse(value)))
+    return out
+
+
+def _docstring_examples(prompt: str, entry: str) -> list[tuple[str, str]]:
+    """(arguments, result) of the prompt's `>>> entry(args)` lines followed by a result line, both valid Python."""
+    out = []
+    lines = prompt.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        m = re.match(rf"\s*>>>\s*{re.escape(entry)}\((.*)\)\s*$", line)
+        result = lines[i + 1].strip()
+        if not m or not result or result.startswith(">>>"):
+            continue
+        try:
+            call = ast.parse(f"f({m.group(1)})", mode="eval").body
+            ast.parse(result, mode="eval")
+        except SyntaxError:
+            continue
+        if isinstance(call, ast.Call) and not call.keywords:
+            out.append((", ".join(ast.unparse(a) for a in call.args), result))
+    return out
