@@ -67,7 +67,7 @@ def test_qwen3_recipes_without_network_carry_on_after_one_probe(no_network, caps
 
 def test_serve_vllm_dry_run_without_network(no_network, capsys):
     assert main(["serve-vllm", str(REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml"), "--dry-run"]) == 0
-    assert "trl vllm-serve" in capsys.readouterr().out and len(no_network) == 1
+    assert "vllm serve Qwen/Qwen3-4B" in capsys.readouterr().out and len(no_network) == 1
 
 
 def test_hf_hub_offline_is_honoured_without_a_probe(no_network, monkeypatch, capsys):

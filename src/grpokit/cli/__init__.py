@@ -9,7 +9,7 @@
     grpokit preflight | eval | report | doctor | export | sandbox check
     grpokit rm candidates | export-csv | import-csv | train | eval   # reward model from rankings
     grpokit sft RECIPE.yaml | compare RUN_A RUN_B [--data FILE]     # SFT baseline, SFT vs GRPO
-    grpokit serve-vllm RECIPE.yaml [--port P] [--dry-run]   # `trl vllm-serve` for the recipe's model
+    grpokit serve-vllm RECIPE.yaml [--port P] [--dry-run]   # vLLM's server (`vllm serve`) for the recipe's model
     grpokit --version                          # also: python -m grpokit ...
 
 One module per command group (`train` also holds `demo`); each has

