@@ -11,7 +11,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from grpokit import internals
+from grpokit import hf_internals, internals
 from grpokit.errors import GrpokitError
 from grpokit.training.grpo import _trainer_class
 
@@ -117,12 +117,12 @@ def test_checkpointing_keyword_is_the_installed_spelling_and_warns_nothing(tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # the deprecated spelling warns on every run
         args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none",
-                                 **internals.checkpointing_kwargs(True))
+                                 **hf_internals.checkpointing_kwargs(True))
     assert getattr(args, "activation_checkpointing", None) is True or args.gradient_checkpointing is True
 
 
 def test_reporting_integrations_know_and_find_tensorboard():
-    known, installed = internals.reporting_integrations()
+    known, installed = hf_internals.reporting_integrations()
     assert {"tensorboard", "wandb", "trackio"} <= set(known)
     assert "tensorboard" in installed  # the dev extra installs it
 
@@ -138,7 +138,7 @@ def test_dropping_the_gguf_quantizer_lets_transformers_save_the_model(tiny_model
     model.hf_quantizer, model.config.quantization_config = GGUFQuantizer(), {"quant_method": "gguf"}
     with pytest.raises(ValueError, match="gguf"):  # transformers reads the marker and refuses
         model.save_pretrained(tmp_path / "refused")
-    internals.drop_gguf_quantizer(model)
+    hf_internals.drop_gguf_quantizer(model)
     model.save_pretrained(tmp_path / "saved")  # what the embedded model's conversion then does
     assert (tmp_path / "saved" / "config.json").is_file() and not hasattr(model.config, "quantization_config")
 
@@ -146,11 +146,11 @@ def test_dropping_the_gguf_quantizer_lets_transformers_save_the_model(tiny_model
 def test_trainer_internals_read_from_a_built_trainer(trainer):
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    callbacks = internals.trainer_callbacks(trainer)
+    callbacks = hf_internals.trainer_callbacks(trainer)
     assert callbacks and any(isinstance(c, (PrinterCallback, ProgressCallback)) for c in callbacks)
     assert hasattr(trainer, "ref_model") and internals.reference_model(trainer) is None  # beta 0: no copy
     assert hasattr(trainer, "is_fsdp_enabled") and hasattr(trainer, "is_deepspeed_enabled")
-    assert internals.reference_is_sharded(trainer) is False
+    assert hf_internals.reference_is_sharded(trainer) is False
 
 
 def test_scale_learning_rate_moves_the_scheduler_and_what_it_reports():
@@ -162,7 +162,7 @@ def test_scale_learning_rate_moves_the_scheduler_and_what_it_reports():
     optimizer.step()
     scheduler.step()
     before = scheduler.get_last_lr()[0]
-    internals.scale_learning_rate(optimizer, scheduler, 0.5)
+    hf_internals.scale_learning_rate(optimizer, scheduler, 0.5)
     assert scheduler.get_last_lr()[0] == pytest.approx(before / 2)  # the cached rate the Trainer logs
     assert optimizer.param_groups[0]["lr"] == pytest.approx(before / 2) and scheduler.base_lrs == [5e-5]
     optimizer.step()

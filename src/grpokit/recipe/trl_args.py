@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpokit import internals
+from grpokit import hf_internals
 from grpokit.envs import max_tool_calling_iterations
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run import RunDir
@@ -65,7 +65,7 @@ def grpo_args(recipe, run_dir: Path):
         reward_weights=[r.weight for r in recipe.rewards],
         chat_template_kwargs=template_of(recipe).chat_template_kwargs() or None,
         max_tool_calling_iterations=max_tool_calling_iterations(recipe),  # grpokit.envs: tool episodes
-        **internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
+        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
         # TRL builds the reference model (beta > 0) from these, like the policy grpokit loads.
         model_init_kwargs=init_kwargs or None,
         bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),

@@ -24,7 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
-from grpokit import internals
+from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
 from grpokit.rm.rankings import pairs, read_rankings, split_prompts, write_jsonl
@@ -132,7 +132,7 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
         disable_tqdm=True, seed=seed, use_cpu=not on_gpu, bf16=False, max_length=None, dataset_num_proc=None,
         lr_scheduler_type="linear",
         # TRL's default is on; measured ~4x slower per step on CPU, and RMs are small here
-        **internals.checkpointing_kwargs(False),
+        **hf_internals.checkpointing_kwargs(False),
     )
     n_train = len(pairs(train_rows))
     log(f"training a reward model on {base} from {n_train} pairs of {len(train_rows)} prompts "

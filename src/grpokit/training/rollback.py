@@ -22,7 +22,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from grpokit import internals
+from grpokit import hf_internals, internals
 from grpokit.health import Finding
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of
@@ -88,7 +88,7 @@ def load_reference(trainer, run: RunDir, log=print) -> bool:
     files = [f for f in _weight_files(run.reference_dir) if f.suffix == ".safetensors"]
     if ref is None or not files:
         return False
-    if internals.reference_is_sharded(trainer):
+    if hf_internals.reference_is_sharded(trainer):
         log("the KL reference stays the initial model: its weights are sharded (FSDP / ZeRO-3) and "
             f"{run.reference_dir} holds whole tensors")
         return False
@@ -130,4 +130,4 @@ class LearningRateOverride(TrainerCallback):
         factor = self.learning_rate / base[0]
         if abs(factor - 1) < 1e-9:
             return
-        internals.scale_learning_rate(optimizer, lr_scheduler, factor)
+        hf_internals.scale_learning_rate(optimizer, lr_scheduler, factor)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from grpokit import internals
+from grpokit import hf_internals
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir
 
@@ -122,7 +122,7 @@ def sft_args(recipe: Recipe, run: RunDir):
         save_total_limit=t.save_total_limit, seed=t.seed,
         max_length=(t.max_prompt_length or 512) + t.max_completion_length,
         completion_only_loss=True, packing=False, dataset_num_proc=None,
-        **internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
+        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
         bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
         use_cpu=not on_gpu, report_to="none", disable_tqdm=True, dataloader_num_workers=0,
     )

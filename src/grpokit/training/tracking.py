@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from transformers import TrainerCallback
 
-from grpokit import internals
+from grpokit import hf_internals
 from grpokit.console import Heartbeat, hms
 
 
@@ -104,6 +104,6 @@ def route_trackers(trainer, run_dir: Path) -> None:
     """TensorBoard event files go to RUN_DIR/tensorboard (transformers' default hides them under checkpoints/)."""
     from transformers.integrations import TensorBoardCallback
 
-    for cb in internals.trainer_callbacks(trainer):
+    for cb in hf_internals.trainer_callbacks(trainer):
         if isinstance(cb, TensorBoardCallback) and cb.logging_dir is None:
             cb.logging_dir = str(Path(run_dir) / "tensorboard")

@@ -1,0 +1,101 @@
+"""Every transformers and torch internal grpokit relies on, each with a maintenance note (grpokit.internals holds
+TRL's): the TrainingArguments spelling of activation checkpointing, the tracker names of `report_to`, the CPU
+compile switch of generate, the quantizer marker of a dequantised GGUF model, a Trainer's callback list and
+sharding flags, and an LR scheduler's cached last rate. No other grpokit module touches these private parts;
+tests/test_internals.py runs every function here against the installed versions.
+"""
+from __future__ import annotations
+
+
+def generation_compile_config(device_type: str):
+    """transformers' CompileConfig for compiling generate's decode step on `device_type`.
+
+    Maintenance note: transformers compiles automatically (static cache, disable_compile False) only on
+    cuda/xpu/neuron/tpu unless the CompileConfig's private `_compile_all_devices` is set; on the CPU it is, with
+    mode "default" ("reduce-overhead", the default, means CUDA graphs). If the attribute is renamed, compile on
+    the CPU silently does nothing."""
+    from transformers import CompileConfig
+
+    if device_type == "cuda":
+        return CompileConfig()
+    config = CompileConfig(mode="default")
+    config._compile_all_devices = True
+    return config
+
+
+def checkpointing_kwargs(enabled: bool) -> dict:
+    """The TrainingArguments keyword that turns activation (gradient) checkpointing on or off.
+
+    Maintenance note: transformers 5.2x renamed `gradient_checkpointing` to `activation_checkpointing` and
+    warns on the old name on every run (removal announced for v6); older 5.x releases know only the old one.
+    Relies on TrainingArguments' dataclass field names; if both disappear, GRPOConfig/SFTConfig refuse the
+    keyword (a TypeError that `recipe check` reports)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
+
+
+def reporting_integrations() -> tuple[list[str], set[str]]:
+    """(every tracker name `report_to` accepts, the installed ones), for `recipe check`.
+
+    Maintenance note: INTEGRATION_TO_CALLBACK (name -> callback) is not exported by transformers; it lives in
+    transformers.integrations.integration_utils. If it moves, this import fails and `recipe check` of a recipe
+    with trl.report_to raises instead of checking (tests/test_internals.py imports it)."""
+    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
+                                                             get_available_reporting_integrations)
+
+    return list(INTEGRATION_TO_CALLBACK), set(get_available_reporting_integrations())
+
+
+def drop_gguf_quantizer(model) -> None:
+    """A model dequantised from GGUF as plain weights: without this, save_pretrained refuses and the Trainer
+    treats it as quantised (no full fine-tuning).
+
+    Maintenance note: relies on transformers setting `config.quantization_config`, `model.hf_quantizer` and
+    `model.is_quantized` on a model loaded with gguf_file=; if they are renamed, the embedded model's first
+    conversion fails in save_pretrained (the cached folder of an earlier conversion keeps working)."""
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    model.is_quantized = False
+
+
+def trainer_callbacks(trainer) -> list:
+    """The callbacks a built Trainer runs (transformers' CallbackHandler keeps them; no public getter).
+
+    Maintenance note: relies on `trainer.callback_handler.callbacks`; if it changes, TensorBoard event files
+    stay under checkpoints/ instead of RUN_DIR/tensorboard."""
+    return list(trainer.callback_handler.callbacks)
+
+
+
+def reference_is_sharded(trainer) -> bool:
+    """The reference model's parameters are split across processes (FSDP, DeepSpeed ZeRO-3).
+
+    Maintenance note: relies on Trainer's `is_fsdp_enabled`, `is_deepspeed_enabled` and accelerate's
+    `state.deepspeed_plugin.zero_stage`; if they change, a sharded run would try to load whole tensors into
+    its shards (load_state_dict then refuses, and the rollback reports the KL reference as not loadable)."""
+    if getattr(trainer, "is_fsdp_enabled", False):
+        return True
+    plugin = getattr(getattr(trainer, "accelerator", None), "state", None)
+    plugin = getattr(plugin, "deepspeed_plugin", None) if getattr(trainer, "is_deepspeed_enabled", False) else None
+    return getattr(plugin, "zero_stage", None) == 3
+
+
+def scale_learning_rate(optimizer, lr_scheduler, factor: float) -> None:
+    """Scale a resumed optimizer and its scheduler to `factor` times their rate (a rollback's lower rate).
+
+    Maintenance note: torch's LRScheduler caches the last rate in the private `_last_lr` (what get_last_lr()
+    returns and the Trainer logs as learning_rate until the next step); it is scaled with the public
+    `base_lrs` and the param groups' `lr`/`initial_lr`. If it disappears, the first logged learning rate after
+    a rollback shows the old value; training itself uses the scaled param groups either way."""
+    lr_scheduler.base_lrs = [b * factor for b in lr_scheduler.base_lrs]
+    if getattr(lr_scheduler, "_last_lr", None):
+        lr_scheduler._last_lr = [x * factor for x in lr_scheduler._last_lr]
+    for group in optimizer.param_groups:
+        group["lr"] *= factor
+        if "initial_lr" in group:
+            group["initial_lr"] *= factor
