@@ -24,7 +24,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+
+from grpokit.audit.tricks import Trick, registrar
 
 # A perturbation of any value a test compares: every honest result becomes a near miss of the same type.
 _WRONG = '''
@@ -99,24 +100,8 @@ def honest_answers(r: CodeRow) -> tuple[str | None, str]:
     return fence(r.reference), fence(wrong)
 
 
-@dataclass(frozen=True)
-class CodeTrick:
-    name: str
-    description: str
-    build: Callable[[CodeRow], str | None]  # None: the trick does not apply to this row
-
-
-CODE_TRICKS: dict[str, CodeTrick] = {}
-
-
-def code_trick(name: str, description: str):
-    def deco(build):
-        if name in CODE_TRICKS:
-            raise ValueError(f"code trick {name!r} registered twice")
-        CODE_TRICKS[name] = CodeTrick(name, description, build)
-        return build
-
-    return deco
+CODE_TRICKS: dict[str, Trick] = {}
+code_trick = registrar(CODE_TRICKS, "code trick")
 
 
 code_trick("empty", "an empty completion")(lambda r: "")

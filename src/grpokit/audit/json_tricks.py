@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+
+from grpokit.audit.tricks import Trick, registrar
 
 _MAX_DEPTH = 200  # past the reward's nesting bound (32) and any honest answer
 _BIG_ARRAY = 20_000  # past the reward's node bound (10,000)
@@ -117,22 +119,8 @@ def honest_answers(r: JsonRow) -> tuple[str | None, str | None]:
     return (fence(r.right) if r.has_right else None), (None if wrong is None else fence(wrong))
 
 
-@dataclass(frozen=True)
-class JsonTrick:
-    name: str
-    description: str
-    build: Callable[[JsonRow], str | None]
-
-
-JSON_TRICKS: dict[str, JsonTrick] = {}
-
-
-def json_trick(name: str, description: str):
-    def deco(build):
-        JSON_TRICKS[name] = JsonTrick(name, description, build)
-        return build
-
-    return deco
+JSON_TRICKS: dict[str, Trick] = {}
+json_trick = registrar(JSON_TRICKS, "json trick")
 
 
 json_trick("empty", "an empty completion")(lambda r: "")

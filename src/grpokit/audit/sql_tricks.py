@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+
+from grpokit.audit.tricks import Trick, registrar
 
 _TABLE = re.compile(r"\bfrom\s+([A-Za-z_][\w]*)", re.I)
 _PROSE = "I would select the matching rows from the table and return them."
@@ -47,22 +48,8 @@ def honest_answers(r: SqlRow) -> tuple[str, list[str]]:
     return fence(r.gold), [fence(f"SELECT * FROM ({r.gold}) LIMIT 0"), fence("SELECT 'grpokit audit: a wrong row'")]
 
 
-@dataclass(frozen=True)
-class SqlTrick:
-    name: str
-    description: str
-    build: Callable[[SqlRow], str | None]
-
-
-SQL_TRICKS: dict[str, SqlTrick] = {}
-
-
-def sql_trick(name: str, description: str):
-    def deco(build):
-        SQL_TRICKS[name] = SqlTrick(name, description, build)
-        return build
-
-    return deco
+SQL_TRICKS: dict[str, Trick] = {}
+sql_trick = registrar(SQL_TRICKS, "sql trick")
 
 
 sql_trick("empty", "an empty completion")(lambda r: "")

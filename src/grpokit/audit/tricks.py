@@ -67,22 +67,27 @@ def _fmt(x: Fraction) -> str:
 class Trick:
     name: str
     description: str
-    build: Callable[[AuditRow], str | None]  # None: the trick does not apply to this row
+    build: Callable[[Any], str | None]  # a row of its task -> the completion; None: the trick does not apply
+
+
+def registrar(table: dict[str, Trick], kind: str):
+    """A decorator factory: `register(name, description)(build)` files an adversarial completion builder in
+    `table` (one table per kind of task: these answer-line tricks, code_tricks, json_tricks, sql_tricks)."""
+
+    def register(name: str, description: str):
+        def deco(build: Callable[[Any], str | None]):
+            if name in table:
+                raise ValueError(f"{kind} {name!r} registered twice")
+            table[name] = Trick(name, description, build)
+            return build
+
+        return deco
+
+    return register
 
 
 TRICKS: dict[str, Trick] = {}
-
-
-def trick(name: str, description: str):
-    """Decorator: register an adversarial completion builder under `name`."""
-
-    def deco(build: Callable[[AuditRow], str | None]):
-        if name in TRICKS:
-            raise ValueError(f"trick {name!r} registered twice")
-        TRICKS[name] = Trick(name, description, build)
-        return build
-
-    return deco
+trick = registrar(TRICKS, "trick")  # the answer-line tricks below
 
 
 def _digits_rearranged(r: AuditRow) -> str | None:
