@@ -288,6 +288,38 @@ def test_trl_fields_reach_the_grpo_config(tmp_path):
     assert args.model_init_kwargs == {"attn_implementation": "sdpa"}  # the reference model loads like the policy
 
 
+@pytest.mark.parametrize("setting, dtype, cuda, expected", [
+    ("auto", "auto", False, False),       # a CPU: float32, whatever its instructions (measured: docs)
+    ("auto", "auto", True, True),         # a GPU with bf16: autocast, as before train.bf16 existed
+    ("auto", "float32", True, False),     # the recipe asked for float32
+    (True, "float32", False, True),       # an explicit choice wins on any machine
+    (False, "auto", True, False),
+])
+def test_train_bf16_resolves_per_device(tmp_path, monkeypatch, setting, dtype, cuda, expected):
+    import torch
+
+    from grpokit.recipe.trl_args import bf16_of
+
+    recipe = load_recipe(write(tmp_path, patch({"train.bf16": setting, "model.dtype": dtype})))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)  # after loading: the checks would use the GPU
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: cuda)
+    assert bf16_of(recipe) is expected
+
+
+def test_train_bf16_true_reaches_the_grpo_config_on_the_cpu(tmp_path):
+    from grpokit.recipe.trl_args import grpo_args
+
+    recipe = load_recipe(write(tmp_path, patch({"train.bf16": True})))
+    assert grpo_args(recipe, tmp_path / "run").bf16 is True
+    assert grpo_args(load_recipe(write(tmp_path, patch({}))), tmp_path / "run").bf16 is False
+
+
+def test_trl_bf16_is_refused_for_train_bf16(tmp_path):
+    with pytest.raises(GrpokitError) as e:
+        load_recipe(write(tmp_path, patch({"trl": {"bf16": True}})))
+    assert "set train.bf16 instead" in str(e.value)
+
+
 # (id, recipe text, expected where, expected message): problems found while reading the file itself.
 FILE_CASES = [
     ("duplicate section", "data:\n  train: builtin:arithmetic/train.jsonl\nrewards:\n  - name: format\n"

@@ -14,8 +14,8 @@ from grpokit.recipe.machine import check_generation_machine, refuse_vllm_trainin
 from grpokit.recipe.schema import LoraConfig, Recipe, RewardConfig
 from grpokit.recipe.section import Section
 from grpokit.recipe.selection_section import SelectionConfig
-from grpokit.recipe.trl_args import build_prompt_dataset, grpo_args
+from grpokit.recipe.trl_args import bf16_of, build_prompt_dataset, grpo_args
 
 __all__ = ["HEALTH_CODES", "GenerationConfig", "HealthActions", "HealthConfig", "LoraConfig", "Recipe",
-           "RewardConfig", "Section", "SelectionConfig", "build_prompt_dataset", "check_generation_machine",
+           "RewardConfig", "Section", "SelectionConfig", "bf16_of", "build_prompt_dataset", "check_generation_machine",
            "grpo_args", "load_recipe", "load_run_recipe", "refuse_vllm_training_here", "validate_raw"]

@@ -156,6 +156,11 @@ class TrainConfig(Section):
         "scored the same); exact, so only time changes. Applies with beta 0 and loss_type dapo/cispo/vespo "
         "(grpokit.training.no_signal).")
     torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
+    bf16: bool | Literal["auto"] = Field(
+        "auto", description="bfloat16 autocast for the step (TRL's bf16: generation, loss forward and backward "
+        "in bf16, fp32 master weights and optimizer). auto: on a GPU that supports bf16 when model.dtype is auto "
+        "or bfloat16, off on a CPU. true: on anywhere (on a CPU with AVX-512 BF16 or AMX the demo's steps ran 1.5x "
+        "faster, but one of two seeds learned less: docs/measurements.md); false: off.")
     shuffle_dataset: bool = Field(True, description="TRL shuffles the training prompts; false keeps the file's order "
                                   "(e.g. a curriculum). selection.enabled chooses prompts itself and ignores it.")
     entropy_target: float | None = Field(
@@ -188,7 +193,7 @@ class Recipe(Section):
                             "metrics, samples, checkpoints); never empty (that would be the current folder).")
     trl: dict[str, Any] = Field(
         default_factory=dict, description="Any other TRL GRPOConfig field, passed as is (report_to, epsilon_high, "
-        "mask_truncated_completions, num_iterations, generation_batch_size, bf16, ...). Checked by building the "
+        "mask_truncated_completions, num_iterations, generation_batch_size, ...). Checked by building the "
         "GRPOConfig; fields the recipe models elsewhere (train.*, model.*) are refused here.")
     # Where the recipe came from; used to resolve relative data paths. Not part of the YAML.
     source: str | None = Field(None, exclude=True)

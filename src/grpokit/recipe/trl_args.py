@@ -38,6 +38,19 @@ def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, 
 
 
 # ---------------------------------------------------------------- TRL config
+def bf16_of(recipe) -> bool:
+    """train.bf16 resolved on this machine: TRL's bf16 (autocast) for GRPO and SFT alike."""
+    import torch
+
+    if recipe.train.bf16 != "auto":
+        return recipe.train.bf16
+    if recipe.model.dtype not in ("auto", "bfloat16"):
+        return False
+    # On a CPU `auto` stays float32 even with bf16 instructions: there the demo's steps ran 1.5x faster but one of
+    # its two seeds learned nothing in 30 steps (docs/measurements.md, "Generation choices on the CPU").
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
 def grpo_args(recipe, run_dir: Path):
     """The GRPOConfig for a recipe: grpokit's settings, then the recipe's `trl:` fields on top.
 
@@ -68,7 +81,7 @@ def grpo_args(recipe, run_dir: Path):
         **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
         # TRL builds the reference model (beta > 0) from these, like the policy grpokit loads.
         model_init_kwargs=init_kwargs or None,
-        bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
+        bf16=bf16_of(recipe),
         use_cpu=not on_gpu,
         report_to="none", run_name=Path(run_dir).name, project="grpokit",
         disable_tqdm=True, log_completions=False, remove_unused_columns=False,

@@ -250,7 +250,8 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             run.write_status(summary)
             created = False  # from here on the run exists: a failure is recorded in it, not cleaned away
             console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
-                          + (f" (resuming from {resume_from.name})" if resume_from else ""))
+                          + (f" (resuming from {resume_from.name})" if resume_from else "")
+                          + (", bf16 autocast" if trainer.args.bf16 else ""))  # train.bf16, as resolved here
             stopper.install()
             try:
                 trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)

@@ -37,7 +37,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpokit import hf_internals
-from grpokit.recipe import Recipe
+from grpokit.recipe import Recipe, bf16_of
 from grpokit.run import RunDir
 
 SOLUTION_FIELDS = ("solution", "completion")
@@ -123,7 +123,7 @@ def sft_args(recipe: Recipe, run: RunDir):
         max_length=(t.max_prompt_length or 512) + t.max_completion_length,
         completion_only_loss=True, packing=False, dataset_num_proc=None,
         **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
-        bf16=on_gpu and recipe.model.dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported(),
+        bf16=bf16_of(recipe),  # train.bf16, as GRPO resolves it
         use_cpu=not on_gpu, report_to="none", disable_tqdm=True, dataloader_num_workers=0,
     )
 
