@@ -1,6 +1,7 @@
-"""Generated tokens/s of grpokit's generation backends at a recipe's training batch: hf generate vs vLLM.
+"""Generated tokens/s of each generation choice at a recipe's training batch: hf's options, continuous, vLLM.
 
-    python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf
+    python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml     # the CPU-side variants
+    python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf-warper,hf
     python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf \
         --set train.per_device_train_batch_size=32    # 4 prompts x 8 in one call: selection.refill_upfront's cost
     .venv-vllm/bin/python benchmarks/generation_throughput.py recipes/smollm2-arithmetic.yaml --backends hf,vllm
@@ -8,10 +9,22 @@
 One training step's generation, the way the recipe samples it: per_device_train_batch_size completions
 (prompts x num_generations) of max_completion_length new tokens at the recipe's temperature/top_p, on
 the recipe's training prompts and initial model, through `grpokit.generation.complete` (so the same ids,
-stop ids and decoding for both backends). The first call per backend is warm-up (for vLLM it builds
-the engine: reported as start_s); then `--repeats` calls on other prompts are timed. Tokens counted are
-the completions' ids (stop id included: the engine generated it). vLLM needs `.venv-vllm` on CPU
-(scripts/install_vllm_cpu.sh); `--gpu-memory-utilization` is then the share of system memory for its cache.
+stop ids and decoding for every variant). Variants (`--backends`, comma-separated):
+
+  hf-warper          transformers' generate with its own top_p warper (sorts the vocabulary every token)
+  hf                 the default: top_p over the 256 most likely candidates (grpokit.generation.sampling)
+  hf-static          + generation.cache: static
+  hf-static-compile  + generation.compile (torch.compile of the decode step)
+  hf-bf16            the default on a bfloat16 copy of the weights (generation only)
+  continuous         generation.backend: continuous (transformers' continuous batching)
+  vllm               grpokit's vLLM backend (needs `.venv-vllm` on the CPU: scripts/install_vllm_cpu.sh;
+                     `--gpu-memory-utilization` is then the share of system memory for its cache)
+
+The first call per variant is warm-up (compilation, vLLM's engine start: reported as start_s); then the
+variants take turns, `--repeats` rounds of one call each on other prompts, so a change in the machine's speed
+reaches every variant alike. Tokens counted are the completions' ids (stop id included: the model generated
+it). `same_as_first` is the share of completions identical to the first variant's for the same prompts and
+seed (sampled as training samples: 1.0 means the same samples).
 """
 from __future__ import annotations
 
@@ -24,40 +37,46 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's grpokit
 
 
-def measure(backend: str, model, tokenizer, prompt_ids: list[list[int]], params, per_call: int, repeats: int,
-            options: dict) -> dict:
+VARIANTS = {  # name -> (backend, its options, weights in bfloat16)
+    "hf-warper": ("hf", {"top_p_candidates": 0}, False),
+    "hf": ("hf", {}, False),
+    "hf-static": ("hf", {"cache": "static"}, False),
+    "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False),
+    "hf-bf16": ("hf", {}, True),
+    "continuous": ("continuous", {}, False),
+    "vllm": ("vllm", {}, False),
+}
+
+
+def call(variant: str, model, tokenizer, ids, params, rows: int, options: dict):
     from grpokit.generation import complete
 
-    calls = [prompt_ids[i * per_call:(i + 1) * per_call] for i in range(repeats + 1)]
+    backend, own, _ = VARIANTS[variant]
     # All of a step's rows in one generate call, as TRL does in training (complete's default sizes its calls by a
     # token budget, grpokit.generation.rows_per_call).
-    rows = per_call * params.n
     t = time.perf_counter()
-    complete(model, tokenizer, calls[0], params, backend=backend, backend_options=options, batch_size=rows,
-             progress=False)
-    start = time.perf_counter() - t
-    tokens, seconds = 0, 0.0
-    for ids in calls[1:]:
-        t = time.perf_counter()
-        groups = complete(model, tokenizer, ids, params, backend=backend, backend_options=options, batch_size=rows,
-                          progress=False)
-        seconds += time.perf_counter() - t
-        tokens += sum(len(c.ids) for g in groups for c in g)
-    return dict(backend=backend, start_s=round(start, 1), timed_calls=repeats, tokens=tokens,
-                seconds=round(seconds, 2), tokens_per_s=round(tokens / seconds, 1),
-                completions_per_call=per_call * params.n)
+    groups = complete(model, tokenizer, ids, params, backend=backend, backend_options={**own, **options},
+                      batch_size=rows, progress=False)
+    return time.perf_counter() - t, [[c.ids for c in g] for g in groups]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recipe")
-    p.add_argument("--backends", default="hf,vllm")
+    p.add_argument("--backends", default="hf-warper,hf,hf-static,hf-bf16,continuous",
+                   help="variants, comma-separated (the first is the reference); see the module docstring "
+                   "(hf-static-compile is left out by default: on a CPU it recompiles for every prompt length)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     p.add_argument("--max-model-len", type=int, default=512)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override the recipe, e.g. train.per_device_train_batch_size=32 (rows per call)")
     args = p.parse_args(argv)
+    variants = args.backends.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        print(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
 
     from grpokit import models
     from grpokit.data import load_datasets
@@ -75,14 +94,37 @@ def main(argv=None) -> int:
     prompt_ids = [template.encode(tokenizer, template.build(r["question"])) for r in rows]
     params = SamplingParams(max_tokens=t.max_completion_length, n=t.num_generations, temperature=t.temperature,
                             top_p=t.top_p, seed=t.seed)
+    import copy
+
     import torch
 
     print(json.dumps(dict(recipe=args.recipe, model=path, dtype=str(model.dtype), threads=torch.get_num_threads())))
-    for backend in args.backends.split(","):
-        options = {} if backend == "hf" else dict(gpu_memory_utilization=args.gpu_memory_utilization,
-                                                   max_model_len=args.max_model_len)
-        print(json.dumps(measure(backend, model, tokenizer, prompt_ids, params, per_call, args.repeats, options)),
-              flush=True)
+    bf16 = copy.deepcopy(model).to(torch.bfloat16) if any(VARIANTS[v][2] for v in variants) else None
+    calls = [prompt_ids[i * per_call:(i + 1) * per_call] for i in range(args.repeats + 1)]
+    rows_per_call, result, outputs = per_call * params.n, {}, {}
+    for v in variants:  # warm-up: compilation, engine start
+        options = dict(gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len) \
+            if VARIANTS[v][0] == "vllm" else {}
+        seconds, _ = call(v, bf16 if VARIANTS[v][2] else model, tokenizer, calls[0], params, rows_per_call, options)
+        result[v] = dict(variant=v, start_s=round(seconds, 1), tokens=0, seconds=0.0, options=options)
+        outputs[v] = []
+    for ids in calls[1:]:  # the variants take turns on each prompt set
+        for v in variants:
+            seconds, done = call(v, bf16 if VARIANTS[v][2] else model, tokenizer, ids, params, rows_per_call,
+                                 result[v]["options"])
+            result[v]["seconds"] += seconds
+            result[v]["tokens"] += sum(len(c) for g in done for c in g)
+            outputs[v] += [c for g in done for c in g]
+    first = outputs[variants[0]]
+    for v in variants:
+        r = result[v]
+        r.update(tokens_per_s=round(r["tokens"] / r["seconds"], 1), seconds=round(r["seconds"], 2),
+                 completions_per_call=rows_per_call, timed_calls=args.repeats,
+                 same_as_first=round(sum(a == b for a, b in zip(outputs[v], first)) / len(first), 3),
+                 vs_first=round((r["tokens"] / r["seconds"]) / (result[variants[0]]["tokens"] /
+                                                                result[variants[0]]["seconds"]), 2))
+        r.pop("options")
+        print(json.dumps(r), flush=True)
     return 0
 
 

@@ -1,0 +1,61 @@
+"""The generation benchmarks run on a tiny model and say what their figures rest on: the fast top-p path draws
+the very samples transformers' warper draws, and a float32 sampler's log-probs are the trainer's."""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "recipes" / "smollm2-arithmetic.yaml"
+
+
+def _tiny_recipe(tmp_path: Path, model_dir: Path) -> Path:
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["data"]["train"] = str(REPO / "src" / "grpokit" / "datasets" / "arithmetic" / "train.jsonl")
+    raw["data"].pop("eval", None)
+    raw["model"] = {"name": str(model_dir)}
+    raw["train"].update(num_generations=4, per_device_train_batch_size=8, max_completion_length=8)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _bench(name: str):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def _rows(out: str) -> dict:
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {r["variant"]: r for r in rows if "variant" in r}
+
+
+def test_generation_throughput_fast_top_p_draws_the_warpers_samples(tmp_path, tiny_model_dir, capsys):
+    recipe = _tiny_recipe(tmp_path, tiny_model_dir)
+    assert _bench("generation_throughput").main([str(recipe), "--backends", "hf-warper,hf,hf-bf16",
+                                                 "--repeats", "1"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert set(rows) == {"hf-warper", "hf", "hf-bf16"}
+    assert rows["hf"]["same_as_first"] == 1.0 and rows["hf-warper"]["vs_first"] == 1.0
+    assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 for r in rows.values())
+
+
+def test_generation_throughput_refuses_an_unknown_variant(tmp_path, tiny_model_dir, capsys):
+    recipe = _tiny_recipe(tmp_path, tiny_model_dir)
+    assert _bench("generation_throughput").main([str(recipe), "--backends", "hf,fast"]) == 2
+    assert "unknown variant(s) fast" in capsys.readouterr().err
+
+
+def test_logprob_gap_is_zero_for_float32_and_not_for_bf16(tmp_path, tiny_model_dir, capsys):
+    recipe = _tiny_recipe(tmp_path, tiny_model_dir)
+    assert _bench("logprob_gap").main([str(recipe), "--calls", "1"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert rows["fp32"]["mean_abs_gap"] < 1e-4 and rows["fp32"]["tokens"] > 0
+    assert rows["bf16-weights/fp32"]["mean_abs_gap"] > rows["fp32"]["mean_abs_gap"]
