@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grpokit.audit import code_tricks, json_tricks, sql_tricks
-from grpokit.audit.rewards import TrickResult, _shorten
+from grpokit.audit.rewards import TIE, TrickResult
 from grpokit.console import Heartbeat, hms
 
-_TIE = 1e-9
 KINDS = ("code", "json", "sql")  # the kinds audited here; answer_line in audit/rewards.py, episode in audit/tools.py
 _WHAT = {"code": "code tricks", "json": "schema tricks", "sql": "query tricks"}
 _NEEDS = {"code": "tests (`test` + `entry_point`, or `tests`)", "json": "a `schema`",
@@ -104,7 +103,7 @@ class TaskAuditResult:
 
     @property
     def right_not_preferred(self) -> int:
-        return sum(r is not None and r <= w + _TIE for r, w in zip(self.honest_right, self.honest_wrong))
+        return sum(r is not None and r <= w + TIE for r, w in zip(self.honest_right, self.honest_wrong))
 
     @property
     def ok(self) -> bool:
@@ -197,22 +196,14 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
     wrongs = []
     for row, right in zip(by_row, rights):
         tried = [row[k][0] for k in sorted(k for k in row if k.startswith("wrong#"))]
-        wrongs.append(next((w for w in tried if right is None or w < right - _TIE), tried[0]))
+        wrongs.append(next((w for w in tried if right is None or w < right - TIE), tried[0]))
     results = {n: TrickResult(n, d) for n, d in _descriptions(kind).items()}
     for row, wrong in zip(by_row, wrongs):
         for name, res in results.items():
             if name not in row:
                 continue
             score, text = row[name]
-            res.rows += 1
-            res.scores.append(score)
-            res.honest_wrong.append(wrong)
-            if score > wrong + _TIE:
-                if not res.flagged_rows:
-                    res.example = _shorten(text)
-                res.flagged_rows += 1
-            elif not res.example:
-                res.example = _shorten(text)
+            res.record(score, text, wrong, flagged=score > wrong + TIE)  # beats an honest failed attempt
     c = task.correctness
     return TaskAuditResult(kind, c.name if c is not None else names, [r for r in results.values() if r.rows],
                            len(prepared), rights, wrongs, errors, skipped)

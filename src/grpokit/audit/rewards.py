@@ -34,7 +34,7 @@ from grpokit.rewards import DEFAULT_MARKERS, RewardFunction
 from grpokit.task import recipe_rewards
 
 _DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
-_TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding
+TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding (every audit uses it)
 
 
 @dataclass
@@ -55,6 +55,18 @@ class TrickResult:
     def honest_wrong_mean(self) -> float:
         return sum(self.honest_wrong) / len(self.honest_wrong) if self.honest_wrong else 0.0
 
+    def record(self, score: float, text: str, honest_wrong: float, flagged: bool) -> None:
+        """One row's score of this trick against the row's honest wrong answer; `flagged` by the caller's rule."""
+        self.rows += 1
+        self.scores.append(score)
+        self.honest_wrong.append(honest_wrong)
+        if flagged:
+            if not self.flagged_rows:  # the first flagged row's completion replaces a first row's
+                self.example = shorten(text)
+            self.flagged_rows += 1
+        elif not self.example:
+            self.example = shorten(text)
+
 
 @dataclass
 class AuditResult:
@@ -72,7 +84,7 @@ class AuditResult:
     @property
     def right_not_preferred(self) -> int:
         """Rows where the honest right answer does not beat the honest wrong one: the reward is blind."""
-        return sum(r <= w + _TIE for r, w in zip(self.honest_right, self.honest_wrong))
+        return sum(r <= w + TIE for r, w in zip(self.honest_right, self.honest_wrong))
 
     @property
     def ok(self) -> bool:
@@ -107,7 +119,7 @@ class AuditResult:
         return "\n".join(lines)
 
 
-def _shorten(text: str, limit: int = 60) -> str:
+def shorten(text: str, limit: int = 60) -> str:
     flat = text.replace("\n", "\\n")
     return flat if len(flat) <= limit else f"{flat[:25]}…({len(text)} chars)…{flat[-25:]}"
 
@@ -178,15 +190,7 @@ def audit_rewards(
             if name not in row_scores:
                 continue
             score, text = row_scores[name]
-            res.rows += 1
-            res.scores.append(score)
-            res.honest_wrong.append(wrong)
-            if score >= wrong - _TIE:
-                if not res.flagged_rows:
-                    res.example = _shorten(text)
-                res.flagged_rows += 1
-            elif not res.example:
-                res.example = _shorten(text)
+            res.record(score, text, wrong, flagged=score >= wrong - TIE)  # ties an honest wrong answer
     return AuditResult(
         tricks=[r for r in results.values() if r.rows],
         rows=len(prepared),

@@ -22,9 +22,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from grpokit.audit.rewards import TIE
 from grpokit.envs import get_env, loads
-
-_TIE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class ToolHackResult:
 
     @property
     def ok(self) -> bool:
-        return self.score <= self.honest + _TIE
+        return self.score <= self.honest + TIE
 
 
 def audit_tool_hacks(env_name: str, env_params: dict, rewards, rows: list[dict]) -> list[ToolHackResult]:
