@@ -75,6 +75,21 @@ def write_jsonl(path: Path, rows: list) -> Path:
     return path
 
 
+def addition_recipe(folder: Path, model_dir: Path, rows: int = 4, rewards: list | None = None, data: dict | None = None,
+                    train: dict | None = None, name: str = "r.yaml") -> Path:
+    """A recipe file training `model_dir` (a tiny model) on `rows` additions `{i} + 1 = ?` with the plain_en
+    template and math_correctness, its data file beside it; `data`/`train` entries are added on top."""
+    import yaml
+
+    rows_file = write_jsonl(folder / "t.jsonl",
+                            [{"question": f"{i} + 1 = ?", "answer": str(i + 1)} for i in range(rows)])
+    path = folder / name
+    path.write_text(yaml.safe_dump({"model": {"name": str(model_dir)},
+                                    "data": {"train": str(rows_file), "template": "plain_en", **(data or {})},
+                                    "rewards": rewards or [{"name": "math_correctness"}], "train": dict(train or {})}))
+    return path
+
+
 class FakeHub:
     """A local stand-in for the Hugging Face Hub's HTTP API: repo creation, pre-upload, commit (files inline).
 

@@ -11,8 +11,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-import yaml
-from conftest import write_jsonl
+from conftest import addition_recipe
 
 from grpokit.cli import main
 
@@ -22,14 +21,9 @@ def _read(path):
 
 
 def test_a_partial_eval_does_not_replace_the_full_one(tmp_path, tiny_model_dir, capsys):
-    data = write_jsonl(tmp_path / "t.jsonl", [{"question": f"{i} + 1 = ?", "answer": str(i + 1)} for i in range(8)])
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"name": str(tiny_model_dir)}, "data": {"train": str(data), "eval_fraction": 0.25,
-                                                         "template": "plain_en"},
-        "rewards": [{"name": "math_correctness"}],
-        "train": {"num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4, "max_steps": 2,
-                  "save_steps": 1, "logging_steps": 1}}))
+    recipe = addition_recipe(tmp_path, tiny_model_dir, rows=8, data={"eval_fraction": 0.25}, train={
+        "num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4, "max_steps": 2,
+        "save_steps": 1, "logging_steps": 1})
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
     assert main(["eval", str(run), "--max-new-tokens", "4"]) == 0

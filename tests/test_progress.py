@@ -18,8 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
-from conftest import REPO, write_jsonl
+from conftest import REPO, addition_recipe
 
 from grpokit.cli import main
 from grpokit.console import Heartbeat
@@ -77,14 +76,9 @@ def test_training_through_the_cli_prints_status_lines_into_a_log(tmp_path, tiny_
     import grpokit.console
 
     monkeypatch.setattr(grpokit.console, "PLAIN_STATUS_EVERY_S", 0.05)  # instead of waiting 30 s
-    data = write_jsonl(tmp_path / "t.jsonl", [{"question": f"{i} + 1 = ?", "answer": str(i + 1)} for i in range(4)])
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"name": str(tiny_model_dir)}, "data": {"train": str(data), "eval_fraction": 0.0,
-                                                         "template": "plain_en"},
-        "rewards": [{"name": "math_correctness"}],
-        "train": {"num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 8, "max_steps": 2,
-                  "save_steps": 2, "logging_steps": 1}}))
+    recipe = addition_recipe(tmp_path, tiny_model_dir, data={"eval_fraction": 0.0}, train={
+        "num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 8, "max_steps": 2,
+        "save_steps": 2, "logging_steps": 1})
     assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^training: step [0-2]/2, .*running for \d:\d\d:\d\d$", out, re.M), out
@@ -194,11 +188,7 @@ def test_preflight_off_a_terminal_prints_its_generation_status(tmp_path, tiny_mo
     import grpokit.console
 
     monkeypatch.setattr(grpokit.console, "PLAIN_STATUS_EVERY_S", 0.01)
-    data = write_jsonl(tmp_path / "t.jsonl", [{"question": f"{i} + 1 = ?", "answer": str(i + 1)} for i in range(4)])
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"name": str(tiny_model_dir)}, "data": {"train": str(data), "template": "plain_en"},
-        "rewards": [{"name": "math_correctness"}], "train": {"num_generations": 2, "max_completion_length": 16}}))
+    recipe = addition_recipe(tmp_path, tiny_model_dir, train={"num_generations": 2, "max_completion_length": 16})
     assert main(["preflight", str(recipe), "--prompts", "2", "--output", str(tmp_path / "p.json")]) == 0
     err = capsys.readouterr().err
     assert re.search(r"^preflight: \d/4 rows, ", err, re.M), err

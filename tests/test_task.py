@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, write_jsonl
+from conftest import REPO, addition_recipe, write_jsonl
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
@@ -146,14 +146,11 @@ def test_bad_own_rewards_are_reported_by_recipe_check(own_dir, capsys, entry, wh
 
 
 def test_own_reward_trains_logged_per_component(own_dir, tiny_model_dir):
-    data = write_jsonl(own_dir / "arith.jsonl", [{"question": f"{i} + 1 = ?", "answer": str(i + 1)} for i in range(8)])
-    raw = {"model": {"name": str(tiny_model_dir)}, "data": {"train": str(data), "eval_fraction": 0.25,
-                                                            "template": "plain_en"},
-           "rewards": [{"path": "my_rewards.py", "function": "scaled", "role": "shaping", "params": {"factor": 0.01}}],
-           "train": {"num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4,
-                     "max_steps": 1, "save_steps": 1, "logging_steps": 1}}
-    path = own_dir / "train.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = addition_recipe(own_dir, tiny_model_dir, rows=8, data={"eval_fraction": 0.25}, name="train.yaml",
+                           rewards=[{"path": "my_rewards.py", "function": "scaled", "role": "shaping",
+                                     "params": {"factor": 0.01}}],
+                           train={"num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4,
+                                  "max_steps": 1, "save_steps": 1, "logging_steps": 1})
     run = own_dir / "run"
     assert main(["train", str(path), "--output-dir", str(run), "--skip-audit"]) == 0
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
