@@ -234,3 +234,18 @@ def test_progress_is_a_bar_with_eta_on_a_terminal(tmp_path):
     text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", buf.getvalue())  # colours and cursor codes
     assert "3/10" in text and "2.0s/step | eta 0:00:14" in text, text
     assert "step 3/10 | reward 0.500" in text  # the metrics line still printed above the bar
+
+
+def test_train_bf16_true_trains_in_autocast_on_the_cpu(tmp_path, tiny_model_dir, capsys):
+    """`--set train.bf16=true` reaches TRL's bf16 on a CPU (autocast), says so, and the run completes."""
+    from conftest import addition_recipe
+
+    recipe = addition_recipe(tmp_path, tiny_model_dir, data={"eval_fraction": 0.0}, train={
+        "num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4, "max_steps": 1,
+        "save_steps": 1, "logging_steps": 1})
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit", "--set", "train.bf16=true"]) == 0
+    assert ", bf16 autocast" in capsys.readouterr().out
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run32"), "--skip-audit"]) == 0
+    assert "bf16 autocast" not in capsys.readouterr().out  # auto: float32 on a CPU

@@ -156,7 +156,7 @@ class TrainConfig(Section):
         "scored the same); exact, so only time changes. Applies with beta 0 and loss_type dapo/cispo/vespo "
         "(grpokit.training.no_signal).")
     torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
-    bf16: bool | Literal["auto"] = Field(
+    bf16: Literal["auto", True, False] = Field(
         "auto", description="bfloat16 autocast for the step (TRL's bf16: generation, loss forward and backward "
         "in bf16, fp32 master weights and optimizer). auto: on a GPU that supports bf16 when model.dtype is auto "
         "or bfloat16, off on a CPU. true: on anywhere (on a CPU with AVX-512 BF16 or AMX the demo's steps ran 1.5x "
