@@ -10,7 +10,9 @@ dequantised model carries a `quantization_config` that blocks training and
 saving. The conversion writes to a temporary folder and renames it, so an
 interrupted conversion never leaves a half-written cache.
 
-Any other name is passed to `from_pretrained` (a hub id needs network). Loading errors (a missing folder, a
+Any other name is passed to `from_pretrained` (a hub id needs network). Every command loads a recipe's model
+through `load_recipe_model` / `load_recipe_tokenizer` (base, checkpoint, LoRA adapter or exported folder, with the
+recipe's dtype and init_kwargs), so training, SFT, preflight, evaluation and export see the same model. Loading errors (a missing folder, a
 folder without config.json or tokenizer files, an unknown or unreachable hub id, a hub id not cached while
 offline) become `GrpokitError`s naming the field and the fix; `check_model_source` runs the same checks
 (without loading weights) for `recipe check`.
@@ -371,6 +373,62 @@ def load_model(name_or_path: str, dtype: str = "auto", init_kwargs: dict | None 
                                                     **from_pretrained_kwargs(init_kwargs))
     except (OSError, ValueError, KeyError, ImportError) as e:
         raise _load_failed(name_or_path, "model", where, e) from None
+
+
+# ---------------------------------------------------------------- a recipe's model, one way for every command
+def is_adapter(folder: str | Path | None) -> bool:
+    """A LoRA checkpoint (peft's adapter_config.json): an adapter to put on the base model, not a model."""
+    return folder is not None and (Path(folder) / "adapter_config.json").is_file()
+
+
+def load_recipe_tokenizer(model, checkpoint: str | Path | None = None):
+    """The tokenizer of a recipe's model (`model` is the recipe's `model:` section): the checkpoint's own when it
+    saved one, else the base model's (a LoRA checkpoint, or a trainer that saved weights only)."""
+    if checkpoint is not None and (Path(checkpoint) / "tokenizer_config.json").is_file():
+        return load_tokenizer(str(checkpoint), where=str(checkpoint))
+    return load_tokenizer(resolve_model_path(model.name))
+
+
+def load_recipe_model(model, checkpoint: str | Path | None = None, *, base=None, for_merge: bool = False,
+                      on_device: bool = False):
+    """A recipe's model as every command loads it (`model`: the recipe's `model:` section, or anything with its
+    `name`, `dtype` and `init_kwargs`), so a model is trained, preflighted, evaluated and exported as the same one:
+
+    - `checkpoint` None: the base model (`model.name`);
+    - a folder of full weights (a checkpoint, an exported or `--init-from` model): those weights, with the same
+      dtype and init_kwargs as the base (a QLoRA run's quantization_config, attn_implementation);
+    - a LoRA checkpoint (adapter_config.json): the base model (or `base`, when the caller already loaded it) with
+      the adapter on top, unmerged (peft's PeftModel).
+
+    `for_merge` (export): float32 and no quantization_config, whatever the recipe says: a LoRA adapter is merged
+    into full-precision base weights (merging into 4-bit weights would round the adapter away; QLoRA users merge
+    into the unquantized base the same way), and the exported folder must load without bitsandbytes.
+    `on_device`: moved to the GPU when there is one (evaluation, preflight, tool evaluation); training leaves the
+    placement to the Trainer (accelerate), which also shards it.
+    """
+    dtype, init_kwargs = ("float32", _unquantized(model.init_kwargs)) if for_merge else (model.dtype, model.init_kwargs)
+    if is_adapter(checkpoint):
+        from peft import PeftModel
+
+        base = base if base is not None else load_model(resolve_model_path(model.name), dtype, init_kwargs)
+        loaded = PeftModel.from_pretrained(_placed(base, on_device), str(checkpoint))
+    else:
+        path, where = (resolve_model_path(model.name), "model.name") if checkpoint is None else (str(checkpoint),
+                                                                                                 str(checkpoint))
+        loaded = _placed(load_model(path, dtype, init_kwargs, where=where), on_device)
+    return loaded
+
+
+def _unquantized(init_kwargs: dict | None) -> dict:
+    return {k: v for k, v in (init_kwargs or {}).items() if k != "quantization_config"}
+
+
+def _placed(model, on_device: bool):
+    if not on_device or getattr(model, "hf_device_map", None):  # a device map (quantized loads) placed it already
+        return model
+    import torch
+
+    return model.to("cuda") if torch.cuda.is_available() else model
 
 
 def peft_config(lora) -> object | None:

@@ -217,12 +217,6 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
     return EvalSets(name, heldout, perturbed, subset)
 
 
-def _device_of(model):
-    import torch
-
-    return model.to("cuda") if torch.cuda.is_available() else model
-
-
 def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], k_samples: int = 0,
                    max_new_tokens: int | None = None, log=print) -> list[dict]:
     """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
@@ -239,24 +233,16 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
         import torch
 
         torch.set_num_threads(recipe.train.torch_threads)
-    base_path = models.resolve_model_path(recipe.model.name)
-    tokenizer = models.load_tokenizer(base_path)
+    tokenizer = models.load_recipe_tokenizer(recipe.model)
     base = None
     entries = []
     for step in sorted(checkpoints):
         path = checkpoints[step]
         t0 = time.time()
-        adapter = path is not None and (path / "adapter_config.json").is_file()
-        if path is None or adapter:
-            base = base or _device_of(models.load_model(base_path, recipe.model.dtype))
-        if path is None:
-            model = base
-        elif adapter:
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(base, str(path))
-        else:
-            model = _device_of(models.load_model(str(path), recipe.model.dtype))
+        adapter = models.is_adapter(path)
+        if path is None or adapter:  # the base model is loaded once, for step 0 and every adapter
+            base = base or models.load_recipe_model(recipe.model, on_device=True)
+        model = base if path is None else models.load_recipe_model(recipe.model, path, base=base, on_device=True)
         if path is not None:
             refuse_nonfinite(model, path)
         heldout = evaluate(model, tokenizer, task, sets.heldout, max_new_tokens, k_samples=k_samples)
@@ -322,7 +308,7 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
     if template is None:
         from grpokit import models
 
-        tok = models.load_tokenizer(models.resolve_model_path(name))
+        tok = models.load_tokenizer(models.resolve_model_path(name))  # only its chat template: no recipe yet
         template = "chat" if getattr(tok, "chat_template", None) else "plain_en"
     spec = data if data.startswith(("builtin:", "hf:")) else str(Path(data).resolve())
     raw = {"model": {"name": name}, "data": {"train": spec, "template": template,

@@ -34,8 +34,9 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     from grpokit.rewards import build_reward
     from grpokit.task import template_of
 
-    tokenizer = models.load_tokenizer(model_path)
-    model = models.load_model(model_path, recipe.model.dtype)
+    checkpoint = None if model_path == models.resolve_model_path(recipe.model.name) else model_path
+    tokenizer = models.load_recipe_tokenizer(recipe.model, checkpoint)
+    model = models.load_recipe_model(recipe.model, checkpoint, on_device=True)
     rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
     dataset, _ = build_prompt_dataset(rows, template_of(recipe), tokenizer, None)
     with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:

@@ -112,19 +112,13 @@ def load_checkpoint_model(checkpoint: Path, recipe):
     """The trained model as training left it: full weights, or base + (unmerged) LoRA adapter."""
     from grpokit import models
 
-    if (checkpoint / "adapter_config.json").is_file():
-        from peft import PeftModel
-
-        base = models.load_model(models.resolve_model_path(recipe.model.name), "float32")
-        return PeftModel.from_pretrained(base, str(checkpoint)).eval()
-    return models.load_model(str(checkpoint), "float32").eval()
+    return models.load_recipe_model(recipe.model, checkpoint, for_merge=True).eval()  # merged in float32
 
 
 def training_tokenizer(checkpoint: Path, recipe):
     from grpokit import models
 
-    has_tok = (checkpoint / "tokenizer_config.json").is_file()
-    return models.load_tokenizer(str(checkpoint) if has_tok else models.resolve_model_path(recipe.model.name))
+    return models.load_recipe_tokenizer(recipe.model, checkpoint)
 
 
 # ---------------------------------------------------------------- HF and GGUF
@@ -289,7 +283,7 @@ def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, che
         write_modelfile(result.modelfile, result.gguf.name, go_template,
                         template.system_prompt if template.is_chat else None, stops)
 
-    served = models.load_model(str(result.hf_dir), "float32").eval()
+    served = models.load_recipe_model(recipe.model, result.hf_dir, for_merge=True).eval()  # as a user loads it
     result.checks += check_loadable(result.hf_dir, served)
     if result.checks[-1].ok:  # the prompt checks read the exported tokenizer
         result.checks += check_prompt_ids(out, template, train_tok, questions)

@@ -234,8 +234,7 @@ def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = Non
     if recipe.train.torch_threads:
         torch.set_num_threads(recipe.train.torch_threads)
     rows = load_datasets(recipe)[0]
-    path = models.resolve_model_path(recipe.model.name)
-    tokenizer, model = models.load_tokenizer(path), models.load_model(path, recipe.model.dtype)
+    tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model, on_device=True)
     return run_preflight(recipe, model, tokenizer, rows, prompts=prompts, generations=generations,
                          out_file=out_file), rows
 

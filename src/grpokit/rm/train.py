@@ -60,9 +60,8 @@ def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens
     if n < 2:
         raise GrpokitError([Problem("--n", f"need at least 2 candidates per prompt to rank, got {n}", "pass --n 4")])
     questions = read_prompts(prompts_path)
-    path = models.resolve_model_path(recipe.model.name)
-    tokenizer = tokenizer or models.load_tokenizer(path)
-    model = model or models.load_model(path, recipe.model.dtype)
+    tokenizer = tokenizer or models.load_recipe_tokenizer(recipe.model)
+    model = model or models.load_recipe_model(recipe.model, on_device=True)
     groups = sample(model, tokenizer, template_of(recipe), questions, max_new_tokens or recipe.train.max_completion_length,
                     n, recipe.train.temperature, recipe.train.top_p, seed=seed)
     rows, dropped = [], 0
