@@ -25,27 +25,24 @@ evaluation, export (their own packages).
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from pathlib import Path
-
-import torch
 
 from grpokit import internals, models
 from grpokit.console import console
-from grpokit.data import load_datasets
 from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.envs import tool_setup
-from grpokit.errors import GrpokitError, Problem
+from grpokit.errors import GrpokitError
 from grpokit.generation import warpers
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_recipe, refuse_vllm_training_here
-from grpokit.run import RunDir, disk_space_guard, fail_run, jsonable, step_of, writable_problem
-from grpokit.task import Task
+from grpokit.run import RunDir, disk_space_guard, jsonable, step_of, writable_problem
+from grpokit.task import Task, template_of
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
+from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, load_inputs, note, open_run, read_paths,
+                                        run_folder)
 from grpokit.training.no_signal import SkipNoSignalRows
 from grpokit.training.refill import SignalAware
-from grpokit.training.rollback import LearningRateOverride, apply_rollback, load_reference, plan_rollback
+from grpokit.training.rollback import LearningRateOverride, Rollbacks, load_reference
 from grpokit.training.tracking import Progress, route_trackers
 
 
@@ -90,12 +87,7 @@ def _trainer_class():
     return GrpokitTrainer
 
 
-# ---------------------------------------------------------------- entry points
-# ---------------------------------------------------------------- entry points
-def _note(line: str) -> None:
-    console.print(f"[yellow]note:[/] {line}")
-
-
+# ---------------------------------------------------------------- the run, top to bottom
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
           model=None, tokenizer=None, init_from: dict | None = None, callbacks: list | None = None) -> dict:
     """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json.
@@ -106,53 +98,104 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     created only once data, model and rewards have loaded; any exception after training starts is recorded
     in run.json as `failed` and raised as a GrpokitError with the way to continue.
     """
-    chosen = recipe.output_dir if run_dir is None else run_dir
-    if not str(chosen).strip():  # '' would be the current folder: refused, never trained into (or cleared)
-        raise GrpokitError([Problem("--output-dir" if run_dir is not None else f"{recipe.source or 'recipe'} output_dir",
-                                    "is empty (it would mean the current folder)",
-                                    "name a new folder for the run, e.g. runs/my-run")])
-    run = RunDir(Path(chosen).resolve())
-    # Before anything loads (TRL would fail only at the first weight sync): vLLM training without CUDA.
+    # ---------------------------------------------------------------- prepare: refused before anything loads
+    run = run_folder(recipe, run_dir)
+    # vLLM training without CUDA: TRL would fail only at the first weight sync.
     refuse_vllm_training_here(recipe.generation, str(run.config if resume else recipe.source or "recipe"))
-    held: list = []  # the lock, once taken (here, or by _train when a new run's folder is created)
-    main = is_main_process()  # with N processes (grpokit.training.launch) the main one alone writes the run directory
-    if resume:
-        recorded = load_run_recipe(run)  # a clear error when this is no run directory
-        finished = None
-        if main:
-            problem = writable_problem(run.path)
-            if problem:
-                raise GrpokitError([problem])
-            held.append(run.lock(note=_note).acquire())
-            try:
-                finished = _finished(recipe, run)
-            except BaseException:
-                held.pop().release()
-                raise
-        finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
-        if finished is not None:  # a finished run stays finished: nothing loads, nothing is written
-            for lock in held:
-                lock.release()
-            return finished
-        if main and recipe.train.max_steps != recorded.train.max_steps:  # --set train.max_steps=N: recorded
-            run.write_config(recipe)
-    else:
-        recipe = recipe.for_run(run.path)
-        if main:
-            run.refuse_existing(overwrite, keep=_read_paths(recipe))
-        if main and overwrite and run.path.is_dir():
-            held.append(run.lock(note=_note).acquire())  # refuse now, before another process's live run is touched
-    try:
-        return _train(recipe, run, resume, overwrite, model, tokenizer, held, init_from, callbacks)
-    finally:
-        for lock in held:
-            lock.release()
+    with LockHolder(run) as held:
+        if resume:
+            finished = _finished_on_resume(recipe, run, held)
+            if finished is not None:  # a finished run stays finished: nothing loads, nothing is written
+                return finished
+            resume_from = _resume_point(run)
+        else:
+            recipe, resume_from = _refuse_new(recipe, run, overwrite, held), None
+        task = Task.from_recipe(recipe)  # rewards built (own reward functions imported) before any model loads
+        job = _Job(recipe, run, task, load_inputs(recipe, model, tokenizer))
+
+        # ---------------------------------------------------------------- open the run
+        created = False if resume else open_run(run, recipe, overwrite, held)
+        barrier()  # the folder exists (and a resume's clean-up is done) before any rank trains
+        for line in job.inputs.notes:
+            note(line)
+        rollbacks, guard = Rollbacks(run, console.print), disk_space_guard(run, note)
+        summary = {"run_dir": str(run.path), "model": recipe.model.name, "train_rows": len(job.dataset),
+                   "eval_rows": len(job.inputs.eval_rows), "notes": job.inputs.notes, "status": "running",
+                   "resumed_from": str(resume_from) if resume_from else None, "rollbacks": rollbacks.history,
+                   "init_from": init_from}
+        earlier = _earlier_seconds(run) if resume else 0.0  # training time adds up over resumes
+        with RunRecord(run, summary, created, need_bytes=lambda: guard.need, earlier_seconds=earlier) as record:
+            if not resume and recipe.preflight.prompts and is_main_process():
+                _preflight_warnings(job)
+
+            # ---------------------------------------------------------------- train, with health rollbacks
+            stopper = _train_with_rollbacks(job, record, rollbacks, resume_from, [guard, *(callbacks or [])])
+
+        # ---------------------------------------------------------------- finish
+        return _finish(record, run, stopper, rollbacks, task)
 
 
-def _read_paths(recipe: Recipe) -> list[str]:
-    """Files the run reads (recipe, data, a local model): a folder holding one is never cleared by --overwrite."""
-    paths = [recipe.source, recipe.data.train, recipe.data.eval, recipe.model.name]
-    return [p for p in paths if p and not str(p).startswith("hf:") and Path(p).exists()]
+class _Job:
+    """What one GRPO run trains: the recipe (gentler after a rollback), its folder, task and loaded inputs, and
+    TRL's prompt dataset built from them (a tool environment's rows and kwargs first, grpokit.envs)."""
+
+    def __init__(self, recipe: Recipe, run: RunDir, task: Task, inputs: Inputs):
+        self.recipe, self.run, self.task, self.inputs = recipe, run, task, inputs
+        inputs.train_rows, self.tool_kwargs = tool_setup(recipe, inputs.tokenizer, inputs.train_rows)  # {} unless env:
+        self.dataset, dropped = build_prompt_dataset(inputs.train_rows, template_of(recipe), inputs.tokenizer,
+                                                     recipe.train.max_prompt_length)
+        if dropped:
+            inputs.notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length="
+                                f"{recipe.train.max_prompt_length}")
+
+
+def _train_with_rollbacks(job: _Job, record: RunRecord, rollbacks: Rollbacks, resume_from: Path | None,
+                          extra_callbacks: list) -> GracefulStop:
+    """Train; after a health rollback, again from the restored checkpoint with the gentler recipe. The stopper of
+    the last attempt says whether the user stopped it."""
+    model = job.inputs.model
+    while True:
+        monitor = rollbacks.monitor(job.recipe, job.task.roles)
+        trainer, stopper = _build_trainer(job, model, monitor, extra_callbacks)
+        record.begin(trainer)
+        console.print(f"training {job.recipe.model.name} on {len(job.dataset)} prompts -> {job.run.path}"
+                      + (f" (resuming from {resume_from.name})" if resume_from else "")
+                      + (", bf16 autocast" if trainer.args.bf16 else ""))  # train.bf16, as resolved here
+        _train_until_stopped(trainer, stopper, resume_from)
+        again = rollbacks.after(job.recipe, monitor, bool(stopper.requested))
+        if again is None:
+            return stopper
+        job.recipe, resume_from = again
+        del trainer
+        model = models.load_recipe_model(job.recipe.model)  # fresh weights; the resume loads the checkpoint's
+
+
+def _refuse_new(recipe: Recipe, run: RunDir, overwrite: bool, held: LockHolder) -> Recipe:
+    """A new run: its folder refused before anything loads unless grpokit may train into it; with --overwrite the
+    lock is taken now, before another process's live run there is touched."""
+    recipe = recipe.for_run(run.path)
+    if is_main_process():
+        run.refuse_existing(overwrite, keep=read_paths(recipe))
+        if overwrite and run.path.is_dir():
+            held.take()
+    return recipe
+
+
+def _finished_on_resume(recipe: Recipe, run: RunDir, held: LockHolder) -> dict | None:
+    """--resume: the run is locked for writing, then its summary if it already reached its end (None: continue;
+    a raised train.max_steps is written to config.yaml). The main process decides; every rank gets it."""
+    recorded = load_run_recipe(run)  # a clear error when this is no run directory
+    finished = None
+    if is_main_process():
+        problem = writable_problem(run.path)
+        if problem:
+            raise GrpokitError([problem])
+        held.take()
+        finished = _finished(recipe, run)
+    finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
+    if finished is None and is_main_process() and recipe.train.max_steps != recorded.train.max_steps:
+        run.write_config(recipe)  # --set train.max_steps=N: recorded
+    return finished
 
 
 def _finished(recipe: Recipe, run: RunDir) -> dict | None:
@@ -162,7 +205,7 @@ def _finished(recipe: Recipe, run: RunDir) -> dict | None:
     newest complete checkpoint; without max_steps (epochs) it is the status `completed`. A missing or corrupt
     run.json is rebuilt first (grpokit.run.RunDir.repair_status), so it never opens a finished run again.
     """
-    status = run.repair_status(note=_note)
+    status = run.repair_status(note=note)
     # Measured by the checkpoint a resume would start from: a damaged last one is redone, not "finished".
     step, _ = run.checkpoint_progress(run.resume_checkpoint(note=lambda _: None))
     target = recipe.train.max_steps
@@ -176,133 +219,81 @@ def _finished(recipe: Recipe, run: RunDir) -> dict | None:
     return {**status, "run_dir": str(run.path), "step": step, "finished": True}
 
 
-def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, tokenizer, held: list,
-           init_from: dict | None = None, extra_callbacks: list | None = None) -> dict:
-    run_dir = run.path
-    resume_from = None
-    if resume:
-        resume_from = run.resume_checkpoint(note=_note)
-        if resume_from is None:
-            console.print(f"[yellow]no complete checkpoint in {run_dir}; starting from step 0[/]")
+def _earlier_seconds(run: RunDir) -> float:
+    """The training time run.json recorded before this resume (0 when it recorded none, e.g. after a kill -9)."""
+    status = run.read_status()
+    seconds = status.get("seconds") if isinstance(status, dict) else None
+    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) \
+        and 0 <= seconds < float("inf") else 0.0
+
+
+def _resume_point(run: RunDir) -> Path | None:
+    """The checkpoint a resume continues from; the steps after it are redone, so are their metrics and samples."""
+    resume_from = run.resume_checkpoint(note=note)
+    if resume_from is None:
+        console.print(f"[yellow]no complete checkpoint in {run.path}; starting from step 0[/]")
+    if is_main_process():
         step0 = step_of(resume_from) if resume_from else 0
-        if is_main_process():
-            run.remove_incomplete()
-            run.remove_after(step0)  # the steps after it are redone; so are their metrics and samples
-            run.truncate_logs(step0)
-
-    if recipe.train.torch_threads:
-        torch.set_num_threads(recipe.train.torch_threads)
-    task = Task.from_recipe(recipe)  # rewards built (and own reward functions imported) before any model loads
-    template = task.template
-    train_rows, eval_rows, notes = load_datasets(recipe)
-    model_path = models.resolve_model_path(recipe.model.name)
-    tokenizer = tokenizer or models.load_tokenizer(model_path)
-    model = model or models.load_model(model_path, recipe.model.dtype, recipe.model.init_kwargs)
-    train_rows, tool_kwargs = tool_setup(recipe, tokenizer, train_rows)  # grpokit.envs; ({} unless env:)
-    dataset, dropped = build_prompt_dataset(train_rows, template, tokenizer, recipe.train.max_prompt_length)
-    if dropped:
-        notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length={recipe.train.max_prompt_length}")
-    reward_funcs = [r.fn for r in task.rewards]
-    created = False
-    if not resume and is_main_process():  # everything loaded: only now does the run get a folder
-        lock, created = run.open_new(recipe, overwrite, held[0] if held else None, note=_note)
-        held[:] = [lock]
-    barrier()  # the folder exists (and a resume's clean-up is done) before any rank trains
-    for n in notes:
-        console.print(f"[yellow]note:[/] {n}")
-    summary = {"run_dir": str(run_dir), "model": recipe.model.name, "train_rows": len(dataset),
-               "eval_rows": len(eval_rows), "notes": notes, "status": "running",
-               "resumed_from": str(resume_from) if resume_from else None, "rollbacks": [], "init_from": init_from}
-    rollbacks_done = sum(1 for x in run.read_health() if str(x.get("action", "")).startswith("rollback"))
-    t0, trainer, guard = time.time(), None, disk_space_guard(run, _note)
-    try:
-        if not resume and recipe.preflight.prompts and is_main_process():
-            _preflight_warnings(recipe, run_dir, model, tokenizer, train_rows)
-        while True:
-            stopper = GracefulStop()
-            plan: dict = {}
-            monitor = None
-            if recipe.health.enabled and is_main_process():
-                monitor = HealthMonitor(recipe.health, run_dir, task.roles,
-                                        recipe.health.max_rollbacks - rollbacks_done,
-                                        plan_rollback=lambda f: plan_rollback(recipe, run, f, plan),
-                                        printer=lambda line: console.print(f"[yellow]{line}[/]"))
-            progress = Progress(console)
-            trainer = _trainer_class()(
-                model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run_dir), train_dataset=dataset,
-                processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                callbacks=[progress, RunLogger(run_dir, list(task.roles), progress),
-                           CheckpointMarker(run), stopper, LearningRateOverride(recipe.train.learning_rate), guard,
-                           *(extra_callbacks or [])],
-                **tool_kwargs,
-            )
-            from transformers.trainer_callback import PrinterCallback
-
-            trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
-            route_trackers(trainer, run_dir)
-            trainer.samples_path = run.samples
-            trainer.num_samples_logged = recipe.train.num_samples_logged
-            trainer.health = monitor
-            trainer.skip_no_signal = recipe.train.skip_no_signal
-            trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
-            load_reference(trainer, run, log=_note)  # after a health rollback: KL against the restored weights
-            _generation_settings(trainer, recipe)
-            run.write_status(summary)
-            created = False  # from here on the run exists: a failure is recorded in it, not cleaned away
-            console.print(f"training {recipe.model.name} on {len(dataset)} prompts -> {run_dir}"
-                          + (f" (resuming from {resume_from.name})" if resume_from else "")
-                          + (", bf16 autocast" if trainer.args.bf16 else ""))  # train.bf16, as resolved here
-            stopper.install()
-            try:
-                trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-            finally:
-                stopper.uninstall()
-                progress.close()  # a live progress bar must not outlive an exception
-            # The main process decided (health); every rank needs the decision and the rollback plan.
-            decision, plan = broadcast((monitor.decision if monitor else None, plan))
-            if stopper.requested or decision is None or decision.action != "rollback" or not plan:
-                break
-            # Rollback: the bad stretch is set aside, training continues from before it with gentler settings.
-            rollbacks_done += 1
-            if is_main_process():
-                recipe, resume_from = apply_rollback(recipe, run, plan, log=lambda m: console.print(f"[yellow]{m}[/]"))
-            recipe, resume_from = broadcast((recipe, resume_from))  # the others wait until the files are set aside
-            summary["rollbacks"].append({"code": decision.finding.code, "at_step": decision.finding.step,
-                                         "restored": plan["checkpoint"], "learning_rate": plan["learning_rate"],
-                                         "beta": plan["beta"]})
-            del trainer
-            # fresh weights; resume loads the checkpoint's
-            model = models.load_model(model_path, recipe.model.dtype, recipe.model.init_kwargs)
-    except KeyboardInterrupt:  # a second Ctrl-C: stop at once, without a save
         run.remove_incomplete()
-        summary.update(status="aborted", reason="second Ctrl-C", seconds=round(time.time() - t0, 1),
-                       step=trainer.state.global_step if trainer else 0)
-        run.write_status(summary)
-        raise
-    except Exception as e:
-        if created:  # refused before training began: leave no folder behind
-            shutil.rmtree(run_dir, ignore_errors=True)
-            raise
-        step = trainer.state.global_step if trainer else 0
-        summary["seconds"] = round(time.time() - t0, 1)
-        raise fail_run(run, summary, e, step, guard.need) from None
+        run.remove_after(step0)
+        run.truncate_logs(step0)
+    return resume_from
+
+
+def _build_trainer(job: _Job, model, monitor: HealthMonitor | None, extra_callbacks: list):
+    """One attempt's GrpokitTrainer with grpokit's callbacks, samples, health, selection and sampling settings."""
+    from transformers.trainer_callback import PrinterCallback
+
+    recipe, run, dataset = job.recipe, job.run, job.dataset
+    progress, stopper = Progress(console), GracefulStop()
+    trainer = _trainer_class()(
+        model=model, reward_funcs=[r.fn for r in job.task.rewards], args=grpo_args(recipe, run.path),
+        train_dataset=dataset, processing_class=job.inputs.tokenizer,
+        peft_config=models.peft_config(recipe.model.lora),
+        callbacks=[progress, RunLogger(run.path, list(job.task.roles), progress), CheckpointMarker(run), stopper,
+                   LearningRateOverride(recipe.train.learning_rate), *extra_callbacks],
+        **job.tool_kwargs,
+    )
+    trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
+    route_trackers(trainer, run.path)
+    trainer.samples_path = run.samples
+    trainer.num_samples_logged = recipe.train.num_samples_logged
+    trainer.health = monitor
+    trainer.skip_no_signal = recipe.train.skip_no_signal
+    trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
+    load_reference(trainer, run, log=note)  # after a health rollback: KL against the restored weights
+    _generation_settings(trainer, recipe)
+    trainer.progress = progress
+    return trainer, stopper
+
+
+def _train_until_stopped(trainer, stopper: GracefulStop, resume_from: Path | None) -> None:
+    """trainer.train(), with SIGINT / SIGTERM finishing the step and saving (grpokit.training.callbacks)."""
+    stopper.install()
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    finally:
+        stopper.uninstall()
+        trainer.progress.close()  # a live progress bar must not outlive an exception
+
+
+def _finish(record: RunRecord, run: RunDir, stopper: GracefulStop, rollbacks: Rollbacks, task: Task) -> dict:
+    """run.json's end (completed, interrupted by the user, stopped by the health monitor) and what to do next."""
+    decision = rollbacks.decision
     if stopper.requested:
         status, reason = "interrupted", stopper.requested
     elif decision is not None:
         status, reason = "stopped", f"health monitor: {decision.finding.code} at step {decision.finding.step}"
     else:
         status, reason = "completed", None
-    last = run.latest_checkpoint()
-    summary.update(status=status, reason=reason, seconds=round(time.time() - t0, 1), step=trainer.state.global_step,
-                   reward_errors={f.name: f.errors for f in reward_funcs}, last_checkpoint=str(last) if last else None)
-    run.write_status(summary)
-    console.print(f"{status}{f' ({reason})' if reason else ''} at step {trainer.state.global_step} in "
+    summary = record.end(status, reason, reward_errors={r.fn.name: r.fn.errors for r in task.rewards})
+    console.print(f"{status}{f' ({reason})' if reason else ''} at step {summary['step']} in "
                   f"{summary['seconds']:.0f}s; last checkpoint: {summary['last_checkpoint']}")
     if stopper.requested:
-        console.print(f"continue with: grpokit train --resume {run_dir}")
+        console.print(f"continue with: grpokit train --resume {run.path}")
     elif decision is not None:
-        console.print(f"see {run.health} (or `grpokit doctor {run_dir}`) for the finding and its fix")
-    summary["trainer"] = trainer  # for in-process callers (demo); not written to disk
+        console.print(f"see {run.health} (or `grpokit doctor {run.path}`) for the finding and its fix")
+    summary["trainer"] = record.trainer  # for in-process callers (demo); not written to disk
     return summary
 
 
@@ -319,10 +310,11 @@ def _generation_settings(trainer, recipe: Recipe) -> None:
                                               candidates=g.top_p_candidates))
 
 
-def _preflight_warnings(recipe: Recipe, run_dir: Path, model, tokenizer, rows: list[dict]) -> None:
+def _preflight_warnings(job: _Job) -> None:
     from grpokit.preflight import run_preflight
 
-    report = run_preflight(recipe, model, tokenizer, rows, prompts=recipe.preflight.prompts,
-                           generations=recipe.preflight.generations, out_file=RunDir(run_dir).preflight_file)
+    recipe, inputs = job.recipe, job.inputs
+    report = run_preflight(recipe, inputs.model, inputs.tokenizer, inputs.train_rows, prompts=recipe.preflight.prompts,
+                           generations=recipe.preflight.generations, out_file=job.run.preflight_file)
     for rec in report["recommendations"]:
         console.print(f"[yellow]preflight:[/] {rec['setting']}: {rec['reason']}")

@@ -14,6 +14,9 @@ benchmarks/rollback_effect.py). The restored weights are hard-linked into the ru
 checkpoint rotation cannot delete them; a later --resume uses them too). LoRA runs keep the initial model
 as reference: TRL computes it by switching the adapter off, there is no second model to load into.
 
+`Rollbacks` is the one object the training loop consults: it builds each attempt's health monitor (with the
+rollbacks left), and after each `trainer.train()` says whether to go again, from where, with which recipe.
+
 Not covered: deciding that a rollback is due (grpokit.health) and the training loop (grpokit.training).
 """
 from __future__ import annotations
@@ -23,9 +26,49 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpokit import hf_internals, internals
-from grpokit.health import Finding
+from grpokit.distributed import broadcast, is_main_process
+from grpokit.health import Finding, HealthMonitor
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of
+
+
+class Rollbacks:
+    """The health rollbacks of one run: at most health.max_rollbacks in all, counting those health.jsonl already
+    records (a resumed run does not get a fresh allowance). `monitor` builds an attempt's health monitor;
+    `after` is consulted once when trainer.train() returns. The main process decides; every rank gets the
+    decision, the plan and the gentler recipe."""
+
+    def __init__(self, run: RunDir, printer):
+        self.run, self.printer = run, printer
+        self.done = sum(1 for x in run.read_health() if str(x.get("action", "")).startswith("rollback"))
+        self.plan: dict = {}
+        self.decision = None  # the monitor's last decision (warn-only runs: None); a stop is the run's end reason
+        self.history: list[dict] = []  # run.json's `rollbacks`
+
+    def monitor(self, recipe: Recipe, roles: dict[str, str]) -> HealthMonitor | None:
+        """This attempt's health monitor (main process only; None when health is off), its rollback plan bound here."""
+        self.plan = {}
+        if not recipe.health.enabled or not is_main_process():
+            return None
+        return HealthMonitor(recipe.health, self.run.path, roles, recipe.health.max_rollbacks - self.done,
+                             plan_rollback=lambda f: plan_rollback(recipe, self.run, f, self.plan),
+                             printer=lambda line: self.printer(f"[yellow]{line}[/]"))
+
+    def after(self, recipe: Recipe, monitor: HealthMonitor | None, stopped: bool) -> tuple[Recipe, Path | None] | None:
+        """When trainer.train() returned: (gentler recipe, checkpoint to resume) if a rollback is due, else None.
+        A user's stop (Ctrl-C, SIGTERM) always ends the run, whatever the monitor decided."""
+        self.decision, plan = broadcast((monitor.decision if monitor else None, self.plan))
+        if stopped or self.decision is None or self.decision.action != "rollback" or not plan:
+            return None
+        self.done += 1
+        resume_from = None
+        if is_main_process():  # the bad stretch is set aside; the others wait until the files are moved
+            recipe, resume_from = apply_rollback(recipe, self.run, plan, log=lambda m: self.printer(f"[yellow]{m}[/]"))
+        recipe, resume_from = broadcast((recipe, resume_from))
+        self.history.append({"code": self.decision.finding.code, "at_step": self.decision.finding.step,
+                             "restored": plan["checkpoint"], "learning_rate": plan["learning_rate"],
+                             "beta": plan["beta"]})
+        return recipe, resume_from
 
 
 def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> str:

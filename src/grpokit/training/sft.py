@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -39,6 +38,7 @@ from transformers import TrainerCallback
 from grpokit import hf_internals
 from grpokit.recipe import Recipe, bf16_of
 from grpokit.run import RunDir
+from grpokit.training.lifecycle import LockHolder, RunRecord, load_inputs, open_run, read_paths, run_folder
 
 SOLUTION_FIELDS = ("solution", "completion")
 _CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
@@ -132,57 +132,58 @@ def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: b
               init_from: dict | None = None, model=None, tokenizer=None, log=print) -> dict:
     """SFT for a recipe into a run directory; returns the summary written to run.json.
 
-    The run directory's rules are GRPO's (grpokit.run): a taken folder is refused before anything loads, the
+    The run's life is GRPO's (grpokit.training.lifecycle): a taken folder is refused before anything loads, the
     folder is created once data and model have loaded, one writer holds the lock, a failure is recorded.
     """
+    # ---------------------------------------------------------------- prepare: refused before anything loads
+    run = run_folder(recipe, run_dir)
+    recipe = recipe.for_run(run.path)
+    run.refuse_existing(overwrite, keep=read_paths(recipe))
+    inputs = load_inputs(recipe, model, tokenizer)
+    dataset = sft_dataset(inputs.train_rows, recipe)
+
+    # ---------------------------------------------------------------- open the run
+    with LockHolder(run) as held:
+        created = open_run(run, recipe, overwrite, held)
+        for n in inputs.notes:
+            log(f"note: {n}")
+        summary = {"kind": "sft", "run_dir": str(run.path), "model": recipe.model.name, "train_rows": len(dataset),
+                   "eval_rows": len(inputs.eval_rows), "notes": inputs.notes, "status": "running",
+                   "init_from": init_from}
+        with RunRecord(run, summary, created) as record:
+            trainer = _sft_trainer(recipe, run, inputs, dataset, log)
+            record.begin(trainer)
+            log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run.path}")
+
+            # ---------------------------------------------------------------- train
+            trainer.train()
+            _save_final(trainer, run)
+
+        # ---------------------------------------------------------------- finish
+        summary = record.end("completed")
+    log(f"completed at step {summary['step']} in {summary['seconds']:.0f}s; last checkpoint: "
+        f"{summary['last_checkpoint']}")
+    log(f"next: grpokit eval {run.path}")
+    return summary
+
+
+def _sft_trainer(recipe: Recipe, run: RunDir, inputs, dataset, log):
+    from transformers.trainer_callback import PrinterCallback
     from trl import SFTTrainer
 
     from grpokit import models
-    from grpokit.data import load_datasets
-    from grpokit.run import fail_run
     from grpokit.training.callbacks import CheckpointMarker
 
-    run = RunDir(Path(run_dir or recipe.output_dir).resolve())
-    recipe = recipe.for_run(run.path)
-    run.refuse_existing(overwrite)
-    train_rows, eval_rows, notes = load_datasets(recipe)
-    dataset = sft_dataset(train_rows, recipe)
-    if recipe.train.torch_threads:
-        import torch
+    trainer = SFTTrainer(model=inputs.model, args=sft_args(recipe, run), train_dataset=dataset,
+                         processing_class=inputs.tokenizer, peft_config=models.peft_config(recipe.model.lora),
+                         callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
+    trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
+    return trainer
 
-        torch.set_num_threads(recipe.train.torch_threads)
-    model_path = models.resolve_model_path(recipe.model.name)
-    tokenizer = tokenizer or models.load_tokenizer(model_path)
-    model = model or models.load_model(model_path, recipe.model.dtype)
-    lock, _ = run.open_new(recipe, overwrite)
-    try:
-        for n in notes:
-            log(f"note: {n}")
-        summary = {"kind": "sft", "run_dir": str(run.path), "model": recipe.model.name, "train_rows": len(dataset),
-                   "eval_rows": len(eval_rows), "notes": notes, "status": "running", "init_from": init_from}
-        run.write_status(summary)
-        trainer = SFTTrainer(model=model, args=sft_args(recipe, run), train_dataset=dataset,
-                             processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                             callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
-        from transformers.trainer_callback import PrinterCallback
 
-        trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
-        log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run.path}")
-        t0 = time.time()
-        try:
-            trainer.train()
-            step = trainer.state.global_step
-            if step not in run.by_step():  # the final weights are a checkpoint too, whatever save_steps says
-                trainer.save_model(str(run.checkpoint_path(step)))
-                run.mark_complete(step)
-        except Exception as e:  # recorded in run.json as failed, shown as where / what / fix
-            raise fail_run(run, summary, e, trainer.state.global_step) from e
-        last = run.latest_checkpoint()
-        summary.update(status="completed", step=step, seconds=round(time.time() - t0, 1),
-                       last_checkpoint=str(last) if last else None)
-        run.write_status(summary)
-    finally:
-        lock.release()
-    log(f"completed at step {step} in {summary['seconds']:.0f}s; last checkpoint: {last}")
-    log(f"next: grpokit eval {run.path}")
-    return summary
+def _save_final(trainer, run: RunDir) -> None:
+    """The final weights are a checkpoint too, whatever save_steps says."""
+    step = trainer.state.global_step
+    if step not in run.by_step():
+        trainer.save_model(str(run.checkpoint_path(step)))
+        run.mark_complete(step)
