@@ -23,14 +23,19 @@ from rich.table import Table
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct  # one percentage format for every table
 from grpokit.recipe import load_recipe
-from grpokit.run import RunDir
+from grpokit.run import RunDir, run_end
 
 DEMO_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "smollm2-arithmetic.yaml"
 
 
 
-def before_after_table(before, after) -> Table:
-    table = Table(title="held-out evaluation (greedy)")
+def before_after_table(before, after, end: dict | None = None) -> Table:
+    """The demo's table; `end` (grpokit.run.run_end) of a run that stopped early puts its step in the title."""
+    title = "held-out evaluation (greedy)"
+    if end and not end["reached_end"]:
+        title += f"; after = step {end['step']}" + (f" of {end['max_steps']}" if end["max_steps"] else "") + \
+            f" ({end['status']})"
+    table = Table(title=title)
     table.add_column("metric")
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
@@ -41,7 +46,9 @@ def before_after_table(before, after) -> Table:
     return table
 
 
-def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, recipe_path: Path | None = None) -> dict:
+def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, recipe_path: Path | None = None,
+             callbacks: list | None = None) -> dict:
+    """The demo (module docstring); `callbacks`: further TrainerCallbacks for its training (benchmarks, tests)."""
     from grpokit import models
     from grpokit.console import console
     from grpokit.data import load_datasets
@@ -61,27 +68,45 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
                                     "name a new folder for the demo run, e.g. runs/demo")])
     RunDir(run_dir).refuse_existing(overwrite=True, keep=[str(path), recipe.resolve_data_path(recipe.data.train)])
     t0 = time.time()
-    model_path = models.resolve_model_path(recipe.model.name)
-    tokenizer = models.load_tokenizer(model_path)
-    model = models.load_model(model_path, recipe.model.dtype)
+    tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model)
     _, eval_rows, _ = load_datasets(recipe)
     console.print(f"evaluating the base model on {len(eval_rows)} held-out problems ...")
     before = evaluate(model, tokenizer, recipe, eval_rows)
     console.print(f"before: accuracy {pct(before.accuracy)}, format {pct(before.format_rate)}")
-    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer)
+    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks)
     trained = summary.pop("trainer").model
+    end = run_end(summary, recipe.train.max_steps)
+    if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
+        return _stopped(run_dir, before, summary, end, t0)
+    if end["note"]:
+        console.print(f"[yellow]note:[/] {end['note']}")
     console.print("evaluating the trained model ...")
     after = evaluate(trained, tokenizer, recipe, eval_rows)
-    console.print(before_after_table(before, after))
+    console.print(before_after_table(before, after, end))
     for s in after.samples[:2]:
         console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
-    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary,
+    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end,
               "seconds_total": round(time.time() - t0, 1)}
     RunDir(run_dir).demo_file.write_text(json.dumps(result, indent=2, ensure_ascii=False))
     report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
-    console.print(f"demo finished in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
+    done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
+    console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
                   f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/)")
     console.print(f"report: {report}")
+    return result
+
+
+def _stopped(run_dir: Path, before, summary: dict, end: dict, t0: float) -> dict:
+    """The demo stopped by the user during training: the checkpoint is saved, nothing more is evaluated."""
+    from grpokit.console import console
+
+    result = {"before": before.as_dict(), "after": None, "train": summary, "run_end": end,
+              "seconds_total": round(time.time() - t0, 1)}
+    RunDir(run_dir).demo_file.write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
+                  f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
+    console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint with: "
+                  f"grpokit eval {run_dir}")
     return result
 
 

@@ -59,6 +59,8 @@ def cmd_eval(args) -> int:
         results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
                                  out_dir=args.output_dir, **common)
     console.print(results_table(results))
+    if (results.get("run_end") or {}).get("note"):
+        console.print(f"[yellow]note: {results['run_end']['note']}[/]")
     flagged = [e for e in results["checkpoints"] if (e.get("gap") or {}).get("flagged")]
     for e in flagged:
         g = e["gap"]

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from grpokit.evaluation.metrics import choose_best
-from grpokit.run import RunDir, read_json
+from grpokit.run import RunDir, read_json, run_end
 
 PARTIAL_SUFFIX = "-partial"  # results.json -> results-partial.json: a narrower comparison's own file
 
@@ -87,6 +87,9 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
     best = choose_best(merged)
     results = {"model": recipe.model.name, **settings, "checkpoints": merged,
                "best": _best_record(best, settings, new_width) if best else None}
+    run = RunDir(out_dir)
+    if run.run_json.is_file():  # a run that stopped early: the results say which step the run holds
+        results["run_end"] = run_end(run.read_status(), recipe.train.max_steps)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
     if record_best and best is not None and path == main:

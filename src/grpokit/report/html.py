@@ -30,7 +30,7 @@ from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
-from grpokit.run import read_json, writable_problem
+from grpokit.run import read_json, run_end, writable_problem
 
 SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
 EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
@@ -325,6 +325,10 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
              ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
              ["rewards", _e(", ".join(f"{reward_title(r)} ×{r.get('weight', 1.0)}"  # own ones by module and function
                                       for r in (recipe or {}).get("rewards", []) if isinstance(r, dict)))]]
+    train_cfg = (recipe or {}).get("train")
+    end = run_end(run, train_cfg.get("max_steps") if isinstance(train_cfg, dict) else None)
+    if end["note"]:  # a run that did not reach its end says which step every figure below is from
+        facts.insert(2, ["stopped early", _e(end["note"])])
     if run.get("init_from"):  # --init-from: the run's lineage, one line
         from grpokit.run import describe_lineage
 

@@ -5,8 +5,10 @@
 
 rundir (RunDir: paths, config/run files, checkpoints, eval results), files (crash-tolerant JSON/JSONL,
 metric names), checkpoints (names, damage checks, the writer lock), safety (disk space, recording a failure),
-ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only).
+ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only), ending
+(whether a run reached its end, and which step a partial one holds).
 """
+from grpokit.run.ending import run_end
 from grpokit.run.checkpoints import RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of
 from grpokit.run.files import MEMORY_KEYS, jsonable, read_json, read_jsonl
 from grpokit.run.ownership import is_run_dir, writable_problem
@@ -16,5 +18,5 @@ from grpokit.run.safety import disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "STATUSES",
            "TOOL_RESULTS_FILE", "RunDir", "RunLock", "checkpoint_damage", "describe_lineage", "disk_space_guard",
-           "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "select_steps",
+           "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "run_end", "select_steps",
            "step_of", "writable_problem"]
