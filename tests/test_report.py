@@ -170,6 +170,7 @@ OPTIONAL_CURVES = [
     ("kl", "kl"),
     ("entropy", "entropy"),
     ("refill", "grpokit/refill/discarded_tokens"),
+    ("sampler_gap", "sampling/sampling_logp_difference/mean"),
 ]
 
 

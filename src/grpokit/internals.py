@@ -158,8 +158,9 @@ class TrainerHooks(LossHook):
     """Mixin for GRPOTrainer: the other private methods grpokit changes, each through a `grpokit_*` hook.
 
     Maintenance note: relies on GRPOTrainer._get_train_sampler(dataset), _generate_and_score_completions(inputs)
-    (returning the batch dict of BATCH_KEYS) and Trainer._save_checkpoint(model, trial) keeping those names and
-    leading parameters (`problems()` checks them); if one changes, selection, refill or their saved state stop
+    (returning the batch dict of BATCH_KEYS), _generate_single_turn(prompt_ids, ...) (returning (completion_ids,
+    logprobs), the logprobs becoming the batch's `sampling_per_token_logps`) and Trainer._save_checkpoint(model,
+    trial) keeping those names and leading parameters (`problems()` checks them); if one changes, selection, refill or their saved state stop
     working, and `trainer_base()` refuses the TRL before training starts instead.
     """
 
@@ -178,6 +179,15 @@ class TrainerHooks(LossHook):
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
         self.grpokit_saved(checkpoint_folder(self, trial))
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        return completion_ids, self.grpokit_logprobs(completion_ids, logprobs)
+
+    def grpokit_logprobs(self, completion_ids: list[list[int]], logprobs):
+        """The sampler's per-token log-probs of `completion_ids` (TRL's HF path returns None; vLLM's its own).
+        TRL puts them in the batch as `sampling_per_token_logps`."""
+        return logprobs
 
     def grpokit_saved(self, folder: str) -> None:
         """Called after TRL wrote a checkpoint folder (on every rank)."""
@@ -285,7 +295,7 @@ def logps_input_ids(args: tuple, kwargs: dict):
 NEUTRAL_SAMPLING = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": None}
 
 
-def sample_through(trainer, processors) -> None:
+def sample_through(trainer, processors, sampler=None) -> None:
     """TRL's HF generation samples through `processors` (grpokit.generation.sampling.warpers: transformers'
     temperature / top_k / top_p / min_p warpers, top_p without the full sort) instead of transformers' own.
 
@@ -297,15 +307,23 @@ def sample_through(trainer, processors) -> None:
     places.
     If TRL stops passing through `model.generate`, the wrapper is simply not called: sampling falls back to
     transformers' own warpers with the recipe's values, which a test (tests/test_internals.py) would catch as a
-    changed sample."""
+    changed sample.
+
+    `sampler` (grpokit.training.sampler.SamplerCopy): the call goes to the sampler's copy of the policy instead,
+    which records the drawn tokens' log-probs (`processors` None: transformers' own warpers stay on)."""
     model = trainer.model
     original = model.generate
 
     def generate(*args, **kwargs):
-        kwargs.setdefault("logits_processor", processors)
+        if processors is not None:
+            kwargs.setdefault("logits_processor", processors)
+        if sampler is not None:
+            return sampler.generate(trainer, *args, **kwargs)
         return original(*args, **kwargs)
 
     model.generate = generate
+    if processors is None:
+        return
     for key, value in NEUTRAL_SAMPLING.items():
         setattr(trainer.generation_config, key, value)
         if isinstance(getattr(trainer, "generation_kwargs", None), dict):
@@ -331,3 +349,53 @@ def reference_model(trainer):
     Maintenance note: relies on GRPOTrainer's `ref_model` attribute; if it is renamed, a rollback's reference
     (the restored weights) is not loaded and KL is measured against the initial model, as TRL's default."""
     return getattr(trainer, "ref_model", None)
+
+
+# ---------------------------------------------------------------- the trainer's own log-probs (a sampler's correction)
+def trainer_logps(trainer, model, batch: dict):
+    """The trainer's per-token log-probs of a batch's completions (no gradient): TRL's "old" log-probs, computed
+    as TRL computes them before a step (`_get_per_token_logps_and_entropies`, logits / temperature).
+
+    Maintenance note: relies on `_get_per_token_logps_and_entropies(model, input_ids, attention_mask,
+    logits_to_keep, batch_size=...)` returning (logps, entropies, ...) (`problems()` checks the parameters)."""
+    import torch
+
+    input_ids = torch.cat([batch[PROMPT_IDS], batch[COMPLETION_IDS]], dim=1)
+    attention_mask = torch.cat([batch[PROMPT_MASK], batch[COMPLETION_MASK]], dim=1)
+    with torch.no_grad():
+        out = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask,
+                                                         batch[COMPLETION_IDS].size(1),
+                                                         batch_size=batch[COMPLETION_IDS].size(0))
+    return out[0]
+
+
+class captured_logps:
+    """`with captured_logps(trainer) as seen:` — the per-token log-probs TRL's `_compute_loss` computes inside the
+    block (its first `_get_per_token_logps_and_entropies` call), detached, in `seen` (empty when TRL computed none).
+
+    Maintenance note: relies on `_compute_loss` calling `self._get_per_token_logps_and_entropies(...)` for the
+    policy's log-probs first (TRL 1.16); the instance attribute shadows the method inside the block only."""
+
+    def __init__(self, trainer):
+        self.trainer, self.seen = trainer, []
+
+    _NAME = "_get_per_token_logps_and_entropies"
+
+    def __enter__(self) -> list:
+        self._shadowed = self.trainer.__dict__.get(self._NAME)  # a benchmark's profiling wrapper, kept
+        original = getattr(self.trainer, self._NAME)
+
+        def recording(*args, **kwargs):
+            out = original(*args, **kwargs)
+            if not self.seen:
+                self.seen.append(out[0].detach())
+            return out
+
+        setattr(self.trainer, self._NAME, recording)
+        return self.seen
+
+    def __exit__(self, *exc) -> None:
+        if self._shadowed is not None:
+            setattr(self.trainer, self._NAME, self._shadowed)
+        else:
+            self.trainer.__dict__.pop(self._NAME, None)

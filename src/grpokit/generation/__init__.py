@@ -5,10 +5,10 @@
 core (HF backend, batching, sampling params), vllm_backend (grpokit's vLLM engine and the `vllm serve` command TRL documents).
 """
 from grpokit.generation.core import HFBackend, SamplingParams, backend_of, complete, rows_per_call, run, token_policy
-from grpokit.generation.sampling import CANDIDATES, TopPCandidates, warpers
+from grpokit.generation.sampling import CANDIDATES, SampledLogprobs, TopPCandidates, warpers
 from grpokit.generation.vllm_backend import (greedy_agreement, render_command, run_server, serve_command,
                                              training_settings)
 
-__all__ = ["CANDIDATES", "HFBackend", "SamplingParams", "TopPCandidates", "backend_of", "complete",
+__all__ = ["CANDIDATES", "HFBackend", "SampledLogprobs", "SamplingParams", "TopPCandidates", "backend_of", "complete",
            "greedy_agreement", "render_command", "rows_per_call", "run", "run_server", "serve_command",
            "token_policy", "training_settings", "warpers"]

@@ -93,3 +93,39 @@ class TopPCandidates:
             self.fallback_rows += int(rows.numel())
             out[rows] = self.reference(None if input_ids is None else input_ids[rows], scores[rows])
         return out
+
+
+class SampledLogprobs:
+    """A logits processor that records, for each sampled token, log softmax(raw logits / temperature): the
+    sampler's own log-probability of what it drew, as the trainer computes its own (TRL's
+    `_get_per_token_logps_and_entropies` divides the logits by the temperature and takes no top-p / top-k into
+    account: log-probs after top-p filtering would bias the ratio, TRL issue #6789).
+
+    Put it first in `logits_processor`: it sees the logits before any warper and returns them unchanged. At each
+    token step it keeps one (rows, vocab) float32 table and reads the previous step's drawn token from
+    `input_ids`; `finish(sequences)` reads the last one. Memory: one row table at a time, not the logits of
+    every step (which at Qwen3's 151,936-token vocabulary would be GBs).
+    """
+
+    def __init__(self, temperature: float = 1.0):
+        self.temperature = temperature if temperature and temperature > 0 else 1.0
+        self._table = None
+        self._steps: list = []
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self._table is not None:
+            self._steps.append(self._table.gather(1, input_ids[:, -1:]).squeeze(1))
+        self._table = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, sequences):
+        """(rows, new tokens) float32 log-probs of the tokens `generate` returned after the prompt."""
+        import torch
+
+        if self._table is not None:
+            self._steps.append(self._table.gather(1, sequences[:, -1:]).squeeze(1))
+            self._table = None
+        steps, self._steps = self._steps, []
+        return torch.stack(steps, dim=1) if steps else torch.zeros(sequences.shape[0], 0)

@@ -10,7 +10,7 @@ now), trl_args (GRPOConfig and the prompt dataset).
 from grpokit.recipe.generation_section import GenerationConfig
 from grpokit.recipe.health_section import HEALTH_CODES, HealthActions, HealthConfig
 from grpokit.recipe.load import load_recipe, load_run_recipe, validate_raw
-from grpokit.recipe.machine import check_generation_machine, refuse_vllm_training_here
+from grpokit.recipe.machine import check_generation_machine, native_bf16, refuse_vllm_training_here, sampler_dtype_of
 from grpokit.recipe.schema import LoraConfig, Recipe, RewardConfig
 from grpokit.recipe.section import Section
 from grpokit.recipe.selection_section import SelectionConfig
@@ -18,4 +18,5 @@ from grpokit.recipe.trl_args import bf16_of, build_prompt_dataset, grpo_args
 
 __all__ = ["HEALTH_CODES", "GenerationConfig", "HealthActions", "HealthConfig", "LoraConfig", "Recipe",
            "RewardConfig", "Section", "SelectionConfig", "bf16_of", "build_prompt_dataset", "check_generation_machine",
-           "grpo_args", "load_recipe", "load_run_recipe", "refuse_vllm_training_here", "validate_raw"]
+           "grpo_args", "load_recipe", "load_run_recipe", "native_bf16", "refuse_vllm_training_here", "sampler_dtype_of",
+           "validate_raw"]

@@ -68,6 +68,21 @@ class GenerationConfig(Section):
         "evaluation and preflight all sample through it (grpokit.generation.sampling).")
     importance_sampling_correction: bool = Field(
         True, description="Correct for the gap between vLLM's sampling log-probs and the trainer's (TRL's default).")
+    sampler_dtype: Literal["same", "auto", "float32", "bfloat16"] = Field(
+        "same", description="hf backend: the precision completions are sampled in. same: the policy samples itself "
+        "(no copy). bfloat16 / float32: a copy of the policy in that precision samples (refreshed from the "
+        "trained weights before each step's generation; one more copy of the weights in memory) when it "
+        "differs from the policy's. auto: bfloat16 where the device computes it natively (a CUDA GPU with bf16, "
+        "a CPU with AVX-512 BF16 or AMX), else same (on an AVX2-only CPU bf16 is emulated and slower). The "
+        "gap between the sampler's log-probs and the trainer's is corrected (sampler_correction) and logged.")
+    sampler_correction: Literal["bypass", "importance_sampling", "none"] = Field(
+        "bypass", description="When the sampler is a copy in another precision: bypass: the sampler's own "
+        "log-probs (raw logits / temperature) are the old policy of PPO's clipped ratio, which corrects each "
+        "token at no extra cost (verl's rollout-correction 'bypass'); importance_sampling: one more forward pass "
+        "gives the trainer's old log-probs, and TRL's truncated importance sampling weights the loss with TRL's "
+        "own fields (trl: {vllm_importance_sampling_mode: token_truncate|token_mask|sequence_truncate|"
+        "sequence_mask, vllm_importance_sampling_clip_max: 3.0, vllm_importance_sampling_clip_min}); none: "
+        "uncorrected (the mismatch is still logged).")
 
     def grpo_kwargs(self) -> dict:
         """The GRPOConfig fields this section sets (none for the default hf backend: TRL's defaults)."""
@@ -94,6 +109,10 @@ def check_generation(g: GenerationConfig, t=None) -> list[tuple[tuple, str, str]
     elif g.compile and g.cache != "static":
         out.append((("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
                     "set generation.cache: static as well (or compile: false)"))
+    if g.sampler_dtype != "same" and g.backend != "hf":
+        out.append((("generation", "sampler_dtype"), f"a sampler copy in another precision is an option of the hf "
+                    f"backend; {g.backend} samples in its own", "remove generation.sampler_dtype, or set "
+                    "generation.backend: hf"))
     if g.continuous_config and g.backend != "continuous":
         out.append((("generation", "continuous_config"), f"continuous_config applies to the continuous backend, "
                     f"not {g.backend}", "set generation.backend: continuous, or remove continuous_config"))

@@ -21,7 +21,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import checks
 from grpokit.recipe.generation_section import GenerationConfig, check_generation
 from grpokit.recipe.health_section import HealthConfig
-from grpokit.recipe.machine import check_generation_machine
+from grpokit.recipe.machine import check_generation_machine, sampler_machine_notes
 from grpokit.recipe.schema import DataConfig, ModelConfig, PreflightConfig, Recipe, RewardConfig, TrainConfig
 from grpokit.recipe.yaml_io import apply_override, line_map, parse_yaml, read_recipe_text
 from grpokit.run import CONFIG_FILE, RunDir
@@ -180,6 +180,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
                       for loc, what, fix in machine]
         else:
             out += machine
+        notes += sampler_machine_notes(generation)
     if rewards is not None:
         out += checks.check_rewards(rewards, base, data, notes)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):

@@ -63,6 +63,49 @@ def check_generation_machine(g: GenerationConfig, *, training: bool = False) -> 
     return out
 
 
+# CPU flags (Linux /proc/cpuinfo) of native bfloat16 arithmetic: AVX-512 BF16 (AMD Zen 4+, Intel Cooper Lake+) and
+# AMX (Intel Sapphire Rapids+). Without either, torch emulates bf16 matmuls on the CPU, slower than float32.
+NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def native_bf16(cpuinfo: str = "/proc/cpuinfo") -> tuple[bool, str]:
+    """(whether this machine computes bfloat16 natively, where: 'CUDA GPU' / the CPU flag / why not)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return (torch.cuda.is_bf16_supported(), "CUDA GPU" if torch.cuda.is_bf16_supported() else
+                "a CUDA GPU without bf16")
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:  # not Linux (macOS, Windows): no flags read, bf16 taken as emulated
+        flags = []
+    found = [f for f in NATIVE_BF16_CPU_FLAGS if f in flags]
+    return (True, f"CPU with {found[0]}") if found else (False, "a CPU without AVX-512 BF16 or AMX")
+
+
+def sampler_dtype_of(g: GenerationConfig, policy_dtype: str) -> tuple[str, str]:
+    """The precision the sampler runs in ('float32' / 'bfloat16' / 'float16') and why, for generation.sampler_dtype
+    against the policy's weights dtype (`policy_dtype`, as loaded)."""
+    if g.sampler_dtype == "same" or g.backend != "hf":
+        return policy_dtype, "generation.sampler_dtype: same (the policy samples itself)"
+    if g.sampler_dtype == "auto":
+        native, where = native_bf16()
+        if native:
+            return "bfloat16", f"generation.sampler_dtype: auto -> bfloat16 ({where} computes it natively)"
+        return policy_dtype, f"generation.sampler_dtype: auto -> {policy_dtype} (bf16 would be emulated on {where})"
+    return g.sampler_dtype, f"generation.sampler_dtype: {g.sampler_dtype}"
+
+
+def sampler_machine_notes(g: GenerationConfig) -> list[str]:
+    """A bfloat16 sampler asked for explicitly where bf16 is emulated: allowed, said to be slow."""
+    if g.backend != "hf" or g.sampler_dtype != "bfloat16":
+        return []
+    native, where = native_bf16()
+    return [] if native else [f"generation.sampler_dtype: bfloat16 on {where}: torch emulates bf16 here, so "
+                              "sampling is likely slower than in float32 (auto would keep float32 here)"]
+
+
 def refuse_vllm_training_here(g: GenerationConfig, where: str) -> None:
     """Raise (exit 2) when this machine cannot train with the section; `where` names the recipe."""
     found = check_generation_machine(g, training=True)

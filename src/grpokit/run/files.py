@@ -21,6 +21,11 @@ from typing import Callable
 # Peak memory per logging step (GiB), written by the training run's RunLogger, plotted by the report: the
 # GPU's allocator peak when training on one, else the process's peak resident size.
 MEMORY_KEYS = ("grpokit/peak_memory_gib", "grpokit/peak_rss_gib")
+# A sampler in another precision (grpokit.training.sampler): |log pi_trainer - log pi_sampler| per completion token,
+# mean and max (TRL's own names on its vLLM path), and the share of tokens the correction clipped or masked.
+SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX = "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max"
+SAMPLER_CLIPPED = "sampling/clipped_frac"
+SAMPLER_KEYS = (SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX, SAMPLER_CLIPPED)
 
 
 def note(line: str) -> None:

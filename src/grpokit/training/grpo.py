@@ -43,13 +43,15 @@ from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, load_inpu
 from grpokit.training.no_signal import SkipNoSignalRows
 from grpokit.training.refill import SignalAware
 from grpokit.training.rollback import LearningRateOverride, Rollbacks, load_reference
+from grpokit.training.sampler import SamplerCorrection, attach_sampler
 from grpokit.training.tracking import Progress, route_trackers
 
 
 def _trainer_class():
-    class GrpokitTrainer(SkipNoSignalRows, SignalAware, internals.trainer_base()):
+    class GrpokitTrainer(SamplerCorrection, SkipNoSignalRows, SignalAware, internals.trainer_base()):
         """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step, trains on the
-        completions with a learning signal only (train.skip_no_signal) and chooses prompts (grpokit.training.refill)."""
+        completions with a learning signal only (train.skip_no_signal), chooses prompts (grpokit.training.refill)
+        and corrects for a sampler in another precision (grpokit.training.sampler)."""
 
         samples_path: Path | None = None
         num_samples_logged: int = 4
@@ -299,15 +301,21 @@ def _finish(record: RunRecord, run: RunDir, stopper: GracefulStop, rollbacks: Ro
 
 def _generation_settings(trainer, recipe: Recipe) -> None:
     """What the generation: section sets on a built trainer that GRPOConfig cannot: compile of the decode step,
-    and HF sampling through grpokit.generation.sampling's warpers (top_p without sorting the vocabulary; the
-    same samples as transformers' own), as evaluation and preflight sample."""
+    a sampler in another precision (grpokit.training.sampler, generation.sampler_dtype), and HF sampling through
+    grpokit.generation.sampling's warpers (top_p without sorting the vocabulary; the same samples as
+    transformers' own), as evaluation and preflight sample."""
     g, args = recipe.generation, trainer.args
-    if g.backend == "hf" and g.compile:
+    if g.backend != "hf":
+        return
+    if g.compile:
         internals.compile_generation(trainer)
-    if g.backend != "hf" or not g.top_p_candidates or args.top_p >= 1.0:
-        return  # nothing to gain: transformers' warpers run as they are
+    policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+    sampler = attach_sampler(trainer, recipe, policy_dtype, note)  # before generate is wrapped: the copy is plain
+    fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
+    if not fast_top_p and sampler is None:
+        return  # nothing to change: transformers' warpers run as they are, on the policy
     internals.sample_through(trainer, warpers(args.temperature, args.top_k, args.top_p, args.min_p,
-                                              candidates=g.top_p_candidates))
+                                              candidates=g.top_p_candidates) if fast_top_p else None, sampler)
 
 
 def _preflight_warnings(job: _Job) -> None:

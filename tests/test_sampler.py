@@ -1,0 +1,260 @@
+"""A sampler in another precision (grpokit.training.sampler): its copy tracks the trained weights, its log-probs
+are the drawn tokens' from raw logits / temperature, and the correction gives TRL's own losses.
+
+Tiny real models and a real trainer throughout; the arithmetic against TRL's own `_compute_loss`.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from datasets import Dataset
+from transformers import AutoModelForCausalLM
+from trl import GRPOConfig
+
+from conftest import addition_recipe
+from grpokit import internals
+from grpokit.cli import main
+from grpokit.errors import GrpokitError
+from grpokit.generation import SampledLogprobs
+from grpokit.recipe import GenerationConfig, load_recipe, sampler_dtype_of
+from grpokit.recipe import machine
+from grpokit.training.grpo import _trainer_class
+from grpokit.training.sampler import SamplerCopy, fold_into_advantages, importance_ratio
+
+PAD = 0
+MODES = ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+
+
+# ---------------------------------------------------------------- TRL's importance-sampling arithmetic, by hand
+# old - sampled per token (2 rows x 3 tokens, the last token of row 2 is padding), clip [0.5, 3.0]
+DIFF = [[0.0, 1.5, -1.0], [0.2, 0.3, 9.0]]
+E = torch.exp
+RATIO_CASES = [
+    ("token_truncate", [[1.0, 3.0, 0.5], [E(torch.tensor(0.2)), E(torch.tensor(0.3)), 1.0]]),  # padding: ratio 1
+    ("token_mask", [[1.0, 0.0, 0.0], [E(torch.tensor(0.2)), E(torch.tensor(0.3)), 1.0]]),  # e^1.5 > 3, e^-1 < 0.5
+    ("sequence_truncate", [[E(torch.tensor(0.5))], [E(torch.tensor(0.5))]]),
+    ("sequence_mask", [[E(torch.tensor(0.5))], [E(torch.tensor(0.5))]]),
+]
+
+
+@pytest.mark.parametrize("mode,expected", RATIO_CASES, ids=[c[0] for c in RATIO_CASES])
+def test_importance_ratio_is_trls_arithmetic(mode, expected):
+    old, sampled = torch.tensor(DIFF), torch.zeros(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    got = importance_ratio(old, sampled, mask, mode, 0.5, 3.0)
+    assert torch.allclose(got, torch.tensor(expected, dtype=torch.float32), atol=1e-6), got
+
+
+def test_a_sequence_past_the_cap_is_truncated_or_masked_whole():
+    old, sampled, mask = torch.tensor([[2.0, 2.0]]), torch.zeros(1, 2), torch.ones(1, 2)
+    assert float(importance_ratio(old, sampled, mask, "sequence_truncate", None, 3.0)) == 3.0
+    assert float(importance_ratio(old, sampled, mask, "sequence_mask", None, 3.0)) == 0.0
+
+
+# ---------------------------------------------------------------- the loss against TRL's, on a real trainer
+def _trainer(model_dir, tokenizer, tmp_path, **cfg):
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=6,
+                      max_completion_length=8, report_to="none", use_cpu=True, beta=0.0, **cfg)
+    trainer = _trainer_class()(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+                               args=args, train_dataset=Dataset.from_list([{"prompt": "1 + 1 ="}] * 6),
+                               processing_class=tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each optimizer step
+    trainer.skip_no_signal = False
+    return trainer
+
+
+def _inputs() -> dict:
+    """Six rows as TRL lays them out: prompts left-padded, completions right-padded, lengths differing."""
+    g = torch.Generator().manual_seed(0)
+    prompt_lens, completion_lens = [3, 5, 4, 2, 5, 3], [6, 2, 8, 4, 1, 7]
+    prompt_ids, prompt_mask = torch.full((6, 5), PAD), torch.zeros(6, 5, dtype=torch.long)
+    completion_ids, completion_mask = torch.full((6, 8), PAD), torch.zeros(6, 8, dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompt_lens, completion_lens)):
+        prompt_ids[i, 5 - p:] = torch.randint(10, 200, (p,), generator=g)
+        prompt_mask[i, 5 - p:] = 1
+        completion_ids[i, :c] = torch.randint(10, 200, (c,), generator=g)
+        completion_mask[i, :c] = 1
+    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": torch.tensor([0.5, -0.5, 1.0, -1.0, 0.3, -0.3]),
+            "num_items_in_batch": completion_mask.sum()}
+
+
+def _loss(trainer, inputs):
+    return trainer.compute_loss(trainer.model, inputs).detach()
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
+def test_a_sampler_equal_to_the_trainer_gives_ratio_one_and_todays_loss(tmp_path, tiny_model_dir, tokenizer,
+                                                                        loss_type):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type=loss_type)
+    inputs = _inputs()
+    today = _loss(trainer, inputs)  # no sampler: TRL's loss as it is
+    trainer.sampler, trainer.sampler_correction = object(), "bypass"  # any sampler: the batch carries its log-probs
+    same = dict(inputs, sampling_per_token_logps=internals.trainer_logps(trainer, trainer.model, inputs))
+    assert torch.allclose(_loss(trainer, same), today, atol=1e-7)
+    gap = internals.metric_values(trainer, "sampling/sampling_logp_difference/max")
+    assert gap and gap[-1] < 1e-5 and internals.metric_values(trainer, "sampling/clipped_frac")[-1] == 0.0
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "cispo"])
+def test_importance_sampling_gives_the_loss_trl_computes_on_its_vllm_path(tmp_path, tiny_model_dir, tokenizer,
+                                                                         mode, loss_type):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type=loss_type, vllm_importance_sampling_mode=mode,
+                       vllm_importance_sampling_clip_max=1.05, vllm_importance_sampling_clip_min=0.97)
+    inputs = _inputs()
+    old = internals.trainer_logps(trainer, trainer.model, inputs)
+    noise = torch.randn(old.shape, generator=torch.Generator().manual_seed(1)) * 0.05
+    sampled = old + noise * inputs["completion_mask"]  # a perturbed sampler, some tokens past the bounds
+    mask = inputs["completion_mask"].float()
+    ratio = importance_ratio(old, sampled, mask, mode, 0.97, 1.05)
+    d = (old - sampled) * mask
+    assert not torch.allclose(ratio, torch.exp(d.sum(-1, keepdim=True) if mode.startswith("sequence") else d))
+    # TRL's own vLLM path: use_vllm with its correction, the batch carrying the ratio it would have computed
+    trainer.use_vllm = trainer.vllm_importance_sampling_correction = True
+    trl = _loss(trainer, dict(inputs, sampling_per_token_logps=sampled, old_per_token_logps=old,
+                              importance_sampling_ratio=ratio))
+    trainer.use_vllm = False
+    trainer.sampler, trainer.sampler_correction = object(), "importance_sampling"
+    ours = _loss(trainer, dict(inputs, sampling_per_token_logps=sampled))  # old log-probs from its own pass
+    assert torch.allclose(ours, trl, rtol=1e-5, atol=1e-7), (ours, trl)
+
+
+def test_bypass_makes_the_sampler_the_old_policy(tmp_path, tiny_model_dir, tokenizer):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type="dapo")
+    inputs = _inputs()
+    old = internals.trainer_logps(trainer, trainer.model, inputs)
+    sampled = old - 0.5 * inputs["completion_mask"]  # the sampler found every token less likely
+    expected = _loss(trainer, dict(inputs, old_per_token_logps=sampled))  # TRL's loss with that old policy
+    trainer.sampler, trainer.sampler_correction = object(), "bypass"
+    assert torch.allclose(_loss(trainer, dict(inputs, sampling_per_token_logps=sampled)), expected, atol=1e-7)
+    assert internals.metric_values(trainer, "sampling/sampling_logp_difference/mean")[-1] == pytest.approx(0.5,
+                                                                                                          abs=1e-4)
+    assert internals.metric_values(trainer, "sampling/clipped_frac")[-1] == 1.0  # e^0.5 is past 1 + epsilon
+
+
+def test_fold_into_advantages_broadcasts_per_token_and_per_sequence():
+    adv = torch.tensor([1.0, -2.0])
+    assert fold_into_advantages(adv, torch.tensor([[0.5], [2.0]])).tolist() == [[0.5], [-4.0]]
+    assert fold_into_advantages(adv, torch.tensor([[1.0, 0.0], [0.5, 1.0]])).tolist() == [[1.0, 0.0], [-1.0, -2.0]]
+
+
+# ---------------------------------------------------------------- the recorded log-probs
+def test_recorded_logprobs_are_the_drawn_tokens_raw_logits_over_temperature(tiny_model_dir, tokenizer):
+    from grpokit.generation import warpers
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    ids = tokenizer(["1 + 1 ="] * 2, return_tensors="pt")  # no padding: the forward below needs no position ids
+    recorder = SampledLogprobs(0.7)
+    torch.manual_seed(0)
+    out = model.generate(**ids, do_sample=True, max_new_tokens=5, temperature=1.0, top_p=1.0, top_k=0,
+                         logits_processor=[recorder, *warpers(0.7, None, 0.5, None)], pad_token_id=tokenizer.pad_token_id)
+    got = recorder.finish(out)
+    with torch.no_grad():  # the trainer's way: logits of the whole sequence / temperature, no top-p
+        logits = model(out).logits
+    p = ids["input_ids"].shape[1]
+    want = torch.log_softmax(logits[:, p - 1:-1] / 0.7, dim=-1).gather(2, out[:, p:, None]).squeeze(2)
+    assert got.shape == want.shape and torch.allclose(got, want, atol=1e-4)
+
+
+# ---------------------------------------------------------------- the copy tracks the trained weights
+def _recipe(tmp_path, model_dir, **train):
+    path = addition_recipe(tmp_path, model_dir, rows=8, rewards=[{"name": "reward_fns:length_spread",
+                                                                 "role": "shaping"}],
+                           train={"max_steps": 2, "num_generations": 2, "per_device_train_batch_size": 2,
+                                  "max_completion_length": 6, "logging_steps": 1, "save_steps": 1,
+                                  "learning_rate": 1e-3, "skip_no_signal": False, **train})
+    raw = yaml.safe_load(path.read_text())
+    raw["generation"] = {"sampler_dtype": "bfloat16"}
+    raw["output_dir"] = str(tmp_path / "run")
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture
+def refreshes(monkeypatch):
+    """After every refresh of a sampler copy: (step, weights copied from scratch?, max |copy - policy cast|)."""
+    seen = []
+    real = SamplerCopy.refresh
+
+    def refresh(self, policy, step):
+        fresh = self.synced_step is None
+        real(self, policy, step)
+        gap = max(float((mine.float() - theirs.detach().to(self.dtype).float()).abs().max())
+                  for mine, theirs in zip(self.model.parameters(), policy.parameters()))
+        seen.append((step, fresh, gap, all(p.dtype == self.dtype for p in self.model.parameters())))
+
+    monkeypatch.setattr(SamplerCopy, "refresh", refresh)
+    return seen
+
+
+def test_the_copy_equals_the_policy_cast_before_every_step_and_after_resume(tmp_path, tiny_model_dir, refreshes,
+                                                                            capsys):
+    recipe = _recipe(tmp_path, tiny_model_dir)
+    assert main(["train", str(recipe), "--skip-audit"]) == 0
+    out = capsys.readouterr().out
+    assert "sampling in bfloat16 (the trainer in float32), corrected by bypass" in out
+    assert [(s, f) for s, f, _, _ in refreshes] == [(0, True), (1, False)]  # before each step's generation
+    assert all(gap == 0.0 and bf16 for _, _, gap, bf16 in refreshes)
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all("sampling/sampling_logp_difference/mean" in m and 0 <= m["sampling/clipped_frac"] <= 1 for m in metrics)
+
+    refreshes.clear()  # resume to step 3: the new trainer's copy takes the checkpoint's weights whole
+    assert main(["train", "--resume", str(tmp_path / "run"), "--set", "train.max_steps=3"]) == 0
+    assert [(s, f) for s, f, _, _ in refreshes] == [(2, True)] and refreshes[0][2] == 0.0
+
+
+def test_a_rollback_builds_a_fresh_copy_from_the_restored_weights(tmp_path, tiny_model_dir, refreshes):
+    from grpokit.training import train
+
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir, max_steps=4), [
+        "health.actions.truncation=rollback", "health.max_rollbacks=1", "health.warmup_steps=0"])
+    summary = train(recipe, run_dir=tmp_path / "run")
+    assert summary["rollbacks"], summary  # every completion is cut at 6 tokens: truncation, then a rollback
+    fresh = [s for s, f, _, _ in refreshes if f]
+    assert len(fresh) == 2 and all(gap == 0.0 for _, _, gap, _ in refreshes)  # one copy per trainer, both exact
+
+
+# ---------------------------------------------------------------- the choice, and bad input
+def test_auto_is_bf16_only_where_it_is_native(monkeypatch):
+    g = GenerationConfig(sampler_dtype="auto")
+    monkeypatch.setattr(machine, "native_bf16", lambda: (True, "CPU with avx512_bf16"))
+    assert sampler_dtype_of(g, "float32")[0] == "bfloat16"
+    monkeypatch.setattr(machine, "native_bf16", lambda: (False, "a CPU without AVX-512 BF16 or AMX"))
+    dtype, why = sampler_dtype_of(g, "float32")
+    assert dtype == "float32" and "emulated" in why
+    assert sampler_dtype_of(GenerationConfig(), "bfloat16")[0] == "bfloat16"  # same: the policy's own
+
+
+@pytest.mark.parametrize("flags,native", [("fpu avx2 avx512f avx512_bf16", True), ("fpu avx2 amx_bf16", True),
+                                          ("fpu sse avx2 fma", False)])
+def test_native_bf16_reads_the_cpu_flags(tmp_path, flags, native):
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU decides, not the CPU flags")
+    assert machine.native_bf16(str(info))[0] is native
+
+
+def test_explicit_bf16_where_it_is_emulated_is_allowed_with_a_note(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(machine, "native_bf16", lambda: (False, "a CPU without AVX-512 BF16 or AMX"))
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir))
+    assert any("torch emulates bf16 here" in n for n in recipe.notes), recipe.notes
+
+
+def test_an_unknown_precision_is_refused_with_the_choices(tmp_path, tiny_model_dir, capsys):
+    recipe = _recipe(tmp_path, tiny_model_dir)
+    with pytest.raises(GrpokitError) as e:
+        load_recipe(recipe, ["generation.sampler_dtype=bf8"])
+    text = str(e.value)
+    assert "generation.sampler_dtype" in text and all(c in text for c in ("same", "auto", "float32", "bfloat16"))
+
+
+def test_a_sampler_copy_needs_the_hf_backend(tmp_path, tiny_model_dir):
+    with pytest.raises(GrpokitError, match="option of the hf backend"):
+        load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.backend=continuous"])
