@@ -169,8 +169,10 @@ def _save_hits_full_disk(monkeypatch):
     monkeypatch.setattr(trl.GRPOTrainer, "_save_checkpoint", save)
 
 
-def _no_free_space(monkeypatch):
-    monkeypatch.setattr(RunDir, "free_bytes", lambda self: 10_000)
+def _space_runs_out(monkeypatch):
+    """Room for every checkpoint when the run starts (grpokit.run.disk_problem), none left once it trains."""
+    calls = []
+    monkeypatch.setattr(RunDir, "free_bytes", lambda self: calls.append(1) or (10**13 if len(calls) == 1 else 10_000))
 
 
 def _step_two_diverges(monkeypatch):
@@ -187,7 +189,7 @@ def _step_two_diverges(monkeypatch):
 
 FAILURE_CASES = [  # (simulate, error class in run.json, words on the terminal, last complete checkpoint)
     (_save_hits_full_disk, "OSError", ["no space left on device at", "GB", "--output-dir", "checkpoint-1"], 1),
-    (_no_free_space, "OSError", ["no space left on device at", "--overwrite", "only 0.0 GB free"], None),
+    (_space_runs_out, "OSError", ["no space left on device at", "--overwrite", "only 0.0 GB free"], None),
     (_step_two_diverges, "RuntimeError", ["probability tensor", "learning_rate", "--resume"], 1),
 ]
 
@@ -211,6 +213,34 @@ def test_a_failure_in_training_is_recorded_with_error_and_fix(tmp_path, tiny_mod
 
 
 # ---------------------------------------------------------------- refused before the start: nothing left behind
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_a_disk_that_cannot_hold_the_checkpoints_is_refused_before_the_folder_exists(tmp_path, tiny_model_dir,
+                                                                                    monkeypatch, capsys, command):
+    monkeypatch.setattr(RunDir, "free_bytes", lambda self: 10_000)
+    run = tmp_path / "run"
+    assert main([command, str(_recipe(tmp_path, tiny_model_dir, save_total_limit=1)), "--output-dir", str(run)]
+                + (["--skip-audit"] if command == "train" else [])) == 2
+    err = capsys.readouterr().err
+    assert "keeps up to 2 checkpoint(s)" in err and "it would stop with a full disk" in err, err  # limit 1 + rotation
+    assert "train.save_total_limit (now 1)" in err and "train.save_steps (now 1)" in err and "Traceback" not in err
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("max_steps,save_steps,limit,peak", [
+    (30, 10, 4, 3),      # the demo: three saves, fewer than the limit
+    (100, 10, 2, 3),     # rotation: the limit, and the one written before the oldest goes
+    (7, 3, None, 3),     # every save and the final one (3, 6, 7)
+    (-1, 10, None, None),  # epochs without a limit: not known in advance
+    (-1, 10, 2, 3),
+])
+def test_checkpoints_at_peak(max_steps, save_steps, limit, peak):
+    from types import SimpleNamespace
+
+    from grpokit.run.safety import checkpoints_at_peak
+
+    assert checkpoints_at_peak(SimpleNamespace(max_steps=max_steps, save_steps=save_steps,
+                                               save_total_limit=limit)) == peak
+
 @pytest.mark.parametrize("case, where, what", [
     ("prompts too long", "train.max_prompt_length", "prompts are longer than 1 tokens"),
     ("no such model folder", "model.name", "nope"),

@@ -15,10 +15,10 @@ from grpokit.run.files import (MEMORY_KEYS, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SA
 from grpokit.run.ownership import is_run_dir, writable_problem
 from grpokit.run.rundir import (CHECKPOINT_SPECS, CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE,
                                 RunDir, describe_lineage, select_steps)
-from grpokit.run.safety import disk_space_guard, fail_run
+from grpokit.run.safety import disk_problem, disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "SAMPLER_CLIPPED",
            "SAMPLER_GAP_MAX", "SAMPLER_GAP_MEAN", "SAMPLER_KEYS", "STATUSES",
-           "TOOL_RESULTS_FILE", "RunDir", "RunLock", "checkpoint_damage", "describe_lineage", "disk_space_guard",
+           "TOOL_RESULTS_FILE", "RunDir", "RunLock", "checkpoint_damage", "describe_lineage", "disk_problem", "disk_space_guard",
            "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "run_end", "select_steps",
            "step_of", "writable_problem"]

@@ -1,5 +1,6 @@
 """Crash safety of a training run: disk space before each save, and recording a failure.
 
+    disk_problem(run, model, recipe.train)  # before the folder exists: can the disk hold the checkpoints kept?
     disk_space_guard(run, warn)            # a TrainerCallback: warn early, stop cleanly before a save that cannot fit
     fail_run(run, summary, exc, ...)       # run.json "failed", half-written checkpoints removed, error + fix
 
@@ -57,6 +58,35 @@ def expected_checkpoint_bytes(run: RunDir, model=None) -> int | None:
     trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
     adapter = hasattr(model, "peft_config")  # a LoRA checkpoint holds the adapter only
     return (trainable if adapter else sum(p.numel() * p.element_size() for p in params)) + 2 * trainable
+
+
+def checkpoints_at_peak(train) -> int | None:
+    """How many checkpoints a run's folder holds at most: train.save_total_limit, plus the one a rotation writes
+    before it deletes the oldest (transformers' Trainer saves, then rotates), else every save of max_steps and
+    the final one; None when unknown (epochs without a limit)."""
+    steps, every, limit = train.max_steps, max(1, train.save_steps), train.save_total_limit
+    saves = None if steps <= 0 else steps // every + (1 if steps % every else 0)
+    if limit:
+        return min(limit + 1, saves) if saves is not None else limit + 1
+    return saves
+
+
+def disk_problem(run: RunDir, model, train) -> Problem | None:
+    """Before a run's folder is created: the disk cannot hold the checkpoints the run will keep (each about
+    `expected_checkpoint_bytes`, `checkpoints_at_peak` of them, less those already there); None when it can."""
+    each = expected_checkpoint_bytes(run, model)
+    peak = checkpoints_at_peak(train)
+    if not each or not peak:
+        return None
+    already = len(run.complete_checkpoints()) if run.path.is_dir() else 0
+    need, free = max(peak - already, 1) * each, run.free_bytes()
+    if free >= need:
+        return None
+    limit = train.save_total_limit
+    return Problem(str(run.path), f"{free / 1e9:.1f} GB free, but the run keeps up to {peak} checkpoint(s) of about "
+                   f"{each / 1e9:.2f} GB each ({need / 1e9:.1f} GB): it would stop with a full disk",
+                   f"free {(need - free) / 1e9:.1f} GB, lower train.save_total_limit (now {limit}), raise "
+                   f"train.save_steps (now {train.save_steps}), or move --output-dir to a larger disk")
 
 
 def disk_space_guard(run: RunDir, warn: Callable[[str], None]):

@@ -39,7 +39,7 @@ from grpokit.run import RunDir, disk_space_guard, jsonable, step_of, writable_pr
 from grpokit.task import Task, template_of
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
 from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, load_inputs, note, open_run, read_paths,
-                                        run_folder)
+                                        refuse_short_disk, run_folder)
 from grpokit.training.no_signal import SkipNoSignalRows
 from grpokit.training.refill import SignalAware
 from grpokit.training.rollback import LearningRateOverride, Rollbacks, load_reference
@@ -114,6 +114,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
             recipe, resume_from = _refuse_new(recipe, run, overwrite, held), None
         task = Task.from_recipe(recipe)  # rewards built (own reward functions imported) before any model loads
         job = _Job(recipe, run, task, load_inputs(recipe, model, tokenizer))
+        refuse_short_disk(run, recipe, job.inputs.model)  # the checkpoints it keeps fit on the disk
 
         # ---------------------------------------------------------------- open the run
         created = False if resume else open_run(run, recipe, overwrite, held)

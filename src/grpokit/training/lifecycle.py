@@ -5,6 +5,7 @@ Each trainer's entry function reads as the same steps, in the order a run goes t
     run = run_folder(recipe, run_dir)                   # prepare: the folder is refused before anything loads
     with LockHolder(run) as held:                       # one writer: the lock, once taken, is held to the end
         inputs = load_inputs(recipe, model, tokenizer)  # data, threads, tokenizer and model (grpokit.models)
+        refuse_short_disk(run, recipe, inputs.model)    # the checkpoints it keeps fit on the disk
         created = open_run(run, recipe, overwrite, held)  # only now does a new run get its folder
         with RunRecord(run, summary, created) as record:  # a failure from here on is written to run.json
             trainer = ...                               # build the trainer (each caller's own)
@@ -25,9 +26,9 @@ from typing import Callable
 
 from grpokit import models
 from grpokit.console import console
-from grpokit.distributed import is_main_process
+from grpokit.distributed import broadcast, is_main_process
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run import RunDir, fail_run
+from grpokit.run import RunDir, disk_problem, fail_run
 
 
 def note(line: str) -> None:
@@ -102,6 +103,14 @@ def open_run(run: RunDir, recipe, overwrite: bool, held: LockHolder) -> bool:
         return False
     held.lock, created = run.open_new(recipe, overwrite, held.lock, note=note)
     return created
+
+
+def refuse_short_disk(run: RunDir, recipe, model) -> None:
+    """Before the run's folder is created (or a resume trains on): refused when the disk cannot hold the
+    checkpoints the run keeps (grpokit.run.disk_problem), instead of failing at a save minutes or hours in."""
+    problem = broadcast(disk_problem(run, model, recipe.train) if is_main_process() else None)  # every rank stops
+    if problem:
+        raise GrpokitError([problem], title="not enough disk space for the run's checkpoints")
 
 
 @dataclass

@@ -38,7 +38,8 @@ from transformers import TrainerCallback
 from grpokit import hf_internals
 from grpokit.recipe import Recipe, bf16_of
 from grpokit.run import RunDir
-from grpokit.training.lifecycle import LockHolder, RunRecord, load_inputs, open_run, read_paths, run_folder
+from grpokit.training.lifecycle import (LockHolder, RunRecord, load_inputs, open_run, read_paths, refuse_short_disk,
+                                        run_folder)
 
 SOLUTION_FIELDS = ("solution", "completion")
 _CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
@@ -140,6 +141,7 @@ def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: b
     recipe = recipe.for_run(run.path)
     run.refuse_existing(overwrite, keep=read_paths(recipe))
     inputs = load_inputs(recipe, model, tokenizer)
+    refuse_short_disk(run, recipe, inputs.model)  # the checkpoints it keeps fit on the disk
     dataset = sft_dataset(inputs.train_rows, recipe)
 
     # ---------------------------------------------------------------- open the run
