@@ -115,9 +115,11 @@ CASES = [
     (Z + "最终答案：18元，因为她每天卖9个鸡蛋", "18", 1.0, "correct"),  # 因为 after a full-width comma
     (Z + "最终答案：18元（不算她吃掉的鸡蛋）", "18", 1.0, "correct"),  # full-width parenthesis, 不算
     (Z + "最终答案：18元，如果她卖掉剩下的鸡蛋", "18", 1.0, "correct"),  # 如果: a condition with no value
-    (R + "It is \\boxed{18}.\nFinal answer: 18 dollars, since she sells 9 eggs", "18", 1.0, "correct"),  # agree
+    (R + "It is \\boxed{18}.\nFinal answer: 18 dollars, since she sells 9 eggs at $2", "18", 1.0, "correct"),  # agree
+    # a premise with a bare number or an unknown unit has the shape of a second candidate: refused (math_clauses)
+    (R + "Final answer: 18 dollars, since she sells 9 eggs", "18", 0.0, "hedge"),
     (R + "Final answer: 17 (since 16 + 2 = 18)", "18", 0.0, "wrong"),  # the gold hidden in a reason earns nothing
-    (R + "Final answer: 17 dollars, so 18 in total", "18", 0.0, "wrong"),  # ... nor in a consequence
+    (R + "Final answer: 17 dollars, so 18 in total", "18", 0.0, "hedge"),  # ... nor in a consequence (a 2nd value)
     # --- ... but an explanation may not hedge
     (R + "Final answer: 18 (or 19 if she sells one more)", "18", 0.0, "hedge"),  # "or" in a note
     (R + "Final answer: 18 (19 if rounded up)", "18", 0.0, "hedge"),  # a conditional second value
