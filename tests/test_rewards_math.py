@@ -111,14 +111,15 @@ CASES = [
     (R + "Final answer: 18, which is what she makes every day", "18", 1.0, "correct"),  # relative clause
     (R + "Final answer: $18 if she sells all 9 remaining eggs at $2", "18", 1.0, "correct"),  # condition with numbers
     (R + "Final answer: 18 — since 9 × 2 = 18", "18", 1.0, "correct"),  # dash, worked equation as the reason
-    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs", "18", 1.0, "correct"),  # arithmetic is not a range
+    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs at $2", "18", 1.0, "correct"),  # arithmetic, no range
+    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs", "18", 0.0, "hedge"),  # 9 stated, not derived
     (Z + "最终答案：18元，因为她每天卖9个鸡蛋", "18", 1.0, "correct"),  # 因为 after a full-width comma
     (Z + "最终答案：18元（不算她吃掉的鸡蛋）", "18", 1.0, "correct"),  # full-width parenthesis, 不算
     (Z + "最终答案：18元，如果她卖掉剩下的鸡蛋", "18", 1.0, "correct"),  # 如果: a condition with no value
     (R + "It is \\boxed{18}.\nFinal answer: 18 dollars, since she sells 9 eggs at $2", "18", 1.0, "correct"),  # agree
     # a premise with a bare number or an unknown unit has the shape of a second candidate: refused (math_clauses)
     (R + "Final answer: 18 dollars, since she sells 9 eggs", "18", 0.0, "hedge"),
-    (R + "Final answer: 17 (since 16 + 2 = 18)", "18", 0.0, "wrong"),  # the gold hidden in a reason earns nothing
+    (R + "Final answer: 17 (since 16 + 2 = 18)", "18", 0.0, "hedge"),  # the gold hidden in a reason earns nothing
     (R + "Final answer: 17 dollars, so 18 in total", "18", 0.0, "hedge"),  # ... nor in a consequence (a 2nd value)
     # --- ... but an explanation may not hedge
     (R + "Final answer: 18 (or 19 if she sells one more)", "18", 0.0, "hedge"),  # "or" in a note

@@ -12,10 +12,11 @@ convert it and explain it, but every number in the clause must be accounted for 
   about answers;
 - another dimension: a quantity of another kind than the value's when both units are known ("18元，因为她每天卖
   9个鸡蛋": yuan against a count; "7 hours (from 9 am to 4 pm)": a duration against clock times);
-- a worked calculation: a true equation ("since 9 × 2 = 18", "because 16 - 3 - 4 = 9 eggs");
-- a derivation: the remaining numbers, each used once with + − × ÷, reach the value ("12, which is 3 more than 9",
-  "18 dollars, since she sells 9 eggs at $2 each", "72 clips (48 in April and 24 in May)"); the results of true
-  equations in the clause may join in ("because 16 - 3 - 4 = 9 eggs sell at $2").
+- a worked calculation: the operands of a true equation ("since 9 × 2 = 18"); its result, like the value of an
+  expression, is a number stated and is accounted for as any other ("since 16 - 3 - 4 = 9 eggs" states 9);
+- a derivation: the remaining numbers reach the value, two by one of + − × ÷, more as a sum or a product ("12, which is 3 more than 9",
+  "18 dollars, since she sells 9 eggs at $2 each", "72 clips (48 in April and 24 in May)", "because 16 - 3 - 4 =
+  9 eggs sell at $2"); quantities of another dimension may join in ("因为她卖了6个鸡蛋，每个2元").
 
 Any other number is a second candidate, whatever words surround it: "though 13 is possible", "that is 13",
 "aunque 13 también es posible", "obwohl 13 auch möglich ist", "不过13也说得通", "13 + 0 is also possible" (an
@@ -26,14 +27,17 @@ What shape cannot decide, and how it is read (the conservative way: a reward tha
 - a premise named by a bare number or with a unit the table does not know is indistinguishable from a candidate
   ("7, since she also eats 3" has the shape of "7, since 3 is also possible"; "18 dollars, since she sells 9 eggs"
   that of "18 dollars, since 9 is possible"): both are refused;
+- a comma (or 、) and then a number is a list, as "38, 39" is: "12, 4 more than 8" and the Japanese order
+  "12、9より3多い" read as two answers; with a word first ("12, i.e. 4 more than 8", "12、つまり9より3多い") they
+  are explanations;
 - a candidate in words ("though thirteen is possible") has no number to count;
-- a candidate whose numbers happen to reach the value ("12 (13 for 1 person)": 13 − 1 = 12) or that is the result
-  of a true equation ("12, though 6 + 7 = 13 is possible") is read as a derivation or a calculation.
+- a candidate whose numbers happen to reach the value ("12 (13 for 1 person)": 13 − 1 = 12) is read as a
+  derivation, and one with a unit of another dimension than the value's ("12 hours, though 13 km") as another
+  quantity.
 """
 from __future__ import annotations
 
 import ast
-import functools
 import itertools
 import re
 from fractions import Fraction
@@ -84,9 +88,10 @@ _UNIT_GROUPS: list[tuple[str, Fraction | None, str]] = [
     ("gbp", Fraction(1), "£"),
     ("jpy", Fraction(1), "円 yen"),
     ("rub", Fraction(1), "₽ рубль рубля рублей"),
-    ("clock", None, "am a.m. pm p.m."),
+    ("clock", None, "am a.m. pm p.m. 点 時"),
+    ("date", None, "月 号"),  # 4月: April, a date (3个月, three months, is a duration: the longest unit wins)
     ("percent", Fraction(1, 100), "% percent per cent por ciento prozent pourcent процент процента процентов"),
-    ("count", None, "个 只 本 张 条 件 位 名 人 颗 支 辆 棵 头 匹 本 枚 台 冊 杯 person people persons personas "
+    ("count", None, "个 個 只 本 张 条 件 位 名 人 颗 支 辆 棵 头 匹 枚 台 冊 杯 person people persons personas "
                     "personen personnes человек"),
 ]
 _UNITS: dict[str, list[tuple[str, Fraction | None]]] = {}
@@ -169,27 +174,20 @@ def _balanced(side: str) -> str:
 
 
 # ---------------------------------------------------------------- derivations: numbers that reach the value
-_MAX_OPERANDS = 4  # 4 numbers give a few thousand reachable values; more would reach almost anything
+# Two numbers by one operation ("3 more than 9", "9 eggs at $2"), or more as a sum of parts or a product ("5 in
+# April, 3 in May and 4 in June"). Free bracketing of + − × ÷ over three or four numbers would reach almost any
+# value by accident (20 × 9 ÷ 10 = 18), and every accident pays a hedge.
+_MAX_OPERANDS = 6
 
 
-@functools.lru_cache(maxsize=4096)
-def _reachable(nums: tuple[Fraction, ...]) -> frozenset[Fraction]:
-    """Every value that + − × ÷ reach using each of `nums` exactly once (any bracketing)."""
-    if len(nums) == 1:
-        return frozenset(nums)
-    out: set[Fraction] = set()
-    n = len(nums)
-    for mask in range(1, 2 ** (n - 1)):  # the last number always on the right: each split once
-        left = tuple(nums[i] for i in range(n) if mask >> i & 1)
-        right = tuple(nums[i] for i in range(n) if not mask >> i & 1)
-        for a in _reachable(left):
-            for b in _reachable(right):
-                out.update((a + b, a - b, b - a, a * b))
-                if b:
-                    out.add(a / b)
-                if a:
-                    out.add(b / a)
-    return frozenset(out)
+def _reaches(nums: tuple[Fraction, ...], value: Fraction) -> bool:
+    if len(nums) == 2:
+        a, b = nums
+        return value in (a + b, a - b, b - a, a * b) or (b != 0 and a / b == value) or (a != 0 and b / a == value)
+    product = Fraction(1)
+    for n in nums:
+        product *= n
+    return sum(nums) == value or product == value
 
 
 def _derives(value: Fraction, required: list[Fraction], optional: list[Fraction]) -> bool:
@@ -198,8 +196,8 @@ def _derives(value: Fraction, required: list[Fraction], optional: list[Fraction]
         if len(required) + k > _MAX_OPERANDS:
             break
         for extra in itertools.combinations(optional, k):
-            nums = tuple(sorted(required + list(extra)))
-            if len(nums) >= 2 and value in _reachable(nums):
+            nums = tuple(required) + extra
+            if len(nums) >= 2 and _reaches(nums, value):
                 return True
     return False
 
@@ -240,10 +238,9 @@ def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
             continue
         sign = -1 if re.search(r"(?:^|[^\w)])-\s*$", clause[:start]) else 1  # "though -9"
         if _OPERATOR.search(text.strip()):
+            # A true equation's operands derive its result; an expression or a false equation stands for its last
+            # side ("13 + 0" is 13). Either way that result is a quantity stated, accounted for like any number.
             sides = [_evaluate(_balanced(s)) for s in text.split("=")]
-            if "=" in text and None not in sides and len(set(sides)) == 1:
-                optional.append(sides[-1])  # a true equation: worked arithmetic; its result may feed a derivation
-                continue
             n = sides[-1]
             if n is None:
                 return True  # not arithmetic that can be checked: it stands unexplained
@@ -258,6 +255,8 @@ def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
         same = _same_quantity(n, unit, value, value_unit)
         if same is None:
             required.append(n)
+        elif same is False:
+            optional.append(n)  # "因为她卖了6个鸡蛋，每个2元": 6 eggs at 2 yuan reach 12 yuan
     if not required:
         return False
     return not _derives(value, required, optional)
