@@ -178,6 +178,7 @@ def _balanced(side: str) -> str:
 # April, 3 in May and 4 in June"). Free bracketing of + − × ÷ over three or four numbers would reach almost any
 # value by accident (20 × 9 ÷ 10 = 18), and every accident pays a hedge.
 _MAX_OPERANDS = 6
+_MAX_OPTIONAL = 4  # subsets of the optional numbers are tried: bounded, whatever a 200-character clause holds
 
 
 def _reaches(nums: tuple[Fraction, ...], value: Fraction) -> bool:
@@ -259,4 +260,4 @@ def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
             optional.append(n)  # "因为她卖了6个鸡蛋，每个2元": 6 eggs at 2 yuan reach 12 yuan
     if not required:
         return False
-    return not _derives(value, required, optional)
+    return not _derives(value, required, optional[:_MAX_OPTIONAL])
