@@ -100,11 +100,11 @@ _CLAUSE_DOUBT = re.compile(
     r"约|大概|左右|可能|也许|或许|差不多|猜|\b(?:about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|"
     r"probably|possibly|likely|guess|somewhere|depending)\b|[~≈±∓…]|\\(?:pm|mp|approx|sim)\b|\.\.\."
 )
-# Where an explanation starts after a lone number: a parenthesis holding words, a comma, semicolon
-# or dash before a word, or a connective ("18 dollars, since ...", "$18 if she sells ...").
+# Where an explanation starts after a lone number: a parenthesis after a space ("72 (48 + 24)") or holding words,
+# a comma, semicolon, 、 or dash before a word, or a connective ("18 dollars, since ...", "$18 if she sells ...").
 # A comma before a number is not one ("71, 72" is a list).
 _CLAUSE_START = re.compile(
-    r"\s*\((?=[^()]*[^\W\d_])|\s*[,;、]\s*(?=[^\W\d_])|\s+[—–]\s*(?=[^\W\d_])|"
+    r"\s+\(|\s*\((?=[^()]*[^\W\d_])|\s*[,;、]\s*(?=[^\W\d_])|\s+[—–]\s*(?=[^\W\d_])|"
     r"\s+(?=(?:if|unless|when|since|because|as|which|that|so|assuming|given|provided|after|before|from|for|"
     r"not\s+counting|excluding|including|hence|thus|therefore|i\.e\.|e\.g\.)\b)|"
     r"\s*(?=因为|由于|如果|假如|假设|所以|因此|不算|不包括|不含|包括|其中)",

@@ -90,10 +90,11 @@ _UNIT_GROUPS: list[tuple[str, Fraction | None, str]] = [
     ("rub", Fraction(1), "₽ рубль рубля рублей"),
     ("clock", None, "am a.m. pm p.m. 点 時"),
     ("date", None, "月 号"),  # 4月: April, a date (3个月, three months, is a duration: the longest unit wins)
-    ("percent", Fraction(1, 100), "% percent per cent por ciento prozent pourcent процент процента процентов"),
+    ("percent", Fraction(1, 100), "% percent prozent pourcent процент процента процентов"),
     ("count", None, "个 個 只 本 张 条 件 位 名 人 颗 支 辆 棵 头 匹 枚 台 冊 杯 person people persons personas "
                     "personen personnes человек"),
 ]
+# One word each: a unit is read as the single word after a number ("per cent" would make "per" a unit).
 _UNITS: dict[str, list[tuple[str, Fraction | None]]] = {}
 for _dim, _size, _names in _UNIT_GROUPS:
     for _name in _names.split():
