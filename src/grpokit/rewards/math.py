@@ -132,9 +132,9 @@ _SUPERSCRIPT_DIGITS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "012345
 
 def _superscripts(m: re.Match) -> str:
     base, exp = m.group(1), m.group(2).translate(_SUPERSCRIPT_DIGITS)
-    if base and (base.isdigit() or base in ")}"):
-        return f"{base}^{{{exp}}}"
-    return base
+    if base and not (base.isdigit() or base in ")}"):
+        return base  # "m²": the unit's exponent, not a number of the answer
+    return f"{base}^{{{exp}}}"
 # What may surround a lone number and still leave it a lone number: words (units,
 # measure words, "x ="), currency, percent. Anything else (\sqrt, ^, +, ...) goes symbolic.
 _WORDY = re.compile(r"[\w\s%=:'’¥￥€£]*")
@@ -216,7 +216,7 @@ def _following_lines(region: str, end: int) -> str:
     out: list[str] = []
     for line in region[end:end + 2 * _MAX_ANSWER_CHARS].split("\n")[1:_FOLLOWING_LINES + 1]:
         line = line.strip()
-        if not line or line.startswith(("#", "<", "```")):
+        if not line or line.startswith(("#", "<|", "</", "<think", "```")):
             break
         out.append(line)
     return " ".join(out)[:_MAX_ANSWER_CHARS]
