@@ -162,8 +162,10 @@ def answer_candidates(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> 
 
 
 def _candidate_spans(text: str, markers: tuple[str, ...]) -> tuple[list[tuple[int, int, str]], str] | None:
-    """(start, end, value) of each final answer in the answer region; a `\boxed{}` outside an answer line keeps
-    what follows it on its line ("\boxed{12}, though 13 is possible"), up to the next answer."""
+    """(start, end, value) of each final answer in the answer region; a `\\boxed{}` outside an answer line keeps
+    what follows it on its line ("\\boxed{12}, though 13 is possible"), up to the next answer: as the rest of the
+    line for a number (its unit: "\\boxed{12} hours, i.e. 720 minutes"), after a "\\n" for an expression, whose
+    words are no part of it ("\\boxed{2\\sqrt{3}} square units")."""
     region = answer_region(text)
     if region is None:
         return None
@@ -177,16 +179,19 @@ def _candidate_spans(text: str, markers: tuple[str, ...]) -> tuple[list[tuple[in
         close = region.find("{", s) + len(v) + 2  # after the box's closing brace
         eol = region.find("\n", close)
         stop = min([len(region) if eol < 0 else eol] + [a for a in starts if a > s])
-        rest = region[close:stop][: max(0, _MAX_ANSWER_CHARS - len(v) - 8)]  # the value stays within the bound
-        spans.append((s, stop, f"\\boxed{{{v}}}{rest.rstrip()}"))
+        rest = region[close:stop][: max(0, _MAX_ANSWER_CHARS - len(v) - 8)].rstrip()  # within the bound
+        sep = "" if parse_number(v) is not None or not rest.strip(_TRAILING_PUNCT + "$") else "\n"
+        spans.append((s, stop, f"\\boxed{{{v}}}{sep}{rest}"))
     return sorted(spans), region
 
 
 def extract_final_answer(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> str | None:
     """The completion's final answer, or None when there is none or its answers disagree.
 
-    The lines right after the final answer (the same paragraph) come with it after a "\n": they are part of the
-    answer (`classify_answer` reads them), so "Final answer: 12" + "Though 13 is also possible." is not 12."""
+    The lines right after the final answer (the same paragraph) come with it after a "\\n": they are part of the
+    answer (`classify_answer` reads them), so "Final answer: 12" + "Though 13 is also possible." is not 12. An
+    earlier answer that agrees but hedges ("\\boxed{12}, though 13 is possible" before "Final answer: 12") is
+    the one returned, so that its hedge counts."""
     answer, _reason = _single_answer(text, tuple(markers))
     return answer
 
@@ -205,7 +210,9 @@ def _single_answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str
     if len(keys) > 1:
         return None, "several_answers"
     after = _following_lines(region, spans[-1][1])
-    return candidates[-1].strip() + (f"\n{after}" if after else ""), ""
+    last = candidates[-1].strip()
+    last = last + ("\n" if "\n" not in last else " ") + after if after else last
+    return next((c.strip() for c in candidates[:-1] if classify_answer(c)), last), ""
 
 
 _FOLLOWING_LINES = 3  # an answer's own explanation is a line or two; a new section starts after a blank line
@@ -268,10 +275,24 @@ def _clause_hedges(head: str, clause: str) -> bool:
     value forward: a number that is not the value restated, converted or derived (math_clauses, by shape)."""
     if not clause:
         return False
-    clause = _clean(clause).lower()
+    cleaned = _clean(clause)
+    clause = cleaned.lower()
     if _CLAUSE_DOUBT.search(clause):
         return True
-    return offers_another(_numeric_text(head), parse_number(head), _numeric_text(clause))
+    value = parse_number(head)
+    if not offers_another(_numeric_text(head), value, _numeric_text(clause)):
+        return False
+    return value is not None or not _restates(head, cleaned)
+
+
+_WORD = re.compile(r"(?<![\\\w])[^\W\d_]{2,}(?!\w)|(?<![\\\w])[^\W\d_]\.")  # words, "i." "e.", not \sqrt
+
+
+def _restates(head: str, clause: str) -> bool:
+    """An expression answer restated in another form after it ("\\boxed{2\\sqrt{3}}, i.e. \\sqrt{12}"): the
+    clause without its words is one expression math-verify finds equal to the answer."""
+    rest = _WORD.sub(" ", clause).strip(_TRAILING_PUNCT + "()")
+    return bool(rest) and symbolic_equal(rest, head)
 
 
 @functools.lru_cache(maxsize=65_536)  # called several times per answer; answers repeat across a group
@@ -336,7 +357,7 @@ def _lone_number(t: str) -> Fraction | None:
 def classify_answer(value: str) -> str:
     """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers.
 
-    `value` is an answer line's value, optionally followed by "\n" and the lines after it (`extract_final_answer`
+    `value` is an answer line's value, optionally followed by "\\n" and the lines after it (`extract_final_answer`
     gives them): they are read as the rest of the answer, so they may explain it but not offer another one."""
     value, _, after = value.partition("\n")
     if len(value) > _MAX_ANSWER_CHARS:  # first: a 100k-char answer line is not normalised (nor cached)
