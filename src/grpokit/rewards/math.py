@@ -123,6 +123,7 @@ _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}\s*\{\s*(\d+(?:\.\
 _FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")  # \frac12
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d])")
 _TRAILING_PUNCT = " \t.。!！,，;；:：、?？"
+_DOLLAR_AMOUNT = re.compile(r"\$\s*\d")  # "$12" (LaTeX's "$12$" reads the same: harmless, both are 12)
 # Superscript digits: NFKC would make "4²" the number 42; it is 4 to the power 2. After a letter they are a unit's
 # exponent ("12 m²"), dropped with it.
 _SUPERSCRIPT = re.compile(r"([\w)}]?)([⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+)")
@@ -369,11 +370,13 @@ def classify_answer(value: str) -> str:
     if _REFUSAL.search(whole.lower()) or (after and _REFUSAL.search(_clean(after).lower())):
         return "refusal"  # refusals anywhere in the answer, explanations and equations included
     head, clause = _split_clause(whole)  # hedges anywhere too, but an explanation may say "if" and "not"
-    if _HEDGE.search(head.lower()) or _RANGE.search(cleaned) or _clause_hedges(cleaned, clause):
+    # The value with its currency sign, which cleaning drops with LaTeX's "$": "$12, i.e. 1200 cents".
+    unit_head = f"${cleaned}" if _DOLLAR_AMOUNT.search(value) and "$" not in cleaned else cleaned
+    if _HEDGE.search(head.lower()) or _RANGE.search(cleaned) or _clause_hedges(unit_head, clause):
         return "hedge"
     if _several_numbers(_numeric_form(value)):
         return "several_answers"
-    if after and _clause_hedges(cleaned, after):
+    if after and _clause_hedges(unit_head, after):
         return "hedge"  # "Final answer: 12" then "Though 13 is also possible."
     return ""
 

@@ -14,9 +14,10 @@ convert it and explain it, but every number in the clause must be accounted for 
   9个鸡蛋": yuan against a count; "7 hours (from 9 am to 4 pm)": a duration against clock times);
 - a worked calculation: the operands of a true equation ("since 9 × 2 = 18"); its result, like the value of an
   expression, is a number stated and is accounted for as any other ("since 16 - 3 - 4 = 9 eggs" states 9);
-- a derivation: the remaining numbers reach the value, two by one of + − × ÷, more as a sum or a product ("12, which is 3 more than 9",
-  "18 dollars, since she sells 9 eggs at $2 each", "72 clips (48 in April and 24 in May)", "because 16 - 3 - 4 =
-  9 eggs sell at $2"); quantities of another dimension may join in ("因为她卖了6个鸡蛋，每个2元").
+- a derivation: the remaining numbers reach the value, two by one of + − × ÷, more as a sum or a product ("12,
+  which is 3 more than 9", "18 dollars, since she sells 9 eggs at $2 each", "72 clips (48 in April and 24 in
+  May)", "because 16 - 3 - 4 = 9 eggs sell at $2"); quantities of another dimension may join in
+  ("因为她卖了6个鸡蛋，每个2元").
 
 Any other number is a second candidate, whatever words surround it: "though 13 is possible", "that is 13",
 "aunque 13 también es posible", "obwohl 13 auch möglich ist", "不过13也说得通", "13 + 0 is also possible" (an
@@ -238,19 +239,20 @@ def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
         start, end = c.start(), c.end()
         if not NUMBER_TOKEN.search(text):
             continue
-        sign = -1 if re.search(r"(?:^|[^\w)])-\s*$", clause[:start]) else 1  # "though -9"
+        negative = bool(re.search(r"(?:^|[^\w)])-\s*$", clause[:start]))  # "though -9", "-3 + 16"
         if _OPERATOR.search(text.strip()):
             # A true equation's operands derive its result; an expression or a false equation stands for its last
             # side ("13 + 0" is 13). Either way that result is a quantity stated, accounted for like any number.
-            sides = [_evaluate(_balanced(s)) for s in text.split("=")]
-            n = sides[-1]
+            sides = text.split("=")
+            if negative:
+                sides[0] = "-" + sides[0]
+            n = _evaluate(_balanced(sides[-1])) if "=" in text else _evaluate(_balanced(sides[0]))
             if n is None:
                 return True  # not arithmetic that can be checked: it stands unexplained
             last = text.rsplit("=", 1)[-1]
             start = end - len(last.lstrip())
         else:
-            n = Fraction(NUMBER_TOKEN.search(text).group(0).replace(" ", ""))
-        n *= sign
+            n = Fraction(NUMBER_TOKEN.search(text).group(0).replace(" ", "")) * (-1 if negative else 1)
         unit = unit_at(clause, start, end)
         if any(d == "clock" for d, _ in unit) and re.match(r"\s*p\.?m", clause[end:end + 6], re.IGNORECASE):
             n = n % 12 + 12  # 4 pm is hour 16 of the day: "from 9 am to 4 pm" is 7 hours
