@@ -210,19 +210,24 @@ def _single_answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str
     keys = {_candidate_key(c) for c in candidates}
     if len(keys) > 1:
         return None, "several_answers"
-    after = _following_lines(region, spans[-1][1])
-    last = candidates[-1].strip()
-    last = last + ("\n" if "\n" not in last else " ") + after if after else last
-    return next((c.strip() for c in candidates[:-1] if classify_answer(c)), last), ""
+    # Each answer with the lines after it, up to the next answer: a hedge between two answer lines that agree
+    # ("Final answer: 12" / "Though 13 is also possible." / "Final answer: 12") counts too.
+    full = []
+    for i, (_, end, value) in enumerate(spans):
+        after = _following_lines(region, end, spans[i + 1][0] if i + 1 < len(spans) else len(region))
+        value = value.strip()
+        full.append(value + ("\n" if "\n" not in value else " ") + after if after else value)
+    return next((c for c in full[:-1] if classify_answer(c)), full[-1]), ""
 
 
 _FOLLOWING_LINES = 3  # an answer's own explanation is a line or two; a new section starts after a blank line
 
 
-def _following_lines(region: str, end: int) -> str:
-    """The lines after the final answer, up to a blank line, a heading or markup (a new section), bounded."""
+def _following_lines(region: str, end: int, limit: int) -> str:
+    """The lines after an answer that ends at `end`, before `limit` (the next answer), up to a blank line, a
+    heading, a chat tag or a fence (a new section), bounded."""
     out: list[str] = []
-    for line in region[end:end + 2 * _MAX_ANSWER_CHARS].split("\n")[1:_FOLLOWING_LINES + 1]:
+    for line in region[end:min(limit, end + 2 * _MAX_ANSWER_CHARS)].split("\n")[1:_FOLLOWING_LINES + 1]:
         line = line.strip()
         if not line or line.startswith(("#", "<|", "</", "<think", "```")):
             break
