@@ -123,6 +123,8 @@ _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}\s*\{\s*(\d+(?:\.\
 _FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")  # \frac12
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d])")
 _TRAILING_PUNCT = " \t.。!！,，;；:：、?？"
+# Markdown emphasis "*13*" is text, not "× 13 ×" for math-verify to parse around ("12 *(13 also works)*" paid).
+_EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])")
 _DOLLAR_AMOUNT = re.compile(r"\$\s*\d")  # "$12" (LaTeX's "$12$" reads the same: harmless, both are 12)
 # Superscript digits: NFKC would make "4²" the number 42; it is 4 to the power 2. After a letter they are a unit's
 # exponent ("12 m²"), dropped with it.
@@ -312,6 +314,7 @@ def _clean(value: str) -> str:
         if inner:
             t = inner[0][1] + t[t.index("{") + len(inner[0][1]) + 2:]
     t = _DEGREE.sub("", t)
+    t = _EMPHASIS.sub(r" \1 ", t) if "*" in t else t
     t = _LATEX_WRAPPERS.sub(r" \1", t)
     t = t.replace("\\%", "%")
     t = _LATEX_NOISE.sub(" ", t)
