@@ -277,3 +277,24 @@ def test_audit_tricks_with_an_explanation_earn_nothing(row, explanation):
     assert score_math(explain(r.honest(r.num(1))), row["answer"]) == 0.0
     scored = {name: score_math(explain(t.build(r)), row["answer"]) for name, t in TRICKS.items() if t.build(r) is not None}
     assert scored and {name: s for name, s in scored.items() if s} == {}
+
+
+# math-verify reads what it can of an expression and may skip the rest: compared with a number, an answer goes to
+# it only when it reads all of it, so a second number behind LaTeX it skips is no hidden hedge (issue 34).
+_SKIPPED_BY_MATH_VERIFY = [" \\overline{", " \\underline{", " \\color{red}{", " \\phantom{", " \\tag{", " \\label{",
+                           " \\hbox{", " \\mathrm{", " \\pmod{", " \\to ", " \\Rightarrow ", " \\implies ", " \\vee ",
+                           " \\mid ", " \\| ", " \\dots ", " · ", " ⋯ ", " \u200b", " \\hspace{1em} ", "{", "}"]
+
+
+@pytest.mark.parametrize("sep", _SKIPPED_BY_MATH_VERIFY)
+def test_a_second_number_behind_latex_math_verify_skips_earns_nothing(sep):
+    for tail in ("13", "13}", "(13)", "13 is also possible"):
+        assert score_math(R + f"Final answer: 12{sep}{tail}", "12") == 0.0, tail
+
+
+@pytest.mark.parametrize("gold,value", [("18元", 18), ("26厘米", 26), ("1,225 stamps", 1225), ("1/2", 0.5), ("-3", -3),
+                                        ("0.5", 0.5), ("$4", 4), ("10 cups", 10), ("$3.50", 3.5), ("2,125", 2125)])
+def test_gold_answers_the_parser_accepts_keep_their_value(gold, value):
+    # data check reads gold answers with parse_gold + parse_number: the rule of shape for hedges must not move them
+    from grpokit.rewards.math import parse_number
+    assert parse_number(parse_gold(gold)) == value

@@ -101,10 +101,10 @@ _CLAUSE_DOUBT = re.compile(
     r"probably|possibly|likely|guess|somewhere|depending)\b|[~≈±∓…]|\\(?:pm|mp|approx|sim)\b|\.\.\."
 )
 # Where an explanation starts after a lone number: a parenthesis after a space ("72 (48 + 24)") or holding words,
-# a comma, semicolon, 、 or dash before a word, or a connective ("18 dollars, since ...", "$18 if she sells ...").
+# a comma, semicolon, 、, full stop or dash before a word ("$18. I hope it is correct."), or a connective ("18 dollars, since ...", "$18 if she sells ...").
 # A comma before a number is not one ("71, 72" is a list).
 _CLAUSE_START = re.compile(
-    r"\s+\(|\s*\((?=[^()]*[^\W\d_])|\s*[,;、]\s*(?=[^\W\d_])|\s+[—–]\s*(?=[^\W\d_])|"
+    r"\s+\(|\s*\((?=[^()]*[^\W\d_])|\s*[,;、]\s*(?=[^\W\d_])|[.。!！]\s*(?=[^\W\d_])|\s+[—–]\s*(?=[^\W\d_])|"
     r"\s+(?=(?:if|unless|when|since|because|as|which|that|so|assuming|given|provided|after|before|from|for|"
     r"not\s+counting|excluding|including|hence|thus|therefore|i\.e\.|e\.g\.)\b)|"
     r"\s*(?=因为|由于|如果|假如|假设|所以|因此|不算|不包括|不含|包括|其中)",
@@ -446,7 +446,21 @@ def _compare(predicted: str | None, gold: str) -> str:
     pred_number = parse_number(predicted)
     if gold_number is not None and pred_number is not None:
         return "correct" if pred_number == gold_number else "wrong"
+    if gold_number is not None and not _plain_math(pred_text):
+        return "wrong"  # math-verify would read a part of it: "12 \\overline{13}", "12 \\to (13)" are not 12
     return "correct" if symbolic_equal(pred_text, gold_text) else "wrong"
+
+
+# An expression compared with a number goes to math-verify only when math-verify reads all of it: digits,
+# operators, brackets, single-letter variables and these commands. Anything else (\overline, \color, \tag,
+# \to, "·", "⋯", words) math-verify may skip, keeping one number of several.
+_MATH_COMMANDS = re.compile(r"\\(?:[dt]?frac|sqrt|cdot|times|div|pi|left|right)(?![a-zA-Z])")
+_PLAIN_MATH = re.compile(r"(?:[\d\s.+\-*/^(){}\[\]=,]|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z]))*")
+
+
+def _plain_math(text: str) -> bool:
+    balanced = all(text.count(a) == text.count(b) for a, b in ("()", "{}", "[]"))
+    return balanced and bool(_PLAIN_MATH.fullmatch(_MATH_COMMANDS.sub(" ", text)))
 
 
 def check_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAULT_MARKERS) -> MathVerdict:
