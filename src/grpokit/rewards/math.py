@@ -33,7 +33,9 @@ Covered:
   including `38-40`, "about 39", "not 39"), doubt after it ("18, maybe less", "18 (approximately)"), or a
   number that only contains or is contained in the gold one (390 or 3 for 39: numbers are whole tokens);
 - superscripts are powers: "4²" is 16, never 42 (NFKC alone would read "42"); after a letter ("12 m²") they
-  belong to the unit.
+  belong to the unit; markdown emphasis is text ("12 *(13 also works)*");
+- an expression compared with a number answer goes to math-verify only when math-verify reads all of it
+  (`_plain_math`): it would read 12 from "12 \\overline{13}" or "12 \\to (13)" and skip the rest.
 
 Bounded time and thread safety: the completion is scanned linearly, at most
 `_MAX_CANDIDATES` answers are looked at, an answer longer than
