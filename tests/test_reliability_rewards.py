@@ -176,9 +176,19 @@ HEDGES = [
 EXPLANATIONS = [
     "7 (not counting the eggs she eats)", "7 in total", "7 dollars", "7 clips (3 in April and 4 in May)",
     "7 dollars, since she sells 9 eggs at $2 each", "7 — since 3 + 4 = 7", "7元，因为她每天卖9个鸡蛋",
-    "7, since she also eats 3",  # "also" inside a reason
+    "7, since she also eats 10 - 3",  # a reason with a calculation that reaches the value
     "7 hours (from 9 am to 4 pm)",
 ]
+
+
+# What shape cannot tell from a second candidate, read the conservative way (grpokit.rewards.math_clauses): a
+# premise named by a bare number has the shape of "7, since 3 is also possible".
+UNDECIDABLE = ["7, since she also eats 3", "18 dollars, since she sells 9 eggs"]
+
+
+@pytest.mark.parametrize("line", UNDECIDABLE)
+def test_a_premise_with_a_bare_number_reads_as_a_second_candidate(line):
+    assert check_math("Step one.\nFinal answer: " + line, line.split()[0].strip(",")).reason == "hedge"
 
 
 @pytest.mark.parametrize("line", HEDGES)

@@ -111,13 +111,16 @@ CASES = [
     (R + "Final answer: 18, which is what she makes every day", "18", 1.0, "correct"),  # relative clause
     (R + "Final answer: $18 if she sells all 9 remaining eggs at $2", "18", 1.0, "correct"),  # condition with numbers
     (R + "Final answer: 18 — since 9 × 2 = 18", "18", 1.0, "correct"),  # dash, worked equation as the reason
-    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs", "18", 1.0, "correct"),  # arithmetic is not a range
+    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs at $2", "18", 1.0, "correct"),  # arithmetic, no range
+    (R + "Final answer: 18 dollars because 16 - 3 - 4 = 9 eggs", "18", 0.0, "hedge"),  # 9 stated, not derived
     (Z + "最终答案：18元，因为她每天卖9个鸡蛋", "18", 1.0, "correct"),  # 因为 after a full-width comma
     (Z + "最终答案：18元（不算她吃掉的鸡蛋）", "18", 1.0, "correct"),  # full-width parenthesis, 不算
     (Z + "最终答案：18元，如果她卖掉剩下的鸡蛋", "18", 1.0, "correct"),  # 如果: a condition with no value
-    (R + "It is \\boxed{18}.\nFinal answer: 18 dollars, since she sells 9 eggs", "18", 1.0, "correct"),  # agree
-    (R + "Final answer: 17 (since 16 + 2 = 18)", "18", 0.0, "wrong"),  # the gold hidden in a reason earns nothing
-    (R + "Final answer: 17 dollars, so 18 in total", "18", 0.0, "wrong"),  # ... nor in a consequence
+    (R + "It is \\boxed{18}.\nFinal answer: 18 dollars, since she sells 9 eggs at $2", "18", 1.0, "correct"),  # agree
+    # a premise with a bare number or an unknown unit has the shape of a second candidate: refused (math_clauses)
+    (R + "Final answer: 18 dollars, since she sells 9 eggs", "18", 0.0, "hedge"),
+    (R + "Final answer: 17 (since 16 + 2 = 18)", "18", 0.0, "hedge"),  # the gold hidden in a reason earns nothing
+    (R + "Final answer: 17 dollars, so 18 in total", "18", 0.0, "hedge"),  # ... nor in a consequence (a 2nd value)
     # --- ... but an explanation may not hedge
     (R + "Final answer: 18 (or 19 if she sells one more)", "18", 0.0, "hedge"),  # "or" in a note
     (R + "Final answer: 18 (19 if rounded up)", "18", 0.0, "hedge"),  # a conditional second value
@@ -274,3 +277,24 @@ def test_audit_tricks_with_an_explanation_earn_nothing(row, explanation):
     assert score_math(explain(r.honest(r.num(1))), row["answer"]) == 0.0
     scored = {name: score_math(explain(t.build(r)), row["answer"]) for name, t in TRICKS.items() if t.build(r) is not None}
     assert scored and {name: s for name, s in scored.items() if s} == {}
+
+
+# math-verify reads what it can of an expression and may skip the rest: compared with a number, an answer goes to
+# it only when it reads all of it, so a second number behind LaTeX it skips is no hidden hedge (issue 34).
+_SKIPPED_BY_MATH_VERIFY = [" \\overline{", " \\underline{", " \\color{red}{", " \\phantom{", " \\tag{", " \\label{",
+                           " \\hbox{", " \\mathrm{", " \\pmod{", " \\to ", " \\Rightarrow ", " \\implies ", " \\vee ",
+                           " \\mid ", " \\| ", " \\dots ", " · ", " ⋯ ", " \u200b", " \\hspace{1em} ", "{", "}"]
+
+
+@pytest.mark.parametrize("sep", _SKIPPED_BY_MATH_VERIFY)
+def test_a_second_number_behind_latex_math_verify_skips_earns_nothing(sep):
+    for tail in ("13", "13}", "(13)", "13 is also possible"):
+        assert score_math(R + f"Final answer: 12{sep}{tail}", "12") == 0.0, tail
+
+
+@pytest.mark.parametrize("gold,value", [("18元", 18), ("26厘米", 26), ("1,225 stamps", 1225), ("1/2", 0.5), ("-3", -3),
+                                        ("0.5", 0.5), ("$4", 4), ("10 cups", 10), ("$3.50", 3.5), ("2,125", 2125)])
+def test_gold_answers_the_parser_accepts_keep_their_value(gold, value):
+    # data check reads gold answers with parse_gold + parse_number: the rule of shape for hedges must not move them
+    from grpokit.rewards.math import parse_number
+    assert parse_number(parse_gold(gold)) == value

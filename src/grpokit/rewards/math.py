@@ -18,16 +18,24 @@ Covered:
   sets, expressions) through math-verify;
 - an explanation after a lone number is not part of the value, as with
   math-verify alone: "18 (not counting the eggs she eats)", "$18 if she sells
-  all the remaining eggs", "18 dollars, since ...", "18元，因为..." all state 18;
-- no credit for refusals (不知道, I don't know ...), hedges (`38 或 39`,
-  `38, 39`, ranges including `38-40`, "about 39", "not 39", and in an
-  explanation "or", "maybe", "otherwise", a conditional second value such as
-  "39 (40 if rounded up)", and another number offered however it is worded:
-  "39, though 40 is also possible", "39 (also 40)", "39，不过40也说得通" (see
-  math_clauses; the audit tries this family, grpokit.audit.tricks.HEDGE_CLAUSES),
-  or a number that only contains or is contained in the gold one (390 or 3 for
-  39: numbers are whole tokens). Numbers in a reason or a calculation are not
-  second answers ("18, since she sells 9 eggs at $2", "18 — since 9 × 2 = 18").
+  all the remaining eggs", "18 dollars, since she sells 9 eggs at $2", "18元，因为..." all state 18;
+- a final answer is ONE value, optionally its unit, conversions of it and an explanation: what follows the
+  value on its line, what follows a `\\boxed{}` on its line, and the lines right after the answer line (same
+  paragraph, up to 3) may restate, convert or derive the value but not offer another one. Every number there
+  must be the value, the value in another unit ("12 hours, i.e. 720 minutes"), a quantity of another known
+  dimension ("18元，因为她每天卖9个鸡蛋"), part of a true equation ("18 — since 9 × 2 = 18") or an operand of a
+  derivation that reaches the value ("12, which is 3 more than 9"); any other number is a second candidate
+  and scores 0 ("hedge") in any language, whatever the words ("12, though 13 is possible", "12, that is 13",
+  "12, aunque 13 también es posible", "12 (13 for 2 people)", "Final answer: 12" + "Though 13 is also
+  possible."): math_clauses, by shape, no list of concession words (the audit tries this family,
+  grpokit.audit.tricks.HEDGE_CLAUSES);
+- no credit for refusals (不知道, I don't know ...), hedges in the value itself (`38 或 39`, `38, 39`, ranges
+  including `38-40`, "about 39", "not 39"), doubt after it ("18, maybe less", "18 (approximately)"), or a
+  number that only contains or is contained in the gold one (390 or 3 for 39: numbers are whole tokens);
+- superscripts are powers: "4²" is 16, never 42 (NFKC alone would read "42"); after a letter ("12 m²") they
+  belong to the unit; markdown emphasis is text ("12 *(13 also works)*");
+- an expression compared with a number answer goes to math-verify only when math-verify reads all of it
+  (`_plain_math`): it would read 12 from "12 \\overline{13}" or "12 \\to (13)" and skip the rest.
 
 Bounded time and thread safety: the completion is scanned linearly, at most
 `_MAX_CANDIDATES` answers are looked at, an answer longer than
@@ -36,14 +44,13 @@ timeout disabled (it only works in the main thread) on screened input only
 (`_symbolic_safe`: short, no exponent towers or huge factorials, which are
 what can make sympy run for minutes).
 
-Not covered: answers given only in words ("thirty-nine"), unit conversion
-(2 hours vs 120 minutes), percent vs fraction (50% vs 0.5), mixed numbers
-("1 1/2"), answers with no marker and no \\boxed, a second value in a condition
-with no punctuation, "or" or second condition before it ("39 if rounded down
-and 40 up" reads as 39; only the first number is compared, so it earns what
-"39" alone earns), a second candidate in words ("39, though forty is possible");
-"18, but she eats 3" reads as a hedge (the conservative reading: a reward that
-pays a hedge teaches hedging).
+Not covered: answers given only in words ("thirty-nine"), unit conversion between the answer and the gold
+one (2 hours vs 120 minutes), percent vs fraction (50% vs 0.5), mixed numbers ("1 1/2"), answers with no marker
+and no \\boxed, a second value in a condition with no punctuation ("39 if rounded down and 40 up" reads as 39;
+only the first number is compared, so it earns what "39" alone earns), a second candidate in words ("39,
+though forty is possible"), and what math_clauses lists as undecidable by shape: a premise named by a bare
+number ("7, since she also eats 3") reads as a hedge (the conservative reading: a reward that pays a hedge
+teaches hedging).
 """
 from __future__ import annotations
 
@@ -53,7 +60,7 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-# A second candidate offered in an explanation ("18, though 19 is also possible"): math_clauses.py
+# A second candidate offered after the value, decided by shape ("18, though 19 is also possible"): math_clauses.py
 from grpokit.rewards.math_clauses import NUMBER_TOKEN, offers_another
 # math-verify (sympy) for symbolic answers, screened and bounded: math_symbolic.py
 from grpokit.rewards.math_symbolic import symbolic_equal, symbolic_parse
@@ -88,22 +95,23 @@ _UNCERTAIN = (
 # stand in an explanation after a lone number ("18 (not counting the eggs she eats)").
 _QUALIFYING = r"不是|如果|若|以上|以下|\b(?:not|if|unless)\b"
 _HEDGE = re.compile(f"{_UNCERTAIN}|{_QUALIFYING}")
-_CLAUSE_HEDGE = re.compile(_UNCERTAIN)
-# Where an explanation starts after a lone number: a parenthesis holding words, a comma, semicolon
-# or dash before a word, or a connective ("18 dollars, since ...", "$18 if she sells ...").
+# After the value, a second candidate is judged by shape (math_clauses.offers_another), not by words: "or",
+# "more than", "between" may explain ("12 hours, or 720 minutes"; "3 more than 9"). Only words of doubt about the
+# value itself stay, for the explanations that name no number ("18, maybe less", "18 (approximately)").
+_CLAUSE_DOUBT = re.compile(
+    r"约|大概|左右|可能|也许|或许|差不多|猜|\b(?:about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|"
+    r"probably|possibly|likely|guess|somewhere|depending)\b|[~≈±∓…]|\\(?:pm|mp|approx|sim)\b|\.\.\."
+)
+# Where an explanation starts after a lone number: a parenthesis after a space ("72 (48 + 24)") or holding words,
+# a comma, semicolon, 、, full stop or dash before a word ("$18. I hope it is correct."), or a connective ("18 dollars, since ...", "$18 if she sells ...").
 # A comma before a number is not one ("71, 72" is a list).
 _CLAUSE_START = re.compile(
-    r"\s*\((?=[^()]*[^\W\d_])|\s*[,;]\s*(?=[^\W\d_]{2,}|[\u4e00-\u9fff])|\s+[—–]\s*(?=[^\W\d_])|"
+    r"\s+\(|\s*\((?=[^()]*[^\W\d_])|\s*[,;、]\s*(?=[^\W\d_])|[.。!！]\s*(?=[^\W\d_])|\s+[—–]\s*(?=[^\W\d_])|"
     r"\s+(?=(?:if|unless|when|since|because|as|which|that|so|assuming|given|provided|after|before|from|for|"
     r"not\s+counting|excluding|including|hence|thus|therefore|i\.e\.|e\.g\.)\b)|"
     r"\s*(?=因为|由于|如果|假如|假设|所以|因此|不算|不包括|不含|包括|其中)",
     re.IGNORECASE,
 )
-# Inside an explanation, a condition with a value of its own is a second answer ("(73 if rounded
-# up)", "if rounded up, 73"), and so are two conditions ("18 if ..., 20 if ...") or "not 19".
-_CONDITION = re.compile(r"\b(?:if|unless|when|whenever|assuming|provided)\b|如果|假如|假设|若", re.IGNORECASE)
-_VALUE_AFTER_PUNCT = re.compile(r"(?:^|[(\[,;:])\s*[-+$¥￥€£]?\s*\d")
-_NEGATED_NUMBER = re.compile(r"\bnot\s+[-+$¥￥€£]?\s*\d|不是\s*\d", re.IGNORECASE)
 # "38-40": a bare number minus a bare number is read as a range, not as unsimplified arithmetic
 # (checked on the final side of an equation chain, so "16 - 3 - 4 = 9" is still the answer 9).
 _RANGE = re.compile(r"(?<![\w.^{])\d+(?:\.\d+)?\s*-\s*\d+(?:\.\d+)?(?![\w.^}])")
@@ -117,6 +125,21 @@ _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}\s*\{\s*(\d+(?:\.\
 _FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")  # \frac12
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d])")
 _TRAILING_PUNCT = " \t.。!！,，;；:：、?？"
+# Markdown emphasis "*13*" is text, not "× 13 ×" for math-verify to parse around ("12 *(13 also works)*" paid).
+_EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])")
+_DOLLAR_AMOUNT = re.compile(r"\$\s*\d")  # "$12" (LaTeX's "$12$" reads the same: harmless, both are 12)
+# Superscript digits: NFKC would make "4²" the number 42; it is 4 to the power 2. After a letter they are a unit's
+# exponent ("12 m²"), dropped with it.
+_SUPERSCRIPT = re.compile(r"([\w)}]?)([⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+)")
+_HAS_SUPERSCRIPT = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]")
+_SUPERSCRIPT_DIGITS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+
+
+def _superscripts(m: re.Match) -> str:
+    base, exp = m.group(1), m.group(2).translate(_SUPERSCRIPT_DIGITS)
+    if base and not (base.isdigit() or base in ")}"):
+        return base  # "m²": the unit's exponent, not a number of the answer
+    return f"{base}^{{{exp}}}"
 # What may surround a lone number and still leave it a lone number: words (units,
 # measure words, "x ="), currency, percent. Anything else (\sqrt, ^, +, ...) goes symbolic.
 _WORDY = re.compile(r"[\w\s%=:'’¥￥€£]*")
@@ -139,6 +162,15 @@ class MathVerdict:
 
 def answer_candidates(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> list[str] | None:
     """Every final answer the completion states, in order; None for an unclosed `<think>`."""
+    found = _candidate_spans(text, markers)
+    return None if found is None else [v for _, _, v in found[0]]
+
+
+def _candidate_spans(text: str, markers: tuple[str, ...]) -> tuple[list[tuple[int, int, str]], str] | None:
+    """(start, end, value) of each final answer in the answer region; a `\\boxed{}` outside an answer line keeps
+    what follows it on its line ("\\boxed{12}, though 13 is possible"), up to the next answer: as the rest of the
+    line for a number (its unit: "\\boxed{12} hours, i.e. 720 minutes"), after a "\\n" for an expression, whose
+    words are no part of it ("\\boxed{2\\sqrt{3}} square units")."""
     region = answer_region(text)
     if region is None:
         return None
@@ -146,20 +178,35 @@ def answer_candidates(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> 
     boxed = boxed_values(region, _MAX_CANDIDATES - len(lines))
     # A \boxed inside an answer line is that line's value, not a second answer.
     boxed = [(s, v) for s, v in boxed if not any(a <= s < b for a, b, _ in lines)]
-    found = sorted([(a, v) for a, _, v in lines] + boxed)
-    return [v for _, v in found]
+    starts = sorted([a for a, _, _ in lines] + [s for s, _ in boxed])
+    spans = [(a, b, v) for a, b, v in lines]
+    for s, v in boxed:
+        close = region.find("{", s) + len(v) + 2  # after the box's closing brace
+        eol = region.find("\n", close)
+        stop = min([len(region) if eol < 0 else eol] + [a for a in starts if a > s])
+        rest = region[close:stop][: max(0, _MAX_ANSWER_CHARS - len(v) - 8)].rstrip()  # within the bound
+        sep = "" if parse_number(v) is not None or not rest.strip(_TRAILING_PUNCT + "$") else "\n"
+        spans.append((s, stop, f"\\boxed{{{v}}}{sep}{rest}"))
+    return sorted(spans), region
 
 
 def extract_final_answer(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> str | None:
-    """The completion's final answer, or None when there is none or its answers disagree."""
+    """The completion's final answer, or None when there is none or its answers disagree.
+
+    The lines right after the final answer (the same paragraph) come with it after a "\\n": they are part of the
+    answer (`classify_answer` reads them), so "Final answer: 12" + "Though 13 is also possible." is not 12. An
+    earlier answer that agrees but hedges ("\\boxed{12}, though 13 is possible" before "Final answer: 12") is
+    the one returned, so that its hedge counts."""
     answer, _reason = _single_answer(text, tuple(markers))
     return answer
 
 
 def _single_answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str]:
-    candidates = answer_candidates(text, markers)
-    if candidates is None:
+    found = _candidate_spans(text, markers)
+    if found is None:
         return None, "unclosed_think"
+    spans, region = found
+    candidates = [v for _, _, v in spans]
     if not candidates:
         return None, "no_answer"
     if len(candidates) > _MAX_CANDIDATES:
@@ -167,10 +214,33 @@ def _single_answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str
     keys = {_candidate_key(c) for c in candidates}
     if len(keys) > 1:
         return None, "several_answers"
-    return candidates[-1].strip(), ""
+    # Each answer with the lines after it, up to the next answer: a hedge between two answer lines that agree
+    # ("Final answer: 12" / "Though 13 is also possible." / "Final answer: 12") counts too.
+    full = []
+    for i, (_, end, value) in enumerate(spans):
+        after = _following_lines(region, end, spans[i + 1][0] if i + 1 < len(spans) else len(region))
+        value = value.strip()
+        full.append(value + ("\n" if "\n" not in value else " ") + after if after else value)
+    return next((c for c in full[:-1] if classify_answer(c)), full[-1]), ""
+
+
+_FOLLOWING_LINES = 3  # an answer's own explanation is a line or two; a new section starts after a blank line
+
+
+def _following_lines(region: str, end: int, limit: int) -> str:
+    """The lines after an answer that ends at `end`, before `limit` (the next answer), up to a blank line, a
+    heading, a chat tag or a fence (a new section), bounded."""
+    out: list[str] = []
+    for line in region[end:min(limit, end + 2 * _MAX_ANSWER_CHARS)].split("\n")[1:_FOLLOWING_LINES + 1]:
+        line = line.strip()
+        if not line or line.startswith(("#", "<|", "</", "<think", "```")):
+            break
+        out.append(line)
+    return " ".join(out)[:_MAX_ANSWER_CHARS]
 
 
 def _candidate_key(value: str) -> object:
+    value = value.partition("\n")[0]
     number = parse_number(value)
     return number if number is not None else clean_answer(value).lower()
 
@@ -210,33 +280,43 @@ def _split_clause(t: str) -> tuple[str, str]:
     return head, t[m.end():]
 
 
-def _clause_hedges(clause: str, value: Fraction | None) -> bool:
-    """True when an explanation after the value carries doubt or a second answer (see `_CONDITION`)."""
+def _clause_hedges(head: str, clause: str) -> bool:
+    """True when what follows the value `head` (on its line, or on the lines after it) doubts it or puts another
+    value forward: a number that is not the value restated, converted or derived (math_clauses, by shape)."""
     if not clause:
         return False
-    if _CLAUSE_HEDGE.search(clause) or _NEGATED_NUMBER.search(clause):
+    cleaned = _clean(clause)
+    clause = cleaned.lower()
+    if _CLAUSE_DOUBT.search(clause):
         return True
-    conditions = len(_CONDITION.findall(clause))
-    if conditions > 1 or (conditions and _VALUE_AFTER_PUNCT.search(clause)):
-        return True
-    if offers_another(_numeric_text(clause), value):  # "18, though 19 is also possible"
-        return True
-    if not _VALUE_AFTER_PUNCT.match(clause):
+    value = parse_number(head)
+    if not offers_another(_numeric_text(head), value, _numeric_text(clause)):
         return False
-    other = _lone_number(_numeric_text(_value_of(clause.strip("()[] "))))  # "18 (19 dollars)"
-    return other is not None and other != value
+    return value is not None or not _restates(head, cleaned)
+
+
+_WORD = re.compile(r"(?<![\\\w])[^\W\d_]{2,}(?!\w)|(?<![\\\w])[^\W\d_]\.")  # words, "i." "e.", not \sqrt
+
+
+def _restates(head: str, clause: str) -> bool:
+    """An expression answer restated in another form after it ("\\boxed{2\\sqrt{3}}, i.e. \\sqrt{12}"): the
+    clause without its words is one expression math-verify finds equal to the answer."""
+    rest = _WORD.sub(" ", clause).strip(_TRAILING_PUNCT + "()")
+    return bool(rest) and symbolic_equal(rest, head)
 
 
 @functools.lru_cache(maxsize=65_536)  # called several times per answer; answers repeat across a group
 def _clean(value: str) -> str:
     """Case-preserving normal form: NFKC, no `$`/markdown/LaTeX spacing, units unwrapped, no end punctuation."""
-    t = unicodedata.normalize("NFKC", value).replace("−", "-").replace("’", "'")
+    t = _SUPERSCRIPT.sub(_superscripts, value) if _HAS_SUPERSCRIPT.search(value) else value
+    t = unicodedata.normalize("NFKC", t).replace("−", "-").replace("’", "'")
     t = t.strip()
-    if t.startswith("\\boxed"):
+    if t.startswith("\\boxed"):  # "\boxed{12}, though 13 is possible": the box's value, then what follows it
         inner = boxed_values(t, 1)
         if inner:
-            t = inner[0][1]
+            t = inner[0][1] + t[t.index("{") + len(inner[0][1]) + 2:]
     t = _DEGREE.sub("", t)
+    t = _EMPHASIS.sub(r" \1 ", t) if "*" in t else t
     t = _LATEX_WRAPPERS.sub(r" \1", t)
     t = t.replace("\\%", "%")
     t = _LATEX_NOISE.sub(" ", t)
@@ -286,20 +366,28 @@ def _lone_number(t: str) -> Fraction | None:
 
 
 def classify_answer(value: str) -> str:
-    """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers."""
+    """'' for a usable single answer, else why not: empty | too_long | refusal | hedge | several_answers.
+
+    `value` is an answer line's value, optionally followed by "\\n" and the lines after it (`extract_final_answer`
+    gives them): they are read as the rest of the answer, so they may explain it but not offer another one."""
+    value, _, after = value.partition("\n")
     if len(value) > _MAX_ANSWER_CHARS:  # first: a 100k-char answer line is not normalised (nor cached)
         return "too_long"
     cleaned = clean_answer(value)
     if not cleaned:
         return "empty"
     whole = _clean(value)
-    if _REFUSAL.search(whole.lower()):  # refusals anywhere in the line, explanations and equations included
-        return "refusal"
+    if _REFUSAL.search(whole.lower()) or (after and _REFUSAL.search(_clean(after).lower())):
+        return "refusal"  # refusals anywhere in the answer, explanations and equations included
     head, clause = _split_clause(whole)  # hedges anywhere too, but an explanation may say "if" and "not"
-    if _HEDGE.search(head.lower()) or _RANGE.search(cleaned) or _clause_hedges(clause.lower(), parse_number(head)):
+    # The value with its currency sign, which cleaning drops with LaTeX's "$": "$12, i.e. 1200 cents".
+    unit_head = f"${cleaned}" if _DOLLAR_AMOUNT.search(value) and "$" not in cleaned else cleaned
+    if _HEDGE.search(head.lower()) or _RANGE.search(cleaned) or _clause_hedges(unit_head, clause):
         return "hedge"
     if _several_numbers(_numeric_form(value)):
         return "several_answers"
+    if after and _clause_hedges(unit_head, after):
+        return "hedge"  # "Final answer: 12" then "Though 13 is also possible."
     return ""
 
 
@@ -348,6 +436,7 @@ def _compare(predicted: str | None, gold: str) -> str:
     if predicted is None:
         return "no_answer"
     problem = classify_answer(predicted)
+    predicted = predicted.partition("\n")[0]  # the lines after the answer explain it; the value is on its line
     gold_number, gold_text = form
     pred_text = clean_answer(predicted)
     if problem == "several_answers" and gold_number is None:
@@ -359,7 +448,21 @@ def _compare(predicted: str | None, gold: str) -> str:
     pred_number = parse_number(predicted)
     if gold_number is not None and pred_number is not None:
         return "correct" if pred_number == gold_number else "wrong"
+    if gold_number is not None and not _plain_math(pred_text):
+        return "wrong"  # math-verify would read a part of it: "12 \\overline{13}", "12 \\to (13)" are not 12
     return "correct" if symbolic_equal(pred_text, gold_text) else "wrong"
+
+
+# An expression compared with a number goes to math-verify only when math-verify reads all of it: digits,
+# operators, brackets, single-letter variables and these commands. Anything else (\overline, \color, \tag,
+# \to, "·", "⋯", words) math-verify may skip, keeping one number of several.
+_MATH_COMMANDS = re.compile(r"\\(?:[dt]?frac|sqrt|cdot|times|div|pi|left|right)(?![a-zA-Z])")
+_PLAIN_MATH = re.compile(r"(?:[\d\s.+\-*/^(){}\[\]=,]|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z]))*")
+
+
+def _plain_math(text: str) -> bool:
+    balanced = all(text.count(a) == text.count(b) for a, b in ("()", "{}", "[]"))
+    return balanced and bool(_PLAIN_MATH.fullmatch(_MATH_COMMANDS.sub(" ", text)))
 
 
 def check_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAULT_MARKERS) -> MathVerdict:
@@ -371,7 +474,7 @@ def check_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAU
     if predicted is not None:
         reason = _compare(predicted, gold)
     reward = 1.0 if reason == "correct" else 0.0
-    shown = None if predicted is None else predicted[:_MAX_ANSWER_CHARS]
+    shown = None if predicted is None else predicted.partition("\n")[0][:_MAX_ANSWER_CHARS]
     return MathVerdict(reward, reason, shown, gold)
 
 
