@@ -75,6 +75,49 @@ def write_jsonl(path: Path, rows: list) -> Path:
     return path
 
 
+# An own reward with spread on random text (tests/reward_fns.py), so a tiny untrained model gets non-zero advantages.
+CHARS = {"name": "reward_fns:length_spread", "role": "shaping"}
+
+
+def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
+    """A recipe file training `model_dir` on 24 generated arithmetic rows (a quarter held out), two steps of
+    4 completions (2 per prompt) saved after each, with `rewards`; `train` entries on top."""
+    import yaml
+
+    from grpokit.data.arithmetic import generate
+
+    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
+    recipe = {
+        "model": {"name": str(model_dir)},
+        "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
+        "rewards": rewards,
+        "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
+                  "max_completion_length": 8, "max_steps": 2, "save_steps": 1, "logging_steps": 1,
+                  "temperature": 1.0, "num_samples_logged": 2, **train},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def unprivileged(argv: list[str], cwd: Path):
+    """The CLI in a fresh process that file permissions bind: as root, without CAP_DAC_OVERRIDE (setpriv)."""
+    import shutil
+    import subprocess
+    import sys
+
+    import grpokit
+
+    src = Path(grpokit.__file__).resolve().parents[1]  # the subprocess runs the grpokit these tests import
+    cmd = [sys.executable, "-m", "grpokit", *argv]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permission bits cannot be made to bind")
+        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", *cmd]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(src)})
+
+
 def addition_recipe(folder: Path, model_dir: Path, rows: int = 4, rewards: list | None = None, data: dict | None = None,
                     train: dict | None = None, name: str = "r.yaml") -> Path:
     """A recipe file training `model_dir` (a tiny model) on `rows` additions `{i} + 1 = ?` with the plain_en

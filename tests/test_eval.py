@@ -6,7 +6,7 @@ import math
 
 import pytest
 from conftest import REPO, write_jsonl
-from test_train import CHARS, make_recipe
+from conftest import CHARS, make_recipe
 
 from grpokit.cli import main
 from grpokit.data.arithmetic import PHRASINGS, generate, is_generated, make_row, perturb_rows

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import QWEN3_STYLE_TEMPLATE
-from test_train import make_recipe
+from conftest import make_recipe
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError

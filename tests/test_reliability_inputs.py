@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_jsonl
+from conftest import unprivileged, write_jsonl
 
-import grpokit
 from grpokit.cli import main
 
-SRC = Path(grpokit.__file__).resolve().parents[1]  # the subprocess runs the grpokit these tests import
 BASE = {"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]}
 
 
@@ -47,17 +42,6 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
         code = main(argv)
     captured = capsys.readouterr()
     return code, captured.out + captured.err
-
-
-def unprivileged(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """The CLI in a fresh process that file permissions bind: as root, without CAP_DAC_OVERRIDE (setpriv)."""
-    cmd = [sys.executable, "-m", "grpokit", *argv]
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: permission bits cannot be made to bind")
-        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", *cmd]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(SRC)})
 
 
 # ---------------------------------------------------------------- recipes (point 5)

@@ -4,7 +4,7 @@ finished run stays finished, and refusals come before any model loads and leave 
 Every `--overwrite` case puts user files in the folder and checks they survive; the model loader is watched, so
 "before any model loads" is checked, not assumed. `/` is checked through the refusal itself only (a regression
 must never get to clear it). A read-only folder is read-only for real (as root: setpriv, see
-test_reliability_inputs.unprivileged).
+conftest.unprivileged).
 """
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_jsonl
-from test_reliability_inputs import unprivileged
-from test_train import make_recipe
+from conftest import make_recipe, unprivileged, write_jsonl
 
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate

@@ -12,32 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import write_jsonl
+from conftest import CHARS, make_recipe
 from safetensors.torch import load_file
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate
 from grpokit.run.checkpoints import COMPLETE_MARKER
 from grpokit.run.rundir import RunDir
-
-# An own reward with spread on random text (tests/reward_fns.py), so a tiny untrained model gets non-zero advantages.
-CHARS = {"name": "reward_fns:length_spread", "role": "shaping"}
-
-
-def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
-    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
-    recipe = {
-        "model": {"name": str(model_dir)},
-        "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
-        "rewards": rewards,
-        "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
-                  "max_completion_length": 8, "max_steps": 2, "save_steps": 1, "logging_steps": 1,
-                  "temperature": 1.0, "num_samples_logged": 2, **train},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
-
 
 def test_two_steps_move_the_weights_and_write_the_run_dir(tmp_path, tiny_model_dir):
     recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS, {"name": "format", "weight": 0.5}])
@@ -132,7 +112,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(tmp_path, tiny_model_dir
     # The test reward lives in this module; the child imports it through a tiny launcher.
     launcher = tmp_path / "launch.py"
     launcher.write_text(
-        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_train\n"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import reward_fns\n"
         "from grpokit.cli import main; sys.exit(main(sys.argv[1:]))\n")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, str(launcher), "train", str(recipe), "--output-dir", str(run),

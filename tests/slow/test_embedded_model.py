@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from grpokit.cli import main
+from grpokit.evaluation import pct
 from grpokit.run.rundir import RunDir
 
 pytestmark = pytest.mark.slow
@@ -71,8 +72,14 @@ def test_demo_end_to_end_small(tmp_path, capsys):
                  "--set", "data.eval_max_rows=8"])
     assert code == 0
     result = json.loads((out / "demo.json").read_text())
-    for side in ("before", "after"):
-        assert result[side]["rows"] == 8
-        assert 0.0 <= result[side]["format_rate"] <= 1.0 and result[side]["mean_length"] > 0
     printed = capsys.readouterr().out
     assert "held-out evaluation" in printed and "format rate" in printed
+    for side in ("before", "after"):
+        r = result[side]
+        assert r["rows"] == 8 and r["mean_length"] > 0
+        # 8 rows: every rate is a count of them, and the table prints what demo.json records
+        for rate in ("accuracy", "format_rate"):
+            assert round(r[rate] * 8, 6) == int(round(r[rate] * 8)), (side, rate, r[rate])
+            assert pct(r[rate]) in printed, (side, rate)
+    steps = {e["step"]: e for e in json.loads((out / "eval" / "results.json").read_text())["checkpoints"]}
+    assert set(steps) == {0, 1} and steps[0]["heldout"]["accuracy"] == result["before"]["accuracy"]
