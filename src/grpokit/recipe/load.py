@@ -131,7 +131,7 @@ def _data_formats(data: DataConfig) -> list[tuple[tuple, str, str]]:
 
 
 # What the caller is about to do with the recipe on this machine (see load_recipe).
-Use = Literal["run", "train", "check"]
+Use = Literal["run", "train", "check", "plan"]
 
 
 def _semantic_problems(raw: dict, base: Path, broken: set[str],
@@ -225,7 +225,8 @@ def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use =
                 msg = f"{msg} (got {err['input']!r})"
             problems.append(Problem(at(loc), msg, _fix_for(err, _fields_at(loc))))
     base = Path(source).parent if source else Path.cwd()
-    found, notes = _semantic_problems(raw, base, broken, use)
+    # A plan reads sizes only: the schema, not what training builds (rewards, data, GRPOConfig: torch, seconds).
+    found, notes = _semantic_problems(raw, base, broken, use) if use != "plan" else ([], [])
     problems += [Problem(at(loc), msg, fix) for loc, msg, fix in found]
     if problems or recipe is None:
         raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
@@ -239,7 +240,8 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     `use` says what this machine is about to do with it, for the checks of the machine rather than the recipe
     (grpokit.recipe.machine.check_generation_machine): "run" (eval, preflight, serving: vLLM must work here),
     "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
-    training, become notes, since a GPU recipe is often checked on a laptop before the GPU job)."""
+    training, become notes, since a GPU recipe is often checked on a laptop before the GPU job), "plan" (the
+    memory plan and dry runs: the schema only, none of the checks that build what training builds)."""
     path = Path(path)
     text = read_recipe_text(path)
     raw = parse_yaml(text, str(path))
