@@ -31,8 +31,8 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
     kind, loc, ctx = err["type"], err["loc"], err.get("ctx") or {}
     field = ".".join(str(x) for x in loc)
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), model_fields, n=1)
-        return f"did you mean '{close[0]}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
+        close = closest_key(str(loc[-1]), model_fields)
+        return f"did you mean '{close}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
     if kind == "missing":
         return f"add {field}"
     if kind == "too_short" and loc == ("rewards",):
@@ -55,6 +55,21 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"give {field} a value of the right type ({err['msg'].lower()})"
     return ""
+
+
+def closest_key(key: str, fields: list[str]) -> str | None:
+    """The field a mistyped or shortened key most likely means: difflib's closest spelling, else the field whose
+    words' initials it is (lr -> learning_rate), else the one field with a word it starts (epochs ->
+    num_train_epochs, temp -> temperature)."""
+    close = difflib.get_close_matches(key, fields, n=1)
+    if close:
+        return close[0]
+    k = key.lower().replace("-", "_")
+    initials = [f for f in fields if len(k) > 1 and "".join(w[0] for w in f.split("_") if w) == k]
+    if len(initials) == 1:
+        return initials[0]
+    starts = [f for f in fields if len(k) > 2 and any(w.startswith(k) for w in f.split("_"))]
+    return starts[0] if len(starts) == 1 else None
 
 
 def _field_info(loc: tuple):
@@ -192,12 +207,20 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         out += checks.check_grpo_config(stand_in)
     return out, notes
 
-def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run") -> Recipe:
-    """Validate a raw recipe dict; raise GrpokitError listing every problem (`use`: see load_recipe)."""
+def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run",
+                 overridden: dict[tuple, str] | None = None) -> Recipe:
+    """Validate a raw recipe dict; raise GrpokitError listing every problem (`use`: see load_recipe).
+    `overridden`: key paths a `--set` replaced -> its dotted key, so a problem there names the flag, not the
+    file's line that no longer holds the value."""
     where = source or "recipe"
     lines = line_map(text) if text else {}
+    overridden = overridden or {}
 
     def at(loc: tuple) -> str:
+        for n in range(len(loc), 0, -1):
+            if loc[:n] in overridden:
+                field = ".".join(str(x) for x in loc)
+                return f"--set {overridden[loc[:n]]}" + (f" ({field})" if n < len(loc) else "")
         line = None
         for n in range(len(loc), 0, -1):
             if loc[:n] in lines:
@@ -247,10 +270,13 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     raw = parse_yaml(text, str(path))
     if raw is None:
         raw = {}
+    overridden: dict[tuple, str] = {}
     for o in overrides or []:
         if isinstance(raw, dict):
             apply_override(raw, o)
-    return validate_raw(raw, str(path), text, use)
+            dotted = o.split("=", 1)[0].strip()
+            overridden[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = dotted
+    return validate_raw(raw, str(path), text, use, overridden)
 
 
 def load_run_recipe(run_dir: str | Path | RunDir, overrides: list[str] | None = None) -> Recipe:
