@@ -8,8 +8,10 @@ from grpokit.errors import GrpokitError, Problem
 
 
 def register(sub) -> None:
+    from grpokit import DEMO_TIME
+
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task "
-                                       "(about 15 min on a 2-core CPU)")
+                                       f"({DEMO_TIME} on a 2-core CPU, docs/measurements.md)")
     demo.add_argument("--output-dir", default="runs/demo", help="run directory (an earlier run "
                       "directory there is replaced; any other non-empty folder is refused)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
