@@ -70,3 +70,22 @@ def test_the_demo_time_has_one_source():
         assert "about 15 min" not in text, where
     install = (REPO / "scripts" / "install.sh").read_text()
     assert "grpokit.DEMO_TIME" in install and "15 minutes" not in install
+
+
+def test_no_help_text_sends_the_reader_to_the_readme_for_a_docs_page():
+    """`export --help` said "see README" for what docs/export.md explains: help names the page."""
+    import argparse
+
+    from grpokit.cli import build_parser
+
+    def helps(parser):
+        yield parser.format_help()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from helps(sub)
+
+    texts = list(helps(build_parser()))
+    assert len(texts) > 20 and not [t for t in texts if "see README" in t]
+    export = next(t for t in texts if "--quant" in t)
+    assert "docs/export.md" in " ".join(export.split())
