@@ -84,5 +84,6 @@ python -m grpokit --version
 if [ "$TESTS" = 1 ]; then
   echo "==> ready: .venv/bin/python -m pytest (the fast tier: -m 'not slow')"
 else
-  echo "==> ready: .venv/bin/grpokit demo (about 15 minutes on a 2-core CPU); tests: bash scripts/install.sh --tests"
+  # The demo's time from its one source (grpokit.DEMO_TIME, docs/measurements.md), not a copy of it.
+  echo "==> ready: .venv/bin/grpokit demo ($(python -c 'import grpokit; print(grpokit.DEMO_TIME)') on a 2-core CPU); tests: bash scripts/install.sh --tests"
 fi

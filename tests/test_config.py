@@ -393,3 +393,39 @@ def test_every_recipe_section_is_a_section():
         assert issubclass(m, Section), m.__name__
         todo += [n for f in m.model_fields.values() for n in models(f.annotation)]
     assert len(seen) >= 12  # model, lora, data, rewards, env, train, health, actions, preflight, generation, ...
+
+
+@pytest.mark.parametrize("assignment, where, fix", [
+    # the file's own line (max_steps in the recipe) no longer holds the value: the flag is what to correct
+    ("train.max_steps=abc", "--set train.max_steps", "give train.max_steps a value of the right type"),
+    ("rewards.0.weight=heavy", "--set rewards.0.weight", "right type"),
+    ("train.lr=1e-5", "--set train.lr", "did you mean 'learning_rate'?"),
+    ("train.epochs=2", "--set train.epochs", "did you mean 'num_train_epochs'?"),
+    ("train.num_genrations=4", "--set train.num_genrations", "did you mean 'num_generations'?"),
+    # a whole section replaced: the flag, and the field inside it
+    ("train={max_steps: -5}", "--set train (train.max_steps)", "train.max_steps"),
+])
+def test_set_problems_name_the_flag_not_the_file_line(tmp_path, assignment, where, fix):
+    path = write(tmp_path, GOOD)
+    with pytest.raises(GrpokitError) as exc:
+        load_recipe(path, [assignment])
+    (problem,) = exc.value.problems
+    assert problem.where == where and fix in problem.fix and "recipe.yaml:" not in problem.where
+
+
+def test_a_problem_outside_the_set_keys_keeps_the_file_line(tmp_path):
+    path = write(tmp_path, patch({"train.num_generations": 0}))
+    with pytest.raises(GrpokitError) as exc:
+        load_recipe(path, ["train.max_steps=3"])
+    assert [p.where for p in exc.value.problems] == [f"{path}:10 train.num_generations"]
+
+
+@pytest.mark.parametrize("key, expected", [
+    ("lr", "learning_rate"), ("learning_rat", "learning_rate"), ("epochs", "num_train_epochs"),
+    ("temp", "temperature"), ("xyz", None),
+])
+def test_closest_key(key, expected):
+    from grpokit.recipe.load import closest_key
+    from grpokit.recipe.schema import TrainConfig
+
+    assert closest_key(key, list(TrainConfig.model_fields)) == expected

@@ -50,3 +50,42 @@ def test_a_field_without_a_description_fails_the_generator(monkeypatch):
     with pytest.raises(SystemExit, match="Undocumented.bare"):
         module.render()
     assert schema.Recipe.model_fields  # the real schema is untouched
+
+
+def test_the_demo_time_has_one_source():
+    """grpokit.DEMO_TIME is the demo's time everywhere a user reads it (issue 35: 12.3 min in the README, ~15 min in
+    --help and install.sh, 12-16 min in the recipe); docs/measurements.md keeps the dated runs it sums up."""
+    from grpokit import DEMO_TIME
+    from grpokit.cli import build_parser
+
+    shown = {
+        "README.md": (REPO / "README.md").read_text(),
+        "docs/quickstart.md": (REPO / "docs" / "quickstart.md").read_text(),
+        "recipes/smollm2-arithmetic.yaml": (REPO / "recipes" / "smollm2-arithmetic.yaml").read_text(),
+        "grpokit --help": build_parser().format_help(),
+    }
+    for where, text in shown.items():
+        text = " ".join(text.split())  # help and Markdown wrap lines
+        assert DEMO_TIME in text, where
+        assert "about 15 min" not in text, where
+    install = (REPO / "scripts" / "install.sh").read_text()
+    assert "grpokit.DEMO_TIME" in install and "15 minutes" not in install
+
+
+def test_no_help_text_sends_the_reader_to_the_readme_for_a_docs_page():
+    """`export --help` said "see README" for what docs/export.md explains: help names the page."""
+    import argparse
+
+    from grpokit.cli import build_parser
+
+    def helps(parser):
+        yield parser.format_help()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from helps(sub)
+
+    texts = list(helps(build_parser()))
+    assert len(texts) > 20 and not [t for t in texts if "see README" in t]
+    export = next(t for t in texts if "--quant" in t)
+    assert "docs/export.md" in " ".join(export.split())

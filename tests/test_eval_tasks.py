@@ -138,3 +138,24 @@ def test_results_table_reads_old_and_new_results(metric):
     headers = [c.header for c in table.columns]
     assert headers[1] == ("accuracy" if metric else "format") and "format" in headers[2:] + headers[1:2]
     assert "refusal" not in headers  # no reward could tell a refusal
+
+
+def test_the_results_table_is_explained_under_it():
+    """Every column the table shows has a legend line; the gap says what it subtracts and when it is 'large'."""
+    from grpokit.evaluation.metrics import results_legend, results_table
+
+    h = {"accuracy": 0.5, "format_rate": 0.25, "refusal_rate": 0.0, "mean_length": 3.0, "truncated_rate": 0.0,
+         "pass_at_k": {"1": 0.4, "4": 0.6}, "reward_means": {}}
+    results = {"rows": 4, "data": "x", "samples_per_problem": 4, "metric": "accuracy",
+               "checkpoints": [{"step": 0, "heldout": h, "perturbed": {"accuracy": 0.4},
+                                "gap": {"kind": "perturbed", "value": 0.1, "stderr": 0.05, "flagged": False}}]}
+    legend = results_legend(results)
+    headers = [str(c.header) for c in results_table(results).columns]
+    for header in headers:
+        key = "sampled pass@k" if header.startswith("sampled pass@") else header
+        assert any(line.startswith(f"{key}:") for line in legend), header
+    (gap,) = [line for line in legend if line.startswith("gap:")]
+    assert "held-out minus perturbed" in gap and "'large' above 10 points and 2 standard errors" in gap
+    results["checkpoints"][0] = {**results["checkpoints"][0], "perturbed": None, "train": {"accuracy": 0.9},
+                                 "gap": {"kind": "train", "value": 0.4, "stderr": 0.1, "flagged": True}}
+    assert "train minus held-out" in next(line for line in results_legend(results) if line.startswith("gap:"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,9 @@ CASES = [
     # Correctness learned (~0.55), then every group all-wrong from step 40.
     ("correctness_collapse", alter(healthy(), 40, **{"rewards/math_correctness/mean": lambda s, v: 0.02}),
      healthy_samples(), 43),
+    # Every group tied from step 20 (loss and grad_norm 0, as TRL logs them then): nothing learned from step 22.
+    ("nothing_learned", alter(healthy(), 20, frac_reward_zero_std=lambda s, v: 1.0, loss=lambda s, v: 0.0,
+                              grad_norm=lambda s, v: 0.0), healthy_samples(), 22),
     # Tool task: 5% of tool calls fail, then 80% from step 30 (TRL's tools/failure_frequency).
     ("tool_failures_rising", alter(alter(healthy(), 1, **{"tools/failure_frequency": lambda s, v: 0.05}), 30,
                                    **{"tools/failure_frequency": lambda s, v: 0.8}), healthy_samples(), 30),
@@ -317,3 +321,52 @@ def test_correctness_collapse_on_real_runs():
     # restores a checkpoint of step 11 or earlier (grpokit.training.rollback).
     assert found[0].since == 13 and found[0].evidence == {**found[0].evidence, "peak_mean": 0.275, "recent_mean": 0.1}
     assert [f for f in diagnose(_real(LEARNING), []) if f.code == "correctness_collapse"] == []
+
+
+# ---------------------------------------------------------------- nothing_learned on real records
+FIXTURE_RUN = Path(__file__).parent / "fixtures" / "run_before_layout"
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_nothing_learned_on_a_real_run_where_every_group_tied():
+    """The fixture's metrics are a real tiny-model run (math_correctness on arithmetic): 6 steps, every group tied,
+    loss 0.0 and grad_norm 0.0. Reported at step 3, once (the condition never clears), with the too-hard fix."""
+    found = [f for f in diagnose(_records(FIXTURE_RUN / "metrics.jsonl"), [], reward_names=["math_correctness"])
+             if f.code == "nothing_learned"]
+    assert [(f.step, f.since, f.severity) for f in found] == [(3, 1, "error")]
+    f = found[0]
+    assert f.evidence["frac_reward_zero_std"] == [1.0, 1.0, 1.0] and f.evidence["grad_norm"] == [0.0, 0.0, 0.0]
+    assert "nothing was learned in steps 1-3" in f.message and "too hard" in f.message
+    assert "grpokit preflight RECIPE" in f.message and "num_generations" in f.message and "graded reward" in f.message
+
+
+@pytest.mark.parametrize("zero_std, fires", [
+    ([1.0, 1.0, 1.0], True),
+    ([1.0, 1.0, 0.5], False),   # one step with a spread in half its groups: something was learned
+    ([1.0, 0.95, 1.0], False),  # one group of 20 carried signal
+    ([0.0, 1.0, 1.0, 1.0], True),
+])
+def test_nothing_learned_needs_every_group_tied_over_the_window(zero_std, fires):
+    stream = [{"step": i + 1, "loss": 0.0, "reward": 0.5, "frac_reward_zero_std": z} for i, z in enumerate(zero_std)]
+    found = [f.code for f in diagnose(stream, []) if f.code == "nothing_learned"]
+    assert bool(found) is fires
+
+
+def test_nothing_learned_says_too_easy_when_every_completion_is_right():
+    stream = [{"step": i, "frac_reward_zero_std": 1.0, "rewards/math_correctness/mean": 1.0, "reward": 1.0}
+              for i in range(1, 4)]
+    (f,) = [f for f in diagnose(stream, [], reward_names=["math_correctness"]) if f.code == "nothing_learned"]
+    assert "too easy" in f.message and "too hard" not in f.message
+
+
+def test_doctor_says_nothing_was_learned(tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    assert _doctor([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing_learned" in out and "nothing was learned in steps 1-3" in out

@@ -133,3 +133,25 @@ def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_
     with pytest.raises(GrpokitError) as err:
         load_reference(summary["trainer"], RunDir(run), log=lambda m: None)
     assert "cannot be loaded" in str(err.value) and "delete the folder" in str(err.value)
+
+
+def test_a_run_where_every_group_ties_says_nothing_was_learned(tmp_path, tiny_model_dir, capsys):
+    """The issue's run: three steps, every group tied (loss 0, grad_norm 0). The terminal, health.jsonl and
+    `grpokit doctor` say that nothing was learned, with the fix."""
+    from grpokit.cli import main
+
+    INJECT.update(calls=0, bad={1, 2, 3})
+    recipe = _recipe(tmp_path, tiny_model_dir, {}, max_steps=3)
+    run = tmp_path / "run"
+    assert train(recipe, run_dir=run)["status"] == "completed"
+    metrics = _lines(run / "metrics.jsonl")
+    assert [m["frac_reward_zero_std"] for m in metrics] == [1.0, 1.0, 1.0]
+    assert all(m["loss"] == 0 and m["grad_norm"] == 0 for m in metrics)  # the update was empty: beta 0
+    found = [h for h in _lines(run / "health.jsonl") if h["code"] == "nothing_learned"]
+    assert [(h["step"], h["severity"], h["action"]) for h in found] == [(3, "error", "warn")]
+    assert "nothing was learned in steps 1-3" in found[0]["message"]
+    out = capsys.readouterr().out
+    assert "health error nothing_learned at step 3: nothing was learned in steps 1-3" in out
+    assert main(["doctor", str(run)]) == 0
+    doctor = capsys.readouterr().out
+    assert "nothing_learned" in doctor and "grpokit preflight RECIPE" in doctor

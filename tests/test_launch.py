@@ -115,6 +115,32 @@ def test_a_qwen3_dry_run_prints_the_gpu_precision_on_a_cpu(capsys):
     assert "--mixed_precision bf16" in capsys.readouterr().out
 
 
+def test_a_one_process_dry_run_prints_what_training_would_use(capsys, tmp_path):
+    """`train RECIPE --dry-run` without --num-processes: the GRPOConfig fields that decide the run, as training
+    builds them, and the command; the Qwen3-4B weights are not on this machine, so loading them would fail."""
+    recipe = str(REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml")
+    assert main(["train", recipe, "--dry-run", "--set", "train.learning_rate=3e-6", "--output-dir",
+                 str(tmp_path / "run")]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == f"grpokit train {recipe} --set train.learning_rate=3e-6 --output-dir {tmp_path / 'run'}"
+    for expected in ("8 completions per step = 1 prompt(s) x 8 generations", "gradient_accumulation_steps 4 x 1 process",
+                     "learning_rate 3e-06, cosine schedule", "beta 0.01 (a reference model", "loss        dapo",
+                     "temperature 0.9", "prompt <= 512 tokens, completion <= 2048", "model.dtype bfloat16",
+                     "gradient_checkpointing on, LoRA r=16", "generation  hf (model.generate)",
+                     "1 epoch(s) of data.train", "plan        1 x 24 GiB GPU", f"output      {tmp_path / 'run'}"):
+        assert expected in err, expected
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_dry_run_of_several_processes_prints_the_settings_and_the_command(capsys):
+    assert main(["train", RECIPE, "--num-processes", "2", "--set", "selection.refill=false", "--set", "train.beta=0.04",
+                 "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip().startswith(sys.executable) and "--num_processes 2" in out  # stdout: the command alone
+    assert "32 completions per step = 4 prompt(s) x 8 generations" in err and "x 2 processes" in err
+    assert "beta 0.04 (a reference model" in err and "--mixed_precision no for the GPUs" in err
+
+
 @pytest.mark.parametrize("config", ["fsdp", "zero3"])
 def test_a_sharded_launch_without_cuda_is_refused_not_run_as_ddp(config, capsys):
     import torch
@@ -130,7 +156,6 @@ SPLIT_GROUPS = ["--set", "train.per_device_train_batch_size=4", "--set", "trl.ge
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--dry-run"], "needs --num-processes"),                       # nothing to print without a layout
     # refill keeps whole groups per process: 8 completions per step over 2 processes, 4 each, in groups of 8 would
     # span processes; refused before any process starts, a dry run included
     (["--num-processes", "2", "--dry-run", *SPLIT_GROUPS], "selection.refill"),

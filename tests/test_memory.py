@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from grpokit.cli import main
-from grpokit.preflight.memory import GIB, plan, shape_from_config
+from grpokit.preflight.memory import (EMBEDDED_CONFIG, GIB, STRATEGIES, load_config, memory_report, plan, read_config,
+                                     shape_from_config, shape_from_dict)
 from grpokit.recipe.schema import LoraConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,6 +165,113 @@ def test_a_vllm_recipe_is_planned_without_vllm_installed(capsys):
     recipe = str(REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml")
     assert main(["preflight", recipe, "--memory", "--set", "generation.backend=vllm",
                  "--set", "generation.gpu_memory_utilization=0.4"]) == 0
-    out, err = capsys.readouterr()
+    out = capsys.readouterr().out
     assert "the colocated vLLM engine's 40% of each GPU" in out and "recommendation: " in out
-    assert "an error for `grpokit train` on this machine" in err  # what this machine lacks: a note, not a refusal
+
+
+# ---------------------------------------------------------------- the plan from config.json alone (no torch)
+RECIPES = sorted(p.name for p in (REPO / "recipes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_the_config_json_plan_is_the_meta_forward_plan_on_every_shipped_recipe(name):
+    """The plan `preflight --memory` makes without torch (shape_from_dict on config.json) is, number for number,
+    the one the meta model measures (parameters by peft/transformers, activations by saved-tensor hooks)."""
+    from dataclasses import asdict
+
+    from grpokit.recipe import load_recipe
+
+    recipe = load_recipe(REPO / "recipes" / name, use="plan")
+    m = recipe.model
+    fast = shape_from_dict(read_config(m.name), m.lora, m.dtype)
+    assert fast is not None, f"{m.name}: its family should be counted from config.json"
+    meta = shape_from_config(load_config(m.name), m.lora, m.dtype)
+    assert asdict(fast) == asdict(meta)
+    report = memory_report(recipe, num_gpus=8)
+    assert asdict(report["shape"]) == asdict(meta)
+    for p in report["plans"]:
+        same = plan(meta, strategy=p.strategy, num_gpus=8, dtype=m.dtype, beta=recipe.train.beta,
+                    micro_batch=recipe.train.per_device_train_batch_size,
+                    generation_batch=recipe.train.per_device_train_batch_size * recipe.train.gradient_accumulation_steps,
+                    prompt_len=recipe.train.max_prompt_length or 512, completion_len=recipe.train.max_completion_length,
+                    gradient_checkpointing=p.gradient_checkpointing)
+        assert asdict(p) == asdict(same)
+    assert {p.strategy for p in report["plans"]} == set(STRATEGIES)
+
+
+FAMILY_CASES = [
+    # (model_type, config extras, dtype, lora dropout or None): every adapter kind and weight size once on
+    # Qwen3 and Llama, the other families on two; odd sizes so that no dimension stands in for another
+    *[("qwen3", {"attention_bias": True}, dt, d) for dt in ("float32", "bfloat16") for d in (None, 0.0, 0.1)],
+    *[("llama", {"attention_bias": True, "mlp_bias": True, "tie_word_embeddings": False}, dt, d)
+      for dt in ("float32", "bfloat16") for d in (None, 0.0, 0.1)],
+    ("mistral", {}, "float32", None), ("mistral", {}, "bfloat16", 0.1),
+    ("qwen2", {}, "bfloat16", None), ("qwen2", {}, "float32", 0.0),
+]
+
+
+@pytest.mark.parametrize("model_type, extra, dtype, dropout", FAMILY_CASES)
+def test_the_config_json_shape_is_the_meta_forward_shape_for_each_family(model_type, extra, dtype, dropout):
+    from dataclasses import asdict
+
+    from transformers import AutoConfig
+
+    cfg = dict(model_type=model_type, hidden_size=80, num_hidden_layers=3, num_attention_heads=5,
+               num_key_value_heads=1, head_dim=24, intermediate_size=136, vocab_size=97, **extra)
+    lora = None if dropout is None else LoraConfig(r=4, dropout=dropout)
+    fast = shape_from_dict(cfg, lora, dtype)
+    assert asdict(fast) == asdict(shape_from_config(AutoConfig.for_model(**cfg), lora, dtype))
+
+
+def test_other_architectures_and_partial_lora_take_the_meta_forward():
+    # gpt2 is not a DECODERS family; LoRA on q/v only saves other activations than the table's all-linear one
+    assert shape_from_dict({"model_type": "gpt2", "n_embd": 64}) is None
+    assert shape_from_dict(read_config("Qwen/Qwen3-0.6B"), LoraConfig(r=16, target_modules=["q_proj"])) is None
+
+
+def test_the_embedded_model_is_planned_before_its_conversion(embedded_model_dir, tmp_path, monkeypatch):
+    import json as _json
+
+    converted = _json.loads((embedded_model_dir / "config.json").read_text())
+    assert {k: converted[k] for k in EMBEDDED_CONFIG} == EMBEDDED_CONFIG
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path))  # nothing converted here: the table answers
+    assert read_config("default") == EMBEDDED_CONFIG
+
+
+def test_config_json_from_a_folder_and_the_hub_cache(tmp_path, monkeypatch, embedded_model_dir):
+    import huggingface_hub.constants
+
+    assert read_config(str(embedded_model_dir))["hidden_size"] == 576
+    snapshot = tmp_path / "models--someorg--tiny" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    (tmp_path / "models--someorg--tiny" / "refs").mkdir()
+    (tmp_path / "models--someorg--tiny" / "refs" / "main").write_text("0123abc")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert read_config("someorg/tiny") == {"model_type": "llama", "hidden_size": 64}
+    assert read_config("someorg/not-downloaded") is None
+
+
+def test_a_model_whose_config_is_not_here_is_refused_with_the_download(capsys, tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((REPO / "recipes" / "qwen3-4b-gsm8k-lora.yaml").read_text()
+                      .replace("name: Qwen/Qwen3-4B", "name: someorg/never-downloaded-7b"))
+    assert main(["preflight", str(recipe), "--memory"]) == 2
+    err = capsys.readouterr().err
+    assert "model.name someorg/never-downloaded-7b" in err and "hf download someorg/never-downloaded-7b config.json" in err
+
+
+@pytest.mark.parametrize("recipe", ["qwen3-4b-gsm8k-lora.yaml", "smollm2-arithmetic.yaml"])
+def test_preflight_memory_imports_no_training_library(recipe):
+    """The plan answers from config.json: torch, transformers, peft and TRL are never imported (they cost
+    seconds; the meta forward only runs for architectures outside DECODERS)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from grpokit.cli import main; rc = main(['preflight', sys.argv[1], '--memory']); "
+            "print('IMPORTED', sorted(m for m in ('torch', 'transformers', 'peft', 'trl') if m in sys.modules)); "
+            "sys.exit(rc)")
+    out = subprocess.run([sys.executable, "-c", code, str(REPO / "recipes" / recipe)], capture_output=True,
+                         text=True, timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
+    assert out.returncode == 0, out.stderr
+    assert "recommendation: " in out.stdout and "IMPORTED []" in out.stdout

@@ -28,7 +28,7 @@ def register(sub) -> None:
 
 def cmd_eval(args) -> int:
     from grpokit.console import console
-    from grpokit.evaluation import evaluate_model, evaluate_run, pct, results_table
+    from grpokit.evaluation import evaluate_model, evaluate_run, pct, results_legend, results_table
     from grpokit.recipe import load_recipe, load_run_recipe
     from grpokit.run import RunDir
 
@@ -59,8 +59,12 @@ def cmd_eval(args) -> int:
         results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
                                  out_dir=args.output_dir, **common)
     console.print(results_table(results))
+    from rich.markup import escape
+
+    for line in results_legend(results):  # what each column means (docs/evaluation.md says the same)
+        console.print(f"  [dim]{escape(line)}[/]")
     if (results.get("run_end") or {}).get("note"):
-        console.print(f"[yellow]note: {results['run_end']['note']}[/]")
+        console.print(f"[yellow]note: {escape(results['run_end']['note'])}[/]")
     flagged = [e for e in results["checkpoints"] if (e.get("gap") or {}).get("flagged")]
     for e in flagged:
         g = e["gap"]

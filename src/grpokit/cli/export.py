@@ -13,7 +13,7 @@ def register(sub) -> None:
                                                         "or auto = best if recorded, else last (default)")
     p.add_argument("--to", choices=TARGETS, default="hf", help="hf; gguf = hf + GGUF; ollama = gguf + Modelfile")
     p.add_argument("--quant", choices=QUANTS, default="f16",
-                   help="GGUF precision (default f16); q6_k/q5_k_m/q4_k_m/q4_0 need llama.cpp's quantize (see README)")
+                   help="GGUF precision (default f16); q6_k/q5_k_m/q4_k_m/q4_0 need llama.cpp's quantize (docs/export.md, Quantisations)")
     p.add_argument("--out", help="output folder (default RUN_DIR/export/checkpoint-N)")
     p.add_argument("--prompts", type=int, default=CHECK_PROMPTS, help="held-out prompts used by the checks")
     p.add_argument("--push-to-hub", metavar="USER/REPO", help="upload the checked export to this Hugging Face model "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option, print_notes
+from grpokit.cli.output import add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -28,17 +28,23 @@ def register(sub) -> None:
 
 
 def cmd_preflight(args) -> int:
-    from grpokit.preflight import memory_report, preflight_recipe, render_memory_plan, render_preflight, write_filtered
     from grpokit.recipe import load_recipe
 
     if args.memory:
+        from grpokit.preflight.memory import memory_report, render_memory_plan
+
         if args.num_processes < 1:
             raise GrpokitError([Problem("--num-processes", "must be >= 1", "e.g. --num-processes 8")])
-        recipe = load_recipe(args.recipe, args.set, use="check")  # a plan for another machine: its lacks are notes
-        print_notes(recipe)
-        print(render_memory_plan(memory_report(recipe, args.num_processes, args.accelerate_config, args.gpu_memory),
-                                 recipe))
+        # A plan for another machine, from sizes: the schema is checked, not what training builds (rewards, data,
+        # GRPOConfig), so it answers in about a second without torch; `grpokit recipe check` runs the rest.
+        recipe = load_recipe(args.recipe, args.set, use="plan")
+        report = memory_report(recipe, args.num_processes, args.accelerate_config, args.gpu_memory)
+        for note in report["notes"]:  # a model not downloaded here: planned from its published sizes
+            err.print(f"[yellow]note:[/] {note}", highlight=False)
+        print(render_memory_plan(report, recipe))
         return 0
+    from grpokit.preflight import preflight_recipe, render_preflight, write_filtered
+
     if args.prompts < 1 or (args.generations is not None and args.generations < 2):
         raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
                                     "e.g. --prompts 16 --generations 8")])

@@ -8,8 +8,10 @@ from grpokit.errors import GrpokitError, Problem
 
 
 def register(sub) -> None:
+    from grpokit import DEMO_TIME
+
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task "
-                                       "(about 15 min on a 2-core CPU)")
+                                       f"({DEMO_TIME} on a 2-core CPU, docs/measurements.md)")
     demo.add_argument("--output-dir", default="runs/demo", help="run directory (an earlier run "
                       "directory there is replaced; any other non-empty folder is refused)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
@@ -39,7 +41,8 @@ def add_launch_options(tr) -> None:
     g.add_argument("--machine-rank", type=int, default=0, metavar="R", help="this machine's rank, 0 = main")
     g.add_argument("--main-process-ip", metavar="IP", help="address of machine 0 (needed with --num-machines > 1)")
     g.add_argument("--main-process-port", type=int, metavar="PORT", help="port on machine 0 (default: accelerate's)")
-    g.add_argument("--dry-run", action="store_true", help="print the accelerate command and exit")
+    g.add_argument("--dry-run", action="store_true", help="print the settings training would use (TRL's "
+                   "GRPOConfig, the memory plan) and the command that runs it, then exit; no model is loaded")
 
 
 def cmd_demo(args) -> int:
@@ -96,9 +99,8 @@ def _launch(args) -> int:
     from grpokit.training import (LaunchOptions, accelerate_command, check_options, format_command, missing_here,
                                   mixed_precision_of, run_launch)
 
-    if args.num_processes is None:
-        raise GrpokitError([Problem("--dry-run", "prints the multi-process command: needs --num-processes",
-                                    "e.g. grpokit train RECIPE --num-processes 8 --dry-run")])
+    if args.num_processes is None:  # a dry run of one process (training itself runs in this process)
+        return _dry_run_here(args)
     opts = LaunchOptions(args.num_processes, args.accelerate_config, args.num_machines, args.machine_rank,
                          args.main_process_ip, args.main_process_port)
     import torch
@@ -139,6 +141,10 @@ def _launch(args) -> int:
     precision = mixed_precision_of(recipe.model.dtype) if (cuda or args.dry_run) else "no"
     cmd = accelerate_command([*argv, "--skip-audit"], opts, mixed_precision=precision)
     if args.dry_run:
+        from grpokit.training.launch import resolved_settings
+
+        for line in resolved_settings(recipe, opts.num_processes, opts.accelerate_config):  # stdout: the command
+            err.print(line, markup=False, highlight=False)
         print(format_command(cmd))
         for line in missing_here(opts):
             err.print(f"[yellow]note:[/] {line}")
@@ -153,6 +159,34 @@ def _launch(args) -> int:
               f"is how torchrun ends); continue with: grpokit train --resume {run_dir}")
         return 0
     return code
+
+
+def _dry_run_here(args) -> int:
+    """`grpokit train RECIPE --dry-run` on one process: the settings training would use (stderr) and the command
+    that runs it (stdout), with the checks a launch makes; no model is loaded, nothing is written."""
+    from grpokit.recipe import load_recipe, load_run_recipe
+    from grpokit.training.launch import format_command, resolved_settings
+    from grpokit.training.selection import check_processes
+
+    if args.resume:
+        recipe = load_run_recipe(args.resume, _resume_overrides(args.set))
+        argv = ["--resume", args.resume, *[x for s in args.set or [] for x in ("--set", s)]]
+    elif args.recipe:
+        recipe = load_recipe(args.recipe, args.set, use="check")  # often printed on another machine than the GPUs'
+        print_notes(recipe)
+        argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
+        argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
+        argv += ["--init-from", args.init_from] if args.init_from else []
+        argv += ["--skip-audit"] if args.skip_audit else []
+    else:
+        raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
+    t = recipe.train
+    check_processes(recipe.selection, 1, t.per_device_train_batch_size * t.gradient_accumulation_steps, t.num_generations)
+    for line in resolved_settings(recipe, 1):
+        err.print(line, markup=False, highlight=False)
+    err.print(f"  output      {args.resume or args.output_dir or recipe.output_dir}", markup=False, highlight=False)
+    print(format_command(["grpokit", "train", *argv]))
+    return 0
 
 
 # What `--resume RUN --set` may change: a resumed run keeps the recipe it trained with, except how long it trains.

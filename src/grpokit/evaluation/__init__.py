@@ -8,10 +8,10 @@ tasks), compare (two runs), mining (failures back into the data).
 """
 from grpokit.evaluation.compare import compare_runs, compare_table
 from grpokit.evaluation.evaluate import EvalSets, evaluate, evaluate_model, evaluate_run, sample, score
-from grpokit.evaluation.metrics import pct, results_table
+from grpokit.evaluation.metrics import pct, results_legend, results_table
 from grpokit.evaluation.mining import mine_failures
 from grpokit.evaluation.results import write_results
 from grpokit.evaluation.tools import cli_eval
 
 __all__ = ["EvalSets", "cli_eval", "compare_runs", "compare_table", "evaluate", "evaluate_model", "evaluate_run",
-           "mine_failures", "pct", "results_table", "sample", "score", "write_results"]
+           "mine_failures", "pct", "results_legend", "results_table", "sample", "score", "write_results"]

@@ -74,6 +74,38 @@ def pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def results_legend(results: dict) -> list[str]:
+    """What each column of results_table means, for the columns this table has (printed under it)."""
+    table = results_table(results)
+    headers = [str(c.header) for c in table.columns]
+    metric = results.get("metric", "accuracy")
+    kinds = [h for h in headers if h in ("perturbed", "train")]
+    say = {
+        "step": "step: the checkpoint's training step (0 base: the model before training; ★best: the highest "
+                "held-out greedy score)",
+        metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out rows",
+        "perturbed": "perturbed: the same held-out questions with new numbers and recomputed answers (never a "
+                     "training question)",
+        "train": "train: as many training rows as held-out ones, scored the same way",
+        "gap": "gap: percentage points the model does better where it may have memorised: "
+               + " / ".join(("held-out minus perturbed" if k == "perturbed" else "train minus held-out") for k in kinds)
+               + f"; 'large' above {100 * GAP_FLAG:.0f} points and {GAP_SIGMAS:g} standard errors (a look at "
+               "memorisation or overfitting is due)",
+        "format": "format: share of completions that end with the answer format the format reward checks",
+        "refusal": "refusal: share of completions that decline to answer (\"I don't know\"), where the correctness "
+                   "reward can tell",
+        "length": "length: mean completion length in tokens",
+        "cut off": "cut off: share of completions that hit the generation limit (max_new_tokens) before they ended",
+    }
+    out = [say[h] for h in headers if h in say and h]
+    if any(h.startswith("sampled pass@") for h in headers):
+        out.append(f"sampled pass@k: share of rows with at least one right answer among k of "
+                   f"{results.get('samples_per_problem')} samples at the recipe's temperature (unbiased estimator)")
+    if not metric:
+        out.append("reward columns: the greedy mean of each reward (the task has no correctness reward)")
+    return out
+
+
 def results_table(results: dict):
     """The terminal table: the primary metric per step (greedy), pass@1/pass@K from samples, and the rest;
     columns for perturbed / train rows, format and refusal only where they exist."""

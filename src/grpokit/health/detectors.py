@@ -47,6 +47,46 @@ def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
                     "threshold": cfg.zero_std_frac}, since=z[-run][0])
 
 
+def detect_nothing_learned(m, s, cfg, ctx) -> Finding | None:
+    # Stronger and sooner than zero_variance_groups (some signal missing): here none at all, over the last
+    # nothing_learned_steps steps, so those steps updated nothing (thresholds: HealthConfig, with why).
+    z = metric_series(m, "frac_reward_zero_std")
+    n = cfg.nothing_learned_steps
+    if len(z) < n or z[-1][0] != m[-1]["step"]:
+        return None
+    window = z[-n:]
+    share = mean(values_of(window))
+    if share < cfg.nothing_learned_frac:
+        return None
+    first, last = window[0][0], window[-1][0]
+    steps = {st for st, _ in window}
+    at = {k: [rounded(v) for st, v in metric_series(m, k) if st in steps] for k in ("loss", "grad_norm", "reward")}
+    why = ""
+    for name in ctx.with_role("correctness"):
+        c = [v for st, v in metric_series(m, f"rewards/{name}/mean") if st in steps]
+        full = max(1.0, ctx.full_marks.get(name, 1.0))  # a right answer scores at least 1
+        if c and max(c) <= 0:
+            why = (f" Every completion scored 0 on {name}: the prompts are too hard for this model now; train on "
+                   "easier ones (`grpokit preflight --write-filtered` keeps the prompts some completions solve), "
+                   "or add a graded reward (partial credit, a format reward) so wrong answers still differ.")
+        elif c and min(c) >= full:
+            why = (f" Every completion earned full marks on {name}: the prompts are too easy; train on harder ones.")
+        if why:
+            break
+    return Finding("nothing_learned", "error", last,
+                   f"nothing was learned in steps {first}-{last}: {rounded(share * 100, 1)}% of prompt groups scored "
+                   "every completion the same, so every advantage is 0 and the update is empty (loss "
+                   f"{at['loss'] or '-'}, grad_norm {at['grad_norm'] or '-'}).{why} Fix: `grpokit preflight RECIPE` "
+                   "measures before training how many prompts give a reward spread (its zero-variance share) and "
+                   "`--write-filtered` keeps those; use data nearer the model's level (easier if it solves none, "
+                   "harder if it solves all); more completions per prompt (train.num_generations) make a spread "
+                   "likelier; a graded reward (partial credit, a format reward beside correctness) separates "
+                   "completions a pass/fail reward ties",
+                   {"frac_reward_zero_std": [rounded(v) for v in values_of(window)], "steps": [first, last],
+                    "share": rounded(share), "threshold": cfg.nothing_learned_frac, "window": n, **at},
+                   since=first)
+
+
 def _trend(s: list[tuple[int, float]]) -> tuple[float, float]:
     """(change, standard error of the change) over `s` from its least-squares line: slope x steps spanned."""
     xs, ys = [float(x) for x, _ in s], values_of(s)
@@ -352,5 +392,6 @@ DETECTORS: dict[str, Detector] = {
     "entropy_collapse": detect_entropy_collapse,
     "tool_failures_rising": detect_tool_failures,  # grpokit.health.tool_failures
     "correctness_collapse": detect_correctness_collapse,
+    "nothing_learned": detect_nothing_learned,
 }
 assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"

@@ -171,7 +171,9 @@ class HealthMonitor:
         line = {**f.as_dict(), "action": action}
         with RunDir(self.run_dir).health.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-        self.printer(f"health {f.severity} [{f.code}] step {f.step}: {f.message} -> action: {action}")
+        # No [brackets] round the code: the live printer is a rich console, whose markup took "[kl_spike]" for a
+        # style tag and printed "health warning  step 2" without the code.
+        self.printer(f"health {f.severity} {f.code} at step {f.step}: {f.message} -> action: {action}")
 
 
 def actions_taken(run_dir: Path) -> list[dict]:

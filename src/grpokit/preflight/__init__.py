@@ -3,10 +3,28 @@
     report, rows = preflight_recipe(recipe, prompts=16)
     print(render_memory_plan(memory_report(recipe, num_gpus=8), recipe))
 
-sample (rollouts: rewards, zero-variance groups, truncation, recommendations), memory (per-GPU plans).
+sample (rollouts: rewards, zero-variance groups, truncation, recommendations), memory (per-GPU plans). The names
+load their module on first use (PEP 562): the memory plan never imports torch, the rollouts do.
 """
-from grpokit.preflight.memory import memory_report, render_memory_plan
-from grpokit.preflight.sample import preflight_recipe, render_preflight, run_preflight, write_filtered
+_LAZY = {
+    "memory_report": "grpokit.preflight.memory",
+    "render_memory_plan": "grpokit.preflight.memory",
+    "preflight_recipe": "grpokit.preflight.sample",
+    "render_preflight": "grpokit.preflight.sample",
+    "run_preflight": "grpokit.preflight.sample",
+    "write_filtered": "grpokit.preflight.sample",
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'grpokit.preflight' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["memory_report", "preflight_recipe", "render_memory_plan", "render_preflight", "run_preflight",
            "write_filtered"]

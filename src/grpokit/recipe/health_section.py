@@ -11,7 +11,7 @@ from grpokit.recipe.section import Section
 HEALTH_CODES = (
     "zero_variance_groups", "reward_plateau", "kl_spike", "length_collapse", "truncation", "empty_completions",
     "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan", "tool_failures_rising",
-    "correctness_collapse",
+    "correctness_collapse", "nothing_learned",
 )
 HealthAction = Literal["warn", "stop", "rollback"]
 
@@ -32,6 +32,8 @@ class HealthActions(Section):
     nan: HealthAction = Field("warn", description="Action on nan (stop or rollback: training on NaN is wasted).")
     tool_failures_rising: HealthAction = Field("warn", description="Action on tool_failures_rising (tool tasks).")
     correctness_collapse: HealthAction = Field("warn", description="Action on correctness_collapse.")
+    nothing_learned: HealthAction = Field(
+        "warn", description="Action on nothing_learned (stop saves the compute of a run that cannot learn as set up).")
 
 
 class HealthConfig(Section):
@@ -52,6 +54,18 @@ class HealthConfig(Section):
     zero_std_frac: float = Field(
         0.8, ge=0, le=1, description="frac_reward_zero_std at or above this for `window` steps: too few groups "
         "carry signal (every completion of a prompt scored the same).")
+    # Every group tied means every advantage is 0: the policy-gradient term, and with beta 0 the loss and grad_norm,
+    # are exactly 0 (the tiny-model run of tests/fixtures/run_before_layout logs loss 0.0, grad_norm 0.0 at 1.0), so
+    # the steps changed nothing but weight decay: a fact, not a judgement, hence the share 1.0. 3 steps: the
+    # issue's run stopped after 3 such steps and nothing said so; one all-tied step is common in healthy runs with
+    # few groups per step (the demo's 2: docs/measurements.md times such steps), three in a row over 6+ groups is
+    # the run's setup (data too hard or too easy for the model, a pass/fail reward), not chance.
+    nothing_learned_steps: int = Field(
+        3, ge=1, description="Logging steps in a row over which the share of tied groups is judged for "
+        "nothing_learned (the last ones so far).")
+    nothing_learned_frac: float = Field(
+        1.0, gt=0, le=1, description="Mean frac_reward_zero_std over those steps at or above this: nothing was "
+        "learned in them (1.0: every group scored all its completions the same, so every advantage is 0).")
     plateau_steps: int = Field(30, ge=2, description="Steps the reward must stay flat to count as a plateau.")
     plateau_delta: float = Field(
         0.02, ge=0, description="Largest rise over `plateau_steps` that is flat: the least-squares trend of the "

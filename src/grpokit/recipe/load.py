@@ -31,8 +31,8 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
     kind, loc, ctx = err["type"], err["loc"], err.get("ctx") or {}
     field = ".".join(str(x) for x in loc)
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), model_fields, n=1)
-        return f"did you mean '{close[0]}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
+        close = closest_key(str(loc[-1]), model_fields)
+        return f"did you mean '{close}'? otherwise remove it" if close else f"remove it; valid keys: {', '.join(model_fields)}"
     if kind == "missing":
         return f"add {field}"
     if kind == "too_short" and loc == ("rewards",):
@@ -55,6 +55,21 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"give {field} a value of the right type ({err['msg'].lower()})"
     return ""
+
+
+def closest_key(key: str, fields: list[str]) -> str | None:
+    """The field a mistyped or shortened key most likely means: difflib's closest spelling, else the field whose
+    words' initials it is (lr -> learning_rate), else the one field with a word it starts (epochs ->
+    num_train_epochs, temp -> temperature)."""
+    close = difflib.get_close_matches(key, fields, n=1)
+    if close:
+        return close[0]
+    k = key.lower().replace("-", "_")
+    initials = [f for f in fields if len(k) > 1 and "".join(w[0] for w in f.split("_") if w) == k]
+    if len(initials) == 1:
+        return initials[0]
+    starts = [f for f in fields if len(k) > 2 and any(w.startswith(k) for w in f.split("_"))]
+    return starts[0] if len(starts) == 1 else None
 
 
 def _field_info(loc: tuple):
@@ -131,7 +146,7 @@ def _data_formats(data: DataConfig) -> list[tuple[tuple, str, str]]:
 
 
 # What the caller is about to do with the recipe on this machine (see load_recipe).
-Use = Literal["run", "train", "check"]
+Use = Literal["run", "train", "check", "plan"]
 
 
 def _semantic_problems(raw: dict, base: Path, broken: set[str],
@@ -193,12 +208,20 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         out += checks.check_grpo_config(stand_in)
     return out, notes
 
-def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run") -> Recipe:
-    """Validate a raw recipe dict; raise GrpokitError listing every problem (`use`: see load_recipe)."""
+def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run",
+                 overridden: dict[tuple, str] | None = None) -> Recipe:
+    """Validate a raw recipe dict; raise GrpokitError listing every problem (`use`: see load_recipe).
+    `overridden`: key paths a `--set` replaced -> its dotted key, so a problem there names the flag, not the
+    file's line that no longer holds the value."""
     where = source or "recipe"
     lines = line_map(text) if text else {}
+    overridden = overridden or {}
 
     def at(loc: tuple) -> str:
+        for n in range(len(loc), 0, -1):
+            if loc[:n] in overridden:
+                field = ".".join(str(x) for x in loc)
+                return f"--set {overridden[loc[:n]]}" + (f" ({field})" if n < len(loc) else "")
         line = None
         for n in range(len(loc), 0, -1):
             if loc[:n] in lines:
@@ -226,7 +249,8 @@ def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use =
                 msg = f"{msg} (got {err['input']!r})"
             problems.append(Problem(at(loc), msg, _fix_for(err, _fields_at(loc))))
     base = Path(source).parent if source else Path.cwd()
-    found, notes = _semantic_problems(raw, base, broken, use)
+    # A plan reads sizes only: the schema, not what training builds (rewards, data, GRPOConfig: torch, seconds).
+    found, notes = _semantic_problems(raw, base, broken, use) if use != "plan" else ([], [])
     problems += [Problem(at(loc), msg, fix) for loc, msg, fix in found]
     if problems or recipe is None:
         raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
@@ -240,16 +264,20 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     `use` says what this machine is about to do with it, for the checks of the machine rather than the recipe
     (grpokit.recipe.machine.check_generation_machine): "run" (eval, preflight, serving: vLLM must work here),
     "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
-    training, become notes, since a GPU recipe is often checked on a laptop before the GPU job)."""
+    training, become notes, since a GPU recipe is often checked on a laptop before the GPU job), "plan" (the
+    memory plan and dry runs: the schema only, none of the checks that build what training builds)."""
     path = Path(path)
     text = read_recipe_text(path)
     raw = parse_yaml(text, str(path))
     if raw is None:
         raw = {}
+    overridden: dict[tuple, str] = {}
     for o in overrides or []:
         if isinstance(raw, dict):
             apply_override(raw, o)
-    return validate_raw(raw, str(path), text, use)
+            dotted = o.split("=", 1)[0].strip()
+            overridden[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = dotted
+    return validate_raw(raw, str(path), text, use, overridden)
 
 
 def load_run_recipe(run_dir: str | Path | RunDir, overrides: list[str] | None = None) -> Recipe:

@@ -165,3 +165,65 @@ def run_launch(cmd: list[str]) -> tuple[int, str | None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = None) -> list[str]:
+    """What training would use, for `grpokit train --dry-run`: TRL's GRPOConfig as training builds it
+    (grpokit.recipe.grpo_args, the same function) from the recipe, the fields that decide a run, one line per
+    topic, and the memory plan's recommendation (grpokit.preflight.memory: config.json only). Loads no model."""
+    import tempfile
+
+    from grpokit.recipe import grpo_args
+    from grpokit.recipe.trl_args import bf16_of
+
+    with tempfile.TemporaryDirectory() as tmp:  # grpo_args names a run folder; nothing is written in it
+        a = grpo_args(recipe, Path(tmp) / "run")
+    t, n = recipe.train, max(1, num_processes)
+    gen_rows = (recipe.trl["generation_batch_size"] // n if recipe.trl.get("generation_batch_size")
+                else a.per_device_train_batch_size * a.steps_per_generation)
+    per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps * n
+    g = recipe.generation
+    backend = "hf (model.generate)" if not a.use_vllm else (
+        f"vllm {a.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}" if a.vllm_mode == "colocate"
+                                 else f", server {g.server_url}"))
+    import torch
+
+    cuda = torch.cuda.is_available()
+    length = f"{a.max_steps} steps (max_steps)" if a.max_steps > 0 else f"{a.num_train_epochs:g} epoch(s) of data.train"
+    precision = f"model.dtype {recipe.model.dtype}, bf16 autocast {'on' if bf16_of(recipe) else 'off'} here"
+    precision += "" if cuda else " (no CUDA GPU: the CPU trains in the weights' dtype)"
+    if n > 1:
+        precision += f"; the launch passes --mixed_precision {mixed_precision_of(recipe.model.dtype)} for the GPUs"
+    lines = [
+        "settings training would use (TRL's GRPOConfig, built from the recipe as `grpokit train` builds it):",
+        f"  batch       {per_step} completions per step = {per_step // a.num_generations} prompt(s) x "
+        f"{a.num_generations} generations (per_device_train_batch_size {a.per_device_train_batch_size} x "
+        f"gradient_accumulation_steps {a.gradient_accumulation_steps} x {n} process{'es' if n > 1 else ''}); "
+        f"{gen_rows} generated per process every {a.steps_per_generation} micro-step(s)",
+        f"  length      {length}; a log line every {a.logging_steps}, a checkpoint every {a.save_steps} "
+        f"(keeps {a.save_total_limit})",
+        f"  optimiser   learning_rate {a.learning_rate:g}, {getattr(a.lr_scheduler_type, 'value', a.lr_scheduler_type)} "
+        f"schedule, warmup {a.warmup_steps:g}, weight_decay {a.weight_decay:g}, max_grad_norm {a.max_grad_norm:g}, "
+        f"seed {a.seed}",
+        f"  loss        {a.loss_type}, beta {a.beta:g}" + (" (no reference model)" if a.beta == 0 else
+                                                          " (a reference model: one more copy of the weights)")
+        + f", epsilon {a.epsilon:g}, scale_rewards {a.scale_rewards}, num_iterations {a.num_iterations}",
+        f"  sampling    temperature {a.temperature:g}, top_p {a.top_p:g}",
+        f"  lengths     prompt {'<= ' + str(t.max_prompt_length) if t.max_prompt_length else 'not cut'} tokens, "
+        f"completion <= {a.max_completion_length}",
+        f"  precision   {precision}",
+        f"  memory      gradient_checkpointing {'on' if a.gradient_checkpointing else 'off'}"
+        + (f", LoRA r={recipe.model.lora.r} ({recipe.model.lora.target_modules})" if recipe.model.lora else
+           ", every weight trained"),
+        f"  generation  {backend}",
+        f"  device      {'cuda' if cuda else 'cpu (no CUDA GPU here)'}",
+    ]
+    from grpokit.errors import GrpokitError
+    from grpokit.preflight.memory import memory_report
+
+    try:
+        plan = memory_report(recipe, n, strategy if strategy in ("ddp", "zero2", "zero3", "fsdp") else None)
+        lines.append(f"  plan        {plan['recommendation']} (grpokit preflight RECIPE --memory: the table)")
+    except GrpokitError as e:  # a model whose config.json is not on this machine: the dry run still answers
+        lines.append(f"  plan        none here: {e.problems[0].what}")
+    return lines
