@@ -258,3 +258,24 @@ def test_an_unknown_precision_is_refused_with_the_choices(tmp_path, tiny_model_d
 def test_a_sampler_copy_needs_the_hf_backend(tmp_path, tiny_model_dir):
     with pytest.raises(GrpokitError, match="option of the hf backend"):
         load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.backend=continuous"])
+
+
+# ---------------------------------------------------------------- the memory plan counts the copy
+@pytest.mark.parametrize("sampler_dtype,device,model_dtype,copy_bytes", [
+    ("bfloat16", "cpu", "float32", 2),   # a bf16 copy beside float32 weights
+    ("same", "cpu", "float32", 0),
+    ("float32", "cpu", "float32", 0),    # the weights' own precision: no copy
+    ("auto", "cuda", "auto", 0),         # a GPU's weights are bf16 already
+    ("float32", "cuda", "bfloat16", 4),
+])
+def test_the_memory_plan_counts_the_sampler_copy(tmp_path, tiny_model_dir, sampler_dtype, device, model_dtype,
+                                                 copy_bytes):
+    from grpokit.preflight.memory import model_shape, plan_recipe
+
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), [f"generation.sampler_dtype={sampler_dtype}",
+                                                            f"model.dtype={model_dtype}"])
+    shape, _ = model_shape(str(tiny_model_dir), None, model_dtype, device)
+    p = plan_recipe(recipe, shape, "ddp", 1, device=device)
+    assert p.sampler == shape.params * copy_bytes
+    alone = load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.sampler_dtype=same", f"model.dtype={model_dtype}"])
+    assert p.total == plan_recipe(alone, shape, "ddp", 1, device=device).total + p.sampler  # all else equal

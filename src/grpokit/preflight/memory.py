@@ -16,6 +16,8 @@ bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = process
                 12 bytes per trained parameter (the ZeRO paper's accounting), /N
     reference   P x b when beta > 0 and every weight trains (/N under zero3, fsdp); LoRA: 0 (the base
                 model with the adapter switched off is the reference)
+    sampler     a copy of the policy in generation.sampler_dtype when it is not the weights' own (P x its
+                bytes, + T for LoRA's adapter; grpokit.training.sampler), else 0
     then the larger of the two phases of a step:
     training    activations of one micro-batch of m sequences of s = prompt + completion tokens, as the meta
                 forward saved them; with gradient checkpointing each layer's input (L x m x s x hidden x b) plus
@@ -120,6 +122,7 @@ class Plan:
     weights: int
     optimizer: int
     reference: int
+    sampler: int
     gradients: int
     activations: int
     lm_head: int
@@ -129,7 +132,7 @@ class Plan:
     def total(self) -> int:
         # The head's backward runs first and frees its tiles before the layers' gradients build up.
         step = self.activations + max(self.lm_head, self.gradients)
-        return self.weights + self.optimizer + self.reference + max(step, self.kv_cache)
+        return self.weights + self.optimizer + self.reference + self.sampler + max(step, self.kv_cache)
 
 
 def _meta_model(config, lora, dtype_bytes: int):
@@ -362,9 +365,20 @@ def model_shape(name: str, lora=None, dtype: str = "bfloat16", device: str = "cu
     return (shape if shape is not None else shape_from_config(load_config(name), lora, dtype, device)), note
 
 
+def sampler_bytes_per_weight(sampler_dtype: str, weight_b: int, device: str) -> int:
+    """Bytes per weight of a sampler copy (generation.sampler_dtype against the weights' `weight_b`), 0: no copy.
+    auto is bf16 on a GPU and on a CPU with native bf16 (read from its flags, no library imported)."""
+    if sampler_dtype == "auto":
+        from grpokit.recipe.machine import cpu_bf16_flag
+
+        sampler_dtype = "bfloat16" if device == "cuda" or cpu_bf16_flag() else "same"
+    want = {"float32": 4, "bfloat16": 2}.get(sampler_dtype, weight_b)
+    return 0 if want == weight_b else want
+
+
 def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float, micro_batch: int,
          generation_batch: int, prompt_len: int, completion_len: int, gradient_checkpointing: bool,
-         device: str = "cuda") -> Plan:
+         device: str = "cuda", sampler_dtype: str = "same") -> Plan:
     """Per-GPU bytes by the rules in the module docstring (`device`: where it trains, cuda or cpu)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
@@ -394,6 +408,7 @@ def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float,
         weights=(shape.params * b + (trained * tb if lora else 0)) // w_div,
         optimizer=trained * opt_per_param // s_div,
         reference=0 if (lora or beta <= 0) else shape.params * b // w_div,
+        sampler=(shape.params + (trained if lora else 0)) * sampler_bytes_per_weight(sampler_dtype, b, device),
         gradients=trained * tb // s_div,
         activations=int(micro_batch * acts),
         lm_head=head,
@@ -409,7 +424,8 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
                 micro_batch=t.per_device_train_batch_size,
                 generation_batch=t.per_device_train_batch_size * t.gradient_accumulation_steps,
                 prompt_len=t.max_prompt_length or 512, completion_len=t.max_completion_length,
-                gradient_checkpointing=gc, device=device)
+                gradient_checkpointing=gc, device=device,
+                sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same")
 
 
 def vllm_share(recipe) -> float:
@@ -459,8 +475,8 @@ def render_memory_plan(report: dict, recipe) -> str:
     for p in report["plans"]:
         name = f"{p.strategy} x{p.num_gpus}{' +ckpt' if p.gradient_checkpointing else ''}"
         lines.append(f"  {name:<22}" + "".join(f"{getattr(p, c) / GIB:>12.2f}" for c in cols) + f"{p.total / GIB:>10.2f}")
-    lines.append("total = weights + optimizer + reference + the larger of a step's training (activations + the larger "
-                 "of lm_head and gradients) and its generation (kv_cache)")
+    lines.append("total = weights + optimizer + reference + sampler + the larger of a step's training (activations + "
+                 "the larger of lm_head and gradients) and its generation (kv_cache)")
     if vllm_share(recipe):
         lines.append(f"plus the colocated vLLM engine's {vllm_share(recipe):.0%} of each GPU (its weights and KV cache; "
                      "generation.gpu_memory_utilization), which the recommendation leaves to it")

@@ -75,13 +75,18 @@ def native_bf16(cpuinfo: str = "/proc/cpuinfo") -> tuple[bool, str]:
     if torch.cuda.is_available():
         return (torch.cuda.is_bf16_supported(), "CUDA GPU" if torch.cuda.is_bf16_supported() else
                 "a CUDA GPU without bf16")
+    flag = cpu_bf16_flag(cpuinfo)
+    return (True, f"CPU with {flag}") if flag else (False, "a CPU without AVX-512 BF16 or AMX")
+
+
+def cpu_bf16_flag(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The CPU flag of native bf16 this machine has (NATIVE_BF16_CPU_FLAGS), None without; reads no library."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
     except OSError:  # not Linux (macOS, Windows): no flags read, bf16 taken as emulated
         flags = []
-    found = [f for f in NATIVE_BF16_CPU_FLAGS if f in flags]
-    return (True, f"CPU with {found[0]}") if found else (False, "a CPU without AVX-512 BF16 or AMX")
+    return next((f for f in NATIVE_BF16_CPU_FLAGS if f in flags), None)
 
 
 def sampler_dtype_of(g: GenerationConfig, policy_dtype: str) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
 from transformers import TrainerCallback
 
 from grpokit import hf_internals, internals
@@ -52,7 +53,7 @@ class Rollbacks:
             return None
         return HealthMonitor(recipe.health, self.run.path, roles, recipe.health.max_rollbacks - self.done,
                              plan_rollback=lambda f: plan_rollback(recipe, self.run, f, self.plan),
-                             printer=lambda line: self.printer(f"[yellow]{line}[/]"))
+                             printer=lambda line: self.printer(f"[yellow]{escape(line)}[/]"))  # [code]: text
 
     def after(self, recipe: Recipe, monitor: HealthMonitor | None, stopped: bool) -> tuple[Recipe, Path | None] | None:
         """When trainer.train() returned: (gentler recipe, checkpoint to resume) if a rollback is due, else None.
