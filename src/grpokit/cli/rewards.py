@@ -46,6 +46,8 @@ def register(subparsers) -> None:
         help="reward parameter; VALUE is read as JSON when it parses (2, true, [\"A:\"]), else as a string",
     )
     p.add_argument("--input", required=True, help="JSONL: each row has `completion` and the columns the reward reads")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="your own function: seconds one row may take before it is stopped (default 60)")
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("audit", help="try adversarial completions against a recipe's combined reward")
@@ -91,14 +93,15 @@ def parse_params(assignments: list[str]) -> dict:
     return params
 
 
-def _build(name: str, params: dict) -> RewardFunction:
+def _build(name: str, params: dict, timeout_s: float | None = None) -> RewardFunction:
     from grpokit.rewards import is_own
 
     module, sep, function = name.rpartition(":")
     if sep and (module.endswith(".py") or "/" in module):
-        return _build_own({"path": str(Path(module).resolve()), "function": function}, params)
+        return _build_own({"path": str(Path(module).resolve()), "function": function, "timeout_s": timeout_s},
+                          params)
     if is_own(name):
-        return _build_own({"name": name}, params)
+        return _build_own({"name": name, "timeout_s": timeout_s}, params)
     try:
         return build_reward(name, params)
     except KeyError as e:
@@ -175,7 +178,8 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
     given = {"prompts": [row["prompt"]]} if "prompt" in row and "prompts" in fn.extras else {}
     scores, errors = fn.score_texts([text], {**{k: [v] for k, v in columns.items()}, **given})
     if errors:
-        return {"reward": None, "error": errors[0].removeprefix("row 0: ")}
+        return {"reward": None, "error": str(errors[0]).removeprefix("row 0: ").removeprefix("rows 0-0: "),
+                "exception": errors[0]}
     out = {"reward": scores[0]}
     explain = getattr(fn.scorer, "explain", None)
     if explain is not None:
@@ -184,11 +188,19 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    fn = _build(args.reward, parse_params(args.param))
+    if not args.timeout > 0:
+        raise GrpokitError([Problem(f"--timeout {args.timeout:g}", "must be more than 0 seconds", "e.g. --timeout 60")])
+    fn = _build(args.reward, parse_params(args.param), args.timeout)
     rows = read_rows(args.input, fn.spec.columns)
     failed = 0
-    for row in rows:
+    from grpokit.rewards.guard import OwnRewardTimeout
+
+    for i, row in enumerate(rows):
         out = score_row(fn, row)
+        exc = getattr(out.pop("exception", None), "exc", None)
+        if isinstance(exc, OwnRewardTimeout):  # the next rows would wait as long: stop here, and say so
+            raise GrpokitError([Problem(f"{args.input} row {i + 1}", str(exc), exc.fix.replace(
+                "raise timeout_s on its rewards: entry", "raise --timeout"))], exit_code=2)
         failed += "error" in out
         print(json.dumps(out, ensure_ascii=False), flush=True)
     if failed:

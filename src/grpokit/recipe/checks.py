@@ -102,6 +102,10 @@ def check_rewards(rewards, base, data=None, notes: list[str] | None = None) -> F
             out += check_own_reward(built, r, ("rewards", i, "path" if r.path else "name"), data, base,
                                     notes if notes is not None else [])
             continue
+        if r.timeout_s is not None:
+            out.append((("rewards", i, "timeout_s"), f"{r.name!r} is built in; timeout_s is for your own reward "
+                        "functions", "remove it (a built-in reward that runs code takes its limit in params, e.g. "
+                        "code_tests params.timeout_s)"))
         if r.role is not None:
             out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "
                         f"{get_spec(r.name).role if r.name in names else 'declared by it'}",

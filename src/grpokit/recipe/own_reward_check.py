@@ -16,6 +16,9 @@ Found = list[tuple[tuple, str, str]]
 # enough that a slow reward (a sandbox, an API) costs seconds. Each row gets an answer-like completion and
 # an empty one (a policy writes empty completions early in training).
 OWN_TRIAL_ROWS = 4
+# How long one trial call may take when the reward entry sets no timeout_s: the first call of a reward may load
+# a model or warm a cache, so it is generous; a call past it is stopped and reported (never a silent hang).
+TRIAL_LIMIT_S = 60.0
 
 
 def check_own_reward(built, rc, loc: tuple, data, base, notes: list[str]) -> Found:
@@ -39,7 +42,8 @@ def check_own_reward(built, rc, loc: tuple, data, base, notes: list[str]) -> Fou
 
     context = {"trainer_state": TrainerState(global_step=0, max_steps=1), "log_extra": lambda *a, **k: None,
                "log_metric": lambda *a, **k: None}
-    return [(loc, what, fix) for what, fix in trial_problems(built, texts, cols, prompts, ids, context)]
+    limit = rc.timeout_s or TRIAL_LIMIT_S
+    return [(loc, what, fix) for what, fix in trial_problems(built, texts, cols, prompts, ids, context, limit)]
 
 
 def _trial_rows(data, base) -> tuple[list[dict], str]:
