@@ -54,7 +54,9 @@ def test_warnings_do_not_make_rows_unusable(tmp_path):
 def test_rows_are_normalised_and_extra_columns_pass_through(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q?", "expected_answer": 3.0, "schema": {"type": "x"}}])
     (row,) = check_jsonl(path).rows
-    assert row == {"question": "q?", "answer": "3", "schema": {"type": "x"}}
+    # the task's names, and the file's own (issue 35 item 5: a reward may read `expected_answer`); `prompt` is
+    # TRL's rendered-prompt column, never passed through raw
+    assert row == {"question": "q?", "answer": "3", "expected_answer": 3.0, "schema": {"type": "x"}}
 
 
 def test_gsm8k_gold_is_read_after_the_hashes():
