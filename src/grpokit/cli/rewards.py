@@ -46,6 +46,10 @@ def register(subparsers) -> None:
         help="reward parameter; VALUE is read as JSON when it parses (2, true, [\"A:\"]), else as a string",
     )
     p.add_argument("--input", required=True, help="JSONL: each row has `completion` and the columns the reward reads")
+    p.add_argument("--answer-field", metavar="COLUMN", help="the rows' column holding the gold answer: the reward "
+                   "gets it as `answer` as well (as a recipe's data.answer_field does)")
+    p.add_argument("--question-field", metavar="COLUMN", help="the rows' column holding the question, likewise "
+                   "given as `question`")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="your own function: seconds one row may take before it is stopped (default 60)")
     p.set_defaults(func=cmd_score)
@@ -126,8 +130,11 @@ def _build_own(entry: dict, params: dict) -> RewardFunction:
     return fn
 
 
-def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
-    """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix)."""
+def read_rows(path: str, columns: tuple[str, ...], fields: dict[str, str] | None = None) -> list[dict]:
+    """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix). `fields` ({"answer":
+    "target"}, from --answer-field / --question-field): the row's own column is also given under the task's name,
+    as training gives a recipe's data.answer_field."""
+    from grpokit.data import closest_column, grouped
     from grpokit.data import resolve_data_path
 
     file = Path(resolve_data_path(path, Path.cwd()))  # builtin:... as in a recipe
@@ -148,6 +155,15 @@ def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
                 problems.append(Problem(where, f"a row must be a JSON object, got {type(row).__name__}",
                                         'write {"completion": "...", ...}'))
                 continue
+            for task_name, own in (fields or {}).items():
+                if own in row:
+                    row[task_name] = row[own]
+                else:
+                    close = closest_column(task_name, (own,), row)
+                    problems.append(Problem(where, f"row has no {own!r} column (--{task_name}-field; the row has: "
+                                            f"{', '.join(row) or 'no columns'})",
+                                            f"did you mean --{task_name}-field {close}?" if close else
+                                            f"name a column the rows have with --{task_name}-field"))
             if "completion" not in row:
                 problems.append(Problem(where, "row has no 'completion'", 'add "completion": "<model output>"'))
             else:
@@ -157,9 +173,14 @@ def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
                     problems.append(Problem(where, str(e), "use a string or a list of {role, content} messages"))
             missing = [c for c in columns if c not in row]
             if missing:
-                problems.append(Problem(where, f"row has no {', '.join(map(repr, missing))} column(s), which the reward reads",
-                                        f"add {', '.join(map(repr, missing))} to every row"))
+                hint = "; or name the column that holds it: " + ", ".join(
+                    f"--{c}-field {closest_column(c, (c,), row) or 'COLUMN'}" for c in missing if c in
+                    ("answer", "question")) if any(c in ("answer", "question") for c in missing) else ""
+                problems.append(Problem(where, f"row has no {', '.join(map(repr, missing))} column(s), which the reward "
+                                        f"reads (the row has: {', '.join(row)})",
+                                        f"add {', '.join(map(repr, missing))} to every row{hint}"))
             rows.append(row)
+    problems = grouped(problems)  # one line for a column every row lacks
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         if len(problems) > len(shown):
@@ -191,7 +212,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise GrpokitError([Problem(f"--timeout {args.timeout:g}", "must be more than 0 seconds", "e.g. --timeout 60")])
     fn = _build(args.reward, parse_params(args.param), args.timeout)
-    rows = read_rows(args.input, fn.spec.columns)
+    fields = {k: v for k, v in (("answer", args.answer_field), ("question", args.question_field)) if v}
+    rows = read_rows(args.input, fn.spec.columns, fields)
     failed = 0
     from grpokit.rewards.guard import OwnRewardTimeout
 
