@@ -56,7 +56,9 @@ def check_own_reward(built, rc, loc: tuple, data, base, notes: list[str], report
     limit = rc.timeout_s or TRIAL_LIMIT_S
     texts, prompts, cols = _trial_batch(trial, data)
     out = [(loc, what, fix) for what, fix in trial_problems(built, texts, cols, prompts, _ids(texts), context, limit)]
-    if out and report is not None and "ran past its time limit" not in out[0][1]:
+    # An exception (or an exit) depends on the row: name the row. A wrong return type or length on the trial's
+    # first rows does not, and stays as it is.
+    if out and report is not None and any(k in out[0][1] for k in ("() raised ", "sys.exit(", "KeyboardInterrupt")):
         located = _locate(built, list(range(len(trial))), loc, data, report, context, limit)
         return located or out
     if out or report is None or len(rows) <= len(trial):
