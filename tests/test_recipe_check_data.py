@@ -132,3 +132,39 @@ def test_a_row_of_the_trial_call_is_named_too(folder, capsys):
                                          for i in range(40)])
     code, err = _check(_recipe(folder), capsys)
     assert code == 2 and "raised KeyError: 'in'" in err and "on units.jsonl:3 (question '2 m?'" in err
+
+
+def test_a_training_run_that_fails_on_an_own_reward_keeps_the_users_line_in_run_json(tmp_path, tiny_model_dir,
+                                                                                     monkeypatch, capsys):
+    """Issue 35 item 1 (b), end to end: the reward raises in training (here: once a flag file exists, so the
+    recipe check passes); run.json's error.traceback goes on into the user's file, to the line."""
+    import json
+
+    from conftest import addition_recipe
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "late_rewards", raising=False)
+    flag = tmp_path / "boom"
+    (tmp_path / "late_rewards.py").write_text(
+        "from pathlib import Path\n"
+        "\n"
+        "\n"
+        "def late(completions, answer, **kwargs):\n"
+        f"    if Path({str(flag)!r}).exists():\n"
+        "        return [float({}[a]) for a in answer]  # KeyError in training\n"
+        "    return [0.0 for _ in completions]\n")
+    recipe = addition_recipe(tmp_path, tiny_model_dir, rewards=[{"name": "late_rewards:late"}],
+                             data={"eval_fraction": 0.0}, train={
+                                 "num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4,
+                                 "max_steps": 1, "save_steps": 1, "logging_steps": 1})
+    from grpokit.recipe import load_recipe
+    from grpokit.training import train
+
+    loaded = load_recipe(recipe, use="train")  # the check passes: the flag is not there yet
+    flag.write_text("")
+    run = tmp_path / "run"
+    with pytest.raises(Exception, match="raised on every completion of the batch"):
+        train(loaded, run_dir=run)
+    error = json.loads((run / "run.json").read_text())["error"]
+    assert "KeyError" in error["message"] and "(late_rewards.py:6, in <listcomp>)" in error["message"]
+    assert 'late_rewards.py", line 6, in ' in error["traceback"]
