@@ -11,8 +11,12 @@ raise `GrpokitError` (exit 2), which the main CLI prints without a traceback.
 `score` prints one JSON object per input row, in order: `reward` (float or
 null) plus the reward's details (`reason`, `predicted`, ... where the reward
 explains itself) or `error` when scoring that row raised; it exits 1 when any
-row raised. `audit` exits 1 when a trick scores at least as much as an honest
-wrong answer (see `grpokit.audit`).
+row raised, and 2 when your own function ran past `--timeout` (the next rows
+would wait as long). `--answer-field` / `--question-field` give a row's own
+column to the reward as `answer` / `question`. `audit` exits 1 when a trick
+scores at least as much as an honest wrong answer (naming the reward that pays
+for it) or when a reward raised (counted, with the first traceback; see
+`grpokit.audit`).
 """
 from __future__ import annotations
 

@@ -23,8 +23,13 @@ Checked before any model loads (`grpokit recipe check`, and so `train`):
 `signature_problems` (params against the signature; required parameters that
 are neither a column, a TRL argument nor a param; training-only TRL arguments
 without a default), then `trial_problems`: one call with TRL's keyword
-arguments on a few real rows, reporting an exception with its line, a return
-value that is not a list, a wrong length, a non-number or a non-finite score.
+arguments on a few real rows, reporting an exception with its line, an exit, a
+call past its limit, a return value that is not a list, a wrong length, a
+non-number or a non-finite score (grpokit.recipe.own_reward_check then calls
+it on every row of data.train, within a time budget). Every call, there and in
+training, is contained by grpokit.rewards.guard: its own copies of the
+columns, exits and endless iterators as errors, scores checked, an optional
+deadline (the entry's `timeout_s`).
 `reward_title` names it by module (or file) and function in `recipe check` and
 the report.
 

@@ -34,7 +34,9 @@ exceptions.
 (`f(prompts, completions, **kwargs)`) whose `__name__` is the reward name, so
 TRL logs it as `rewards/<name>/mean`. The wrapper counts rows whose scoring
 raised, logs them as `rewards/<name>/errors`, scores them `None` (NaN: left
-out of the sum, not turned into 0) and raises once a whole batch fails.
+out of the sum, not turned into 0) and raises once a whole batch fails, from
+the first row's exception, so the traceback (run.json's error.traceback) goes
+on into the reward's own code.
 A recipe's own reward functions (`grpokit.rewards.own`) get the same wrapper.
 """
 from __future__ import annotations
