@@ -370,3 +370,47 @@ def test_run_json_keeps_the_traceback_into_the_users_file_and_line(folder, tmp_p
     error = json.loads((run.path / "run.json").read_text())["error"]
     line = next(i for i, t in enumerate(FUNCTIONS.splitlines(), 1) if '{"1": 1.0, "2": 0.0}[a]' in t)
     assert f'my_rewards.py", line {line}, in ' in error["traceback"]
+
+
+def test_off_the_main_thread_a_deadline_still_returns_control():
+    """Where no signal can reach the call (another thread), it runs in a daemon thread abandoned at the deadline."""
+    import threading
+    import time
+
+    from grpokit.rewards.guard import OwnRewardTimeout, guarded_call
+
+    def sleeps(completions):
+        time.sleep(30)
+
+    caught = []
+
+    def run():
+        try:
+            guarded_call(sleeps, lambda: sleeps(["a"]), 1, 0.5)
+        except OwnRewardTimeout as e:
+            caught.append(str(e))
+
+    start = time.monotonic()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(20)
+    assert time.monotonic() - start < 10 and caught and "ran past its time limit of 0.5 s" in caught[0]
+
+
+def test_the_deadline_leaves_sigalrm_to_the_users_code(folder):
+    """math-verify's own timeout uses SIGALRM: a reward using it keeps working under grpokit's deadline."""
+    import signal
+
+    from grpokit.rewards.guard import guarded_call
+
+    def uses_alarm(completions):
+        fired = []
+        previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        import time
+
+        time.sleep(0.2)
+        signal.signal(signal.SIGALRM, previous)
+        return [float(len(fired))]
+
+    assert guarded_call(uses_alarm, lambda: uses_alarm(["a"]), 1, 5.0)[1] == [1.0]
