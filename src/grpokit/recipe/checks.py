@@ -391,9 +391,6 @@ def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
                             f"`grpokit data check {spec}` lists every one"))
             if not report.rows and not errors:
                 out.append((("data", key), f"{spec} has no usable rows", f"`grpokit data check {spec}`"))
-            if report.columns and not report.rows:
-                out.append((("data", key), f"{spec}: columns found: {', '.join(report.columns)}",
-                            "name the question and answer columns with data.question_field / data.answer_field"))
     if train_report is None or not train_report.rows or out or t is None:
         return out, train_report
     n = len(train_report.rows)
