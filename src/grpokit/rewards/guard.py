@@ -99,7 +99,9 @@ def private_copy(value: Any) -> Any:
     if isinstance(value, list):
         if all(type(x) in _ATOMS for x in value):
             return list(value)
-        if all(isinstance(x, list) and all(type(y) in _ATOMS for y in x) for x in value):
+        # Token ids: lists of ints, copied one level down (judged by each list's first item, which keeps this
+        # linear in rows, not tokens); chat prompts (lists of message dicts) are copied deeply below.
+        if all(isinstance(x, list) and (not x or type(x[0]) in _ATOMS) for x in value):
             return [list(x) for x in value]
     try:
         return copy.deepcopy(value)
