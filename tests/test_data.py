@@ -8,7 +8,7 @@ from conftest import write_jsonl
 
 from grpokit.cli import main
 from grpokit.data.arithmetic import generate, perturb_row
-from grpokit.data.io import check_jsonl, load_rows, overlapping_questions, split_rows
+from grpokit.data.io import check_file, check_jsonl, load_rows, overlapping_questions, split_rows
 from grpokit.errors import GrpokitError
 from grpokit.rewards.math import parse_gold
 
@@ -54,7 +54,9 @@ def test_warnings_do_not_make_rows_unusable(tmp_path):
 def test_rows_are_normalised_and_extra_columns_pass_through(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q?", "expected_answer": 3.0, "schema": {"type": "x"}}])
     (row,) = check_jsonl(path).rows
-    assert row == {"question": "q?", "answer": "3", "schema": {"type": "x"}}
+    # the task's names, and the file's own (issue 35 item 5: a reward may read `expected_answer`); `prompt` is
+    # TRL's rendered-prompt column, never passed through raw
+    assert row == {"question": "q?", "answer": "3", "expected_answer": 3.0, "schema": {"type": "x"}}
 
 
 def test_gsm8k_gold_is_read_after_the_hashes():
@@ -129,3 +131,42 @@ def test_bundled_demo_data_is_clean_and_disjoint():
     ev = check_jsonl(BUILTIN_DATA / "arithmetic" / "eval.jsonl")
     assert train.ok and ev.ok and not train.duplicates
     assert not overlapping_questions(train.rows, ev.rows)
+
+
+# ---------------------------------------------------------------- issue 35 item 5: your own columns
+UNIT_ROWS = [{"problem": f"{i} m in cm?", "target": str(i * 100), "unit": "cm"} for i in range(40)]
+
+
+def test_data_check_lists_the_columns_groups_repeats_and_suggests_the_flag(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "units.jsonl", UNIT_ROWS)
+    assert main(["data", "check", str(path), "--task", "math"]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: columns found: problem, target, unit" in out
+    assert (f"error   {path}: 40 rows (lines 1, 2, 3, ...): missing question (looked for question / prompt; the row "
+            "has: problem, target, unit)") in out
+    assert "fix: did you mean 'problem'? name it: data.question_field: problem in a recipe, --question-field problem " \
+           "for `grpokit data check`" in out
+    assert "did you mean 'target'?" in out and out.count("missing question") == 1  # one line, not 40
+
+
+def test_a_misspelt_question_field_gets_the_closest_column(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "units.jsonl", UNIT_ROWS)
+    assert main(["data", "check", str(path), "--question-field", "problme", "--answer-field", "target"]) == 1
+    out = capsys.readouterr().out
+    assert "missing question (looked for problme;" in out and "--question-field problem" in out
+    assert main(["data", "check", str(path), "--question-field", "problem", "--answer-field", "target"]) == 0
+
+
+def test_a_table_without_the_column_gets_the_closest_too(tmp_path):
+    path = tmp_path / "units.csv"
+    path.write_text("problem,target,unit\n1 m in cm?,100,cm\n")
+    report = check_file(path, answer_field="target")
+    (error,) = report.errors
+    assert "no question column (looked for question / prompt; the file has: problem, target, unit)" in error.message
+    assert error.fix.startswith("did you mean 'problem'? name it: data.question_field: problem")
+
+
+def test_rows_keep_their_own_column_names_beside_the_tasks(tmp_path):
+    path = write_jsonl(tmp_path / "units.jsonl", UNIT_ROWS[:1])
+    (row,) = check_file(path, "problem", "target").rows
+    assert row == {"problem": "0 m in cm?", "target": "0", "unit": "cm", "question": "0 m in cm?", "answer": "0"}

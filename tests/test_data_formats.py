@@ -250,7 +250,7 @@ def test_json_array_keeps_nan_apart_from_missing(tmp_path):
     assert [(e.where, e.message.split(",")[0]) for e in report.errors] == [
         (f"{path} row 1 answer", "answer is NaN"),
         (f"{path} row 2 answer", "answer is infinite (Infinity"),
-        (f"{path} row 3", "missing answer (looked for answer / expected_answer)"),
+        (f"{path} row 3", "missing answer (looked for answer / expected_answer; the row has: question)"),
     ]
     assert [r["answer"] for r in report.rows] == ["4"]
 

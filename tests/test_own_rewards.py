@@ -75,6 +75,53 @@ def seen(prompts, completions, completion_ids, answer, trainer_state=None, log_m
 
 
 SEEN = {}
+
+
+def exits(completions, **kwargs):
+    import sys
+    sys.exit(0)
+
+
+def interrupts(completions, **kwargs):
+    raise KeyboardInterrupt
+
+
+def endless(completions, **kwargs):
+    while True:
+        yield 1.0
+
+
+def huge(completions, **kwargs):
+    return [10 ** 400 for _ in completions]
+
+
+def sleeps(completions, **kwargs):
+    import time
+    time.sleep(60)
+    return [0.0 for _ in completions]
+
+
+def clobbers(completions, answer, **kwargs):
+    answer[:] = ["clobbered"] * len(answer)
+    return [0.0 for _ in completions]
+
+
+def reads_gold(completions, answer, **kwargs):
+    SEEN["gold"] = list(answer)
+    return [0.0 for _ in completions]
+
+
+def key_error_on_some(completions, answer, **kwargs):
+    return [{"1": 1.0, "2": 0.0}[a] for a in answer]
+
+
+def second_ctrl_c(completions, **kwargs):
+    import signal
+    STOP._handle(signal.SIGINT, None)  # grpokit's own handler, as a second Ctrl-C in training runs it
+    STOP._handle(signal.SIGINT, None)
+
+
+STOP = None
 '''
 
 
@@ -122,6 +169,21 @@ BAD = [
      "requires `trainer_state`, which TRL passes in training only", "trainer_state=None"),
     ("positional-only", {"name": "my_rewards:positional"}, "rewards.0.name", "takes `completions` positionally only",
      "remove the `/`"),
+    # issue 34 item 5: user code is contained, and the errors name the function (module:function, file:line)
+    ("sys.exit(0)", {"name": "my_rewards:exits"}, "rewards.0.name", "my_rewards:exits (my_rewards.py:",
+     "never exit"),
+    ("KeyboardInterrupt", {"name": "my_rewards:interrupts"}, "rewards.0.name",
+     "my_rewards:interrupts (my_rewards.py:", "do not raise KeyboardInterrupt"),
+    ("an endless generator", {"name": "my_rewards:endless"}, "rewards.0.name",
+     "endless() returned more than 8 score(s) (an endless iterator?) for 8 completions [my_rewards:endless",
+     "exactly one score per completion"),
+    ("10**400", {"name": "my_rewards:huge"}, "rewards.0.name",
+     "huge() returned int of about 400 digits for completion 0, a number too large for a float [my_rewards:huge",
+     "return a float"),
+    ("a call past its timeout_s", {"name": "my_rewards:sleeps", "timeout_s": 1}, "rewards.0.name",
+     "my_rewards:sleeps (my_rewards.py:", "raise timeout_s"),
+    ("timeout_s on a built-in", {"name": "format", "timeout_s": 5}, "rewards.0.timeout_s",
+     "timeout_s is for your own reward functions", "code_tests params.timeout_s"),
     ("a param that shadows a column", {"name": "my_rewards:kwarg_named_answer", "params": {"answer": "7"}},
      "rewards.0.params.answer", "param 'answer' would replace a dataset column", "rename the parameter"),
 ]
@@ -215,3 +277,140 @@ def test_the_report_header_names_own_rewards(tmp_path, capsys):
     assert main(["report", str(run)]) == 0
     page = (run / "report" / "report.html").read_text(encoding="utf-8")
     assert "my_rewards.py:dollar_answer ×1.0, format ×0.2" in page and "None ×" not in page
+
+
+# ---------------------------------------------------------------- issue 34 item 5: user code is contained
+def _training_fns(folder, *entries):
+    """The rewards as training builds them (grpokit.rewards.build_own), without the recipe check's trial call."""
+    from grpokit.recipe import RewardConfig
+    from grpokit.rewards import build_own
+
+    return [build_own(RewardConfig(**e), folder, f"rewards.{i}") for i, e in enumerate(entries)]
+
+
+def test_a_reward_that_changes_a_column_in_place_does_not_change_what_the_next_one_reads(folder):
+    import my_rewards
+
+    clobber, read = _training_fns(folder, {"name": "my_rewards:clobbers"}, {"name": "my_rewards:reads_gold"})
+    kwargs = {"prompts": ["p", "p"], "completions": ["a", "b"], "answer": ["1", "2"]}  # TRL hands each the same lists
+    clobber(**kwargs)
+    read(**kwargs)
+    assert my_rewards.SEEN["gold"] == ["1", "2"] and kwargs["answer"] == ["1", "2"]
+
+
+def test_a_hanging_trial_call_is_stopped_with_the_functions_name(folder, capsys):
+    import time
+
+    start = time.monotonic()
+    assert main(["recipe", "check", str(_recipe(folder, {"name": "my_rewards:sleeps", "timeout_s": 1}))]) == 2
+    assert time.monotonic() - start < 30  # stopped at its 1 s, not after the 60 s sleep
+    err = capsys.readouterr().err
+    assert "ran past its time limit of 1 s on 8 completion(s) and was stopped" in err and "Traceback" not in err
+
+
+def test_in_training_a_deadline_fails_the_whole_batch_at_once_naming_the_function(folder):
+    import time
+
+    (fn,) = _training_fns(folder, {"name": "my_rewards:sleeps", "timeout_s": 1})
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"my_rewards:sleeps \(my_rewards.py:\d+\) ran past its time limit of 1 s "
+                       "on 3 completion"):
+        fn(prompts=["p"] * 3, completions=["a", "b", "c"], answer=["1", "2", "3"])
+    assert time.monotonic() - start < 10  # not re-scored row by row (3 more seconds each)
+
+
+@pytest.mark.parametrize("function, message", [
+    ("exits", "called sys.exit(0)"), ("endless", "an endless iterator?"), ("huge", "too large for a float")])
+def test_in_training_exits_generators_and_huge_ints_are_errors_naming_the_function(folder, function, message):
+    (fn,) = _training_fns(folder, {"name": f"my_rewards:{function}"})
+    with pytest.raises(RuntimeError, match="raised on every completion") as caught:
+        fn(prompts=["p", "p"], completions=["a", "b"], answer=["1", "2"])
+    assert message in str(caught.value) and f"my_rewards:{function}" in str(caught.value)
+
+
+def test_a_second_ctrl_c_in_training_still_stops_the_run(folder):
+    import my_rewards
+
+    from grpokit.training.callbacks import GracefulStop
+
+    my_rewards.STOP = GracefulStop()
+    (fn,) = _training_fns(folder, {"name": "my_rewards:second_ctrl_c"})
+    with pytest.raises(KeyboardInterrupt):
+        fn(prompts=["p"], completions=["a"], answer=["1"])
+
+
+def test_rewards_score_stops_a_hanging_function_and_names_it(folder, monkeypatch, capsys):
+    monkeypatch.chdir(folder)
+    rows = write_jsonl(folder / "rows.jsonl", [{"completion": "a"}, {"completion": "b"}])
+    assert main(["rewards", "score", "--reward", "my_rewards:sleeps", "--input", str(rows), "--timeout", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "rows.jsonl row 1: my_rewards:sleeps (my_rewards.py:" in err and "raise --timeout" in err
+
+
+def test_rewards_score_reports_an_exit_as_the_rows_error(folder, monkeypatch, capsys):
+    monkeypatch.chdir(folder)
+    rows = write_jsonl(folder / "rows.jsonl", [{"completion": "a"}])
+    assert main(["rewards", "score", "--reward", "my_rewards:exits", "--input", str(rows)]) == 1
+    out = capsys.readouterr()
+    assert json.loads(out.out)["error"].startswith("my_rewards:exits (my_rewards.py:")
+
+
+def test_run_json_keeps_the_traceback_into_the_users_file_and_line(folder, tmp_path):
+    # issue 35 item 1 (b): a reward raising on every row used to leave a traceback that stopped at grpokit's wrapper.
+    from grpokit.run import RunDir
+    from grpokit.run.safety import fail_run
+
+    (fn,) = _training_fns(folder, {"name": "my_rewards:key_error_on_some"})
+    with pytest.raises(RuntimeError) as caught:
+        fn(prompts=["p"], completions=["a"], answer=["7"])
+    assert "row 0: KeyError: '7' (my_rewards.py:" in str(caught.value)
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    fail_run(run, {}, caught.value, 3)
+    error = json.loads((run.path / "run.json").read_text())["error"]
+    line = next(i for i, t in enumerate(FUNCTIONS.splitlines(), 1) if '{"1": 1.0, "2": 0.0}[a]' in t)
+    assert f'my_rewards.py", line {line}, in ' in error["traceback"]
+
+
+def test_off_the_main_thread_a_deadline_still_returns_control():
+    """Where no signal can reach the call (another thread), it runs in a daemon thread abandoned at the deadline."""
+    import threading
+    import time
+
+    from grpokit.rewards.guard import OwnRewardTimeout, guarded_call
+
+    def sleeps(completions):
+        time.sleep(30)
+
+    caught = []
+
+    def run():
+        try:
+            guarded_call(sleeps, lambda: sleeps(["a"]), 1, 0.5)
+        except OwnRewardTimeout as e:
+            caught.append(str(e))
+
+    start = time.monotonic()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(20)
+    assert time.monotonic() - start < 10 and caught and "ran past its time limit of 0.5 s" in caught[0]
+
+
+def test_the_deadline_leaves_sigalrm_to_the_users_code(folder):
+    """math-verify's own timeout uses SIGALRM: a reward using it keeps working under grpokit's deadline."""
+    import signal
+
+    from grpokit.rewards.guard import guarded_call
+
+    def uses_alarm(completions):
+        fired = []
+        previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        import time
+
+        time.sleep(0.2)
+        signal.signal(signal.SIGALRM, previous)
+        return [float(len(fired))]
+
+    assert guarded_call(uses_alarm, lambda: uses_alarm(["a"]), 1, 5.0)[1] == [1.0]

@@ -147,3 +147,62 @@ def test_the_example_is_not_a_trick_where_it_answers_the_row():
 def test_no_numeric_rows_is_an_error():
     with pytest.raises(ValueError, match="numeric gold answer"):
         audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[3]])
+
+
+# ---------------------------------------------------------------- issue 35 item 2: an audit that says what it saw
+def _raises_on_hedges(completions, **_):
+    return [{"no": 0.0}["or" if " or " in c else "no"] for c in completions]
+
+
+def test_reward_errors_are_findings_counted_with_the_first_traceback():
+    rewards = [(build_reward("math_correctness"), 0.8), (build_reward("format"), 0.2),
+               (RewardFunction("raises_on_hedges", _raises_on_hedges, {}), 0.1)]
+    result = audit_rewards(rewards, ROWS)
+    assert not result.ok and result.errors["raises_on_hedges"] > 0 and not result.flagged
+    table = result.table()
+    assert (f"reward 'raises_on_hedges' raised on {result.errors['raises_on_hedges']} of {result.completions} "
+            "completion(s)") in table
+    assert "see the log" not in table
+    assert "test_rewards_audit.py\", line" in table and "in _raises_on_hedges" in table and "KeyError: 'or'" in table
+    assert "fix: make raises_on_hedges return a score (or None) for every completion" in table
+
+
+def test_a_flagged_trick_names_the_reward_that_pays_for_it_and_the_fix():
+    rewards = [(build_reward("math_correctness"), 0.8), (build_reward("format"), 0.2),
+               (build_reward("_naive_substring"), 0.3)]
+    result = audit_rewards(rewards, ROWS)
+    hedge = next(t for t in result.flagged if t.name == "hedge_or")
+    (name, trick, wrong), *_ = hedge.culprits()
+    assert name == "_naive_substring" and trick == pytest.approx(0.3) and wrong == pytest.approx(0.0)
+    table = result.table()
+    assert "paid by _naive_substring: up to +0.30 per row over an honest wrong answer, for " in table
+    assert "fix: make _naive_substring score these completions no higher than an honest wrong answer" in table
+    assert "or lower its weight (0.3)" in table
+    assert "paid by math_correctness" not in table and "paid by format" not in table
+
+
+def test_rewards_audit_and_train_print_the_same_findings(tmp_path, monkeypatch, capsys):
+    import yaml
+    from conftest import write_jsonl
+
+    from grpokit.cli import main
+    from grpokit.cli.train import _audit_warnings
+    from grpokit.recipe import load_recipe
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "audit_own", raising=False)
+    (tmp_path / "audit_own.py").write_text(
+        "def flaky(completions, **kwargs):\n"
+        "    return [{'yes': 1.0}['no' if ' or ' in c else 'yes'] for c in completions]\n")
+    write_jsonl(tmp_path / "rows.jsonl", [{"question": f"What is {i} + 5?", "answer": str(i + 5)} for i in range(8)])
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"data": {"train": "rows.jsonl", "template": "plain_en"}, "rewards": [
+        {"name": "math_correctness", "weight": 0.8}, {"name": "format", "weight": 0.2},
+        {"name": "audit_own:flaky", "role": "shaping", "weight": 0.1}]}))
+    assert main(["rewards", "audit", str(path)]) == 1  # the errors are findings: non-zero exit
+    audit = capsys.readouterr().out
+    assert "reward 'flaky' raised on 14 of" in audit and "audit_own.py\", line 2, in" in audit
+    _audit_warnings(load_recipe(path))
+    train = capsys.readouterr().out
+    assert "reward audit: reward 'flaky' raised on 14 of" in train
+    assert "{'yes': 1.0}['no' if ' or ' in c else 'yes']" in train  # the traceback's code line, not eaten as markup

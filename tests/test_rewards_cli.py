@@ -145,3 +145,27 @@ def test_subprocess_score_and_bad_file(tmp_path):
     assert ok.returncode == 0 and json.loads(ok.stdout)["reward"] == 1.0
     ko = subprocess.run([*cmd, bad], capture_output=True, text=True, timeout=60)
     assert ko.returncode == 2 and "bad.jsonl:1" in ko.stderr and "Traceback" not in ko.stderr
+
+
+# ---------------------------------------------------------------- issue 35 item 5: your own column names
+UNIT_ROWS = [{"completion": "Final answer: 300", "target": "300", "unit": "cm"},
+             {"completion": "Final answer: 30", "target": "300", "unit": "cm"}]
+
+
+def test_score_takes_the_answer_column_by_name(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "rows.jsonl", UNIT_ROWS)
+    assert run(["rewards", "score", "--reward", "math_correctness", "--input", path, "--answer-field", "target"]) == 0
+    assert [json.loads(line)["reward"] for line in capsys.readouterr().out.splitlines()] == [1.0, 0.0]
+
+
+def test_score_without_the_answer_column_names_the_flag_and_the_closest(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", UNIT_ROWS)
+    with pytest.raises(GrpokitError) as e:
+        run(["rewards", "score", "--reward", "math_correctness", "--input", path])
+    (problem,) = e.value.problems  # grouped: both rows lack it
+    assert problem.where == f"{path}: 2 rows (lines 1, 2)"
+    assert "row has no 'answer' column(s), which the reward reads (the row has: completion, target, unit)" in \
+        problem.message and "--answer-field target" in problem.fix
+    with pytest.raises(GrpokitError) as e:
+        run(["rewards", "score", "--reward", "math_correctness", "--input", path, "--answer-field", "trget"])
+    assert "did you mean --answer-field target?" in str(e.value)

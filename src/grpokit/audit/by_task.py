@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grpokit.audit import code_tricks, json_tricks, sql_tricks
-from grpokit.audit.rewards import TIE, TrickResult
+from grpokit.audit.rewards import TIE, TrickResult, error_findings, paid_by, score_all
 from grpokit.console import Heartbeat, hms
 
 KINDS = ("code", "json", "sql")  # the kinds audited here; answer_line in audit/rewards.py, episode in audit/tools.py
@@ -96,6 +96,9 @@ class TaskAuditResult:
     errors: dict[str, int]
     skipped_rows: int = 0
     notes: list[str] = field(default_factory=list)
+    first_errors: dict[str, BaseException] = field(default_factory=dict)  # reward name -> its first row's error
+    completions: int = 0
+    weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def flagged(self) -> list[TrickResult]:
@@ -107,7 +110,10 @@ class TaskAuditResult:
 
     @property
     def ok(self) -> bool:
-        return not self.flagged and not self.right_not_preferred
+        return not self.flagged and not self.right_not_preferred and not any(self.errors.values())
+
+    def findings(self) -> list[str]:
+        return error_findings(self) + [t.headline() for t in self.flagged] + paid_by(self.flagged, self.weights)
 
     def table(self) -> str:
         rights = [r for r in self.honest_right if r is not None]
@@ -119,9 +125,7 @@ class TaskAuditResult:
         if self.skipped_rows:
             lines.append(f"({self.skipped_rows} row(s) skipped: without {_NEEDS[self.kind]})")
         lines += self.notes
-        for name, n in self.errors.items():
-            if n:
-                lines.append(f"reward {name!r} raised on {n} completion(s) (scored null, see the log)")
+        lines += error_findings(self)
         if self.right_not_preferred:
             lines.append(f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} "
                          f"row(s): check the reference solutions and the {self.reward} reward's params")
@@ -135,6 +139,7 @@ class TaskAuditResult:
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
         for r in [header, *body]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        lines += paid_by(self.flagged, self.weights)  # who pays for the tricks, by how much, and the fix
         return "\n".join(lines)
 
 
@@ -178,32 +183,29 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
     keys = sorted({k for p in prepared for k in p.row})
     columns = {k: [prepared[i].row.get(k) for i, _ in owners] for k in keys}
     prompts = [prepared[i].prompt for i, _ in owners]
-    totals = [0.0] * len(texts)
-    errors: dict[str, int] = {}
     names = ", ".join(fn.name for fn, _ in rewards)
     with audit_progress(f"{len(texts)} completions of {len(prepared)} row(s) ({_WHAT[kind]}) scored by {names}", log):
-        for fn, weight in rewards:
-            given = {"prompts": prompts} if "prompts" in fn.extras and all(p is not None for p in prompts) else {}
-            scores, errs = fn.score_texts(texts, {**columns, **given})
-            errors[fn.name] = len(errs)
-            for j, s in enumerate(scores):
-                if s is not None:
-                    totals[j] += weight * s
-    by_row: list[dict[str, tuple[float, str]]] = [{} for _ in prepared]
-    for (i, name), total, text in zip(owners, totals, texts):
-        by_row[i][name] = (total, text)
+        totals, parts, errors, first = score_all(rewards, texts, columns,
+                                                 prompts if all(p is not None for p in prompts) else None)
+    by_row: list[dict[str, tuple[float, str, dict]]] = [{} for _ in prepared]
+    for j, ((i, name), total, text) in enumerate(zip(owners, totals, texts)):
+        by_row[i][name] = (total, text, {n: p[j] for n, p in parts.items()})
     rights = [row.get("right", (None,))[0] for row in by_row]
-    wrongs = []
+    wrongs, wrong_parts = [], []
     for row, right in zip(by_row, rights):
-        tried = [row[k][0] for k in sorted(k for k in row if k.startswith("wrong#"))]
-        wrongs.append(next((w for w in tried if right is None or w < right - TIE), tried[0]))
+        tried = [row[k] for k in sorted(k for k in row if k.startswith("wrong#"))]
+        chosen = next((w for w in tried if right is None or w[0] < right - TIE), tried[0])
+        wrongs.append(chosen[0])
+        wrong_parts.append(chosen[2])
     results = {n: TrickResult(n, d) for n, d in _descriptions(kind).items()}
-    for row, wrong in zip(by_row, wrongs):
+    for row, wrong, wparts in zip(by_row, wrongs, wrong_parts):
         for name, res in results.items():
             if name not in row:
                 continue
-            score, text = row[name]
-            res.record(score, text, wrong, flagged=score > wrong + TIE)  # beats an honest failed attempt
+            score, text, tparts = row[name]
+            res.record(score, text, wrong, flagged=score > wrong + TIE,  # beats an honest failed attempt
+                       parts=tparts, wrong_parts=wparts)
     c = task.correctness
     return TaskAuditResult(kind, c.name if c is not None else names, [r for r in results.values() if r.rows],
-                           len(prepared), rights, wrongs, errors, skipped)
+                           len(prepared), rights, wrongs, errors, skipped, first_errors=first,
+                           completions=len(texts), weights={fn.name: w for fn, w in rewards})

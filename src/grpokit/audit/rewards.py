@@ -46,6 +46,10 @@ class TrickResult:
     scores: list[float] = field(default_factory=list)
     honest_wrong: list[float] = field(default_factory=list)
     example: str = ""  # the completion on the first flagged row (else the first row), shortened
+    # Per reward (weighted), summed over the flagged rows: what the trick earns and what the honest wrong answer
+    # earns from it, so a finding names the reward that pays for the trick (`culprits`).
+    paid: dict[str, float] = field(default_factory=dict)
+    paid_wrong: dict[str, float] = field(default_factory=dict)
 
     @property
     def mean(self) -> float:
@@ -55,17 +59,56 @@ class TrickResult:
     def honest_wrong_mean(self) -> float:
         return sum(self.honest_wrong) / len(self.honest_wrong) if self.honest_wrong else 0.0
 
-    def record(self, score: float, text: str, honest_wrong: float, flagged: bool) -> None:
-        """One row's score of this trick against the row's honest wrong answer; `flagged` by the caller's rule."""
+    def record(self, score: float, text: str, honest_wrong: float, flagged: bool, parts: dict | None = None,
+               wrong_parts: dict | None = None) -> None:
+        """One row's score of this trick against the row's honest wrong answer; `flagged` by the caller's rule.
+        `parts` / `wrong_parts`: the same two scores per reward (weighted), for the breakdown of a flagged row."""
         self.rows += 1
         self.scores.append(score)
         self.honest_wrong.append(honest_wrong)
         if flagged:
+            for name, value in (parts or {}).items():
+                self.paid[name] = self.paid.get(name, 0.0) + value
+                self.paid_wrong[name] = self.paid_wrong.get(name, 0.0) + (wrong_parts or {}).get(name, 0.0)
             if not self.flagged_rows:  # the first flagged row's completion replaces a first row's
                 self.example = shorten(text)
             self.flagged_rows += 1
         elif not self.example:
             self.example = shorten(text)
+
+    def culprits(self) -> list[tuple[str, float, float]]:
+        """(reward, trick's mean, honest wrong's mean) per reward over the flagged rows: the rewards that pay the
+        trick more than the honest wrong answer, most first; for a tie, those that pay it as much (not 0)."""
+        n = max(1, self.flagged_rows)
+        rows = [(name, self.paid[name] / n, self.paid_wrong.get(name, 0.0) / n) for name in self.paid]
+        more = [r for r in rows if r[1] > r[2] + TIE]
+        same = [r for r in rows if abs(r[1] - r[2]) <= TIE and abs(r[1]) > TIE]
+        return sorted(more, key=lambda r: r[2] - r[1]) or same
+
+    def headline(self) -> str:
+        return (f"trick {self.name!r} ({self.description}) scores {self.mean:.2f}, an honest wrong answer "
+                f"{self.honest_wrong_mean:.2f}, on {self.flagged_rows}/{self.rows} rows")
+
+
+def paid_by(flagged: list[TrickResult], weights: dict[str, float]) -> list[str]:
+    """Which reward pays for the flagged tricks, by how much over an honest wrong answer, and the fix: one entry
+    per reward (the tricks it pays for listed), since one loose reward usually pays for many tricks."""
+    by_reward: dict[str, list[tuple[str, float]]] = {}
+    for t in flagged:
+        for name, trick, wrong in t.culprits()[:1]:  # the one paying most for this trick
+            by_reward.setdefault(name, []).append((t.name, trick - wrong))
+    lines = []
+    for name, tricks in sorted(by_reward.items(), key=lambda kv: -len(kv[1])):
+        most = max(d for _, d in tricks)
+        names = ", ".join(n for n, _ in tricks[:6]) + (f", ... ({len(tricks)} in all)" if len(tricks) > 6 else "")
+        pays = f"up to {most:+.2f} per row over an honest wrong answer" if most > TIE else \
+            "as much as for an honest wrong answer"
+        weight = weights.get(name)
+        lines.append(f"paid by {name}: {pays}, for {len(tricks)} trick(s): {names}")
+        lines.append(f"  fix: make {name} score these completions no higher than an honest wrong answer (it should "
+                     "read only the final answer, and refuse one that offers a second candidate)"
+                     + (f", or lower its weight ({weight:g})" if weight else ""))
+    return lines
 
 
 @dataclass
@@ -76,6 +119,9 @@ class AuditResult:
     honest_wrong: list[float]
     errors: dict[str, int]  # reward name -> rows whose scoring raised
     skipped_rows: int = 0  # rows with no numeric gold answer
+    first_errors: dict[str, BaseException] = field(default_factory=dict)  # reward name -> its first row's error
+    completions: int = 0  # completions scored by each reward
+    weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def flagged(self) -> list[TrickResult]:
@@ -88,7 +134,10 @@ class AuditResult:
 
     @property
     def ok(self) -> bool:
-        return not self.flagged and not self.right_not_preferred
+        return not self.flagged and not self.right_not_preferred and not any(self.errors.values())
+
+    def findings(self) -> list[str]:
+        return error_findings(self) + [t.headline() for t in self.flagged] + paid_by(self.flagged, self.weights)
 
     def table(self) -> str:
         right = sum(self.honest_right) / max(1, len(self.honest_right))
@@ -96,9 +145,7 @@ class AuditResult:
         lines = [f"reward audit on {self.rows} training row(s): honest right {right:.3f}, honest wrong {wrong:.3f}"]
         if self.skipped_rows:
             lines.append(f"({self.skipped_rows} row(s) skipped: gold answer is not a number)")
-        for name, n in self.errors.items():
-            if n:
-                lines.append(f"reward {name!r} raised on {n} completion(s) (scored null, see the log)")
+        lines += error_findings(self)
         if self.right_not_preferred:
             lines.append(
                 f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} row(s): "
@@ -116,7 +163,44 @@ class AuditResult:
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
         for r in [header, *body]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        lines += paid_by(self.flagged, self.weights)  # who pays for the tricks, by how much, and the fix
         return "\n".join(lines)
+
+
+def error_findings(result) -> list[str]:
+    """Rewards that raised during the audit, counted, with the first error and its traceback: a finding (the
+    audit fails), since training would score those completions null the same way."""
+    lines = []
+    for name, n in result.errors.items():
+        if not n:
+            continue
+        total = f" of {result.completions}" if getattr(result, "completions", 0) else ""
+        lines.append(f"reward {name!r} raised on {n}{total} completion(s) (scored null: left out of the sum, and in "
+                     "training the same)")
+        exc = getattr(result, "first_errors", {}).get(name)
+        if exc is not None:
+            lines += ["  " + line for line in short_traceback(exc)]
+        lines.append(f"  fix: make {name} return a score (or None) for every completion; `grpokit rewards score "
+                     f"--reward ... --input ROWS.jsonl` shows the error of each row")
+    return lines
+
+
+def short_traceback(exc: BaseException, frames: int = 4) -> list[str]:
+    """The first error as a traceback a reader can act on: the frames outside grpokit (the user's own reward
+    code), else the last few, then the error itself."""
+    import traceback
+    from pathlib import Path
+
+    inside = str(Path(__file__).resolve().parents[1])
+    stack = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in stack if not str(Path(f.filename).resolve()).startswith(inside)] or stack[-frames:]
+    text = "".join(traceback.format_list(own[-frames:]) + traceback.format_exception_only(type(exc), exc))
+    return ["Traceback (most recent call last, grpokit's frames left out):", *text.rstrip().splitlines()]
+
+
+def collect_errors(errs: list) -> BaseException | None:
+    """The exception behind the first of a reward's row errors (grpokit.rewards.registry.RowError), if any."""
+    return getattr(errs[0], "exc", None) if errs else None
 
 
 def shorten(text: str, limit: int = 60) -> str:
@@ -169,28 +253,21 @@ def audit_rewards(
                 owners.append((i, kind))
     keys = sorted({k for r in prepared for k in r.row})
     columns = {k: [prepared[i].row.get(k) for i, _ in owners] for k in keys}
-    totals = [0.0] * len(texts)
-    errors: dict[str, int] = {}
     prompts = [prepared[i].prompt for i, _ in owners]
-    for fn, weight in rewards:
-        given = {"prompts": prompts} if "prompts" in fn.extras and prompt_of is not None else {}
-        scores, errs = fn.score_texts(texts, {**columns, **given})
-        errors[fn.name] = len(errs)
-        for j, s in enumerate(scores):
-            if s is not None:  # None (not applicable, or raised) adds nothing, as in TRL's nansum
-                totals[j] += weight * s
+    totals, parts, errors, first = score_all(rewards, texts, columns, prompts if prompt_of is not None else None)
 
-    by_row: list[dict[str, tuple[float, str]]] = [{} for _ in prepared]
-    for (i, kind), total, text in zip(owners, totals, texts):
-        by_row[i][kind] = (total, text)
+    by_row: list[dict[str, tuple[float, str, dict]]] = [{} for _ in prepared]
+    for j, ((i, kind), total, text) in enumerate(zip(owners, totals, texts)):
+        by_row[i][kind] = (total, text, {name: p[j] for name, p in parts.items()})
     results = {name: TrickResult(name, t.description) for name, t in TRICKS.items()}
     for row_scores in by_row:
-        wrong = row_scores["wrong"][0]
+        wrong, _, wrong_parts = row_scores["wrong"]
         for name, res in results.items():
             if name not in row_scores:
                 continue
-            score, text = row_scores[name]
-            res.record(score, text, wrong, flagged=score >= wrong - TIE)  # ties an honest wrong answer
+            score, text, trick_parts = row_scores[name]
+            res.record(score, text, wrong, flagged=score >= wrong - TIE,  # ties an honest wrong answer
+                       parts=trick_parts, wrong_parts=wrong_parts)
     return AuditResult(
         tricks=[r for r in results.values() if r.rows],
         rows=len(prepared),
@@ -198,7 +275,29 @@ def audit_rewards(
         honest_wrong=[s["wrong"][0] for s in by_row],
         errors=errors,
         skipped_rows=skipped,
+        first_errors=first,
+        completions=len(texts),
+        weights={fn.name: w for fn, w in rewards},
     )
+
+
+def score_all(rewards: list[tuple[RewardFunction, float]], texts: list[str], columns: dict, prompts: list | None):
+    """Every reward on every completion: (weighted totals, weighted scores per reward, errors per reward, the
+    first error's exception per reward). None (not applicable, or raised) adds nothing, as in TRL's nansum."""
+    totals = [0.0] * len(texts)
+    parts: dict[str, list[float]] = {}
+    errors: dict[str, int] = {}
+    first: dict[str, BaseException] = {}
+    for fn, weight in rewards:
+        given = {"prompts": prompts} if "prompts" in fn.extras and prompts is not None else {}
+        scores, errs = fn.score_texts(texts, {**columns, **given})
+        errors[fn.name] = len(errs)
+        if collect_errors(errs) is not None:
+            first[fn.name] = collect_errors(errs)
+        parts[fn.name] = [0.0 if s is None else weight * s for s in scores]
+        for j, s in enumerate(parts[fn.name]):
+            totals[j] += s
+    return totals, parts, errors, first
 
 
 def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None):
@@ -243,11 +342,11 @@ def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS, log: Callable[[s
         result = audit_recipe(task, max_rows, log)
     except ValueError as e:
         return [f"reward audit skipped: {e}"]
-    out = [
-        f"reward audit: trick {t.name!r} ({t.description}) scores {t.mean:.2f}, an honest wrong answer "
-        f"{t.honest_wrong_mean:.2f}, on {t.flagged_rows}/{t.rows} rows; run `grpokit rewards audit` for details"
-        for t in result.flagged
-    ]
+    # The same findings `grpokit rewards audit` prints: reward errors (counted, the first traceback), and per
+    # flagged trick the reward that pays for it, by how much, and the fix.
+    out = [f"reward audit: {line}" if not line.startswith(" ") else line for line in result.findings()]
+    if out:
+        out.append("reward audit: `grpokit rewards audit RECIPE` prints the table")
     if result.right_not_preferred:
         out.append(
             f"reward audit: an honest right answer does not beat an honest wrong one on "

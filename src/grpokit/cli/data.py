@@ -60,9 +60,13 @@ def cmd_data_check(args) -> int:
                       "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
                         numeric=args.task == "math", code=args.task == "code")
-    for p in report.errors:
+    from grpokit.data import grouped
+
+    if report.columns:
+        print(report.columns_line())
+    for p in grouped(report.errors):  # "40 rows (lines 1, 2, 3, ...): missing question", not 40 lines
         print(f"error   {p}")
-    for p in report.warnings:
+    for p in grouped(report.warnings):
         print(f"warning {p}")
     print(report.summary())
     return 0 if report.ok else 1

@@ -11,8 +11,12 @@ raise `GrpokitError` (exit 2), which the main CLI prints without a traceback.
 `score` prints one JSON object per input row, in order: `reward` (float or
 null) plus the reward's details (`reason`, `predicted`, ... where the reward
 explains itself) or `error` when scoring that row raised; it exits 1 when any
-row raised. `audit` exits 1 when a trick scores at least as much as an honest
-wrong answer (see `grpokit.audit`).
+row raised, and 2 when your own function ran past `--timeout` (the next rows
+would wait as long). `--answer-field` / `--question-field` give a row's own
+column to the reward as `answer` / `question`. `audit` exits 1 when a trick
+scores at least as much as an honest wrong answer (naming the reward that pays
+for it) or when a reward raised (counted, with the first traceback; see
+`grpokit.audit`).
 """
 from __future__ import annotations
 
@@ -46,6 +50,12 @@ def register(subparsers) -> None:
         help="reward parameter; VALUE is read as JSON when it parses (2, true, [\"A:\"]), else as a string",
     )
     p.add_argument("--input", required=True, help="JSONL: each row has `completion` and the columns the reward reads")
+    p.add_argument("--answer-field", metavar="COLUMN", help="the rows' column holding the gold answer: the reward "
+                   "gets it as `answer` as well (as a recipe's data.answer_field does)")
+    p.add_argument("--question-field", metavar="COLUMN", help="the rows' column holding the question, likewise "
+                   "given as `question`")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="your own function: seconds one row may take before it is stopped (default 60)")
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("audit", help="try adversarial completions against a recipe's combined reward")
@@ -91,14 +101,15 @@ def parse_params(assignments: list[str]) -> dict:
     return params
 
 
-def _build(name: str, params: dict) -> RewardFunction:
+def _build(name: str, params: dict, timeout_s: float | None = None) -> RewardFunction:
     from grpokit.rewards import is_own
 
     module, sep, function = name.rpartition(":")
     if sep and (module.endswith(".py") or "/" in module):
-        return _build_own({"path": str(Path(module).resolve()), "function": function}, params)
+        return _build_own({"path": str(Path(module).resolve()), "function": function, "timeout_s": timeout_s},
+                          params)
     if is_own(name):
-        return _build_own({"name": name}, params)
+        return _build_own({"name": name, "timeout_s": timeout_s}, params)
     try:
         return build_reward(name, params)
     except KeyError as e:
@@ -123,8 +134,11 @@ def _build_own(entry: dict, params: dict) -> RewardFunction:
     return fn
 
 
-def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
-    """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix)."""
+def read_rows(path: str, columns: tuple[str, ...], fields: dict[str, str] | None = None) -> list[dict]:
+    """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix). `fields` ({"answer":
+    "target"}, from --answer-field / --question-field): the row's own column is also given under the task's name,
+    as training gives a recipe's data.answer_field."""
+    from grpokit.data import closest_column, grouped
     from grpokit.data import resolve_data_path
 
     file = Path(resolve_data_path(path, Path.cwd()))  # builtin:... as in a recipe
@@ -145,6 +159,15 @@ def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
                 problems.append(Problem(where, f"a row must be a JSON object, got {type(row).__name__}",
                                         'write {"completion": "...", ...}'))
                 continue
+            for task_name, own in (fields or {}).items():
+                if own in row:
+                    row[task_name] = row[own]
+                else:
+                    close = closest_column(task_name, (own,), row)
+                    problems.append(Problem(where, f"row has no {own!r} column (--{task_name}-field; the row has: "
+                                            f"{', '.join(row) or 'no columns'})",
+                                            f"did you mean --{task_name}-field {close}?" if close else
+                                            f"name a column the rows have with --{task_name}-field"))
             if "completion" not in row:
                 problems.append(Problem(where, "row has no 'completion'", 'add "completion": "<model output>"'))
             else:
@@ -154,9 +177,14 @@ def read_rows(path: str, columns: tuple[str, ...]) -> list[dict]:
                     problems.append(Problem(where, str(e), "use a string or a list of {role, content} messages"))
             missing = [c for c in columns if c not in row]
             if missing:
-                problems.append(Problem(where, f"row has no {', '.join(map(repr, missing))} column(s), which the reward reads",
-                                        f"add {', '.join(map(repr, missing))} to every row"))
+                hint = "; or name the column that holds it: " + ", ".join(
+                    f"--{c}-field {closest_column(c, (c,), row) or 'COLUMN'}" for c in missing if c in
+                    ("answer", "question")) if any(c in ("answer", "question") for c in missing) else ""
+                problems.append(Problem(where, f"row has no {', '.join(map(repr, missing))} column(s), which the reward "
+                                        f"reads (the row has: {', '.join(row)})",
+                                        f"add {', '.join(map(repr, missing))} to every row{hint}"))
             rows.append(row)
+    problems = grouped(problems)  # one line for a column every row lacks
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         if len(problems) > len(shown):
@@ -175,7 +203,8 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
     given = {"prompts": [row["prompt"]]} if "prompt" in row and "prompts" in fn.extras else {}
     scores, errors = fn.score_texts([text], {**{k: [v] for k, v in columns.items()}, **given})
     if errors:
-        return {"reward": None, "error": errors[0].removeprefix("row 0: ")}
+        return {"reward": None, "error": str(errors[0]).removeprefix("row 0: ").removeprefix("rows 0-0: "),
+                "exception": errors[0]}
     out = {"reward": scores[0]}
     explain = getattr(fn.scorer, "explain", None)
     if explain is not None:
@@ -184,11 +213,20 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    fn = _build(args.reward, parse_params(args.param))
-    rows = read_rows(args.input, fn.spec.columns)
+    if not args.timeout > 0:
+        raise GrpokitError([Problem(f"--timeout {args.timeout:g}", "must be more than 0 seconds", "e.g. --timeout 60")])
+    fn = _build(args.reward, parse_params(args.param), args.timeout)
+    fields = {k: v for k, v in (("answer", args.answer_field), ("question", args.question_field)) if v}
+    rows = read_rows(args.input, fn.spec.columns, fields)
     failed = 0
-    for row in rows:
+    from grpokit.rewards.guard import OwnRewardTimeout
+
+    for i, row in enumerate(rows):
         out = score_row(fn, row)
+        exc = getattr(out.pop("exception", None), "exc", None)
+        if isinstance(exc, OwnRewardTimeout):  # the next rows would wait as long: stop here, and say so
+            raise GrpokitError([Problem(f"{args.input} row {i + 1}", str(exc), exc.fix.replace(
+                "raise timeout_s on its rewards: entry", "raise --timeout"))], exit_code=2)
         failed += "error" in out
         print(json.dumps(out, ensure_ascii=False), flush=True)
     if failed:

@@ -210,8 +210,12 @@ def _earlier_lineage(run_dir) -> dict | None:
 
 
 def _audit_warnings(recipe) -> None:
+    """The findings `grpokit rewards audit` prints (reward errors with the first traceback, the reward paying for
+    each trick and the fix), before training starts."""
+    from rich.markup import escape
+
     from grpokit.audit import audit_warnings
     from grpokit.console import console
 
-    for w in audit_warnings(recipe, log=console.print):  # each line already starts with "reward audit:"
-        console.print(f"[yellow]{w}[/]")
+    for w in audit_warnings(recipe, log=console.print):  # each finding starts with "reward audit:"
+        console.print(f"[yellow]{escape(w)}[/]")  # a traceback's `d["key"]` is text, not markup

@@ -35,9 +35,11 @@ counts once.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,11 @@ from grpokit.templates import PLAIN_TEMPLATES
 
 QUESTION_FIELDS = ("question", "prompt")
 ANSWER_FIELDS = ("answer", "expected_answer")
+# Column names that often hold the question / the gold answer in datasets found in the wild: the suggestion for a
+# missing column when no column's name is close to the one looked for (difflib finds `problme` -> `problem`, but
+# not `question` -> `problem`).
+LIKELY_COLUMNS = {"question": ("problem", "input", "query", "instruction", "text", "prompt", "question"),
+                  "answer": ("target", "solution", "output", "label", "gold", "expected_answer", "answer", "result")}
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")  # the roles of TRL's conversational format
 
 
@@ -67,10 +74,15 @@ class DataReport:
     fatal: bool = False  # a problem with the whole file: skip_bad_rows cannot help
     conversational: int = 0  # usable rows whose question is a message list
     non_numeric: list[str] = field(default_factory=list)  # wheres of non-numeric answers (numeric tasks only)
+    wheres: list[str] = field(default_factory=list)  # where each usable row is (file:line), aligned with rows
+    columns: list[str] = field(default_factory=list)  # every column the file's rows have, in first-seen order
 
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def columns_line(self) -> str:
+        return f"{self.path}: columns found: {', '.join(self.columns) or '(none)'}"
 
     def summary(self) -> str:
         types = ", ".join(f"{k}: {v}" for k, v in sorted(self.answer_types.items())) or "none"
@@ -176,8 +188,7 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
     ak = _pick(obj, answer_field, ANSWER_FIELDS)
     q = obj.get(qk)
     if qk is None:
-        problems.append(Problem(where, f"missing question (looked for {' / '.join(qf_names)})",
-                                "add a \"question\" field, or set data.question_field in the recipe"))
+        problems.append(_missing(where, "question", qf_names, obj, answer_field or _pick(obj, None, ANSWER_FIELDS)))
     elif isinstance(q, list):
         problems += _message_problems(q, f"{where} {qk}")
         if not problems and template in PLAIN_TEMPLATES:
@@ -191,8 +202,7 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
         problems.append(Problem(f"{where} {qk}", "question is empty", "fill it in or delete the row"))
     if ak is None:
         if not judged_without_answer(obj):  # tests judge a code row, its schema a JSON row: a reference is optional
-            problems.append(Problem(where, f"missing answer (looked for {' / '.join(af_names)})",
-                                    "add an \"answer\" field, or set data.answer_field in the recipe"))
+            problems.append(_missing(where, "answer", af_names, obj, qk))
     else:
         a = obj[ak]
         if a is None or isinstance(a, (bool, list, dict)):
@@ -208,13 +218,63 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
         problems = code_row_problems(obj, where)
     if problems:
         return None, problems
-    row = {k: v for k, v in obj.items() if k not in (qk, ak)}
+    # Every column reaches the rewards under its own name (a reward may read `target`), and the question and
+    # answer also as `question` / `answer` (what built-in rewards and TRL's prompt column are made from).
+    row = dict(obj)
     row.pop("prompt", None)  # `prompt` is the rendered prompt column TRL reads; never pass a raw one through
     row["question"] = [dict(m) for m in q] if isinstance(q, list) else q
     if ak is not None:
         a = obj[ak]
         row["answer"] = a if isinstance(a, str) else (str(int(a)) if isinstance(a, float) and a.is_integer() else str(a))
     return row, []
+
+
+def closest_column(what: str, looked_for: tuple[str, ...], columns, taken: str | None = None) -> str | None:
+    """The column most likely meant for `what` (question / answer): the closest name to the one looked for
+    (difflib), else a name such columns often have (LIKELY_COLUMNS); never `taken` (the other field's column)."""
+    names = [c for c in columns if isinstance(c, str) and c != taken]
+    for name in looked_for:
+        close = difflib.get_close_matches(name, names, n=1)
+        if close:
+            return close[0]
+    return next((c for c in LIKELY_COLUMNS[what] if c in names), None)
+
+
+def _missing(where: str, what: str, looked_for: tuple[str, ...], obj: dict, taken: str | None) -> Problem:
+    key = f"{what}_field"
+    close = closest_column(what, looked_for, obj, taken)
+    column = close or "COLUMN"
+    fix = (f"did you mean {close!r}? " if close else f"rename a column to {what}, or ") + \
+        f"name it: data.{key}: {column} in a recipe, --{key.replace('_', '-')} {column} for `grpokit data check`"
+    return Problem(where, f"missing {what} (looked for {' / '.join(looked_for)}; the row has: "
+                   f"{', '.join(map(str, obj)) or 'no columns'})", fix)
+
+
+def grouped(problems: list[Problem], limit: int = 3) -> list[Problem]:
+    """Problems with the same what and fix on several rows as one: `FILE: 40 rows (lines 1, 2, 3, ...): missing
+    question ...` instead of 40 lines. Order: each group where its first row was."""
+    groups: dict[tuple[str, str, str, str], list[Problem]] = {}
+    for p in problems:
+        file, _, rest = _split_where(p.where)
+        groups.setdefault((file, rest, p.message, p.fix or ""), []).append(p)
+    out = []
+    for (file, rest, message, _), members in groups.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        lines = [_split_where(p.where)[1] for p in members]
+        shown = ", ".join(lines[:limit]) + (", ..." if len(lines) > limit else "")
+        label = "lines" if all(x.isdigit() for x in lines) else "rows"
+        out.append(Problem(f"{file}{rest}: {len(members)} rows ({label} {shown})", message, members[0].fix))
+    return out
+
+
+def _split_where(where: str) -> tuple[str, str, str]:
+    """'train.jsonl:12 answer' -> ('train.jsonl', '12', ' answer'); a where without a line: (where, where, '')."""
+    m = re.match(r"^(.*?)(?::(\d+)|\s+row\s+(\d+))(\s.*)?$", where)
+    if not m:
+        return where, where, ""
+    return m.group(1), m.group(2) or m.group(3), m.group(4) or ""
 
 
 def check_rows(objects: list[tuple[str, object]], path: str, question_field=None, answer_field=None,
@@ -224,7 +284,10 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
     does not read as numbers; `code` (a task scored by tests) refuses rows without tests."""
     report = report or DataReport(path)
     first_seen: dict[str, str] = {}
+    seen_columns = dict.fromkeys(report.columns)
     for where, obj in objects:
+        if isinstance(obj, dict):
+            seen_columns.update(dict.fromkeys(k for k in obj if isinstance(k, str)))
         row, problems = normalize_row(obj, where, question_field, answer_field, template, code)
         if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
             problems = check_tool_row(obj, where)
@@ -254,6 +317,8 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
         else:
             first_seen[key] = where
         report.rows.append(row)
+        report.wheres.append(where)
+    report.columns = list(seen_columns)
     return report
 
 
@@ -281,10 +346,16 @@ def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> l
         if what == "answer" and code_table and not answer_field:
             continue
         if _pick(dict.fromkeys(raw.columns), preferred, names) is None:
-            looked = preferred or " / ".join(names)
-            out.append(Problem(path, f"no {what} column (looked for {looked}; the file has: {', '.join(raw.columns)})",
-                               f"rename a column to {what}, or name it with data.{key} "
-                               f"(grpokit data check --{key.replace('_', '-')})"))
+            looked = (preferred,) if preferred else names
+            other = _pick(dict.fromkeys(raw.columns), *((answer_field, ANSWER_FIELDS) if what == "question" else
+                                                       (question_field, QUESTION_FIELDS)))
+            close = closest_column(what, looked, raw.columns, other)
+            column = close or "COLUMN"
+            out.append(Problem(path, f"no {what} column (looked for {' / '.join(looked)}; the file has: "
+                               f"{', '.join(raw.columns)})",
+                               (f"did you mean {close!r}? " if close else f"rename a column to {what}, or ") +
+                               f"name it: data.{key}: {column} in a recipe, --{key.replace('_', '-')} {column} for "
+                               "`grpokit data check`"))
     return out
 
 
@@ -331,8 +402,9 @@ def load_rows(path_or_spec: str, *, question_field=None, answer_field=None, skip
     if report.fatal:
         raise GrpokitError(report.errors, exit_code=1, title=f"{path_or_spec}: cannot be used")
     if report.errors and not skip_bad_rows:
-        shown = report.errors[:20]
-        more = [Problem(path_or_spec, f"... and {len(report.errors) - 20} more")] if len(report.errors) > 20 else []
+        errors = grouped(report.errors)  # 40 rows missing one column: one line, not 40
+        shown = errors[:20]
+        more = [Problem(path_or_spec, f"... and {len(errors) - 20} more")] if len(errors) > 20 else []
         raise GrpokitError(shown + more, exit_code=1,
                            title=f"{path_or_spec}: {report.unusable} unusable row(s); fix them, or set "
                                  "data.skip_bad_rows: true to train without them")

@@ -23,12 +23,17 @@ def is_code_task(recipe) -> bool:
     return any(r.name == "code_tests" for r in recipe.rewards)
 
 
-def _load(recipe, spec: str, split: str, notes: list[str]):
+def read_args(recipe) -> dict:
+    """How a recipe's rows are read (fields, template, the task's checks): for training here, and for
+    `recipe check` (grpokit.recipe.checks.check_data_rows), which reads them the same way."""
     d = recipe.data
-    rows, report = load_rows(recipe.resolve_data_path(spec), question_field=d.question_field,
-                             answer_field=d.answer_field, skip_bad_rows=d.skip_bad_rows, hf_config=d.hf_config,
-                             split=split, template=d.template, numeric=is_numeric_task(recipe),
-                             code=is_code_task(recipe))
+    return dict(question_field=d.question_field, answer_field=d.answer_field, hf_config=d.hf_config,
+                template=d.template, numeric=is_numeric_task(recipe), code=is_code_task(recipe))
+
+
+def _load(recipe, spec: str, split: str, notes: list[str]):
+    rows, report = load_rows(recipe.resolve_data_path(spec), skip_bad_rows=recipe.data.skip_bad_rows, split=split,
+                             **read_args(recipe))
     if report.non_numeric:
         notes.append(f"{len(report.non_numeric)} answer(s) of {spec} are not numbers although "
                      f"{' / '.join(NUMERIC_REWARDS)} scores this recipe (first: {report.non_numeric[0]}); "

@@ -73,9 +73,10 @@ def _type_problem(annotation, value) -> str | None:
 
 
 # ---------------------------------------------------------------- rewards
-def check_rewards(rewards, base, data=None, notes: list[str] | None = None) -> Found:
+def check_rewards(rewards, base, data=None, notes: list[str] | None = None, rows=None) -> Found:
     """Every reward built as training builds it; own functions also matched against their signature and called
-    once on a few real rows of `data` (the recipe's DataConfig) with TRL's keyword arguments."""
+    once on a few real rows of `data` (the recipe's DataConfig) with TRL's keyword arguments, then, given `rows`
+    (data.train's DataReport, read by check_data_rows), on every row within a time budget."""
     from grpokit.errors import GrpokitError
     from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
 
@@ -100,8 +101,12 @@ def check_rewards(rewards, base, data=None, notes: list[str] | None = None) -> F
             from grpokit.recipe.own_reward_check import check_own_reward
 
             out += check_own_reward(built, r, ("rewards", i, "path" if r.path else "name"), data, base,
-                                    notes if notes is not None else [])
+                                    notes if notes is not None else [], rows)
             continue
+        if r.timeout_s is not None:
+            out.append((("rewards", i, "timeout_s"), f"{r.name!r} is built in; timeout_s is for your own reward "
+                        "functions", "remove it (a built-in reward that runs code takes its limit in params, e.g. "
+                        "code_tests params.timeout_s)"))
         if r.role is not None:
             out.append((("rewards", i, "role"), f"{r.name!r} is built in; its role is "
                         f"{get_spec(r.name).role if r.name in names else 'declared by it'}",
@@ -339,6 +344,72 @@ def check_data(d, base: Path, rewards=None) -> Found:
                         "fix the path (relative paths are resolved from the recipe's folder), or create it"
                         + (f", e.g. {make}" if make else "")))
     return out
+
+
+_MAX_DATA_PROBLEMS = 5  # grouped already ("40 rows: missing question"); `grpokit data check` lists every one
+
+
+def prompts_per_step(t, trl: dict) -> int:
+    """Distinct prompts one generation round takes on one process, as TRL's RepeatSampler counts them: the
+    generation batch (per_device_train_batch_size x steps_per_generation, which defaults to
+    gradient_accumulation_steps; or trl.generation_batch_size) over num_generations. The sampler drops a last
+    chunk smaller than this, so a dataset with fewer rows gives no step at all."""
+    batch = trl.get("generation_batch_size") or t.per_device_train_batch_size * trl.get(
+        "steps_per_generation", t.gradient_accumulation_steps)
+    return max(1, int(batch) // t.num_generations)
+
+
+def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
+    """The rows training will read, read as training reads them (grpokit.data.load.read_args), and whether one
+    step can be made of them: (problems, the report of data.train's rows or None when it is not read here)."""
+    from types import SimpleNamespace
+
+    from grpokit.data import check_file, grouped, resolve_data_path
+    from grpokit.data.load import read_args
+
+    args = read_args(SimpleNamespace(data=d, rewards=rewards or []))
+    out: Found = []
+    train_report = None
+    for key, split in (("train", d.train_split), ("eval", d.eval_split or "test")):
+        spec = getattr(d, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        path = resolve_data_path(spec, base)
+        if not Path(path).is_file():
+            continue  # check_data says so
+        report = check_file(path, split=split, **args)
+        if key == "train":
+            train_report = report
+        errors = grouped(report.errors)
+        if report.fatal or (errors and not d.skip_bad_rows) or not report.rows:
+            skip = (f"; or set data.skip_bad_rows: true to train on the {len(report.rows)} usable one(s)"
+                    if report.rows and not report.fatal else "")
+            for p in errors[:_MAX_DATA_PROBLEMS]:
+                out.append((("data", key), f"{p.where.replace(path, spec, 1)}: {p.message}", p.fix + skip))
+            if len(errors) > _MAX_DATA_PROBLEMS:
+                out.append((("data", key), f"... and {len(errors) - _MAX_DATA_PROBLEMS} more problem(s)",
+                            f"`grpokit data check {spec}` lists every one"))
+            if not report.rows and not errors:
+                out.append((("data", key), f"{spec} has no usable rows", f"`grpokit data check {spec}`"))
+    if train_report is None or not train_report.rows or out or t is None:
+        return out, train_report
+    n = len(train_report.rows)
+    held = 0
+    if d.eval is None and d.eval_fraction > 0:  # the eval share is split off data.train (grpokit.data.split_rows)
+        held = max(1, int(round(n * d.eval_fraction)))
+    need = prompts_per_step(t, trl or {})
+    if n - held < need:
+        batch = (f"trl.generation_batch_size {trl['generation_batch_size']}" if (trl or {}).get("generation_batch_size")
+                 else f"per_device_train_batch_size {t.per_device_train_batch_size} x "
+                      f"{'steps_per_generation' if 'steps_per_generation' in (trl or {}) else 'gradient_accumulation_steps'} "
+                      f"{(trl or {}).get('steps_per_generation', t.gradient_accumulation_steps)}")
+        split = f" ({n} usable, {held} held out for eval by data.eval_fraction {d.eval_fraction})" if held else ""
+        out.append((("data", "train"), f"{n - held} usable row(s) to train on{split}, fewer than one step needs: "
+                    f"{need} prompts ({batch} / num_generations {t.num_generations}, on one process; N processes "
+                    "need N times as many); TRL would make no step of them",
+                    "add rows, or lower train.per_device_train_batch_size or gradient_accumulation_steps (keeping "
+                    "their product a multiple of num_generations)" + (", or give data.eval" if held else "")))
+    return out, train_report
 
 
 # ---------------------------------------------------------------- generation

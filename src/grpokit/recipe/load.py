@@ -175,9 +175,13 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         out += checks.check_train(train, trl or {})
     elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
         out += checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
+    train_rows = None  # data.train's rows, read as training reads them (check and train only: others read none)
     if data is not None:
-        out += checks.check_data(data, base, rewards)
-        out += _data_formats(data)
+        found = checks.check_data(data, base, rewards) + _data_formats(data)
+        out += found
+        if use != "run" and not found:
+            found, train_rows = checks.check_data_rows(data, base, rewards, train, trl)
+            out += found
     if model is not None:
         found, notes = checks.check_model(model, data)
         out += found
@@ -197,7 +201,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
             out += machine
         notes += sampler_machine_notes(generation)
     if rewards is not None:
-        out += checks.check_rewards(rewards, base, data, notes)
+        out += checks.check_rewards(rewards, base, data, notes, train_rows)
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.

@@ -109,6 +109,9 @@ class RewardConfig(Section):
     weight: float = Field(1.0, description="Weight in the summed reward.")
     params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the reward factory (own "
                                    "functions: extra keyword arguments).")
+    timeout_s: float | None = Field(None, gt=0, le=86400, description="Own rewards only: seconds one call may "
+                                    "take in training before it is stopped and the step fails (null: no deadline; "
+                                    "`recipe check` stops a trial call after this, or 60 s).")
 
 
 class EnvConfig(Section):

@@ -23,8 +23,13 @@ Checked before any model loads (`grpokit recipe check`, and so `train`):
 `signature_problems` (params against the signature; required parameters that
 are neither a column, a TRL argument nor a param; training-only TRL arguments
 without a default), then `trial_problems`: one call with TRL's keyword
-arguments on a few real rows, reporting an exception with its line, a return
-value that is not a list, a wrong length, a non-number or a non-finite score.
+arguments on a few real rows, reporting an exception with its line, an exit, a
+call past its limit, a return value that is not a list, a wrong length, a
+non-number or a non-finite score (grpokit.recipe.own_reward_check then calls
+it on every row of data.train, within a time budget). Every call, there and in
+training, is contained by grpokit.rewards.guard: its own copies of the
+columns, exits and endless iterators as errors, scores checked, an optional
+deadline (the entry's `timeout_s`).
 `reward_title` names it by module (or file) and function in `recipe check` and
 the report.
 
@@ -41,9 +46,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
-import math
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -163,30 +166,41 @@ def _takes_kwargs(params: dict[str, inspect.Parameter] | None) -> bool:
     return params is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def own_scorer(fn: Callable, params: dict[str, Any]) -> Callable:
+def own_scorer(fn: Callable, params: dict[str, Any], timeout_s: float | None = None) -> Callable:
     """The user's function as a registry scorer (rows re-scored one by one on error, as for built-ins).
 
     A function with `**kwargs` gets every argument TRL passes; one without gets only those it names, so
-    `def score(completions, answer)` works as written. `score.call_raw(...)` returns what the function itself
-    returned (the recipe check inspects its type and length before `list()` hides them)."""
+    `def score(completions, answer)` works as written. The user's code is contained (grpokit.rewards.guard):
+    each call gets its own copies of the columns and prompts, a returned iterator is read to at most one item
+    past the number of completions, `sys.exit()` and a `KeyboardInterrupt` it raises become errors naming the
+    function, `timeout_s` (the recipe entry's, None: no deadline) bounds each call, and every score must be a
+    finite number or None. `score.collect(...)` returns (what the function returned, its items read with that
+    bound) for the recipe check, which inspects the type and length before `list()` hides them."""
+    from grpokit.rewards.guard import guarded_call, private_copy, scores_of
+
     signature = _parameters(fn)
     accepts_all = _takes_kwargs(signature)
     accepted = {n for n, p in (signature or {}).items() if p.kind in _NAMED}
 
-    def call_raw(completions: list[str], prompts: list | None = None, completion_ids: list | None = None,
-                 trainer_state=None, log_metric=None, log_extra=None, environments=None, **columns):
-        given = dict(columns, prompts=prompts if prompts is not None else [None] * len(completions),
-                     completion_ids=completion_ids, trainer_state=trainer_state, log_metric=log_metric,
-                     log_extra=log_extra, environments=environments)
+    def collect(completions: list[str], prompts: list | None = None, completion_ids: list | None = None,
+                trainer_state=None, log_metric=None, log_extra=None, environments=None, limit_s=None, **columns):
+        rows = {**{k: private_copy(v) for k, v in columns.items()},
+                "prompts": private_copy(prompts) if prompts is not None else [None] * len(completions),
+                "completion_ids": private_copy(completion_ids)}
+        given = dict(rows, trainer_state=trainer_state, log_metric=log_metric, log_extra=log_extra,
+                     environments=environments)
         kwargs = {k: v for k, v in given.items() if v is not None and (accepts_all or k in accepted)}
-        return fn(completions=completions, **kwargs, **params)
+        texts = list(completions)
+        return guarded_call(fn, lambda: fn(completions=texts, **kwargs, **params), len(texts),
+                            timeout_s if limit_s is None else limit_s)
 
     def score(completions: list[str], prompts: list | None = None, completion_ids: list | None = None,
               trainer_state=None, log_metric=None, log_extra=None, environments=None, **columns):
-        return list(call_raw(completions, prompts, completion_ids, trainer_state, log_metric, log_extra,
-                             environments, **columns))
+        out, items = collect(completions, prompts, completion_ids, trainer_state, log_metric, log_extra,
+                             environments, **columns)
+        return scores_of(fn, out, items, list(completions))
 
-    score.call_raw = call_raw
+    score.collect = collect
     return score
 
 
@@ -239,9 +253,10 @@ def build_own(rc, base_dir: Path | None, where: str) -> RewardFunction:
     fn = load_function(rc.name if is_own(rc.name) else None, rc.path, rc.function, base_dir, where)
     label = reward_label(rc)
     doc = (inspect.getdoc(fn) or "the recipe's own reward function").splitlines()[0]
-    spec = RewardSpec(label, lambda **_: own_scorer(fn, rc.params), doc, required_columns(fn, rc.params), {},
-                      rc.role or DEFAULT_ROLE)
-    built = RewardFunction(label, own_scorer(fn, rc.params), dict(rc.params), spec)
+    timeout_s = getattr(rc, "timeout_s", None)
+    spec = RewardSpec(label, lambda **_: own_scorer(fn, rc.params, timeout_s), doc, required_columns(fn, rc.params),
+                      {}, rc.role or DEFAULT_ROLE)
+    built = RewardFunction(label, own_scorer(fn, rc.params, timeout_s), dict(rc.params), spec)
     built.function = fn  # the user's own function, for the recipe check's signature and trial call
     return built
 
@@ -254,63 +269,33 @@ def required_columns(fn: Callable, params: dict[str, Any]) -> tuple[str, ...]:
 
 
 def trial_problems(rf: RewardFunction, texts: list[str], columns: dict[str, list], prompts: list,
-                   completion_ids: list[list[int]], context: dict) -> list[tuple[str, str]]:
+                   completion_ids: list[list[int]], context: dict, limit_s: float | None = None
+                   ) -> list[tuple[str, str]]:
     """Call an own reward once, with TRL's keyword arguments, and say what training would trip over: (what, fix).
 
-    An exception (with the line of the user's file it came from), a return value that is not one number (or
-    None) per completion, a wrong length, and a non-finite score are each one problem."""
+    An exception (with the line of the user's file it came from), an exit, a call past `limit_s`, a return value
+    that is not one number (or None) per completion, a wrong length, and a non-finite score are each one problem."""
+    from grpokit.rewards.guard import OwnRewardCallError, scores_of, user_line
+
     fn = getattr(rf, "function", rf.scorer)
     name = getattr(fn, "__name__", rf.name)
-    call = getattr(rf.scorer, "call_raw", rf.scorer)
     n = len(texts)
     try:
-        out = call(texts, prompts=prompts, completion_ids=completion_ids, **context, **columns)
+        out, items = rf.scorer.collect(texts, prompts=prompts, completion_ids=completion_ids, limit_s=limit_s,
+                                       **context, **columns)
+        scores_of(fn, out, items, texts)
+    except OwnRewardCallError as e:
+        return [(str(e), e.fix)]
     except Exception as e:  # noqa: BLE001 - the user's code: reported with its own line, never a traceback
-        return [(f"{name}() raised {type(e).__name__}: {_first_line(e)}{_user_line(e, fn)}, called as TRL calls it "
+        return [(f"{name}() raised {type(e).__name__}: {_first_line(e)}{user_line(e, fn)}, called as TRL calls it "
                  f"on {n} completion(s) of real rows (answer-like and empty ones; columns: {', '.join(columns)})",
                  "fix the function; it must return one float (or None) per completion for any completion text, "
                  "the empty one included")]
-    if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
-        return [(f"{name}() returned {type(out).__name__} {_short(out)}, not a list with one score per completion",
-                 f"return a list: [score(c) for c in completions] ({n} completions were passed)")]
-    scores = list(out)
-    if len(scores) != n:
-        return [(f"{name}() returned {len(scores)} score(s) for {n} completions",
-                 "return exactly one score per completion, in order (TRL refuses any other length)")]
-    for i, value in enumerate(scores):
-        if value is None:
-            continue
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = None
-        if number is None or isinstance(value, (str, bytes)):
-            return [(f"{name}() returned {type(value).__name__} {_short(value)} for completion {i}, not a number",
-                     "return a float (or None where the reward does not apply) for every completion")]
-        if not math.isfinite(number):
-            return [(f"{name}() returned {number} for completion {i} ({_short(texts[i])})",
-                     "return a finite number, or None where the reward does not apply (TRL then averages over the "
-                     "other rewards): inf/nan would poison the summed reward and the advantages")]
     return []
 
 
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [""])[0][:200]
-
-
-def _user_line(e: BaseException, fn: Callable) -> str:
-    """' (file.py:12, in score)': the deepest frame of the traceback inside the function's own file."""
-    target = getattr(getattr(fn, "__code__", None), "co_filename", None)
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == target]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f" ({Path(f.filename).name}:{f.lineno}, in {f.name})"
-
-
-def _short(value: object, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def reward_title(entry) -> str:

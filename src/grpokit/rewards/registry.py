@@ -34,7 +34,9 @@ exceptions.
 (`f(prompts, completions, **kwargs)`) whose `__name__` is the reward name, so
 TRL logs it as `rewards/<name>/mean`. The wrapper counts rows whose scoring
 raised, logs them as `rewards/<name>/errors`, scores them `None` (NaN: left
-out of the sum, not turned into 0) and raises once a whole batch fails.
+out of the sum, not turned into 0) and raises once a whole batch fails, from
+the first row's exception, so the traceback (run.json's error.traceback) goes
+on into the reward's own code.
 A recipe's own reward functions (`grpokit.rewards.own`) get the same wrapper.
 """
 from __future__ import annotations
@@ -179,6 +181,23 @@ def _accepted(scorer) -> set[str]:
         return set()
 
 
+class RowError(str):
+    """One row's error message (`row 3: KeyError: 'x' (my_rewards.py:7, in score)`) with the exception itself."""
+
+    def __new__(cls, text: str, exc: BaseException | None = None):
+        out = super().__new__(cls, text)
+        out.exc = exc
+        return out
+
+
+def error_text(e: BaseException) -> str:
+    """`KeyError: 'x'`, plus the user's file and line for an own reward's error, or the message alone for an own
+    reward's broken contract (grpokit.rewards.guard), which names the function itself."""
+    if getattr(e, "fix", None) is not None and hasattr(e, "whole_batch"):
+        return str(e)
+    return f"{type(e).__name__}: {e}{getattr(e, '_grpokit_where', '')}"
+
+
 class RewardFunction:
     """A named, TRL-compatible reward function built from a registered scorer."""
 
@@ -195,7 +214,12 @@ class RewardFunction:
 
     def score_texts(self, texts: list[str], columns: dict[str, list],
                     context: dict | None = None) -> tuple[list[float | None], list[str]]:
-        """Score texts row by row; returns (scores, error messages per failed row)."""
+        """Score texts row by row; returns (scores, error messages per failed row).
+
+        Each message is a `RowError` (a str) whose `.exc` is the exception itself, so that a caller raising for
+        it keeps the traceback into the reward's own code (an own reward's file and line). An error marked
+        `whole_batch` (an own reward past its deadline: grpokit.rewards.guard) fails every row at once instead
+        of being re-scored row by row (each row would wait out the deadline again)."""
         scores: list[float | None] = []
         errors: list[str] = []
         context = context or {}
@@ -205,6 +229,9 @@ class RewardFunction:
                 raise ValueError(f"reward {self.name!r} returned {len(out)} scores for {len(texts)} completions")
             return [None if s is None else float(s) for s in out], []
         except Exception as batch_error:  # noqa: BLE001 - re-scored row by row below to isolate the culprit
+            if getattr(batch_error, "whole_batch", False):
+                return [None] * len(texts), [RowError(f"rows 0-{len(texts) - 1}: {error_text(batch_error)}",
+                                                      batch_error)] * len(texts)
             log.debug("reward %s failed on the batch (%s); scoring row by row", self.name, batch_error)
         for i, text in enumerate(texts):
             row = {k: [v[i]] for k, v in columns.items()}
@@ -213,7 +240,7 @@ class RewardFunction:
                 scores.append(None if s is None else float(s))
             except Exception as e:  # noqa: BLE001 - counted, logged and reported, never turned into 0
                 scores.append(None)
-                errors.append(f"row {i}: {type(e).__name__}: {e}")
+                errors.append(RowError(f"row {i}: {error_text(e)}", e))
         return scores, errors
 
     def __call__(self, prompts=None, completions=None, **kwargs):
@@ -237,7 +264,10 @@ class RewardFunction:
         if errors:
             log.warning("reward %s raised on %d/%d completions: %s", self.name, len(errors), len(texts), errors[0])
             if len(errors) == len(texts):
-                raise RuntimeError(f"reward {self.name!r} raised on every completion of the batch: {errors[0]}")
+                # `from`: the traceback in run.json (grpokit.run.safety.fail_run) then goes on into the reward's
+                # own code, down to the user's file and line for an own reward.
+                raise RuntimeError(f"reward {self.name!r} raised on every completion of the batch: {errors[0]}"
+                                   ) from getattr(errors[0], "exc", None)
         return scores
 
 

@@ -1,0 +1,255 @@
+"""A recipe's own reward function, called so that its mistakes stay its own (grpokit.rewards.own uses this).
+
+Training, the recipe check, evaluation and `grpokit rewards score` all call the user's function through
+`guarded_call`, and read what it returned through `scores_of`:
+
+- it gets its own copies of the columns and prompts (`private_copy`): a reward doing `answer[:] = ...` must
+  not change the gold answers the next reward is handed;
+- `sys.exit()` (SystemExit) and a `KeyboardInterrupt` raised in its code are errors that name the function,
+  never a silent exit of `recipe check`, `train` or `rewards score`. A KeyboardInterrupt raised by grpokit's
+  own signal handler (a second Ctrl-C in training: grpokit.training.callbacks.GracefulStop) still stops the run;
+- a returned iterator is read to at most one item past the number of completions (an endless generator is a
+  wrong length, not a hang);
+- every score must be None or a finite number: a string, an int too large for a float (10**400), nan or inf
+  is an error naming the function, its module and its line;
+- a call can have a deadline (`limit_s`): past it the call is stopped and `OwnRewardTimeout` names the function.
+  In the main thread (where training, the check and `rewards score` call rewards) a timer thread sends the
+  main thread SIGUSR2, whose handler raises inside the user's code: that also interrupts a `time.sleep` or a
+  blocking read, and leaves SIGALRM to the user's code (math-verify's own timeout uses it). Elsewhere the call
+  runs in a daemon thread that is abandoned at the deadline (nothing can stop a thread in Python).
+
+Errors raised by the user's code itself keep their type (a KeyError stays a KeyError) and carry the user's
+file and line (`where_of`), which the registry's error lines show.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import signal
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+_ATOMS = (str, int, float, bool, bytes, type(None))
+_GRPOKIT = str(Path(__file__).resolve().parents[1])  # the grpokit package: frames here are not the user's
+_RESEND_S = 1.0  # a deadline signal the user's code swallowed (`except BaseException`) is sent again this often
+
+
+class OwnRewardCallError(Exception):
+    """A call of an own reward that broke the reward contract (exited, ran past its deadline, returned something
+    that is not one score per completion); the message names the function, `fix` says what to change."""
+
+    whole_batch = False  # the registry re-scores row by row on errors, except for these (grpokit.rewards.registry)
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+
+class OwnRewardTimeout(OwnRewardCallError):
+    # Every row of the batch would wait out the deadline again: the whole batch fails at once.
+    whole_batch = True
+
+
+class _Deadline(BaseException):
+    """Raised inside the user's code at its deadline; a BaseException so that `except Exception` lets it pass."""
+
+
+def function_title(fn: Callable) -> str:
+    """'my_rewards:score (my_rewards.py:12)': module (or file) and function, and the line it is defined on."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+    module = getattr(fn, "__module__", None) or "?"
+    if code is None:
+        return f"{module}:{name}"
+    file = Path(code.co_filename).name
+    if module.startswith("grpokit_own_rewards_"):  # loaded from a file (rewards: {path: ..., function: ...})
+        module = file
+    return f"{module}:{name} ({file}:{code.co_firstlineno})"
+
+
+def user_line(e: BaseException, fn: Callable) -> str:
+    """' (file.py:12, in score)': the deepest frame of the traceback inside the function's own file (else the
+    deepest frame outside grpokit); '' when there is none."""
+    frames = traceback.extract_tb(e.__traceback__)
+    target = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    own = [f for f in frames if f.filename == target] or [f for f in frames if not _in_grpokit(f.filename)]
+    if not own:
+        return ""
+    f = own[-1]
+    return f" ({Path(f.filename).name}:{f.lineno}, in {f.name})"
+
+
+def where_of(e: BaseException) -> str:
+    """The user's file and line an error was tagged with by guarded_call ('' for any other error)."""
+    return getattr(e, "_grpokit_where", "")
+
+
+def _in_grpokit(filename: str) -> bool:
+    return str(Path(filename).resolve()).startswith(_GRPOKIT)
+
+
+def private_copy(value: Any) -> Any:
+    """A copy the user's function may change at will: a list of plain values is copied flat (cheap: a batch's
+    columns are lists of strings and numbers), token-id lists one level deeper, anything else deeply."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        if all(type(x) in _ATOMS for x in value):
+            return list(value)
+        # Token ids: lists of ints, copied one level down (judged by each list's first item, which keeps this
+        # linear in rows, not tokens); chat prompts (lists of message dicts) are copied deeply below.
+        if all(isinstance(x, list) and (not x or type(x[0]) in _ATOMS) for x in value):
+            return [list(x) for x in value]
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - an object that cannot be copied is passed as it is
+        return value
+
+
+def guarded_call(fn: Callable, call: Callable[[], Any], n: int, limit_s: float | None) -> tuple[Any, list | None]:
+    """(what `call()` returned, its items read with the bound of n + 1; None when it is not a sequence of
+    scores: a number, a string, a dict); raises OwnRewardCallError for an exit or a timeout, and the user's own
+    exception (tagged with its file and line) when the function raised."""
+    def run() -> tuple[Any, list | None]:
+        out = call()
+        if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
+            return out, None
+        return out, list(itertools.islice(iter(out), n + 1))  # a generator runs here, inside the deadline
+
+    title = function_title(fn)
+    try:
+        return _with_deadline(run, limit_s)
+    except _Deadline:
+        raise OwnRewardTimeout(f"{title} ran past its time limit of {limit_s:g} s on {n} completion(s) and was "
+                               "stopped", "make it faster (or find where it hangs: a network call, a loop that "
+                               "never ends), or raise timeout_s on its rewards: entry") from None
+    except SystemExit as e:
+        raise OwnRewardCallError(f"{title} called sys.exit({e.code!r}){user_line(e, fn)} instead of returning "
+                                 "scores", "return one score (or None) per completion; raise an exception "
+                                 "for a real error, never exit") from e
+    except KeyboardInterrupt as e:
+        frames = traceback.extract_tb(e.__traceback__)
+        if frames and _in_grpokit(frames[-1].filename):  # grpokit's own Ctrl-C handler: the user stops the run
+            raise
+        raise OwnRewardCallError(f"{title} raised KeyboardInterrupt{user_line(e, fn)} (or Ctrl-C was pressed "
+                                 "while it ran)", "do not raise KeyboardInterrupt from a reward; raise an "
+                                 "exception for a real error") from e
+    except Exception as e:
+        try:
+            e._grpokit_where = user_line(e, fn)
+        except Exception:  # noqa: BLE001 - an exception object that takes no attributes: shown without its line
+            pass
+        raise
+
+
+def scores_of(fn: Callable, out: Any, items: list | None, texts: list[str]) -> list[float | None]:
+    """The scores in what the function returned (see guarded_call), or OwnRewardCallError saying what is wrong."""
+    name, title, n = getattr(fn, "__name__", "the function"), function_title(fn), len(texts)
+    at = f" [{title}]"
+    if items is None:
+        raise OwnRewardCallError(f"{name}() returned {type(out).__name__} {_short(out)}, not a list with one score "
+                                 f"per completion{at}", f"return a list: [score(c) for c in completions] ({n} "
+                                 "completions were passed)")
+    if len(items) != n:
+        got = f"more than {n} score(s) (an endless iterator?)" if len(items) > n else f"{len(items)} score(s)"
+        raise OwnRewardCallError(f"{name}() returned {got} for {n} completions{at}",
+                                 "return exactly one score per completion, in order (TRL refuses any other length)")
+    scores: list[float | None] = []
+    for i, value in enumerate(items):
+        if value is None:
+            scores.append(None)
+            continue
+        number, why = _number(value)
+        if number is None:
+            raise OwnRewardCallError(f"{name}() returned {type(value).__name__} {_short(value)} for completion "
+                                     f"{i}, {why}{at}", "return a float (or None where the reward does not apply) "
+                                     "for every completion")
+        if not math.isfinite(number):
+            raise OwnRewardCallError(f"{name}() returned {number} for completion {i} ({_short(texts[i])}){at}",
+                                     "return a finite number, or None where the reward does not apply (TRL then "
+                                     "averages over the other rewards): inf/nan would poison the summed reward and "
+                                     "the advantages")
+        scores.append(number)
+    return scores
+
+
+def _number(value: Any) -> tuple[float | None, str]:
+    if isinstance(value, (str, bytes)):
+        return None, "not a number"
+    try:
+        return float(value), ""
+    except OverflowError:
+        return None, "a number too large for a float"
+    except Exception:  # noqa: BLE001 - whatever float() refuses (a list, a tensor of many values) is no score
+        return None, "not a number"
+
+
+def _short(value: object, limit: int = 40) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"of about {int(value.bit_length() * 0.30103)} digits"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that raises is still a value to name
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ---------------------------------------------------------------- deadlines
+def _with_deadline(run: Callable[[], Any], limit_s: float | None) -> Any:
+    if not limit_s:
+        return run()
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_kill"):
+        return _in_main_thread(run, limit_s)
+    return _in_daemon_thread(run, limit_s)
+
+
+def _in_main_thread(run: Callable[[], Any], limit_s: float) -> Any:
+    state = {"inside": True}
+    done = threading.Event()
+    main = threading.main_thread().ident
+
+    def handler(signum, frame):
+        if state["inside"]:
+            raise _Deadline()
+
+    def watch():
+        if done.wait(limit_s):
+            return
+        while not done.is_set():
+            signal.pthread_kill(main, signal.SIGUSR2)
+            done.wait(_RESEND_S)
+
+    previous = signal.signal(signal.SIGUSR2, handler)
+    watcher = threading.Thread(target=watch, name="grpokit-reward-deadline", daemon=True)
+    watcher.start()
+    try:
+        try:
+            return run()
+        finally:
+            state["inside"] = False  # a signal from here on is ignored; one in this very line still counts
+    finally:
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def _in_daemon_thread(run: Callable[[], Any], limit_s: float) -> Any:
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["out"] = run()
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread below
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="grpokit-reward-call", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if thread.is_alive():
+        raise _Deadline()
+    if "error" in box:
+        raise box["error"]
+    return box["out"]
