@@ -7,7 +7,7 @@ rewards (the audit of answer-line rewards), tricks (the tricks, built from each 
 json_tricks, sql_tricks: the tricks for code, JSON and SQL tasks), tools (scripted tool hacks for tool tasks). A stage of its own: the scorers in grpokit.rewards stay pure.
 """
 from grpokit.audit.by_task import audit_progress
-from grpokit.audit.rewards import audit_recipe, audit_warnings
+from grpokit.audit.recipe import audit_recipe, audit_warnings
 from grpokit.audit.tools import audit_recipe_tools, tool_audit_table
 
 __all__ = ["audit_progress", "audit_recipe", "audit_recipe_tools", "audit_warnings", "tool_audit_table"]

@@ -11,14 +11,10 @@ the tricks solves the problem honestly, so a sound reward scores every one of
 them strictly below the honest wrong answer; a trick that scores at least as
 much is a loophole the policy can climb instead of learning the task.
 
-`audit_rewards(rewards, rows)` is independent of recipes (testable alone);
-`audit_recipe(recipe)` and `audit_warnings(recipe)` are the glue used by
-`grpokit rewards audit` and by `grpokit train`'s pre-flight.
-
-`audit_recipe` picks the tricks that fit the task (grpokit.audit.by_task):
-these answer-line tricks for math answers, code, schema and query tricks for
-`code_tests`, `json_schema` and `sql_exec` recipes; tool recipes get the tool
-hacks (grpokit.audit.tools).
+`audit_rewards(rewards, rows)` is independent of recipes (testable alone); the
+glue that picks the audit for a recipe (`audit_recipe`, `audit_warnings`) is
+grpokit.audit.recipe, above this module and the other audits, which build on
+what is here (TrickResult, score_all, TIE).
 
 Not covered: rows whose gold answer is not a number (skipped: the tricks are
 numeric edits of the gold), and tricks nobody has thought of yet — add them to
@@ -31,9 +27,8 @@ from typing import Any, Callable
 
 from grpokit.audit.tricks import TRICKS, prepare_row
 from grpokit.rewards import DEFAULT_MARKERS, RewardFunction
-from grpokit.task import recipe_rewards
 
-_DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
+DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
 TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding (every audit uses it)
 
 
@@ -221,7 +216,7 @@ def _reward_settings(rewards: list[tuple[RewardFunction, float]]) -> tuple[tuple
 
 
 def audit_rewards(
-    rewards: list[tuple[RewardFunction, float]], rows: list[dict], max_rows: int = _DEFAULT_AUDIT_ROWS,
+    rewards: list[tuple[RewardFunction, float]], rows: list[dict], max_rows: int = DEFAULT_AUDIT_ROWS,
     prompt_of: Callable[[dict], Any] | None = None,
 ) -> AuditResult:
     """Score honest and adversarial completions for up to `max_rows` rows with the weighted sum of `rewards`.
@@ -298,58 +293,3 @@ def score_all(rewards: list[tuple[RewardFunction, float]], texts: list[str], col
         for j, s in enumerate(parts[fn.name]):
             totals[j] += s
     return totals, parts, errors, first
-
-
-def audit_recipe(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None):
-    """The audit whose tricks fit the task (grpokit.audit.by_task): answer-line tricks here, code, JSON and SQL
-    tricks there. `log` gets a start line; a status line follows every 30 s where no terminal shows the work."""
-    from grpokit.audit.by_task import KINDS, audit_progress, audit_task, task_kind
-    from grpokit.task import Task
-
-    task = Task.of(recipe)
-    kind = task_kind(task)
-    if kind in KINDS:
-        return audit_task(task, kind, max_rows, log)
-    rewards = recipe_rewards(task)
-    with audit_progress(f"answer-line tricks on up to {max_rows} row(s), scored by "
-                        f"{', '.join(fn.name for fn, _ in rewards)}", log):
-        return audit_rewards(rewards, task.rows()[0], max_rows, prompt_of=task.prompt_of)
-
-
-def audit_warnings(recipe, max_rows: int = _DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None) -> list[str]:
-    """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
-    from grpokit.rewards import LEARNED_REWARDS
-    from grpokit.task import Task
-
-    learned = [r.name for r in recipe.rewards if r.name in LEARNED_REWARDS]
-    warn = [f"reward audit: {n} is a learned reward and can be gamed (the policy finds what the reward model "
-            "over-rewards: length, flattery, a phrase); keep rule rewards alongside it, read samples.jsonl, and "
-            "re-check with `grpokit rm eval` on fresh rankings" for n in learned]
-    if learned:  # the tricks would be scored by the reward model: a forward pass per trick, and no fixed verdict
-        return warn
-    if getattr(recipe, "env", None) is not None:  # tool tasks: scripted tool hacks (audit/tools.py)
-        from grpokit.audit.tools import audit_recipe_tools
-
-        return [f"tool-hack audit: {r.case!r} ({r.description}) scores {r.score:.2f}, an honest failure "
-                f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
-    from grpokit.audit.by_task import KINDS, task_kind
-
-    task = Task.of(recipe)
-    kind = task_kind(task)  # each task gets the tricks that fit it: answer lines, code, JSON, SQL
-    if kind not in (*KINDS, "answer_line"):
-        return [f"reward audit skipped: no tricks for {kind} answers outside a tool environment (env:)"]
-    try:
-        result = audit_recipe(task, max_rows, log)
-    except ValueError as e:
-        return [f"reward audit skipped: {e}"]
-    # The same findings `grpokit rewards audit` prints: reward errors (counted, the first traceback), and per
-    # flagged trick the reward that pays for it, by how much, and the fix.
-    out = [f"reward audit: {line}" if not line.startswith(" ") else line for line in result.findings()]
-    if out:
-        out.append("reward audit: `grpokit rewards audit RECIPE` prints the table")
-    if result.right_not_preferred:
-        out.append(
-            f"reward audit: an honest right answer does not beat an honest wrong one on "
-            f"{result.right_not_preferred}/{result.rows} rows; check the answer markers"
-        )
-    return out

@@ -1,0 +1,63 @@
+"""Which audit a recipe gets, and its findings as `grpokit train` prints them: the glue above the audits.
+
+    result = audit_recipe(recipe)     # answer-line tricks (grpokit.audit.rewards) or the task's own (by_task)
+    audit_warnings(recipe)            # one line per finding, for `grpokit train`'s pre-flight
+
+`audit_recipe` picks the tricks that fit the task (grpokit.audit.by_task): answer-line tricks for math answers,
+code, schema and query tricks for `code_tests`, `json_schema` and `sql_exec` recipes; tool recipes get the tool
+hacks (grpokit.audit.tools). Not covered: the tricks themselves (their own modules).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from grpokit.audit.by_task import KINDS, audit_progress, audit_task, task_kind
+from grpokit.audit.rewards import DEFAULT_AUDIT_ROWS, audit_rewards
+from grpokit.audit.tools import audit_recipe_tools
+from grpokit.rewards import LEARNED_REWARDS
+from grpokit.task import Task, recipe_rewards
+
+
+def audit_recipe(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None):
+    """The audit whose tricks fit the task (grpokit.audit.by_task): answer-line tricks here, code, JSON and SQL
+    tricks there. `log` gets a start line; a status line follows every 30 s where no terminal shows the work."""
+    task = Task.of(recipe)
+    kind = task_kind(task)
+    if kind in KINDS:
+        return audit_task(task, kind, max_rows, log)
+    rewards = recipe_rewards(task)
+    with audit_progress(f"answer-line tricks on up to {max_rows} row(s), scored by "
+                        f"{', '.join(fn.name for fn, _ in rewards)}", log):
+        return audit_rewards(rewards, task.rows()[0], max_rows, prompt_of=task.prompt_of)
+
+
+def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None) -> list[str]:
+    """One line per loophole, for `grpokit train`'s pre-flight; empty when the reward holds."""
+    learned = [r.name for r in recipe.rewards if r.name in LEARNED_REWARDS]
+    warn = [f"reward audit: {n} is a learned reward and can be gamed (the policy finds what the reward model "
+            "over-rewards: length, flattery, a phrase); keep rule rewards alongside it, read samples.jsonl, and "
+            "re-check with `grpokit rm eval` on fresh rankings" for n in learned]
+    if learned:  # the tricks would be scored by the reward model: a forward pass per trick, and no fixed verdict
+        return warn
+    if getattr(recipe, "env", None) is not None:  # tool tasks: scripted tool hacks (audit/tools.py)
+        return [f"tool-hack audit: {r.case!r} ({r.description}) scores {r.score:.2f}, an honest failure "
+                f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
+    task = Task.of(recipe)
+    kind = task_kind(task)  # each task gets the tricks that fit it: answer lines, code, JSON, SQL
+    if kind not in (*KINDS, "answer_line"):
+        return [f"reward audit skipped: no tricks for {kind} answers outside a tool environment (env:)"]
+    try:
+        result = audit_recipe(task, max_rows, log)
+    except ValueError as e:
+        return [f"reward audit skipped: {e}"]
+    # The same findings `grpokit rewards audit` prints: reward errors (counted, the first traceback), and per
+    # flagged trick the reward that pays for it, by how much, and the fix.
+    out = [f"reward audit: {line}" if not line.startswith(" ") else line for line in result.findings()]
+    if out:
+        out.append("reward audit: `grpokit rewards audit RECIPE` prints the table")
+    if result.right_not_preferred:
+        out.append(
+            f"reward audit: an honest right answer does not beat an honest wrong one on "
+            f"{result.right_not_preferred}/{result.rows} rows; check the answer markers"
+        )
+    return out
