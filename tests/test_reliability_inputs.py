@@ -153,12 +153,18 @@ def test_a_json_array_with_a_hostile_row(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the lock file (point 7)
 LOCKS = [
-    # (case, how the .lock is made, words of the refusal (None: taken, as a stale lock), words of the note)
-    ("since 1e999", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999}'), None, "PID 1 on host h, since ?"),
-    ("since a string", lambda p: p.write_text('{"pid": 1, "since": "yesterday"}'), None, "since ?"),
-    ("not JSON", lambda p: p.write_bytes(b"\xff\xfe garbage"), None, None),
+    # (case, how the .lock is made, words of the refusal (None: taken, as a stale lock), words of the note). The run's
+    # record names lock token "t0": a lock with it was left by a grpokit process of this run that died.
+    ("stale, since 1e999", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999, "token": "t0"}'), None,
+     "PID 1 on host h, since ?"),
+    ("stale, since a string", lambda p: p.write_text('{"pid": 1, "since": "yesterday", "token": "t0"}'), None, "since ?"),
+    ("empty (an older grpokit's)", lambda p: p.write_text(""), None, None),
+    ("not JSON", lambda p: p.write_bytes(b"\xff\xfe garbage"), "is a file without this run's lock token", None),
+    ("another run's token", lambda p: p.write_text('{"pid": 1, "token": "t1"}'), "without this run's lock token", None),
     ("a folder", lambda p: p.mkdir(), "is a folder, not grpokit's lock file", None),
     ("a symlink to a user's file", lambda p: p.symlink_to(p.parent.parent / "thesis.txt"), "is a symbolic link", None),
+    ("a hard link to a user's file", lambda p: os.link(p.parent.parent / "thesis.txt", p),  # issue 34
+     "is a file with 1 other hard link(s)", None),
     ("a FIFO", lambda p: os.mkfifo(p), "is not a regular file", None),
 ]
 
@@ -167,22 +173,27 @@ LOCKS = [
 def test_a_lock_that_is_not_a_lock_file(tmp_path, case, make, refused, noted):
     from grpokit.errors import GrpokitError
     from grpokit.run import RunDir
+    from grpokit.run.record import new_record, write_record
 
     thesis = tmp_path / "thesis.txt"
     thesis.write_text("years of work")
     run = tmp_path / "run"
     run.mkdir()
+    write_record(run, new_record("run", {}, lock_token="t0"))
     make(run / ".lock")
     notes = []
     with no_hang():
-        if refused is None:  # a damaged holder record: taken over, never a traceback
+        if refused is None:  # a stale lock of this run, damaged holder record or not: taken over, never a traceback
             with RunDir(run).lock(note=notes.append):
                 pass
             assert (noted is None and notes == []) or (len(notes) == 1 and noted in notes[0]), notes
+            assert not (run / ".lock").exists()
         else:
             with pytest.raises(GrpokitError) as e:
                 RunDir(run).lock(note=notes.append).acquire()
-            assert refused in str(e.value) and "fix: delete it" in str(e.value), str(e.value)
+            assert refused in str(e.value) and "fix: if no grpokit process is writing this run, move it away" in \
+                str(e.value), str(e.value)
+            assert os.path.lexists(run / ".lock")  # refused: left as it was
     assert thesis.read_text() == "years of work"  # a link is never followed, a user's file never truncated
 
 

@@ -97,7 +97,7 @@ def _note(line: str) -> None:
 
 
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
-          model=None, tokenizer=None, init_from: dict | None = None, callbacks: list | None = None) -> dict:
+          model=None, tokenizer=None, init_from: dict | None = None, callbacks: list | None = None, kind: str = "run") -> dict:
     """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json.
     `init_from` (grpokit.training.lineage's record of --init-from) is kept in run.json. `callbacks`: further
     transformers TrainerCallbacks, after grpokit's own (the benchmarks' step clocks and time budgets).
@@ -111,7 +111,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         raise GrpokitError([Problem("--output-dir" if run_dir is not None else f"{recipe.source or 'recipe'} output_dir",
                                     "is empty (it would mean the current folder)",
                                     "name a new folder for the run, e.g. runs/my-run")])
-    run = RunDir(Path(chosen).resolve())
+    run = RunDir(Path(chosen).resolve(), kind)  # kind: the record's, "demo" for grpokit demo
     # Before anything loads (TRL would fail only at the first weight sync): vLLM training without CUDA.
     refuse_vllm_training_here(recipe.generation, str(run.config if resume else recipe.source or "recipe"))
     held: list = []  # the lock, once taken (here, or by _train when a new run's folder is created)
@@ -186,8 +186,8 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             console.print(f"[yellow]no complete checkpoint in {run_dir}; starting from step 0[/]")
         step0 = step_of(resume_from) if resume_from else 0
         if is_main_process():
-            run.remove_incomplete()
-            run.remove_after(step0)  # the steps after it are redone; so are their metrics and samples
+            run.set_aside_incomplete()
+            run.set_aside_after(step0)  # the steps after it are redone; so are their metrics and samples
             run.truncate_logs(step0)
 
     if recipe.train.torch_threads:
@@ -274,7 +274,7 @@ def _train(recipe: Recipe, run: RunDir, resume: bool, overwrite: bool, model, to
             # fresh weights; resume loads the checkpoint's
             model = models.load_model(model_path, recipe.model.dtype, recipe.model.init_kwargs)
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once, without a save
-        run.remove_incomplete()
+        run.set_aside_incomplete()
         summary.update(status="aborted", reason="second Ctrl-C", seconds=round(time.time() - t0, 1),
                        step=trainer.state.global_step if trainer else 0)
         run.write_status(summary)
