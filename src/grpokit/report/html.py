@@ -37,7 +37,7 @@ from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
 from grpokit.run import read_json, writable_problem
 from grpokit.run.files import atomic_write
-from grpokit.run.record import claim, new_record, read_record, write_record
+from grpokit.run.record import claim, new_record, read_record, refuse_foreign, write_record
 
 SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
 EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
@@ -318,6 +318,8 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     try:
         if out.resolve() == rd.report_dir.resolve():  # the run's own report/: grpokit's folder, whole
             out.mkdir(parents=True, exist_ok=True)
+            # ... its files, but never a link or a hard link at their names (a plot would be written through it)
+            refuse_foreign(out, {"entries": entries}, entries, f"move those out of {out}, or pass --output-dir DIR")
             old = read_record(out)
             if old is None or old["kind"] != "report":
                 write_record(out, new_record("report", entries, run=str(run_dir.resolve())))
