@@ -137,12 +137,18 @@ def test_a_json_array_with_a_hostile_row(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the lock file (point 7)
 LOCKS = [
-    # (case, how the .lock is made, words of the refusal (None: taken, as a stale lock), words of the note)
-    ("since 1e999", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999}'), None, "PID 1 on host h, since ?"),
-    ("since a string", lambda p: p.write_text('{"pid": 1, "since": "yesterday"}'), None, "since ?"),
-    ("not JSON", lambda p: p.write_bytes(b"\xff\xfe garbage"), None, None),
+    # (case, how the .lock is made, words of the refusal (None: taken, as a stale lock), words of the note). The run's
+    # record names lock token "t0": a lock with it was left by a grpokit process of this run that died.
+    ("stale, since 1e999", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999, "token": "t0"}'), None,
+     "PID 1 on host h, since ?"),
+    ("stale, since a string", lambda p: p.write_text('{"pid": 1, "since": "yesterday", "token": "t0"}'), None, "since ?"),
+    ("empty (an older grpokit's)", lambda p: p.write_text(""), None, None),
+    ("not JSON", lambda p: p.write_bytes(b"\xff\xfe garbage"), "is a file without this run's lock token", None),
+    ("another run's token", lambda p: p.write_text('{"pid": 1, "token": "t1"}'), "without this run's lock token", None),
     ("a folder", lambda p: p.mkdir(), "is a folder, not grpokit's lock file", None),
     ("a symlink to a user's file", lambda p: p.symlink_to(p.parent.parent / "thesis.txt"), "is a symbolic link", None),
+    ("a hard link to a user's file", lambda p: os.link(p.parent.parent / "thesis.txt", p),  # issue 34
+     "is a file with 1 other hard link(s)", None),
     ("a FIFO", lambda p: os.mkfifo(p), "is not a regular file", None),
 ]
 
@@ -151,22 +157,27 @@ LOCKS = [
 def test_a_lock_that_is_not_a_lock_file(tmp_path, case, make, refused, noted):
     from grpokit.errors import GrpokitError
     from grpokit.run import RunDir
+    from grpokit.run.record import new_record, write_record
 
     thesis = tmp_path / "thesis.txt"
     thesis.write_text("years of work")
     run = tmp_path / "run"
     run.mkdir()
+    write_record(run, new_record("run", {}, lock_token="t0"))
     make(run / ".lock")
     notes = []
     with no_hang():
-        if refused is None:  # a damaged holder record: taken over, never a traceback
+        if refused is None:  # a stale lock of this run, damaged holder record or not: taken over, never a traceback
             with RunDir(run).lock(note=notes.append):
                 pass
             assert (noted is None and notes == []) or (len(notes) == 1 and noted in notes[0]), notes
+            assert not (run / ".lock").exists()
         else:
             with pytest.raises(GrpokitError) as e:
                 RunDir(run).lock(note=notes.append).acquire()
-            assert refused in str(e.value) and "fix: delete it" in str(e.value), str(e.value)
+            assert refused in str(e.value) and "fix: if no grpokit process is writing this run, move it away" in \
+                str(e.value), str(e.value)
+            assert os.path.lexists(run / ".lock")  # refused: left as it was
     assert thesis.read_text() == "years of work"  # a link is never followed, a user's file never truncated
 
 
@@ -213,3 +224,73 @@ def test_report_on_a_read_only_run_folder(tmp_path):
     elsewhere = tmp_path / "out"  # the fix works
     proc = unprivileged(["report", str(run), "--output-dir", str(elsewhere)], tmp_path)
     assert proc.returncode == 0 and (elsewhere / "report.html").is_file(), proc.stderr
+
+
+# ---------------------------------------------------------------- issue 34 point 6: more tracebacks, ~, booleans
+@pytest.mark.parametrize("how", ["in the recipe", "in a --set value"])
+@pytest.mark.parametrize("byte,name", [("\x00", "NUL"), ("\x07", "BEL")])
+def test_a_control_byte_in_a_recipe_is_a_problem_with_its_line(tmp_path, capsys, how, byte, name):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(BASE) + (f'output_dir: "a{byte}b"\n' if how == "in the recipe" else ""))
+    argv = ["recipe", "check", str(path)] + (["--set", f"output_dir=a{byte}b"] if how == "in a --set value" else [])
+    code, out = run_cli(argv, capsys)
+    line = len(yaml.safe_dump(BASE).splitlines()) + 1 if how == "in the recipe" else 1
+    assert code == 2 and f":{line}: holds the control character U+{ord(byte):04X} ({name})" in out, out
+    assert "fix: remove it" in out and "Traceback" not in out and byte not in out  # escaped where it is echoed
+
+
+def test_a_100k_character_assert_is_a_row_error(tmp_path, capsys):
+    rows = [{"question": "add", "tests": ["assert add(1, 1) == " + "1+" * 50_000 + "1"]},  # RecursionError in ast
+            {"question": "add", "tests": ["assert add(1, 1) == 2"]}]
+    path = write_jsonl(tmp_path / "code.jsonl", rows)
+    code, out = run_cli(["data", "check", str(path), "--task", "code"], capsys)
+    assert code == 1 and f"{path}:1 tests 0: is too deeply nested for Python's parser (100,021 characters)" in out, out
+    assert "fix: fix the assert line" in out and "1 usable rows" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("row,words", [
+    ('{"completion": "1", "answer": ' + "[" * 200_000 + "]" * 200_000 + "}", "nested too deeply to read"),
+    ('{"completion": "1", "answer": ' + "[" * 70 + "]" * 70 + "}", "nested more than 64 levels deep"),
+    ('{"completion": "1", "answer": ' + "9" * 100_000 + "}", "an integer of 100,000 digits (999999999999...), past the "
+     "4,300 digits Python converts"),
+], ids=["200k deep", "70 deep", "100k digits"])
+def test_rewards_score_of_a_hostile_row(tmp_path, capsys, row, words):
+    path = tmp_path / "rows.jsonl"
+    path.write_text(row + "\n")
+    code, out = run_cli(["rewards", "score", "--reward", "math_correctness", "--input", str(path)], capsys)
+    assert code == 2 and f"{path}:1: {words}" in out and "fix: " in out and "Traceback" not in out, out
+
+
+def test_home_is_expanded_in_recipe_and_command_paths(tmp_path, capsys, monkeypatch):
+    from grpokit.recipe.schema import Recipe
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "output_dir": "~/runs/x",
+                                    "rewards": [{"path": "~/r.py", "function": "score"}]}))
+    recipe = Recipe.model_validate(yaml.safe_load(path.read_text()))  # the schema: no file is looked at yet
+    assert recipe.output_dir == f"{home}/runs/x" and recipe.rewards[0].path == f"{home}/r.py"
+    code, _ = run_cli(["data", "generate", "arithmetic", "~/rows.jsonl", "--rows", "3"], capsys)  # quoted: no shell
+    assert code == 0 and (home / "rows.jsonl").is_file() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("override", ["train.max_steps=true", "train.num_generations=false",
+                                      "train.learning_rate=true"])
+def test_a_number_field_refuses_a_boolean(tmp_path, capsys, override):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    code, out = run_cli(["recipe", "check", str(path), "--set", override], capsys)
+    field, value = override.split("=")
+    assert code == 2 and f"{field}: Value error, {value} is a boolean, not a number" in out, out
+
+
+def test_long_values_and_escape_bytes_are_shortened_and_escaped(tmp_path, capsys):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    code, out = run_cli(["recipe", "check", str(path), "--set", "train.max_steps=" + "x" * 120_000], capsys)
+    assert code == 2 and "characters left out" in out and len(out) < 10_000, len(out)
+    code, out = run_cli(["report", str(tmp_path / "a\x1b[31mb\x07")], capsys)
+    assert code == 2 and "a\\x1b[31mb\\x07" in out and "\x1b" not in out and "\x07" not in out, out

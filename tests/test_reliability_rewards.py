@@ -90,6 +90,10 @@ _SCHEMA_HOSTILE = [
     ("[" * 24 + '"x"' + "]" * 24, _EXPONENTIAL),  # 2^24 anyOf branches, all failing at the leaf
     ("[" * 24 + '"x"' + "]" * 24, {"$defs": {"e": {"$id": "urn:e", "$schema": "http://json-schema.org/draft-07/schema#",
                                                    **_EXPONENTIAL}}, "$ref": "urn:e"}),  # in a resource of its own dialect
+    # issue 34: a pattern reached through $ref into values that are data to a walk of the schema's keywords
+    *(('"' + "a" * 40 + '!"', {"$ref": f"#/{key}{path}", key: value})
+      for key, path, value in (("default", "", {"pattern": "^(a|a)*$"}), ("const", "", {"pattern": "^(a|a)*$"}),
+                               ("examples", "/0", [{"pattern": "^(a|a)*$"}]), ("enum", "/0", [{"pattern": "^(a|a)*$"}]))),
 ]
 
 
@@ -99,6 +103,20 @@ def test_json_schema_scores_0_within_its_bound(tmp_path, completion, schema):
     out = score(tmp_path, "json_schema", rows, ["timeout_s=0.5"])
     assert out[0] == {"reward": 0.0, "reason": "timeout"}, out
     assert out[1] == {"reward": 1.0, "reason": "valid"}  # a killed worker is replaced
+
+
+def test_a_pattern_behind_a_ref_into_default_is_stopped_at_its_deadline():
+    # The issue's schema: validated in the training process, it gave no score within 100 s where timeout_s was 1.
+    import time
+
+    from grpokit.rewards import worker
+    from grpokit.rewards.json_schema import check_json
+
+    schema = {"$ref": "#/default", "default": {"pattern": "^(a+)+$"}}
+    t0 = time.monotonic()
+    reward, reason, _ = check_json('"' + "a" * 28 + '!"', schema, timeout_s=1.0)  # minutes in one re call
+    took = time.monotonic() - t0
+    assert (reward, reason) == (0.0, "timeout") and took < 1.0 + worker.KILL_GRACE_S + 2.0, (reason, took)
 
 
 @contextmanager

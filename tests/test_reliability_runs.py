@@ -9,6 +9,7 @@ conftest.unprivileged).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -66,8 +67,15 @@ def _case(tmp_path: Path, kind: str, monkeypatch, model_dir: Path) -> tuple[Path
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     folder = {"user folder": tmp_path / "u", "home": home, "data folder": tmp_path / "data",
-              "recipe folder": tmp_path / "recipes", "git work tree": tmp_path / "repo"}[kind]
+              "recipe folder": tmp_path / "recipes", "git work tree": tmp_path / "repo",
+              "a run by its names": tmp_path / "looks"}[kind]
     files = _user_files(folder)
+    if kind == "a run by its names":  # issue 34: a config.yaml with data: and rewards: made this folder "a run"
+        files.update({"config.yaml": "data: {train: t.jsonl}\nrewards: []\n", "eval/mine.json": "{}",
+                      "report/report.html": "my report", "run.json": '{"status": "completed"}'})
+        for name, text in files.items():
+            (folder / name).parent.mkdir(exist_ok=True)
+            (folder / name).write_text(text)
     if kind == "git work tree":
         (folder / ".git").mkdir()
     data = write_jsonl((folder if kind == "data folder" else tmp_path) / "train.jsonl", generate(24, seed=7))
@@ -81,7 +89,8 @@ def _case(tmp_path: Path, kind: str, monkeypatch, model_dir: Path) -> tuple[Path
 
 
 OVERWRITE = [
-    ("user folder", "not one (no config.yaml and run.json written by grpokit): nothing was deleted"),  # the issue's case
+    ("user folder", "not one (no .grpokit-record.json written by grpokit): nothing was deleted"),  # the issue's case
+    ("a run by its names", "a grpokit from before authorship records (no .grpokit-record.json)"),
     ("home", "it is your home folder"),
     ("data folder", "train.jsonl, which this run reads"),
     ("recipe folder", "recipe.yaml, which this run reads"),
@@ -140,6 +149,53 @@ def test_demo_refuses_an_output_dir_that_is_no_run(tmp_path, capsys, monkeypatch
     assert _intact(tmp_path / "u", files) and loads == []
 
 
+def test_demo_replaces_only_a_demo_never_a_training_run(trained, tmp_path, capsys, monkeypatch, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    before = _snapshot(run)
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--output-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "is a grpokit training run (its .grpokit-record.json says kind run), and the demo replaces only an " \
+           "earlier demo: nothing was deleted" in err and "fix: pick a new --output-dir" in err, err
+    assert _snapshot(run) == before and loads == []
+
+
+def test_overwrite_deletes_only_what_the_record_names(trained, tmp_path, tiny_model_dir, capsys):
+    from grpokit.run.record import RECORD_FILE, read_record
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    record = read_record(run)
+    assert record["kind"] == "run" and record["entries"]["checkpoints"] == "dir" and record["lock_token"]
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl").symlink_to(tmp_path / "notes.txt")  # a recorded name, now a link grpokit did not make
+    (tmp_path / "notes.txt").write_text("mine")
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "format"}], max_steps=1)
+    assert main(["train", str(recipe), "--output-dir", str(run), "--overwrite", "--skip-audit"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run}/metrics.jsonl: is a symbolic link, not the file grpokit wrote there: nothing was deleted" in err, err
+    assert (tmp_path / "notes.txt").read_text() == "mine" and RunDir(run).complete_checkpoints()
+    (run / "metrics.jsonl").unlink()
+    assert main(["train", str(recipe), "--output-dir", str(run), "--overwrite", "--skip-audit"]) == 0
+    assert read_record(run)["id"] != record["id"] and (run / RECORD_FILE).is_file()  # a new run, a new record
+
+
+def test_a_run_from_before_records_is_usable_but_never_cleared(trained, tmp_path, tiny_model_dir, capsys, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / ".grpokit-record.json").unlink()  # as a grpokit before issue 34 left it
+    (run / ".lock").write_text("")  # an older grpokit truncated its lock file on release
+    assert main(["train", "--resume", str(run)]) == 0  # resumable (here: finished, says so)
+    assert "finished at step 2" in capsys.readouterr().out
+    before = _snapshot(run)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "format"}], max_steps=1)
+    assert main(["train", str(recipe), "--output-dir", str(run), "--overwrite", "--skip-audit"]) == 2
+    err = capsys.readouterr().err
+    assert "is a run of a grpokit from before authorship records" in err and f"`rm -r {run}`" in err, err
+    assert _snapshot(run) == before and loads == []
+
+
 def test_train_into_a_read_only_folder_is_refused_before_the_model_loads(tmp_path, tiny_model_dir):
     parent = tmp_path / "ro"
     parent.mkdir()
@@ -165,7 +221,7 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(trained, tmp_path, ca
         out = capsys.readouterr().out
         assert "finished at step 2 (train.max_steps=2; status completed): nothing to resume" in out, out
         assert f"grpokit train --resume {run} --set train.max_steps=N (N above 2)" in out
-    assert _snapshot(run) == before and (run / ".lock").read_text() == "" and loads == []
+    assert _snapshot(run) == before and not (run / ".lock").exists() and loads == []  # the lock goes when released
 
 
 def test_a_corrupt_run_json_is_rebuilt_and_never_reopens_the_run(trained, tmp_path, capsys, loads):
@@ -195,18 +251,79 @@ def test_raising_max_steps_continues_from_the_last_checkpoint(trained, tmp_path,
     assert "finished at step 3" in capsys.readouterr().out
 
 
+def _stale(p: Path, token: str | None = None) -> None:
+    """A lock left by a killed grpokit process of this run (its token: the run's record's)."""
+    from grpokit.run.record import read_record
+
+    token = token or read_record(p.parent)["lock_token"]
+    p.write_text('{"pid": 1, "host": "h", "since": 1e999, "token": "%s"}' % token)
+
+
 @pytest.mark.parametrize("make,code,words", [
-    (lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999}'), 0, "took over a stale lock of PID 1 on host h"),
+    (_stale, 0, "took over a stale lock of PID 1 on host h"),
+    (lambda p: _stale(p, "not this run's"), 2, ".lock: is a file without this run's lock token, not grpokit's"),
     (lambda p: p.mkdir(), 2, ".lock: is a folder, not grpokit's lock file"),  # IsADirectoryError before
-], ids=["since 1e999", "a folder"])
+    (lambda p: os.link(p.parent.parent / "notes.txt", p), 2, ".lock: is a file with 1 other hard link(s)"),  # issue 34
+    (lambda p: p.write_text(""), 0, "finished at step 2"),  # what grpokit before records left: holds nothing
+], ids=["stale, since 1e999", "another token", "a folder", "a hard link to a user's file", "empty (older grpokit)"])
 def test_resume_meets_a_damaged_lock_with_where_and_fix(trained, tmp_path, capsys, make, code, words):
     run = tmp_path / "run"
     shutil.copytree(trained, run)
+    (tmp_path / "notes.txt").write_text("years of notes")
     (run / ".lock").unlink(missing_ok=True)
     make(run / ".lock")
     assert main(["train", "--resume", str(run)]) == code
     captured = capsys.readouterr()
     assert words in captured.out + captured.err and "Traceback" not in captured.err, captured
+    assert (tmp_path / "notes.txt").read_text() == "years of notes"  # a hard link is never written through
+    assert (run / ".lock").exists() == (code == 2)  # refused: left as it was; taken: removed on release
+
+
+# ---------------------------------------------------------------- issue 34 point 2: never a checkpoint on a guess
+def test_checkpoints_without_their_marker_are_kept_when_whole(trained, tmp_path, capsys, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    for marker in run.glob("checkpoints/*/COMPLETE"):  # the issue: both checkpoints were deleted, training restarted
+        marker.unlink()
+    weights = {p: p.read_bytes() for p in run.glob("checkpoints/*/model.safetensors")}
+    assert main(["train", "--resume", str(run)]) == 0
+    captured = capsys.readouterr()
+    assert "checkpoint-2: no COMPLETE marker, but its files are whole and its trainer state is at step 2: kept" \
+           in captured.err and "finished at step 2" in captured.out, captured
+    assert all(p.read_bytes() == b for p, b in weights.items()) and loads == []
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-2"]  # the newest one resumes
+
+
+def test_an_incomplete_checkpoint_is_set_aside_named_never_deleted(trained, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    for marker in run.glob("checkpoints/*/COMPLETE"):
+        marker.unlink()
+    ck2 = run / "checkpoints" / "checkpoint-2"
+    with (ck2 / "model.safetensors").open("r+b") as f:  # cut: provably incomplete
+        f.truncate(100)
+    before = {p.name for p in ck2.iterdir()}
+    assert main(["train", "--resume", str(run)]) == 0
+    captured = capsys.readouterr()
+    aside = list((run / "set-aside").iterdir())
+    assert len(aside) == 1 and aside[0].name.startswith("checkpoint-2-"), aside
+    assert {p.name for p in aside[0].iterdir()} == before  # moved whole
+    assert f"set aside {ck2} (incomplete: no COMPLETE marker, model.safetensors is unreadable" in captured.err
+    assert str(aside[0]) in captured.err and "resuming from checkpoint-1" in captured.out, captured
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]  # step 2 redone
+
+
+def test_a_trainer_state_that_contradicts_its_checkpoint_stops_the_resume(trained, tmp_path, capsys, loads):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    state = run / "checkpoints" / "checkpoint-2" / "trainer_state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "global_step": -5}))
+    before = _snapshot(run)
+    assert main(["train", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{state}: global_step is -5, but the folder is checkpoint-2 (step 2); run.json records step 2" in err, err
+    assert "fix: restore this checkpoint's trainer_state.json (its global_step is 2)" in err
+    assert _snapshot(run) == before and not list(run.glob("checkpoints/checkpoint--*")) and loads == []
 
 
 def test_resume_changes_nothing_but_max_steps(trained, capsys):
@@ -251,8 +368,12 @@ def test_a_failed_export_leaves_no_folder_it_made(trained, tmp_path, capsys, mon
 @pytest.mark.parametrize("make,words", [
     (lambda out: out.write_text("a user's file"), "is a file, not a folder"),  # FileExistsError before
     (lambda out: (out.mkdir(), (out / "hf").mkdir(), (out / "hf" / "weights.bin").write_text("theirs")),
-     "is a folder that is not a grpokit export (no grpokit.json)"),  # its hf/ used to be deleted
-])
+     "is a folder that is not a grpokit export (no .grpokit-record.json of an export)"),  # its hf/ used to be deleted
+    (lambda out: (out.mkdir(), (out / "hf").mkdir(), (out / "hf" / "my_model.bin").write_text("theirs"),
+                  (out / "grpokit.json").write_text("{}")),  # issue 34: a grpokit.json was proof enough
+     "is a folder that is not a grpokit export (no .grpokit-record.json of an export) (an export from a grpokit "
+     "before records"),
+], ids=["a file", "a folder with hf/", "a folder with grpokit.json and hf/"])
 def test_export_out_that_is_not_an_export_folder(trained, tmp_path, capsys, loads, make, words):
     out = tmp_path / "out"
     make(out)
@@ -274,3 +395,37 @@ def test_a_system_prompt_with_edge_quotes_round_trips_in_the_modelfile(tmp_path,
     path = tmp_path / "Modelfile"
     write_modelfile(path, "model.gguf", "{{ .System }}|{{ .Prompt }}", system, ["<|im_end|>"])
     assert read_modelfile(path)["SYSTEM"] == system
+
+
+# ---------------------------------------------------------------- issue 34 point 1: reports and exports by record
+def test_report_never_overwrites_a_report_html_it_did_not_write(trained, tmp_path, capsys):
+    from grpokit.run.record import read_record
+
+    mine = tmp_path / "u"
+    mine.mkdir()
+    (mine / "report.html").write_text("my own report")
+    assert main(["report", str(trained), "--output-dir", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine}/report.html: is a file grpokit did not write (it is not in {mine}/.grpokit-record.json)" in err
+    assert "fix: pass --output-dir a new folder (or an earlier report's)" in err, err
+    assert (mine / "report.html").read_text() == "my own report" and sorted(p.name for p in mine.iterdir()) == [
+        "report.html"]
+    ours = tmp_path / "v"
+    for _ in range(2):  # a report replaces its own files
+        assert main(["report", str(trained), "--output-dir", str(ours)]) == 0
+    assert read_record(ours)["kind"] == "report" and "report.html" in read_record(ours)["entries"]
+
+
+def test_export_into_an_export_whose_hf_is_now_a_link(trained, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["export", str(trained), "--out", str(out)]) == 0
+    capsys.readouterr()
+    shutil.rmtree(out / "hf")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "my_model.bin").write_text("theirs")
+    (out / "hf").symlink_to(tmp_path / "mine")
+    assert main(["export", str(trained), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}/hf: is a symbolic link grpokit did not write" in err and "fix: pass --out a new folder" in err, err
+    assert "Traceback" not in err and (tmp_path / "mine" / "my_model.bin").read_text() == "theirs"
+    assert (out / "hf").is_symlink()

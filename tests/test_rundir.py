@@ -92,7 +92,8 @@ def test_checkpoints_are_complete_ones_in_step_order(tmp_path):
     run = _run_with(tmp_path)
     assert [p.name for p in run.complete_checkpoints()] == ["checkpoint-1", "checkpoint-2", "checkpoint-10"]
     assert run.latest_checkpoint().name == "checkpoint-10" and sorted(run.by_step()) == [1, 2, 10]
-    assert run.remove_incomplete() == ["checkpoint-11"] and not run.checkpoint_path(11).exists()
+    assert run.set_aside_incomplete(note=lambda _: None) == ["checkpoint-11"] and not run.checkpoint_path(11).exists()
+    assert [p.name[:14] for p in (run.path / "set-aside").iterdir()] == ["checkpoint-11-"]  # moved, not deleted
     run.remove_after(1)
     assert [p.name for p in run.complete_checkpoints()] == ["checkpoint-1"]
     assert RunDir(tmp_path / "empty").complete_checkpoints() == []
@@ -189,6 +190,9 @@ def test_nonfinite_weights_are_found(tiny_model_dir):
 
 # ---------------------------------------------------------------- the lock
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
+    from grpokit.run.record import new_record, write_record
+
+    write_record(tmp_path, new_record("run", {}, lock_token="t0"))  # a run's record: its lock token proves its lock
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
                                "held = RunDir(sys.argv[1]).lock().acquire(); print('locked', flush=True); time.sleep(120)",
                                str(tmp_path)], stdout=subprocess.PIPE, text=True,
@@ -206,8 +210,16 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     lock = RunDir(tmp_path).lock(note=notes.append).acquire()
     assert len(notes) == 1 and f"stale lock of PID {holder.pid}" in notes[0]
     lock.release()
+    assert not (tmp_path / ".lock").exists()  # released: removed
     with RunDir(tmp_path).lock(note=pytest.fail):  # released cleanly: no note the next time
         pass
+
+
+def test_a_stale_lock_grpokit_cannot_prove_it_wrote_is_refused(tmp_path):
+    (tmp_path / ".lock").write_text('{"pid": 1, "host": "h", "since": 0, "token": "someone else"}')
+    with pytest.raises(GrpokitError, match="is a file without this run's lock token"):
+        RunDir(tmp_path).lock(note=pytest.fail).acquire()
+    assert "someone else" in (tmp_path / ".lock").read_text()
 
 
 def test_the_lock_is_per_open_file_so_one_process_cannot_write_twice(tmp_path):

@@ -9,8 +9,9 @@ into the run directory, records both evaluations in `eval/results.json` (as
 steps 0 and the last step) and ends by writing the run report
 (`report/report.html`, see `grpokit.report`) and printing its path. Its time and tables on the project's 2-core CPU: README ("What you should see").
 
-`--output-dir` is replaced only when it is a grpokit run directory (the last demo's); any other non-empty
-folder is refused before the model loads, as with `grpokit train --overwrite` (grpokit.run.ownership).
+`--output-dir` is replaced only when its authorship record says it is an earlier demo (kind demo,
+grpokit.run.record); a training run and any other non-empty folder are refused before the model loads, as
+`grpokit train --overwrite` refuses a folder that is no run (grpokit.run.ownership).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct  # one percentage format for every table
 from grpokit.recipe import load_recipe
 from grpokit.run import RunDir, run_end
+from grpokit.run.files import atomic_write
 
 DEMO_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "smollm2-arithmetic.yaml"
 
@@ -61,19 +63,21 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
                                     "run grpokit from a source checkout (pip install -e .)")])
     recipe = load_recipe(path, overrides)
     run_dir = Path("runs/demo" if output_dir is None else output_dir)
-    # Before the model loads: the demo replaces an earlier run directory (its own, from the last demo) and
-    # refuses any other folder, as `train --overwrite` does (grpokit.run.ownership).
+    # Before the model loads: the demo replaces an earlier demo only (its record says kind demo) and refuses any
+    # other folder, a training run included (grpokit.run.ownership).
     if output_dir is not None and not str(output_dir).strip():
         raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
                                     "name a new folder for the demo run, e.g. runs/demo")])
-    RunDir(run_dir).refuse_existing(overwrite=True, keep=[str(path), recipe.resolve_data_path(recipe.data.train)])
+    RunDir(run_dir).refuse_existing(overwrite=True, keep=[str(path), recipe.resolve_data_path(recipe.data.train)],
+                                    kinds=("demo",))
     t0 = time.time()
     tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model)
     _, eval_rows, _ = load_datasets(recipe)
     console.print(f"evaluating the base model on {len(eval_rows)} held-out problems ...")
     before = evaluate(model, tokenizer, recipe, eval_rows)
     console.print(f"before: accuracy {pct(before.accuracy)}, format {pct(before.format_rate)}")
-    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks)
+    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
+                    kind="demo")
     trained = summary.pop("trainer").model
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
@@ -87,7 +91,7 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
         console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
     result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end,
               "seconds_total": round(time.time() - t0, 1)}
-    RunDir(run_dir).demo_file.write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    atomic_write(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False).encode("utf-8"))
     report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
     done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
     console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
@@ -102,7 +106,7 @@ def _stopped(run_dir: Path, before, summary: dict, end: dict, t0: float) -> dict
 
     result = {"before": before.as_dict(), "after": None, "train": summary, "run_end": end,
               "seconds_total": round(time.time() - t0, 1)}
-    RunDir(run_dir).demo_file.write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    atomic_write(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False).encode("utf-8"))
     console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
                   f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
     console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint with: "

@@ -6,16 +6,45 @@ unusable). Anything else that escapes is a bug in grpokit.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# Characters a terminal acts on rather than shows: C0 controls (BEL, ESC, backspace, ...), DEL, C1 controls (a lone
+# 0x9b is CSI on some terminals) and the bidirectional overrides that reorder what is shown.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+WHERE_CHARS, MESSAGE_CHARS, FIX_CHARS = 300, 3000, 1500  # far above any message grpokit writes about honest input
+
+
+def _escape(ch: str) -> str:
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def shown(text: object, limit: int, lines: bool = True) -> str:
+    """`text` as a message may show it: control bytes and escape sequences escaped (\\x1b, \\x07; newlines too
+    unless `lines`), and past `limit` characters the middle left out, saying how much (a 120 KB `--set` value is
+    not echoed whole)."""
+    text = str(text)
+    if len(text) > limit:
+        head, tail = text[: limit * 3 // 4], text[-(limit // 8):]
+        text = f"{head} ... [{len(text) - len(head) - len(tail):,} characters left out] ... {tail}"
+    return (_CONTROL if lines else _CONTROL_OR_LINE).sub(lambda m: _escape(m.group()), text)
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input, and how to fix it."""
+    """One thing wrong with an input, and how to fix it. Its texts are `shown`: escaped and shortened once, here,
+    whatever prints them."""
 
     where: str  # "recipe.yaml:12 train.num_generations" or "data.jsonl:7"
     message: str  # what is wrong
     fix: str = ""  # the change that would make it right
+
+    def __post_init__(self):
+        object.__setattr__(self, "where", shown(self.where, WHERE_CHARS, lines=False))
+        object.__setattr__(self, "message", shown(self.message, MESSAGE_CHARS))
+        object.__setattr__(self, "fix", shown(self.fix, FIX_CHARS))
 
     def __str__(self) -> str:
         text = f"{self.where}: {self.message}"
@@ -32,7 +61,7 @@ class GrpokitError(Exception):
             problems = [Problem("grpokit", problems)]
         self.problems = list(problems)
         self.exit_code = exit_code
-        self.title = title
+        self.title = shown(title, WHERE_CHARS, lines=False)
         super().__init__(self.render())
 
     def render(self) -> str:

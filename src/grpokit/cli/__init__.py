@@ -129,10 +129,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Arguments that name a file or folder: `~` is expanded in each, as the shell does for an unquoted word (a quoted
+# "~/x" or --out=~/x arrives as it is, and made a folder named `~`). A hub id or a reward name never starts with ~.
+PATH_ARGS = frozenset({"output_dir", "out", "input", "data", "resume", "recipe", "run_dir", "file", "target",
+                       "results", "from_file", "rankings", "rm_dir", "prompts", "output", "write_filtered", "exclude",
+                       "run_a", "run_b", "init_from", "reward", "base"})
+
+
+def _expand_home(args) -> None:
+    import os
+
+    for name in PATH_ARGS & vars(args).keys():
+        value = getattr(args, name)
+        if isinstance(value, str):
+            setattr(args, name, os.path.expanduser(value))
+        elif isinstance(value, list):
+            setattr(args, name, [os.path.expanduser(v) if isinstance(v, str) else v for v in value])
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
+    _expand_home(args)
     try:
         return int(args.func(args) or 0)
     except GrpokitError as e:

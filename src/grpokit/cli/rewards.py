@@ -134,6 +134,37 @@ def _build_own(entry: dict, params: dict) -> RewardFunction:
     return fn
 
 
+_MAX_DIGITS = sys.get_int_max_str_digits() or 10**9  # Python refuses to convert a longer integer string (0: no limit)
+
+
+class _HugeInt(str):
+    """A JSON integer longer than Python converts, kept as its digits and reported."""
+
+
+def _int(digits: str) -> int | _HugeInt:
+    return int(digits) if len(digits.lstrip("-")) <= _MAX_DIGITS else _HugeInt(digits)
+
+
+def _structure_problem(row: object) -> tuple[str, str] | None:
+    """(what, fix) for a row nested past MAX_ROW_DEPTH (grpokit.data.formats, as data files) or holding an integer
+    too long to convert; iterative, so a 200,000-deep row is an answer, not a RecursionError."""
+    from grpokit.data.formats import MAX_ROW_DEPTH
+
+    stack = [(row, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_ROW_DEPTH:
+            return f"nested more than {MAX_ROW_DEPTH} levels deep", "keep rows a few levels deep"
+        if isinstance(item, _HugeInt):
+            return (f"an integer of {len(item.lstrip('-')):,} digits ({item[:12]}...), past the {_MAX_DIGITS:,} "
+                    "digits Python converts", 'write a number that long as a string ("123...")')
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None
+
+
 def read_rows(path: str, columns: tuple[str, ...], fields: dict[str, str] | None = None) -> list[dict]:
     """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix). `fields` ({"answer":
     "target"}, from --answer-field / --question-field): the row's own column is also given under the task's name,
@@ -150,10 +181,18 @@ def read_rows(path: str, columns: tuple[str, ...], fields: dict[str, str] | None
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
+            try:  # depth bounded as data files are (grpokit.data.formats); ints past Python's own limit kept as digits
+                row = json.loads(line, parse_int=_int)
             except json.JSONDecodeError as e:
                 problems.append(Problem(where, f"not valid JSON ({e.msg})", "write one JSON object per line"))
+                continue
+            except RecursionError:  # json's C scanner recurses per level
+                problems.append(Problem(where, "nested too deeply to read (thousands of levels)",
+                                        "keep rows a few levels deep"))
+                continue
+            structure = _structure_problem(row)
+            if structure:
+                problems.append(Problem(where, *structure))
                 continue
             if not isinstance(row, dict):
                 problems.append(Problem(where, f"a row must be a JSON object, got {type(row).__name__}",

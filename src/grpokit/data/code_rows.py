@@ -54,6 +54,20 @@ def from_humaneval_layout(obj: dict, question_field: str | None = None) -> dict:
     return row
 
 
+def _parse(source: str) -> tuple[ast.Module | None, str | None]:
+    """(tree, None), or (None, why the source does not parse): Python's parser itself fails on some inputs with
+    RecursionError (an expression 100,000 characters long: `1+1+...`), MemoryError or ValueError (a NUL byte)."""
+    try:
+        return ast.parse(source), None
+    except SyntaxError as e:
+        return None, f"does not parse as Python: {e.msg}" + (f" (line {e.lineno})" if e.lineno else "")
+    except (RecursionError, MemoryError):
+        return None, (f"is too deeply nested for Python's parser ({len(source):,} characters): Python could not "
+                      "run it either")
+    except ValueError as e:
+        return None, f"does not parse as Python: {e}"
+
+
 def code_row_problems(obj: dict, where: str) -> list[Problem]:
     """What makes a code row unusable for `code_tests`: its tests, entry point and prompt."""
     if "tests" in obj:
@@ -67,11 +81,9 @@ def code_row_problems(obj: dict, where: str) -> list[Problem]:
         out.append(Problem(f"{where} test", f"must be Python source defining check(candidate), got "
                            f"{type(test).__name__}", "write HumanEval's test code as a string"))
     else:
-        try:
-            tree = ast.parse(test)
-        except SyntaxError as e:
-            out.append(Problem(f"{where} test", f"does not parse as Python: {e.msg} (line {e.lineno})",
-                               "fix the test code"))
+        tree, why = _parse(test)
+        if why:
+            out.append(Problem(f"{where} test", why, "fix the test code (split a long expression into steps)"))
         else:
             if not any(isinstance(n, ast.FunctionDef) and n.name == "check" and n.args.args for n in tree.body):
                 out.append(Problem(f"{where} test", "defines no `def check(candidate):`",
@@ -94,10 +106,9 @@ def _assert_problems(tests: object, where: str) -> list[Problem]:
         if not isinstance(t, str) or not t.strip():
             return [Problem(f"{where} {i}", f"a test must be a line of Python, got {json.dumps(t)[:40]}",
                             'write it as a string, e.g. "assert add(1, 2) == 3"')]
-        try:
-            ast.parse(t)
-        except SyntaxError as e:
-            return [Problem(f"{where} {i}", f"does not parse as Python: {e.msg}", "fix the assert line")]
+        _, why = _parse(t)
+        if why:
+            return [Problem(f"{where} {i}", why, "fix the assert line (split a long expression into steps)")]
     return []
 
 

@@ -70,6 +70,7 @@ from grpokit.export.quantize import CONVERTER_QUANTS, LLAMA_QUANTS, MIN_AGREEMEN
 from grpokit.export.serving import ollama_template, serving_chat_template, write_modelfile
 from grpokit.export.serving_tools import ollama_tool_template, tool_conversations
 from grpokit.recipe import load_run_recipe
+from grpokit.run.files import atomic_write
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
 TARGETS = ("hf", "gguf", "ollama")
@@ -130,6 +131,9 @@ def export_hf(checkpoint: Path, recipe, out: Path, model=None) -> Path:
     tokenizer = training_tokenizer(checkpoint, recipe)
     template = _template(recipe)
     serving = serving_chat_template(tokenizer, template)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):  # export() checked hf/ against its record
+        raise GrpokitError([Problem(str(out), "is not a folder grpokit exported (a link or a file): nothing was "
+                                    "deleted", f"move it out of {out.parent}, or pass --out a new folder")])
     if out.exists():
         shutil.rmtree(out)
     model.save_pretrained(out)
@@ -220,7 +224,7 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     recipe = load_run_recipe(run_dir)
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
-    created = _open_out(out)
+    created = _open_out(out, _out_entries(to, quant))
     try:
         return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
     except BaseException:
@@ -229,22 +233,44 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
         raise
 
 
-def _open_out(out: Path) -> bool:
-    """Create the export folder (True: created here); refuse a file, an unwritable place, and a folder holding
-    anything but an earlier grpokit export (its hf/ would be replaced)."""
+def _out_entries(to: str, quant: str) -> dict[str, str]:
+    """What an export writes into its folder (name -> "file" | "dir"): its authorship record names these."""
+    entries = {"hf": "dir", MANIFEST: "file"}
+    if to != "hf":
+        entries[f"model-{quant}.gguf"] = "file"
+        if quant not in CONVERTER_QUANTS:
+            entries["model-f16.tmp.gguf"] = "file"  # make_gguf's intermediate, removed once quantised
+    if to == "ollama":
+        entries["Modelfile"] = "file"
+    return entries
+
+
+def _open_out(out: Path, entries: dict[str, str]) -> bool:
+    """Create the export folder and its record (True: created here). Refused, with nothing written: a file, an
+    unwritable place, a folder with content but no export record of grpokit's (a `grpokit.json` proves nothing),
+    and, in an earlier export, a name this export writes that grpokit did not (a link at hf/, a user's file)."""
     from grpokit.run import writable_problem
+    from grpokit.run.record import RECORD_FILE, claim, read_record
 
     fix = "pass --out a new folder (or an earlier export's), or leave --out out for RUN_DIR/export/checkpoint-N"
     if out.exists() and not out.is_dir():
         raise GrpokitError([Problem(f"--out {out}", "is a file, not a folder", fix)])
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise GrpokitError([Problem(f"--out {out}", f"is a folder that is not a grpokit export (no {MANIFEST}); "
-                                    "an export replaces hf/ and the GGUF files in it", fix)])
+    if out.is_dir() and any(out.iterdir()) and (read_record(out) or {}).get("kind") != "export":
+        old = " (an export from a grpokit before records: delete it yourself to export there again)" if (
+            (out / MANIFEST).is_file() and read_record(out) is None) else ""
+        raise GrpokitError([Problem(f"--out {out}", f"is a folder that is not a grpokit export (no {RECORD_FILE} of "
+                                    f"an export){old}; an export replaces hf/ and the GGUF files in it: nothing was "
+                                    "deleted", fix)])
     problem = writable_problem(out)
     if problem:
         raise GrpokitError([Problem(f"--out {problem.where}", problem.message, fix)])
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        claim(out, "export", entries, fix)
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     return created
 
 
@@ -361,6 +387,6 @@ def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stop
         "gguf": result.gguf.name if result.gguf else None, "quant": quant if result.gguf else None,
         "checks": [asdict(c) for c in result.checks], "smoke": result.smoke, "commands": result.commands,
     }
-    text = json.dumps(manifest, indent=2, ensure_ascii=False)
-    (result.out_dir / MANIFEST).write_text(text, encoding="utf-8")
-    (result.hf_dir / MANIFEST).write_text(text, encoding="utf-8")
+    text = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8")
+    atomic_write(result.out_dir / MANIFEST, text)  # recorded; replaced, never written through
+    atomic_write(result.hf_dir / MANIFEST, text)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field
+from pydantic import Field, field_validator
 
 # data.paths itself, not the data package: the schema stays model-free (an import-linter contract)
 from grpokit.data.paths import resolve_data_path
@@ -28,6 +28,13 @@ from grpokit.recipe.health_section import HealthConfig
 from grpokit.recipe.section import Section
 from grpokit.recipe.selection_section import SelectionConfig
 from grpokit.rewards import ROLES
+
+
+def _home(path: str | None) -> str | None:
+    """`~` and `~user` expanded, as a shell would (data paths expand it too, in grpokit.data.paths)."""
+    import os
+
+    return os.path.expanduser(path) if isinstance(path, str) else path
 
 
 # Upper bounds of the numeric train fields: each far above any real run, so only a typo or a hostile recipe meets
@@ -112,6 +119,8 @@ class RewardConfig(Section):
     timeout_s: float | None = Field(None, gt=0, le=86400, description="Own rewards only: seconds one call may "
                                     "take in training before it is stopped and the step fails (null: no deadline; "
                                     "`recipe check` stops a trial call after this, or 60 s).")
+
+    _expand_path = field_validator("path")(_home)
 
 
 class EnvConfig(Section):
@@ -202,6 +211,8 @@ class Recipe(Section):
     source: str | None = Field(None, exclude=True)
     # What validation could not check (e.g. a hub id while offline); printed by `recipe check` and `train`.
     notes: list[str] = Field(default_factory=list, exclude=True)
+
+    _expand_output_dir = field_validator("output_dir")(_home)  # `output_dir: ~/x` made a folder named `~`
 
     def resolve_data_path(self, spec: str) -> str:
         return resolve_data_path(spec, Path(self.source).parent if self.source else Path.cwd())

@@ -99,10 +99,21 @@ def _expanded_size(root) -> int:
     return size[id(root)]
 
 
+_CONTROL_NAMES = {0: "NUL", 7: "BEL", 8: "backspace", 0x1B: "escape", 0x7F: "DEL"}
+
+
 def parse_yaml(text: str, where: str) -> Any:
     """YAML text -> Python value; syntax errors, duplicate keys, nesting past `MAX_DEPTH` and aliases that expand
     past `MAX_NODES` values raise GrpokitError with the line."""
-    loader = StrictLoader(text)
+    try:
+        loader = StrictLoader(text)  # the reader refuses a control byte (NUL, BEL, ...) here, before parsing
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1
+        raise GrpokitError([Problem(f"{where}:{line}", f"holds the control character U+{e.character:04X} "
+                                    f"({_CONTROL_NAMES.get(e.character, 'a control character')}), which YAML does "
+                                    "not allow in a file", "remove it; inside a double-quoted string it can be "
+                                    f"written as \\x{e.character:02x} if you mean it" if e.character < 256 else
+                                    "remove it")]) from None
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -167,7 +178,10 @@ def line_map(text: str) -> dict[tuple, int]:
                 lines[(*path, i)] = v.start_mark.line + 1
                 walk(v, (*path, i))
 
-    loader = StrictLoader(text)  # bounded like parse_yaml: this also runs on text nobody has screened
+    try:
+        loader = StrictLoader(text)  # bounded like parse_yaml: this also runs on text nobody has screened
+    except yaml.YAMLError:  # a control byte: parse_yaml says where
+        return lines
     try:
         walk(loader.get_single_node(), ())
     except (yaml.YAMLError, _Refused, RecursionError):

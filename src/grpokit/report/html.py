@@ -18,6 +18,11 @@ into the same folder as report.html, which links them by relative path, and
 the search box is a few lines of inline script, so the folder can be copied
 or zipped as it is and read offline.
 
+The report folder gets an authorship record (grpokit.run.record, kind report) naming the files a report
+writes (`report_files`). A report replaces only those: `--output-dir U` where U holds a `report.html` (or a
+plot's name) that no grpokit report recorded is refused before anything is drawn. The run's own `report/` is
+a folder of the run's layout, grpokit's whole (a run from before records: its report/ is used as it is).
+
 Not covered: comparing several runs on one page; interactive plots.
 """
 from __future__ import annotations
@@ -31,6 +36,8 @@ from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothin
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
 from grpokit.run import read_json, run_end, writable_problem
+from grpokit.run.files import atomic_write
+from grpokit.run.record import claim, new_record, read_record, refuse_foreign, write_record
 
 SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
 EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
@@ -287,6 +294,13 @@ input[type=search] { font-size: 1em; padding: 0.2em 0.4em; }
 
 
 # ---------------------------------------------------------------- entry point
+def report_files() -> list[str]:
+    """Every file a report may write into its folder (report.html and its plots): its record names them."""
+    from grpokit.report.tools import TOOL_PLOTS
+
+    return ["report.html", *(f"{c[0]}.png" for c in CURVES), "eval_accuracy.png", *TOOL_PLOTS]
+
+
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write report.html and its PNGs; returns the path of report.html."""
     from grpokit.errors import GrpokitError, Problem
@@ -300,8 +314,19 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     if problem:
         raise GrpokitError([Problem(problem.where, problem.message, "write the report elsewhere: grpokit report "
                                     f"{run_dir} --output-dir DIR (a folder you can write to)")])
+    entries = dict.fromkeys(report_files(), "file")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        if out.resolve() == rd.report_dir.resolve():  # the run's own report/: grpokit's folder, whole
+            out.mkdir(parents=True, exist_ok=True)
+            # ... its files, but never a link or a hard link at their names (a plot would be written through it)
+            refuse_foreign(out, {"entries": entries}, entries, f"move those out of {out}, or pass --output-dir DIR")
+            old = read_record(out)
+            if old is None or old["kind"] != "report":
+                write_record(out, new_record("report", entries, run=str(run_dir.resolve())))
+        else:  # any other folder: only the files a grpokit report recorded writing there are replaced
+            claim(out, "report", entries, f"pass --output-dir a new folder (or an earlier report's), or move those "
+                                          f"files away; without --output-dir the report goes to {rd.report_dir}",
+                  run=str(run_dir.resolve()))
     except OSError as e:
         raise GrpokitError([Problem(str(out), f"cannot create the report folder: {e.strerror or e}",
                                     f"pass --output-dir DIR (a folder you can write to, not {out})")]) from None
@@ -352,7 +377,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 """
     path = out / "report.html"
     try:
-        path.write_text(page, encoding="utf-8")
+        atomic_write(path, page.encode("utf-8"))
     except OSError as e:  # a disk that fills up or turns read-only while the plots were written
         raise GrpokitError([Problem(str(path), f"cannot write the report: {e.strerror or e}",
                                     "free space, or pass --output-dir DIR (a folder you can write to)")]) from None

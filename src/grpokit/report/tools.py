@@ -24,6 +24,8 @@ TOOL_METRICS = ("tools/call_frequency", "tools/failure_frequency")  # TRL 1.16's
 EVAL_COLUMNS = (("task_success", "task success", True), ("tool_args", "valid args", True),
                 ("tool_failures", "tool failures", True), ("calls_per_episode", "calls / episode", False))
 
+# The plots this section may write (the report's record names every file a report writes).
+TOOL_PLOTS = ("tool_calls.png", "tool_failures.png", "tool_rewards.png", "eval_tools.png")
 
 def tool_reward_names(metrics: list[dict]) -> list[str]:
     """The logged rewards that score tool episodes (the reward table's `reads="episode"` entries)."""

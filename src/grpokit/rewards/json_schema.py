@@ -20,7 +20,9 @@ regex (`pattern`, `patternProperties`: jsonschema matches them with Python's
 backtracking `re` inside four keywords, `^(a|a)*$` on 40 characters runs for
 minutes within one call) or with an embedded resource that names its own
 `$schema` (jsonschema validates it with the stock class, without the timed
-keywords). Schemas without either validate in this process, at full speed.
+keywords), anywhere in the schema, values of const/enum/default/examples
+included (a `$ref` can point into them). Schemas without either validate in
+this process, at full speed.
 Completions that hit the bound score 0.0 and are counted as
 `rewards/json_schema/timeouts` (TRL's log_metric).
 
@@ -169,9 +171,12 @@ def _outside_refs(schema: object, cls) -> list[str]:
 
 
 def _needs_worker(schema: object) -> bool:
-    """What the keyword deadline cannot stop: a regex keyword, or an embedded resource with its own `$schema`."""
-    for node, is_schema in _walk(schema):
-        if is_schema and (any(k in node for k in _REGEX_KEYWORDS) or ("$schema" in node and node is not schema)):
+    """What the keyword deadline cannot stop: a regex keyword, or an embedded resource with its own `$schema`,
+    anywhere in the schema. Under const/enum/default/examples too: those values are data to the walk of $refs, but
+    a `$ref` can point into them (`{"$ref": "#/default", "default": {"pattern": ...}}`) and jsonschema then
+    validates them as a schema."""
+    for node, _ in _walk(schema):
+        if any(k in node for k in _REGEX_KEYWORDS) or ("$schema" in node and node is not schema):
             return True
     return False
 

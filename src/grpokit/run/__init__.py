@@ -5,7 +5,7 @@
 
 rundir (RunDir: paths, config/run files, checkpoints, eval results), files (crash-tolerant JSON/JSONL,
 metric names), checkpoints (names, damage checks, the writer lock), safety (disk space, recording a failure),
-ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only), ending
+layout (the names of a run's files and folders), ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only), ending
 (whether a run reached its end, and which step a partial one holds).
 """
 from grpokit.run.ending import run_end
@@ -13,8 +13,8 @@ from grpokit.run.checkpoints import RunLock, checkpoint_damage, nonfinite_weight
 from grpokit.run.files import (MEMORY_KEYS, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN, SAMPLER_KEYS, jsonable,
                                read_json, read_jsonl)
 from grpokit.run.ownership import is_run_dir, writable_problem
-from grpokit.run.rundir import (CHECKPOINT_SPECS, CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE,
-                                RunDir, describe_lineage, select_steps)
+from grpokit.run.layout import CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE
+from grpokit.run.rundir import CHECKPOINT_SPECS, RunDir, describe_lineage, select_steps
 from grpokit.run.safety import disk_problem, disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "SAMPLER_CLIPPED",

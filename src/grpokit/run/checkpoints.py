@@ -9,11 +9,11 @@ Damage checks read file headers only (safetensors, zip end records), never the w
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
 import re
+import secrets
 import socket
 import stat
 import time
@@ -83,69 +83,103 @@ def damaged(ck: Path, why: str) -> GrpokitError:
 
 # ---------------------------------------------------------------- the run lock
 class RunLock:
-    """One writer per run directory: an advisory fcntl lock on RUN/.lock that names its PID and host.
+    """One writer per run directory: an advisory fcntl lock on RUN/.lock, a file grpokit creates and removes.
 
-    The kernel releases the lock when its process dies, so a lock file still naming a PID but free to take
-    is stale (a killed run) and is taken over with a note. The lock file is opened without following a
-    symlink and without blocking, and must be a regular file: a `.lock` that is a folder, a link (which
-    would have grpokit truncate the file it points at) or a FIFO is refused with where/what/fix, and a
-    damaged holder record (not JSON, `since` out of range) reads as "no holder recorded".
+    The lock file is created exclusively (O_CREAT | O_EXCL | O_NOFOLLOW) and names its PID, host and `token`, the
+    run's `lock_token` from its record (grpokit.run.record); it is removed when the lock is released. A `.lock`
+    already there is never written through: one that another process holds is refused naming the holder; one
+    that is free and carries the run's token was left by a grpokit process that died (the kernel released its
+    lock) and is taken over with a note; an empty file with no other link (what grpokit before records left
+    after each run) holds nothing and is replaced. Anything else is refused with where/what/fix whatever its
+    kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file without the run's token.
     """
 
-    def __init__(self, path: Path, note: Callable[[str], None] = note):
-        self.path, self.note, self._fh = Path(path), note, None
+    def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None):
+        self.path, self.note, self._fd = Path(path), note, None
+        self.token = token or secrets.token_hex(8)
 
-    def _open(self):
-        fix = f"delete it (`rm -r {self.path}`): grpokit creates its lock file itself"
+    def _refuse(self, what: str) -> GrpokitError:
+        return GrpokitError([Problem(str(self.path), f"{what}, not grpokit's lock file: nothing was written to it",
+                                     "if no grpokit process is writing this run, move it away (`mv "
+                                     f"{self.path} ...`): grpokit creates its lock file itself")])
+
+    def _existing(self) -> None:
+        """Deal with a `.lock` found in place: refused (GrpokitError), or gone (stale, replaced) for a retry."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-        except IsADirectoryError:
-            raise GrpokitError([Problem(str(self.path), "is a folder, not grpokit's lock file", fix)]) from None
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise self._refuse("is a symbolic link (grpokit would write into the file it points at)")
+        if stat.S_ISDIR(st.st_mode):
+            raise self._refuse("is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise self._refuse("is not a regular file (a FIFO or a device)")
+        if st.st_nlink > 1:
+            raise self._refuse(f"is a file with {st.st_nlink - 1} other hard link(s) (grpokit would write into them)")
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise GrpokitError([Problem(str(self.path), "is a symbolic link, not grpokit's lock file", fix)]) from None
             raise GrpokitError([Problem(str(self.path), f"cannot open the run's lock file: {e.strerror or e}",
                                         "check the run directory's permissions, or whether its disk is read-only")]
                                ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        try:
+            if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (st.st_ino, st.st_dev):
+                return  # replaced meanwhile: look again
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise GrpokitError([Problem(str(self.path.parent), f"another grpokit process is writing this run "
+                                            f"({lock_holder(fd)})", "wait for it to finish or stop it; one run "
+                                            "directory takes one writer (train into another --output-dir to run "
+                                            "both)")], title="run directory is locked") from None
+            holder = _holder_record(fd)
+            if st.st_size == 0:
+                pass  # grpokit before records truncated its lock on release: an empty file, nothing to lose
+            elif holder is None or holder.get("token") != self.token:
+                raise self._refuse("is a file without this run's lock token")
+            else:
+                self.note(f"took over a stale lock of {lock_holder(fd)}: that process is no longer running")
+            now = os.lstat(self.path)
+            if (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):
+                os.unlink(self.path)
+        finally:
             os.close(fd)
-            raise GrpokitError([Problem(str(self.path), "is not a regular file (a FIFO or a device), not grpokit's lock "
-                                        "file", fix)])
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "r+", encoding="utf-8", errors="replace")
 
     def acquire(self) -> "RunLock":
-        fh = self._open()
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = lock_holder(fh)
-            fh.close()
-            raise GrpokitError([Problem(str(self.path.parent), f"another grpokit process is writing this run "
-                                        f"({holder})", "wait for it to finish or stop it; one run directory takes "
-                                        "one writer (train into another --output-dir to run both)")],
-                               title="run directory is locked") from None
-        prev = lock_holder(fh)
-        if prev != "no holder recorded":
-            self.note(f"took over a stale lock of {prev}: that process is no longer running")
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}))
-        fh.flush()
-        self._fh = fh
-        return self
+        for _ in range(10):  # another process may create or remove the lock between two looks
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except FileExistsError:
+                self._existing()
+                continue
+            except OSError as e:
+                raise GrpokitError([Problem(str(self.path), f"cannot create the run's lock file: {e.strerror or e}",
+                                            "check the run directory's permissions, or whether its disk is "
+                                            "read-only")]) from None
+            # Ours (O_EXCL): blocking is safe, another process can only hold it for the moment it takes to read it.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+                                     "token": self.token}).encode("utf-8"))
+            self._fd = fd
+            return self
+        raise GrpokitError([Problem(str(self.path), "kept appearing and disappearing while grpokit took the lock",
+                                    "another process is starting and stopping here: run one writer at a time")])
 
     def release(self) -> None:
-        if self._fh is None:
+        if self._fd is None:
             return
         try:
-            self._fh.seek(0)
-            self._fh.truncate()  # an empty lock file is a free one; a named holder without the lock is stale
+            st, now = os.fstat(self._fd), os.lstat(self.path)
+            if (st.st_ino, st.st_dev) == (now.st_ino, now.st_dev):
+                os.unlink(self.path)  # removed while still locked: no one can take a lock file that is going
         except OSError:
             pass
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
-        self._fh = None
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
 
     def __enter__(self):
         return self.acquire()
@@ -157,13 +191,17 @@ class RunLock:
 _MAX_LOCK_BYTES = 4096  # a holder record is ~80 bytes; a larger file is not one, and is not read whole
 
 
-def lock_holder(fh) -> str:
-    fh.seek(0)
+def _holder_record(fd: int) -> dict | None:
     try:
-        h = json.loads(fh.read(_MAX_LOCK_BYTES) or "null")
-    except (ValueError, RecursionError):
-        h = None
-    if not isinstance(h, dict):
+        h = json.loads(os.pread(fd, _MAX_LOCK_BYTES, 0).decode("utf-8", errors="replace") or "null")
+    except (ValueError, RecursionError, OSError):
+        return None
+    return h if isinstance(h, dict) else None
+
+
+def lock_holder(fd: int) -> str:
+    h = _holder_record(fd)
+    if h is None:
         return "no holder recorded"
     try:  # a damaged record (inf, 1e999, a year past 9999, a string) has no readable time, not a traceback
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(h["since"]))

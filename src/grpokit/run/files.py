@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -88,9 +87,10 @@ def _step(v) -> int:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)  # a crash leaves the old file or the new one, never half of either
+    """The old file or the new one, never half of either; never written through a link (grpokit.run.record)."""
+    from grpokit.run.record import write_bytes
+
+    write_bytes(Path(path), data)
 
 
 def read_json(path: str | Path, note: Callable[[str], None] = note) -> dict | None:

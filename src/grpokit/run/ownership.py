@@ -1,16 +1,22 @@
-"""Which folders grpokit may train into, and what `--overwrite` may delete: grpokit's own files, nothing else.
+"""Which folders grpokit may train into, and what `--overwrite` may delete: what grpokit recorded writing, nothing else.
 
     refuse_output_dir(path, overwrite, keep=[recipe, data])   # before any model loads: where, what, fix
-    clear_run(path)                                           # --overwrite: grpokit's entries only
-    is_run_dir(path)                                          # config.yaml of a recipe + run.json (or nothing else)
+    clear_run(path)                                           # --overwrite: the entries of the run's record only
+    is_run_dir(path)                                          # a record (grpokit.run.record) of kind run or demo
 
-A folder is a grpokit run directory when it holds the config.yaml grpokit writes (a mapping with the recipe's
-`data` and `rewards` sections) and either the run.json grpokit writes (a `status` of `STATUSES`) or no entry
-grpokit does not write itself (a run killed between the two files). `--overwrite` clears only such a folder,
-and only the entries of `own_entries()` (the layout of docs/run-directory.md); anything else in it (a user's
-notes, a data file) stays. Refused whatever they hold: the file system's root, the home folder and its
-ancestors, a git work tree, a folder that holds the recipe or the data. A folder that cannot be written is
-refused too, by trying (a root user ignores permission bits, so `os.access` would not tell).
+A folder is a grpokit run directory only by its record (`.grpokit-record.json`, grpokit.run.record), written
+when grpokit creates or claims the folder; the names inside it (a config.yaml with `data` and `rewards`, a
+run.json) prove nothing. `--overwrite` clears only such a folder, and only the entries its record names (the
+layout of docs/run-directory.md, `own_entries()`), each checked to be still what grpokit wrote (a link or a
+hard-linked file at such a name is refused, not removed); anything else in it (a user's notes, a data file)
+stays. A demo replaces only an earlier demo (`kinds=("demo",)`). Refused whatever they hold: the file system's
+root, the home folder and its ancestors, a git work tree, a folder that holds the recipe or the data. A folder
+that cannot be written is refused too, by trying (a root user ignores permission bits, so `os.access` would
+not tell).
+
+Runs made before records (a config.yaml and run.json of grpokit's, no record: `legacy_run`) can still be
+resumed, evaluated, reported and exported; `--overwrite` (and the demo) refuses them with the fix (delete the
+folder yourself, or pick a new one): nothing is deleted on a guess.
 
 Not covered: files a user put inside grpokit's own folders (checkpoints/, eval/, ...): those folders are
 grpokit's and go whole.
@@ -18,27 +24,29 @@ grpokit's and go whole.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.run import layout
+from grpokit.run.layout import LOCK_FILE
+from grpokit.run.record import RECORD_FILE, read_record, remove_entries
 
 _MAX_CONFIG_BYTES = 1 << 20  # a run's config.yaml is a few KB; a larger one is not grpokit's (and not worth parsing)
 _NEW_DIR_FIX = "pick a new --output-dir (a folder that does not exist yet, or an earlier grpokit run directory)"
+RUN_KINDS = ("run", "demo")
 
 
-def own_entries() -> tuple[set[str], set[str]]:
-    """(files, folders) grpokit writes at the top of a run directory; --overwrite removes these and nothing else."""
-    from grpokit.run import rundir as r
-
+def own_entries() -> dict[str, str]:
+    """The entries grpokit writes at the top of a run directory (name -> "file" | "dir"): a run's record reserves
+    them when the run is created, and --overwrite removes these and nothing else."""
+    r = layout
     logs = (r.METRICS_FILE, r.SAMPLES_FILE, r.HEALTH_FILE)
     files = {r.CONFIG_FILE, r.RUN_FILE, r.DEMO_FILE, r.PREFLIGHT_FILE, *logs,
              *(log.replace(".jsonl", ".rolled_back.jsonl") for log in logs)}
-    files |= {f"{f}.tmp" for f in files}  # grpokit.run.files.atomic_write's half-done writes
     folders = {r.CHECKPOINTS_DIR, r.EVAL_DIR, r.REPORT_DIR, r.EXPORT_DIR, r.REFERENCE_DIR, f"{r.REFERENCE_DIR}.tmp",
-               "tensorboard"}  # tensorboard/: grpokit.training.tracking's event files
-    return files, folders
+               r.SET_ASIDE_DIR, "tensorboard"}  # tensorboard/: grpokit.training.tracking's event files
+    return {**dict.fromkeys(files, "file"), **dict.fromkeys(folders, "dir")}
 
 
 def _recipe_config(path: Path) -> bool:
@@ -55,23 +63,23 @@ def _recipe_config(path: Path) -> bool:
 
 def _run_status(path: Path) -> bool:
     from grpokit.run.files import read_json
-    from grpokit.run.rundir import STATUSES
 
     data = read_json(path, note=lambda _: None) if path.is_file() else None
-    return data is not None and data.get("status") in STATUSES
+    return data is not None and data.get("status") in layout.STATUSES
 
 
-def is_run_dir(path: str | Path) -> bool:
-    """A folder grpokit trained into (see the module docstring)."""
-    from grpokit.run.rundir import CONFIG_FILE, LOCK_FILE, RUN_FILE
+def is_run_dir(path: str | Path, kinds=RUN_KINDS) -> bool:
+    """A folder grpokit trained into: its record says so (see the module docstring)."""
+    record = read_record(path) if Path(path).is_dir() else None
+    return record is not None and record["kind"] in kinds
 
+
+def legacy_run(path: str | Path) -> bool:
+    """A run written before records: a recipe's config.yaml and a run.json of grpokit's, no record. Usable (resume,
+    eval, report, export); never cleared, since nothing proves which of its files grpokit wrote."""
     path = Path(path)
-    if not path.is_dir() or not _recipe_config(path / CONFIG_FILE):
-        return False
-    if _run_status(path / RUN_FILE):
-        return True
-    files, folders = own_entries()
-    return all(p.name in files | folders | {LOCK_FILE} for p in path.iterdir())
+    return (path.is_dir() and read_record(path) is None and _recipe_config(path / layout.CONFIG_FILE)
+            and _run_status(path / layout.RUN_FILE))
 
 
 def _holds(folder: Path, item: Path) -> bool:
@@ -113,13 +121,28 @@ def writable_problem(path: Path) -> Problem | None:
     return None
 
 
-def refuse_output_dir(path: str | Path, overwrite: bool, keep: list[str | Path] = ()) -> None:
+def _not_replaceable(path: Path, kinds) -> str | None:
+    """Why --overwrite may not replace `path` (a folder that holds more than a lock), or None."""
+    record = read_record(path)
+    if record is not None and record["kind"] in kinds:
+        return None
+    if record is not None and record["kind"] in RUN_KINDS:  # the demo, meeting a training run
+        return (f"is a grpokit training run (its {RECORD_FILE} says kind {record['kind']}), and the demo replaces "
+                "only an earlier demo: nothing was deleted")
+    if legacy_run(path):
+        return (f"is a run of a grpokit from before authorship records (no {RECORD_FILE}): nothing proves which "
+                f"of its files grpokit wrote, so --overwrite deletes none of them (resume, eval, report and export "
+                f"still work); to start again, delete it yourself (`rm -r {path}`) or pick a new --output-dir")
+    return (f"--overwrite replaces a grpokit run directory only, and this folder is not one (no {RECORD_FILE} "
+            "written by grpokit): nothing was deleted")
+
+
+def refuse_output_dir(path: str | Path, overwrite: bool, keep: list[str | Path] = (), kinds=RUN_KINDS) -> None:
     """Refuse a run directory that training may not use, before anything loads (nothing is created or deleted).
 
     `keep`: files the run reads (the recipe, the data); a folder that holds one is never a run directory.
+    `kinds`: the records --overwrite may replace (the demo: only a demo).
     """
-    from grpokit.run.rundir import LOCK_FILE
-
     raw = str(path)
     if not raw.strip():
         raise GrpokitError([Problem("--output-dir / output_dir", "is empty (it would mean the current folder)",
@@ -139,24 +162,15 @@ def refuse_output_dir(path: str | Path, overwrite: bool, keep: list[str | Path] 
         raise GrpokitError([Problem(str(path), "run directory already exists and is not empty",
                                     f"continue it with `grpokit train --resume {path}`, pick another "
                                     "--output-dir, or pass --overwrite to start again")])
-    if not is_run_dir(path):
-        raise GrpokitError([Problem(str(path), "--overwrite replaces a grpokit run directory only, and this folder is "
-                                    "not one (no config.yaml and run.json written by grpokit): nothing was deleted",
-                                    _NEW_DIR_FIX)])
+    why = _not_replaceable(path, kinds)
+    if why:
+        raise GrpokitError([Problem(str(path), why, _NEW_DIR_FIX)])
 
 
 def clear_run(path: str | Path) -> list[str]:
-    """Delete an earlier run's entries (--overwrite): grpokit's own names only, never the lock; the names removed."""
-    files, folders = own_entries()
-    gone = []
-    for p in Path(path).iterdir():
-        if p.is_symlink() and p.name in files | folders:
-            p.unlink()  # a link grpokit did not make: the link goes, never what it points at
-        elif p.name in folders and p.is_dir():
-            shutil.rmtree(p)
-        elif p.name in files and p.is_file():
-            p.unlink()
-        else:
-            continue
-        gone.append(p.name)
-    return gone
+    """Delete an earlier run's entries (--overwrite): those its record names, never the lock, the record or a user's
+    file; the names removed. A folder without a run record loses nothing."""
+    record = read_record(path)
+    if record is None or record["kind"] not in RUN_KINDS:
+        return []
+    return remove_entries(path, record)

@@ -9,8 +9,10 @@
 Layout (README "The run directory"): `config.yaml` (the resolved recipe),
 `run.json` (status, see `STATUSES`), `metrics.jsonl`, `samples.jsonl`,
 `health.jsonl`, `checkpoints/checkpoint-N/` (COMPLETE once fully written),
-`eval/results*.json`, `eval/best.json`, `report/`, `export/`, `.lock`, and after a
-health rollback `reference/` (the restored weights, hard links: the KL reference, grpokit.training.rollback).
+`eval/results*.json`, `eval/best.json`, `report/`, `export/`, `.lock`, `.grpokit-record.json` (the authorship
+record, grpokit.run.record), after a health rollback `reference/` (the restored weights, hard links: the KL
+reference, grpokit.training.rollback), and `set-aside/` (checkpoints a resume or a failure found incomplete,
+moved there, never deleted).
 
 Files are read through grpokit.run.files (crash-tolerant JSONL: a line cut by a crash is skipped with one
 note); checkpoint names, damage checks and the lock are grpokit.run.checkpoints.
@@ -30,17 +32,13 @@ from grpokit.distributed import is_main_process
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, RunLock, checkpoint_damage, damaged, step_of
 from grpokit.run.files import atomic_write, note, read_json, read_jsonl, split_jsonl
-from grpokit.run.ownership import clear_run, refuse_output_dir
+from grpokit.run.files import note as files_note
+from grpokit.run.layout import (BEST_FILE, CHECKPOINTS_DIR, CONFIG_FILE, DEMO_FILE, EVAL_DIR, EXPORT_DIR, HEALTH_FILE,
+                                LOCK_FILE, METRICS_FILE, PREFLIGHT_FILE, REFERENCE_DIR, REPORT_DIR, RUN_FILE,
+                                SAMPLES_FILE, SET_ASIDE_DIR, STATUSES, TOOL_RESULTS_FILE)
+from grpokit.run.ownership import _NEW_DIR_FIX, RUN_KINDS, clear_run, own_entries, refuse_output_dir
+from grpokit.run.record import new_record, read_record, refuse_foreign, write_record
 
-CONFIG_FILE, RUN_FILE, LOCK_FILE = "config.yaml", "run.json", ".lock"
-METRICS_FILE, SAMPLES_FILE, HEALTH_FILE = "metrics.jsonl", "samples.jsonl", "health.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
-EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
-TOOL_RESULTS_FILE = "results-tools.json"  # tool tasks (recipe env:): grpokit.evaluation.tools writes, report reads
-REPORT_DIR, EXPORT_DIR, DEMO_FILE, PREFLIGHT_FILE = "report", "export", "demo.json", "preflight.json"
-REFERENCE_DIR = "reference"
-# run.json "status": running while a process trains; the rest say how it ended (details in "reason"/"error").
-STATUSES = ("running", "completed", "interrupted", "stopped", "aborted", "failed")
 CHECKPOINT_SPECS = "all|best|last|auto|N"
 
 
@@ -74,8 +72,8 @@ def select_steps(spec: str, available: list[int], best_step: int | None = None) 
 class RunDir:
     """Paths and files of one run; see the module docstring."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
+    def __init__(self, path: str | Path, kind: str = "run"):
+        self.path, self.kind = Path(path), kind  # kind: what its record says it is, "run" or "demo"
 
     def __str__(self) -> str:
         return str(self.path)
@@ -205,26 +203,80 @@ class RunDir:
         if ck.is_dir():
             (ck / COMPLETE_MARKER).write_text(json.dumps({"step": step, "time": time.time()}))
 
-    def remove_incomplete(self) -> list[str]:
-        """Delete checkpoint folders a crash left half-written (no COMPLETE marker); their names."""
-        gone = [p for p in self._all_checkpoints() if not (p / COMPLETE_MARKER).is_file()]
-        for p in gone:
-            shutil.rmtree(p, ignore_errors=True)
-        return [p.name for p in gone]
+    def _contradiction(self, ck: Path) -> None:
+        """Stop when a checkpoint's trainer_state.json names another step than its folder: resuming from it would
+        train from that step (-5: steps -4, -3, ... written as checkpoint--4)."""
+        state = read_json(ck / "trainer_state.json", note=lambda _: None)
+        step = state.get("global_step") if state else None
+        if state is None or (type(step) is int and step == step_of(ck)):
+            return
+        recorded = self.read_status().get("step")
+        record = f"; run.json records step {recorded}" if type(recorded) is int else ""
+        raise GrpokitError([Problem(str(ck / "trainer_state.json"), f"global_step is {str(step)[:40]}, but the folder "
+                                    f"is {ck.name} (step {step_of(ck)}){record}: resuming would train from the wrong "
+                                    "step, so nothing was resumed",
+                                    f"restore this checkpoint's trainer_state.json (its global_step is {step_of(ck)}), "
+                                    f"or move {ck.name} out of {self.checkpoints_dir} to resume from the one before")],
+                           title="a checkpoint contradicts its own name")
+
+    def resume_checkpoint(self, note: Callable[[str], None] = note) -> Path | None:
+        """The newest checkpoint a resume can start from: complete and whole. Damaged newer ones are passed over
+        with a note (a resume sets them aside). One without its COMPLETE marker whose files are whole and whose
+        trainer_state.json names its own step cannot be proven incomplete: it is kept, its marker written again
+        (always said, on stderr: a change on disk). A trainer state naming another step stops the resume."""
+        for ck in reversed(self._all_checkpoints()):
+            self._contradiction(ck)
+            why = checkpoint_damage(ck, for_resume=True)
+            marked = (ck / COMPLETE_MARKER).is_file()
+            if why is None:
+                if not marked:
+                    self.mark_complete(step_of(ck))
+                    files_note(f"{ck}: no {COMPLETE_MARKER} marker, but its files are whole and its trainer state is "
+                               f"at step {step_of(ck)}: kept, and marked complete again")
+                return ck
+            if marked:
+                note(f"{ck.name} is damaged ({why}); falling back to the previous complete checkpoint")
+            else:
+                note(f"{ck.name} is incomplete (no {COMPLETE_MARKER} marker; {why}); falling back to the one before")
+        return None
+
+    def set_aside(self, ck: Path, why: str, note: Callable[[str], None] = note) -> Path:
+        """Move a checkpoint out of checkpoints/ into set-aside/<name>-<UTC time> (never deleted); where it went."""
+        base = self.path / SET_ASIDE_DIR / f"{ck.name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+        dest, n = base, 1
+        while dest.exists():
+            dest, n = base.with_name(f"{base.name}-{n}"), n + 1
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        ck.rename(dest)
+        note(f"set aside {ck} ({why}) -> {dest}: delete it yourself once you no longer need it")
+        return dest
+
+    def set_aside_incomplete(self, note: Callable[[str], None] = note) -> list[str]:
+        """Set aside the checkpoint folders proven incomplete (no COMPLETE marker, and a file missing, cut or
+        unreadable); one whose files look whole is kept. The names set aside."""
+        gone = []
+        for p in self._all_checkpoints():
+            if (p / COMPLETE_MARKER).is_file():
+                continue
+            why = checkpoint_damage(p, for_resume=True)
+            if why is not None:
+                self.set_aside(p, f"incomplete: no {COMPLETE_MARKER} marker, {why}", note)
+                gone.append(p.name)
+        return gone
+
+    def set_aside_after(self, step: int, note: Callable[[str], None] = note) -> list[str]:
+        """Set aside the checkpoints after `step` (a resume redoes those steps; they were passed over as damaged)."""
+        later = [p for p in self._all_checkpoints() if step_of(p) > step]
+        for p in later:
+            self.set_aside(p, f"after {CHECKPOINT_PREFIX}{step}, where this resume starts", note)
+        return [p.name for p in later]
 
     def remove_after(self, step: int) -> None:
+        """Delete the checkpoints after `step`: a health rollback's decision (grpokit.training.rollback), on the
+        evidence of its finding, not a guess."""
         for p in self._all_checkpoints():
             if step_of(p) > step:
                 shutil.rmtree(p)
-
-    def resume_checkpoint(self, note: Callable[[str], None] = note) -> Path | None:
-        """The newest complete checkpoint whose files are whole; damaged newer ones are passed over with a note."""
-        for ck in reversed(self.complete_checkpoints()):
-            why = checkpoint_damage(ck, for_resume=True)
-            if why is None:
-                return ck
-            note(f"{ck.name} is damaged ({why}); falling back to the previous complete checkpoint")
-        return None
 
     def checked(self, ck: Path | None) -> Path | None:
         """`ck` if its files look whole, else a GrpokitError naming what is damaged (None passes: the base model)."""
@@ -275,17 +327,21 @@ class RunDir:
 
     # -- writing: the lock, and disk space
     def lock(self, note: Callable[[str], None] = note):
-        return RunLock(self.path / LOCK_FILE, note)
+        """The writer's lock; its token is the one the run's record names (a run without a record: a new one)."""
+        record = read_record(self.path) if self.path.is_dir() else None
+        token = (record or {}).get("lock_token")
+        return RunLock(self.path / LOCK_FILE, note, token if isinstance(token, str) else None)
 
-    def refuse_existing(self, overwrite: bool, keep: list = ()) -> None:
+    def refuse_existing(self, overwrite: bool, keep: list = (), kinds=RUN_KINDS) -> None:
         """Refuse an --output-dir training may not use, before anything loads (nothing is created or deleted here):
         a taken folder without --overwrite, a folder that is no grpokit run with it, one that holds `keep` (the
-        recipe, the data), the root, home, a git work tree, an unwritable place (grpokit.run.ownership)."""
-        refuse_output_dir(self.path, overwrite, keep)
+        recipe, the data), the root, home, a git work tree, an unwritable place (grpokit.run.ownership). `kinds`:
+        the records --overwrite may replace (the demo: only a demo)."""
+        refuse_output_dir(self.path, overwrite, keep, kinds)
 
     def open_new(self, recipe, overwrite: bool, lock=None, note: Callable[[str], None] = note):
-        """Create (with --overwrite: clear grpokit's files from) the folder of a run that can start; (the held lock,
-        created by us)."""
+        """Create (with --overwrite: clear the recorded entries of) the folder of a run that can start, and write its
+        record (kind `self.kind`, the layout's entries reserved, the lock's token); (the held lock, created by us)."""
         created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         lock = lock or self.lock(note).acquire()  # refused: another run started here meanwhile, its folder
@@ -293,6 +349,10 @@ class RunDir:
             self.refuse_existing(overwrite)  # again under the lock: another run may have started here meanwhile
             if overwrite:
                 self.clear()
+            # A new record (a new run, or --overwrite's fresh start) reserves the layout before anything is written:
+            # a name of it still there is not grpokit's (clear() removed every recorded one), so it is refused.
+            refuse_foreign(self.path, None, own_entries(), _NEW_DIR_FIX)
+            write_record(self.path, new_record(self.kind, own_entries(), lock_token=lock.token))
             self.write_config(recipe)
         except BaseException:
             lock.release()

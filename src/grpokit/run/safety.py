@@ -2,7 +2,7 @@
 
     disk_problem(run, model, recipe.train)  # before the folder exists: can the disk hold the checkpoints kept?
     disk_space_guard(run, warn)            # a TrainerCallback: warn early, stop cleanly before a save that cannot fit
-    fail_run(run, summary, exc, ...)       # run.json "failed", half-written checkpoints removed, error + fix
+    fail_run(run, summary, exc, ...)       # run.json "failed", half-written checkpoints set aside, error + fix
 
 Every failure while training ends in `fail_run`, so run.json never says
 "running" for a process that is gone, and the user gets `error:` + `fix:`
@@ -122,15 +122,16 @@ _HINTS = (  # (text in the error message, what usually fixes it)
 
 
 def fail_run(run: RunDir, summary: dict, exc: BaseException, step: int, need_bytes: int | None = None) -> GrpokitError:
-    """Record a training failure in run.json (status failed, error, last complete checkpoint), remove
-    half-written checkpoints, and return the error to show: what happened and how to continue."""
-    removed = run.remove_incomplete()  # first: it may free the space the failure ran out of
+    """Record a training failure in run.json (status failed, error, last complete checkpoint), set half-written
+    checkpoints aside (RUN/set-aside/, named on stderr: never deleted on a guess), and return the error to show:
+    what happened and how to continue."""
+    set_aside = run.set_aside_incomplete()
     last = run.latest_checkpoint()
     message = str(exc).strip() or repr(exc)
     summary.update(status="failed", step=step, last_checkpoint=str(last) if last else None,
                    error={"class": type(exc).__name__, "message": message[:2000],
                           "traceback": "".join(traceback.format_exception(exc))[-8000:]},
-                   removed_incomplete=removed)
+                   set_aside=set_aside)
     try:
         run.write_status(summary)
     except OSError:

@@ -91,7 +91,8 @@ def _trainer_class():
 
 # ---------------------------------------------------------------- the run, top to bottom
 def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False,
-          model=None, tokenizer=None, init_from: dict | None = None, callbacks: list | None = None) -> dict:
+          model=None, tokenizer=None, init_from: dict | None = None, callbacks: list | None = None,
+          kind: str = "run") -> dict:
     """Run GRPO for a recipe (with health rollbacks); returns the run summary written to run.json.
     `init_from` (grpokit.training.lineage's record of --init-from) is kept in run.json. `callbacks`: further
     transformers TrainerCallbacks, after grpokit's own (the benchmarks' step clocks and time budgets).
@@ -101,7 +102,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     in run.json as `failed` and raised as a GrpokitError with the way to continue.
     """
     # ---------------------------------------------------------------- prepare: refused before anything loads
-    run = run_folder(recipe, run_dir)
+    run = run_folder(recipe, run_dir, kind)  # kind: the folder's record, "demo" for grpokit demo
     # vLLM training without CUDA: TRL would fail only at the first weight sync.
     refuse_vllm_training_here(recipe.generation, str(run.config if resume else recipe.source or "recipe"))
     with LockHolder(run) as held:
@@ -237,8 +238,8 @@ def _resume_point(run: RunDir) -> Path | None:
         console.print(f"[yellow]no complete checkpoint in {run.path}; starting from step 0[/]")
     if is_main_process():
         step0 = step_of(resume_from) if resume_from else 0
-        run.remove_incomplete()
-        run.remove_after(step0)
+        run.set_aside_incomplete()  # moved aside and named, never deleted on a guess
+        run.set_aside_after(step0)
         run.truncate_logs(step0)
     return resume_from
 

@@ -35,14 +35,15 @@ def note(line: str) -> None:
     console.print(f"[yellow]note:[/] {line}")
 
 
-def run_folder(recipe, run_dir: str | Path | None) -> RunDir:
-    """The run's folder: --output-dir, else the recipe's output_dir; '' (the current folder) is refused."""
+def run_folder(recipe, run_dir: str | Path | None, kind: str = "run") -> RunDir:
+    """The run's folder: --output-dir, else the recipe's output_dir; '' (the current folder) is refused. `kind`:
+    what its record says it is (grpokit.run.record: "run", or "demo" for grpokit demo)."""
     chosen = recipe.output_dir if run_dir is None else run_dir
     if not str(chosen).strip():  # '' would be the current folder: refused, never trained into (or cleared)
         raise GrpokitError([Problem("--output-dir" if run_dir is not None else f"{recipe.source or 'recipe'} output_dir",
                                     "is empty (it would mean the current folder)",
                                     "name a new folder for the run, e.g. runs/my-run")])
-    return RunDir(Path(chosen).expanduser().resolve())
+    return RunDir(Path(chosen).expanduser().resolve(), kind)
 
 
 def read_paths(recipe) -> list[str]:
@@ -159,7 +160,7 @@ class RunRecord:
         if exc is None:
             return
         if isinstance(exc, KeyboardInterrupt):  # a second Ctrl-C: stop at once, without a save
-            self.run.remove_incomplete()
+            self.run.set_aside_incomplete()
             self.summary.update(status="aborted", reason="second Ctrl-C", **self._clock(), step=self.step)
             self.run.write_status(self.summary)
             return
