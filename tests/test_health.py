@@ -101,6 +101,11 @@ CASES = [
     # Every group tied from step 20 (loss and grad_norm 0, as TRL logs them then): nothing learned from step 22.
     ("nothing_learned", alter(healthy(), 20, frac_reward_zero_std=lambda s, v: 1.0, loss=lambda s, v: 0.0,
                               grad_norm=lambda s, v: 0.0), healthy_samples(), 22),
+    # A bf16 sampler at its usual gap (0.03), then 0.2 per token from step 30: the policy drifted.
+    ("sampler_mismatch", alter(alter(healthy(), 1, **{"sampling/sampling_logp_difference/mean": lambda s, v: 0.03,
+                                                    "sampling/clipped_frac": lambda s, v: 0.01}), 30,
+                               **{"sampling/sampling_logp_difference/mean": lambda s, v: 0.2,
+                                  "sampling/clipped_frac": lambda s, v: 0.3}), healthy_samples(), 32),
     # Tool task: 5% of tool calls fail, then 80% from step 30 (TRL's tools/failure_frequency).
     ("tool_failures_rising", alter(alter(healthy(), 1, **{"tools/failure_frequency": lambda s, v: 0.05}), 30,
                                    **{"tools/failure_frequency": lambda s, v: 0.8}), healthy_samples(), 30),
@@ -370,3 +375,13 @@ def test_doctor_says_nothing_was_learned(tmp_path, capsys):
     assert _doctor([str(run)]) == 0
     out = capsys.readouterr().out
     assert "nothing_learned" in out and "nothing was learned in steps 1-3" in out
+
+
+# ---------------------------------------------------------------- sampler_mismatch
+def test_a_bf16_samplers_usual_gap_is_no_mismatch():
+    # 0.027 per token is what a bf16 sampler of the float32 embedded model measured: the precision, not a problem
+    stream = alter(healthy(), 1, **{"sampling/sampling_logp_difference/mean": lambda s, v: 0.027 + 0.01 * (s % 3)})
+    assert "sampler_mismatch" not in codes(diagnose(stream, healthy_samples()))
+    (f,) = [f for f in diagnose(alter(stream, 40, **{"sampling/sampling_logp_difference/mean": lambda s, v: 0.15}),
+                                healthy_samples()) if f.code == "sampler_mismatch"]
+    assert f.step == 42 and "generation.sampler_dtype: same" in f.message  # the 5-step mean passes 0.1 at 42

@@ -275,3 +275,18 @@ def test_preflight_memory_imports_no_training_library(recipe):
                          text=True, timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
     assert out.returncode == 0, out.stderr
     assert "recommendation: " in out.stdout and "IMPORTED []" in out.stdout
+
+
+def test_the_planned_checkpoint_size_is_what_training_writes(tmp_path, tiny_model_dir):
+    # The weights and the optimizer's state dominate a checkpoint; the plan says their size before training.
+    from conftest import CHARS, make_recipe
+
+    from grpokit.preflight.memory import checkpoint_bytes, model_shape
+
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
+    assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit",
+                 "--set", "model.dtype=float32"]) == 0
+    ck = tmp_path / "run" / "checkpoints" / "checkpoint-1"
+    written = (ck / "model.safetensors").stat().st_size + (ck / "optimizer.pt").stat().st_size
+    shape, _ = model_shape(str(tiny_model_dir), None, "float32", "cpu")
+    assert checkpoint_bytes(shape, "float32", "cpu") == pytest.approx(written, rel=0.05)

@@ -7,7 +7,8 @@ problems before training, trains, evaluates again with the same greedy
 decoding, template and verifiers, prints the table, writes `demo.json`
 into the run directory, records both evaluations in `eval/results.json` (as
 steps 0 and the last step) and ends by writing the run report
-(`report/report.html`, see `grpokit.report`) and printing its path. Its time and tables on the project's 2-core CPU: README ("What you should see").
+(`report/report.html`, see `grpokit.report`) and printing its path. Its time and tables on the project's 2-core CPU: docs/quickstart.md "What it prints, and how to read
+it".
 
 `--output-dir` is replaced only when its authorship record says it is an earlier demo (kind demo,
 grpokit.run.record); a training run and any other non-empty folder are refused before the model loads, as

@@ -12,7 +12,7 @@ them is named (or run, with `--evaluate`).
 
 Rewritten sets: `grpokit data perturb` redraws the numbers of generated
 arithmetic rows; for GSM8K, write questions with changed numbers and
-wording and recomputed answers into a JSONL file (see the README).
+wording and recomputed answers into a JSONL file (docs/evaluation.md "Comparing two runs").
 Not covered: significance tests (the table shows the row counts; 64 rows
 carry about ±6 points of noise).
 """

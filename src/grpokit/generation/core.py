@@ -40,10 +40,9 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.generation.sampling import CANDIDATES, NEUTRAL, warpers
 
 # Rows per `generate` call when the caller does not fix it: as many as fit a budget of prompt + new tokens (the
-# KV cache holds that many positions), at most MAX_ROWS_PER_CALL, split into calls of equal size. Measured on the
-# 2-core CPU (README Benchmarks), 100 greedy demo rows x 48 tokens: 16 rows a call 36.4 s, 64 a call 22.7 s, all
-# 100 in one 19.4 s, identical completions; 200 rows gain nothing past ~128 a call. 65,536 positions keep a
-# 4,096-token thinking recipe near the old fixed 16 rows (KV cache ~11 GB in bf16 for a 14B model).
+# KV cache holds that many positions), at most MAX_ROWS_PER_CALL, split into calls of equal size: more rows a call
+# came almost free on the CPU, with identical completions, up to about a hundred (docs/measurements.md "Evaluation
+# batching"); 65,536 positions keep a 4,096-token thinking recipe near the old fixed 16 rows a call.
 TOKENS_PER_CALL = 65_536
 MAX_ROWS_PER_CALL = 128
 DEFAULT_BATCH_SIZE = None  # None: sized by rows_per_call

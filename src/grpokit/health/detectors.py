@@ -11,6 +11,7 @@ from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Contex
                                      rolling_peak, rounded, values_of)
 from grpokit.health.tool_failures import detect_tool_failures
 from grpokit.recipe import HEALTH_CODES, HealthConfig
+from grpokit.run import SAMPLER_CLIPPED, SAMPLER_GAP_MEAN
 
 
 # ---------------------------------------------------------------- detectors (latest step)
@@ -85,6 +86,31 @@ def detect_nothing_learned(m, s, cfg, ctx) -> Finding | None:
                    {"frac_reward_zero_std": [rounded(v) for v in values_of(window)], "steps": [first, last],
                     "share": rounded(share), "threshold": cfg.nothing_learned_frac, "window": n, **at},
                    since=first)
+
+
+def detect_sampler_mismatch(m, s, cfg, ctx) -> Finding | None:
+    # A sampler in another precision (grpokit.training.sampler): its gap to the trainer, over the last `window`
+    # logged steps (threshold and why: HealthConfig.sampler_gap_max).
+    gap = metric_series(m, SAMPLER_GAP_MEAN)
+    n = cfg.window
+    if len(gap) < n or gap[-1][0] != m[-1]["step"]:
+        return None
+    window = gap[-n:]
+    level = mean(values_of(window))
+    if level < cfg.sampler_gap_max:
+        return None
+    first, last = window[0][0], window[-1][0]
+    steps = {st for st, _ in window}
+    clipped = [rounded(v) for st, v in metric_series(m, SAMPLER_CLIPPED) if st in steps]
+    return Finding("sampler_mismatch", "warning", last,
+                   f"the sampler's log-probs differ from the trainer's by {rounded(level)} per token on average over "
+                   f"steps {first}-{last} (at or above {cfg.sampler_gap_max}; a bf16 sampler of a float32 trainer "
+                   "is about 0.03): the correction then clips or masks more tokens "
+                   f"({', '.join(map(str, clipped)) or '-'} of them), so fewer carry a gradient. Fix: "
+                   "generation.sampler_dtype: same (or float32) samples in the trainer's own precision; a lower "
+                   "train.learning_rate keeps the policy from moving where the two round differently",
+                   {"gap_mean": [rounded(v) for v in values_of(window)], "clipped_frac": clipped,
+                    "steps": [first, last], "threshold": cfg.sampler_gap_max, "window": n}, since=first)
 
 
 def _trend(s: list[tuple[int, float]]) -> tuple[float, float]:
@@ -393,5 +419,6 @@ DETECTORS: dict[str, Detector] = {
     "tool_failures_rising": detect_tool_failures,  # grpokit.health.tool_failures
     "correctness_collapse": detect_correctness_collapse,
     "nothing_learned": detect_nothing_learned,
+    "sampler_mismatch": detect_sampler_mismatch,
 }
 assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector and a recipe action"

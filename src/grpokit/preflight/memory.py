@@ -428,6 +428,15 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
                 sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same")
 
 
+def checkpoint_bytes(shape: Shape, dtype: str, device: str = "cuda") -> int:
+    """One checkpoint on disk: the weights in their dtype (the LoRA adapter alone, in float32) and AdamW's two
+    moments of the trained ones (the Trainer saves optimizer.pt so that --resume continues exactly)."""
+    b = weight_bytes(dtype, device)
+    if shape.lora_params is not None:
+        return shape.lora_params * ADAPTER_BYTES * 3
+    return shape.params * b * 3
+
+
 def vllm_share(recipe) -> float:
     """The share of each GPU a colocated vLLM engine reserves for itself (generation.gpu_memory_utilization)."""
     g = recipe.generation
@@ -481,4 +490,15 @@ def render_memory_plan(report: dict, recipe) -> str:
         lines.append(f"plus the colocated vLLM engine's {vllm_share(recipe):.0%} of each GPU (its weights and KV cache; "
                      "generation.gpu_memory_utilization), which the recommendation leaves to it")
     lines.append(f"recommendation: {report['recommendation']}")
+    lines.append(checkpoint_line(sh, recipe))
     return "\n".join(lines)
+
+
+def checkpoint_line(shape: Shape, recipe, device: str = "cuda") -> str:
+    """The disk a run's checkpoints take (train refuses to start when the disk cannot hold them)."""
+    from grpokit.run.safety import checkpoints_at_peak
+
+    each, peak = checkpoint_bytes(shape, recipe.model.dtype, device), checkpoints_at_peak(recipe.train)
+    kept = (f", up to {peak} on disk at once (train.save_total_limit {recipe.train.save_total_limit}, save_steps "
+            f"{recipe.train.save_steps}): {peak * each / 1e9:.1f} GB") if peak else ""
+    return f"checkpoints: about {each / 1e9:.2f} GB each (weights + AdamW's two moments){kept}"

@@ -323,7 +323,8 @@ def check_init_kwargs(m) -> Found:
 
 
 # ---------------------------------------------------------------- data
-# The command that makes a missing data file, by what scores it (the README's set-up lines).
+# The command that makes a missing data file, by what scores it (the set-up lines of README.md "Set-up on a fresh
+# machine").
 _MAKE_DATA = {"code_tests": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
               "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
 

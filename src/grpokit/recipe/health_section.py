@@ -11,7 +11,7 @@ from grpokit.recipe.section import Section
 HEALTH_CODES = (
     "zero_variance_groups", "reward_plateau", "kl_spike", "length_collapse", "truncation", "empty_completions",
     "repetition", "format_collapse", "reward_hacking_suspected", "entropy_collapse", "nan", "tool_failures_rising",
-    "correctness_collapse", "nothing_learned",
+    "correctness_collapse", "nothing_learned", "sampler_mismatch",
 )
 HealthAction = Literal["warn", "stop", "rollback"]
 
@@ -34,6 +34,9 @@ class HealthActions(Section):
     correctness_collapse: HealthAction = Field("warn", description="Action on correctness_collapse.")
     nothing_learned: HealthAction = Field(
         "warn", description="Action on nothing_learned (stop saves the compute of a run that cannot learn as set up).")
+    sampler_mismatch: HealthAction = Field(
+        "warn", description="Action on sampler_mismatch (generation.sampler_dtype: the sampler's log-probs drift "
+        "from the trainer's).")
 
 
 class HealthConfig(Section):
@@ -66,6 +69,12 @@ class HealthConfig(Section):
     nothing_learned_frac: float = Field(
         1.0, gt=0, le=1, description="Mean frac_reward_zero_std over those steps at or above this: nothing was "
         "learned in them (1.0: every group scored all its completions the same, so every advantage is 0).")
+    # A bf16 sampler of the float32 embedded model differed from the trainer by 0.027 per token on average (p99
+    # 0.21; bf16 autocast alone 0.024: docs/measurements.md, "Generation choices on the CPU"). Four times that
+    # over `window` steps is no longer the precision: the policy has moved to where bf16 rounds it differently.
+    sampler_gap_max: float = Field(
+        0.1, gt=0, description="Mean |log pi_trainer - log pi_sampler| per completion token (metrics.jsonl "
+        "sampling/sampling_logp_difference/mean) at or above this for `window` steps: sampler_mismatch.")
     plateau_steps: int = Field(30, ge=2, description="Steps the reward must stay flat to count as a plateau.")
     plateau_delta: float = Field(
         0.02, ge=0, description="Largest rise over `plateau_steps` that is flat: the least-squares trend of the "

@@ -34,7 +34,8 @@ class SelectionConfig(Section):
                                    "of the step's own); what is still missing trains as tied groups.")
     refill_upfront: bool = Field(False, description="Generate the refill_max_rounds extra batches in the same "
                                  "generate call as the step's own, every step, instead of one after another when the "
-                                 "step's own groups tie: one decoding loop for all rows (README: Benchmarks).")
+                                 "step's own groups tie: one decoding loop for all rows "
+                                 "(docs/measurements.md 'What the measurements decided').")
 
     @model_validator(mode="after")
     def _shares(self):

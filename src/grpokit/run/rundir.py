@@ -6,7 +6,7 @@
     run.resolve_checkpoint("auto")     # all|best|last|auto|N -> a folder (None: step 0, the base model)
     with run.lock(): ...               # one writer per run directory
 
-Layout (README "The run directory"): `config.yaml` (the resolved recipe),
+Layout (docs/run-directory.md "The run directory"): `config.yaml` (the resolved recipe),
 `run.json` (status, see `STATUSES`), `metrics.jsonl`, `samples.jsonl`,
 `health.jsonl`, `checkpoints/checkpoint-N/` (COMPLETE once fully written),
 `eval/results*.json`, `eval/best.json`, `report/`, `export/`, `.lock`, `.grpokit-record.json` (the authorship

@@ -17,8 +17,8 @@ is not used because it starts one process unless MPI is set up.
 The rank helpers every process uses once launched (`is_main_process`, `barrier`, `broadcast`, `any_rank`)
 are grpokit.distributed.
 
-Not covered: SLURM/job-scheduler integration (see the README's Scale out
-section for an sbatch script built on this command).
+Not covered: SLURM/job-scheduler integration (docs/scale-out.md "Layouts" has an sbatch script built on this
+command).
 """
 from __future__ import annotations
 

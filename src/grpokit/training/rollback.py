@@ -8,9 +8,9 @@ config.yaml and continues; `LearningRateOverride` scales the resumed optimizer t
 
 The KL reference after a rollback is the restored checkpoint, not the initial model (TRL's default): the
 raised beta is there to keep the policy near the weights it restarts from. Measured against the initial
-model instead, kl was 0.76-1.57 right after the demo recipe's rollbacks (already trained 10 steps away from
-it), the kl_spike bound (0.5) fired at once, and the penalty pulled towards the untrained model (README,
-benchmarks/rollback_effect.py). The restored weights are hard-linked into the run's `reference/` (a later
+model instead, kl right after the demo recipe's rollbacks was already past the kl_spike bound (the policy had
+trained steps away from it) and the penalty pulled towards the untrained model (docs/measurements.md "Health and
+rollback", benchmarks/rollback_effect.py). The restored weights are hard-linked into the run's `reference/` (a later
 checkpoint rotation cannot delete them; a later --resume uses them too). LoRA runs keep the initial model
 as reference: TRL computes it by switching the adapter off, there is no second model to load into.
 
