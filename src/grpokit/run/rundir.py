@@ -366,7 +366,10 @@ class RunDir:
         return clear_run(self.path)
 
     def free_bytes(self) -> int:
-        return shutil.disk_usage(self.path if self.path.exists() else self.path.parent).free
+        where = self.path  # a run not created yet (runs/new/ under a runs/ that does not exist either): its disk
+        while not where.exists() and where.parent != where:
+            where = where.parent
+        return shutil.disk_usage(where).free
 
 
 def describe_lineage(lineage: dict | None) -> str | None:
