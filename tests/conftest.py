@@ -118,6 +118,25 @@ def unprivileged(argv: list[str], cwd: Path):
                           env={**os.environ, "PYTHONPATH": str(src)})
 
 
+def trl_batch(advantages: list[float], pad: int = 0) -> dict:
+    """Six rows as TRL's _compute_loss receives them: prompts left-padded, completions right-padded, lengths
+    differing, random ids; `advantages` one per row."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    prompt_lens, completion_lens = [3, 5, 4, 2, 5, 3], [6, 2, 8, 4, 1, 7]
+    prompt_ids, prompt_mask = torch.full((6, 5), pad), torch.zeros(6, 5, dtype=torch.long)
+    completion_ids, completion_mask = torch.full((6, 8), pad), torch.zeros(6, 8, dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompt_lens, completion_lens)):
+        prompt_ids[i, 5 - p:] = torch.randint(10, 200, (p,), generator=g)
+        prompt_mask[i, 5 - p:] = 1
+        completion_ids[i, :c] = torch.randint(10, 200, (c,), generator=g)
+        completion_mask[i, :c] = 1
+    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": torch.tensor(advantages),
+            "num_items_in_batch": completion_mask.sum()}
+
+
 def addition_recipe(folder: Path, model_dir: Path, rows: int = 4, rewards: list | None = None, data: dict | None = None,
                     train: dict | None = None, name: str = "r.yaml") -> Path:
     """A recipe file training `model_dir` (a tiny model) on `rows` additions `{i} + 1 = ?` with the plain_en

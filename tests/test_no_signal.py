@@ -7,6 +7,8 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 
+from conftest import trl_batch
+
 from grpokit.internals import metric_values, wrap_method
 from grpokit.training.grpo import _trainer_class
 from grpokit.training.no_signal import applies, keep_rows, signal_rows
@@ -27,21 +29,7 @@ def _trainer(model_dir, tokenizer, tmp_path, **cfg):
 
 
 def _inputs(advantages: list[float]) -> dict:
-    """Six rows as TRL lays them out: prompts left-padded, completions right-padded, lengths differing."""
-    g = torch.Generator().manual_seed(0)
-    prompt_lens, completion_lens = [3, 5, 4, 2, 5, 3], [6, 2, 8, 4, 1, 7]
-    prompt_ids = torch.full((6, 5), PAD)
-    prompt_mask = torch.zeros(6, 5, dtype=torch.long)
-    completion_ids = torch.full((6, 8), PAD)
-    completion_mask = torch.zeros(6, 8, dtype=torch.long)
-    for i, (p, c) in enumerate(zip(prompt_lens, completion_lens)):
-        prompt_ids[i, 5 - p:] = torch.randint(10, 200, (p,), generator=g)
-        prompt_mask[i, 5 - p:] = 1
-        completion_ids[i, :c] = torch.randint(10, 200, (c,), generator=g)
-        completion_mask[i, :c] = 1
-    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-            "completion_mask": completion_mask, "advantages": torch.tensor(advantages),
-            "num_items_in_batch": completion_mask.sum()}
+    return trl_batch(advantages, PAD)
 
 
 def _loss_and_grads(trainer, inputs, skip: bool):

@@ -14,7 +14,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 
-from conftest import addition_recipe
+from conftest import addition_recipe, trl_batch
 from grpokit import internals
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
@@ -69,19 +69,7 @@ def _trainer(model_dir, tokenizer, tmp_path, **cfg):
 
 
 def _inputs() -> dict:
-    """Six rows as TRL lays them out: prompts left-padded, completions right-padded, lengths differing."""
-    g = torch.Generator().manual_seed(0)
-    prompt_lens, completion_lens = [3, 5, 4, 2, 5, 3], [6, 2, 8, 4, 1, 7]
-    prompt_ids, prompt_mask = torch.full((6, 5), PAD), torch.zeros(6, 5, dtype=torch.long)
-    completion_ids, completion_mask = torch.full((6, 8), PAD), torch.zeros(6, 8, dtype=torch.long)
-    for i, (p, c) in enumerate(zip(prompt_lens, completion_lens)):
-        prompt_ids[i, 5 - p:] = torch.randint(10, 200, (p,), generator=g)
-        prompt_mask[i, 5 - p:] = 1
-        completion_ids[i, :c] = torch.randint(10, 200, (c,), generator=g)
-        completion_mask[i, :c] = 1
-    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-            "completion_mask": completion_mask, "advantages": torch.tensor([0.5, -0.5, 1.0, -1.0, 0.3, -0.3]),
-            "num_items_in_batch": completion_mask.sum()}
+    return trl_batch([0.5, -0.5, 1.0, -1.0, 0.3, -0.3], PAD)
 
 
 def _loss(trainer, inputs):

@@ -48,14 +48,19 @@ def detect_zero_variance(m, s, cfg, ctx) -> Finding | None:
                     "threshold": cfg.zero_std_frac}, since=z[-run][0])
 
 
+def _latest_window(m, key: str, n: int) -> list[tuple[int, float]] | None:
+    """The last n (step, value) points of `key`, when it was logged at the latest step; None otherwise."""
+    points = metric_series(m, key)
+    return points[-n:] if len(points) >= n and points[-1][0] == m[-1]["step"] else None
+
+
 def detect_nothing_learned(m, s, cfg, ctx) -> Finding | None:
     # Stronger and sooner than zero_variance_groups (some signal missing): here none at all, over the last
     # nothing_learned_steps steps, so those steps updated nothing (thresholds: HealthConfig, with why).
-    z = metric_series(m, "frac_reward_zero_std")
     n = cfg.nothing_learned_steps
-    if len(z) < n or z[-1][0] != m[-1]["step"]:
+    window = _latest_window(m, "frac_reward_zero_std", n)
+    if window is None:
         return None
-    window = z[-n:]
     share = mean(values_of(window))
     if share < cfg.nothing_learned_frac:
         return None
@@ -91,11 +96,10 @@ def detect_nothing_learned(m, s, cfg, ctx) -> Finding | None:
 def detect_sampler_mismatch(m, s, cfg, ctx) -> Finding | None:
     # A sampler in another precision (grpokit.training.sampler): its gap to the trainer, over the last `window`
     # logged steps (threshold and why: HealthConfig.sampler_gap_max).
-    gap = metric_series(m, SAMPLER_GAP_MEAN)
     n = cfg.window
-    if len(gap) < n or gap[-1][0] != m[-1]["step"]:
+    window = _latest_window(m, SAMPLER_GAP_MEAN, n)
+    if window is None:
         return None
-    window = gap[-n:]
     level = mean(values_of(window))
     if level < cfg.sampler_gap_max:
         return None
