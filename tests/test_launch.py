@@ -199,3 +199,18 @@ def test_errors_print_on_every_rank(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("RANK", "1")  # a worker that is not the main process still shows why it stopped
     assert main(["train", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_a_dry_run_without_the_models_config_still_answers(monkeypatch):
+    # The plan needs the model's config.json; a hub model not on this machine (offline) gets a line saying so.
+    from grpokit.recipe import validate_raw
+    from grpokit.training.launch import resolved_settings
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    recipe = validate_raw({"model": {"name": "nosuch-org/nosuch-model"}, "data": {"train": "builtin:arithmetic/train.jsonl"},
+                           "rewards": [{"name": "math_correctness"}],
+                           "generation": {"sampler_dtype": "bfloat16"}}, "t.yaml", use="plan")
+    lines = resolved_settings(recipe)
+    (plan,) = [line for line in lines if line.strip().startswith("plan ")]
+    assert "none here: its config.json is not on this machine" in plan  # (was an AttributeError)
+    assert any("sampler bfloat16, corrected by bypass" in line for line in lines)

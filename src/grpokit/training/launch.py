@@ -173,28 +173,18 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
     topic, and the memory plan's recommendation (grpokit.preflight.memory: config.json only). Loads no model."""
     import tempfile
 
+    import torch
+
     from grpokit.recipe import grpo_args
-    from grpokit.recipe.trl_args import bf16_of
 
     with tempfile.TemporaryDirectory() as tmp:  # grpo_args names a run folder; nothing is written in it
         a = grpo_args(recipe, Path(tmp) / "run")
-    t, n = recipe.train, max(1, num_processes)
+    t, n, cuda = recipe.train, max(1, num_processes), torch.cuda.is_available()
     gen_rows = (recipe.trl["generation_batch_size"] // n if recipe.trl.get("generation_batch_size")
                 else a.per_device_train_batch_size * a.steps_per_generation)
     per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps * n
-    g = recipe.generation
-    backend = "hf (model.generate)" if not a.use_vllm else (
-        f"vllm {a.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}" if a.vllm_mode == "colocate"
-                                 else f", server {g.server_url}"))
-    import torch
-
-    cuda = torch.cuda.is_available()
     length = f"{a.max_steps} steps (max_steps)" if a.max_steps > 0 else f"{a.num_train_epochs:g} epoch(s) of data.train"
-    precision = f"model.dtype {recipe.model.dtype}, bf16 autocast {'on' if bf16_of(recipe) else 'off'} here"
-    precision += "" if cuda else " (no CUDA GPU: the CPU trains in the weights' dtype)"
-    if n > 1:
-        precision += f"; the launch passes --mixed_precision {mixed_precision_of(recipe.model.dtype)} for the GPUs"
-    lines = [
+    return [
         "settings training would use (TRL's GRPOConfig, built from the recipe as `grpokit train` builds it):",
         f"  batch       {per_step} completions per step = {per_step // a.num_generations} prompt(s) x "
         f"{a.num_generations} generations (per_device_train_batch_size {a.per_device_train_batch_size} x "
@@ -211,19 +201,42 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
         f"  sampling    temperature {a.temperature:g}, top_p {a.top_p:g}",
         f"  lengths     prompt {'<= ' + str(t.max_prompt_length) if t.max_prompt_length else 'not cut'} tokens, "
         f"completion <= {a.max_completion_length}",
-        f"  precision   {precision}",
+        f"  precision   {_precision(recipe, n, cuda)}",
         f"  memory      gradient_checkpointing {'on' if a.gradient_checkpointing else 'off'}"
         + (f", LoRA r={recipe.model.lora.r} ({recipe.model.lora.target_modules})" if recipe.model.lora else
            ", every weight trained"),
-        f"  generation  {backend}",
+        f"  generation  {_backend(recipe, a)}",
         f"  device      {'cuda' if cuda else 'cpu (no CUDA GPU here)'}",
+        f"  plan        {_plan(recipe, n, strategy)}",
     ]
+
+
+def _precision(recipe, n: int, cuda: bool) -> str:
+    from grpokit.recipe.trl_args import bf16_of
+
+    out = f"model.dtype {recipe.model.dtype}, bf16 autocast {'on' if bf16_of(recipe) else 'off'} here"
+    out += "" if cuda else " (no CUDA GPU: the CPU trains in the weights' dtype)"
+    if recipe.generation.backend == "hf" and recipe.generation.sampler_dtype != "same":
+        out += f"; sampler {recipe.generation.sampler_dtype}, corrected by {recipe.generation.sampler_correction}"
+    if n > 1:
+        out += f"; the launch passes --mixed_precision {mixed_precision_of(recipe.model.dtype)} for the GPUs"
+    return out
+
+
+def _backend(recipe, a) -> str:
+    g = recipe.generation
+    if not a.use_vllm:
+        return "hf (model.generate)"
+    return f"vllm {a.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}" if a.vllm_mode == "colocate"
+                                    else f", server {g.server_url}")
+
+
+def _plan(recipe, n: int, strategy: str | None) -> str:
     from grpokit.errors import GrpokitError
     from grpokit.preflight.memory import memory_report
 
     try:
         plan = memory_report(recipe, n, strategy if strategy in ("ddp", "zero2", "zero3", "fsdp") else None)
-        lines.append(f"  plan        {plan['recommendation']} (grpokit preflight RECIPE --memory: the table)")
     except GrpokitError as e:  # a model whose config.json is not on this machine: the dry run still answers
-        lines.append(f"  plan        none here: {e.problems[0].what}")
-    return lines
+        return f"none here: {e.problems[0].message}"
+    return f"{plan['recommendation']} (grpokit preflight RECIPE --memory: the table)"
