@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpokit.cli import build_parser
-from grpokit.health.detectors import repeated_share
+from grpokit.health.completions import repeated_share
 from grpokit.health.monitor import HealthMonitor, diagnose, doctor_run, load_evals
 from grpokit.recipe.health_section import HEALTH_CODES, HealthConfig
 

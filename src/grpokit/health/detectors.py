@@ -9,6 +9,7 @@ from typing import Callable
 
 from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Context, Finding, is_finite, metric_series,
                                      rolling_peak, rounded, values_of)
+from grpokit.health.completions import detect_empty, detect_repetition
 from grpokit.health.tool_failures import detect_tool_failures
 from grpokit.recipe import HEALTH_CODES, HealthConfig
 from grpokit.run import SAMPLER_CLIPPED, SAMPLER_GAP_MEAN
@@ -214,54 +215,6 @@ def detect_truncation(m, s, cfg, ctx) -> Finding | None:
                    "brevity with the `length` reward",
                    {"clipped_ratio": [rounded(v) for v in recent], "threshold": cfg.truncation_frac},
                    since=c[-len(recent)][0])
-
-
-def _blank(text: str, cfg) -> bool:
-    return len("".join(str(text).split())) < cfg.empty_chars
-
-
-def detect_empty(m, s, cfg, ctx) -> Finding | None:
-    step = m[-1]["step"]
-    texts = [x.get("completion", "") for x in s]
-    share = sum(_blank(t, cfg) for t in texts) / len(texts) if texts else 0.0
-    mean_len = m[-1].get("completions/mean_length")
-    if not (texts and share >= cfg.empty_frac) and not (is_finite(mean_len) and mean_len < 1):
-        return None
-    return Finding("empty_completions", "error", step,
-                   f"{rounded(share * 100, 1)}% of sampled completions are empty or nearly so (mean length "
-                   f"{mean_len}). Fix (Qwen3-4B/14B article): sample with temperature >= 0.9 (low temperature with top_p "
-                   "collapses into empty or looping output) and give very short completions a large negative score "
-                   "(the `length` reward's short_penalty; the Qwen3-4B/14B article uses < 50 characters)",
-                   {"empty_share": rounded(share), "samples": len(texts), "mean_length": mean_len,
-                    "examples": [t[:40] for t in texts if _blank(t, cfg)][:3]}, since=step)
-
-
-def repeated_share(text: str, n: int) -> float:
-    """Share of word n-grams (characters for unspaced text such as Chinese) that repeat an earlier one."""
-    units = str(text).split()
-    if len(units) < 2 * n:
-        units = [c for c in str(text) if not c.isspace()]
-    grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
-    if len(grams) < 4:
-        return 0.0
-    return 1 - len(set(grams)) / len(grams)
-
-
-def detect_repetition(m, s, cfg, ctx) -> Finding | None:
-    texts = [x.get("completion", "") for x in s]
-    if not texts:
-        return None
-    shares = [repeated_share(t, cfg.repetition_ngram) for t in texts]
-    bad = [t for t, r in zip(texts, shares) if r >= cfg.repetition_ratio]
-    if len(bad) / len(texts) < cfg.repetition_frac:
-        return None
-    step = m[-1]["step"]
-    return Finding("repetition", "warning", step,
-                   f"{len(bad)}/{len(texts)} sampled completions repeat the same {cfg.repetition_ngram}-grams. Fix "
-                   "(Qwen3-0.6B-Base article): raise temperature to 0.9 or more, and check max_completion_length (loops run "
-                   "until the limit; see truncation)",
-                   {"repeated_share": [rounded(x, 3) for x in shares], "threshold": cfg.repetition_ratio,
-                    "examples": [t[:80] for t in bad[:2]]}, since=step)
 
 
 def _fallen(m, ctx, code: str, role: str, w: int, learned: float, drop: float, floor: float,
