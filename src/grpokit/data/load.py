@@ -25,7 +25,7 @@ def is_code_task(recipe) -> bool:
 
 def read_args(recipe) -> dict:
     """How a recipe's rows are read (fields, template, the task's checks): for training here, and for
-    `recipe check` (grpokit.recipe.checks.check_data_rows), which reads them the same way."""
+    `recipe check` (grpokit.recipe.data_checks.check_data_rows), which reads them the same way."""
     d = recipe.data
     return dict(question_field=d.question_field, answer_field=d.answer_field, hf_config=d.hf_config,
                 template=d.template, numeric=is_numeric_task(recipe), code=is_code_task(recipe))

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.recipe import checks
+from grpokit.recipe import checks, data_checks
 from grpokit.recipe.generation_section import GenerationConfig, check_generation
 from grpokit.recipe.health_section import HealthConfig
 from grpokit.recipe.machine import check_generation_machine, sampler_machine_notes
@@ -177,16 +177,16 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         out += checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     train_rows = None  # data.train's rows, read as training reads them (check and train only: others read none)
     if data is not None:
-        found = checks.check_data(data, base, rewards) + _data_formats(data)
+        found = data_checks.check_data(data, base, rewards) + _data_formats(data)
         out += found
         if use != "run" and not found:
-            found, train_rows = checks.check_data_rows(data, base, rewards, train, trl)
+            found, train_rows = data_checks.check_data_rows(data, base, rewards, train, trl)
             out += found
     if model is not None:
         found, notes = checks.check_model(model, data)
         out += found
     if data is not None:
-        found, hub_notes = checks.check_hub_data(data)
+        found, hub_notes = data_checks.check_hub_data(data)
         out, notes = out + found, notes + hub_notes
     if raw.get("env") and data is not None and data.template != "chat":  # tools are rendered by the chat template
         out.append((("env",), "a tool environment needs the chat template", "set data.template: chat"))

@@ -5,7 +5,7 @@
 few real rows of `data.train` (an answer-like and an empty completion each) and reports what training would
 trip over (grpokit.rewards.trial_problems), each call stopped at its limit (the entry's timeout_s, else
 TRIAL_LIMIT_S). When the recipe is checked for training (`recipe check`, `train`: data.train's rows are read
-by grpokit.recipe.checks.check_data_rows) it is then called on every other row within OWN_SWEEP_BUDGET_S, and
+by grpokit.recipe.data_checks.check_data_rows) it is then called on every other row within OWN_SWEEP_BUDGET_S, and
 the first row it fails on is an error with the row's file and line; a set too big for the budget is sampled,
 and a note says how many rows were covered. Rows that cannot be read here (an `hf:` dataset, a missing file)
 make a note instead.

@@ -1,0 +1,118 @@
+"""The data checks of `recipe check`: the files exist and are a format data check reads, the rows read as training
+reads them (enough usable ones for a step, own rewards called on every row), and `hf:` datasets on the hub.
+
+Each check returns `(location, what, fix)` triples, as grpokit.recipe.checks does.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpokit.recipe.checks import Found
+
+# The command that makes a missing data file, by what scores it (the set-up lines of README.md "Set-up on a fresh
+# machine").
+_MAKE_DATA = {"code_tests": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
+              "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
+
+
+def check_data(d, base: Path, rewards=None) -> Found:
+    from grpokit.data import resolve_data_path
+
+    names = [r.name for r in rewards or []]
+    make = next((_MAKE_DATA[n] for n in names if n in _MAKE_DATA), None)
+    out: Found = []
+    for key in ("train", "eval"):
+        spec = getattr(d, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        path = Path(resolve_data_path(spec, base))
+        if not path.is_file():
+            out.append((("data", key), f"file not found: {path}",
+                        "fix the path (relative paths are resolved from the recipe's folder), or create it"
+                        + (f", e.g. {make}" if make else "")))
+    return out
+
+
+_MAX_DATA_PROBLEMS = 5  # grouped already ("40 rows: missing question"); `grpokit data check` lists every one
+
+
+def prompts_per_step(t, trl: dict) -> int:
+    """Distinct prompts one generation round takes on one process, as TRL's RepeatSampler counts them: the
+    generation batch (per_device_train_batch_size x steps_per_generation, which defaults to
+    gradient_accumulation_steps; or trl.generation_batch_size) over num_generations. The sampler drops a last
+    chunk smaller than this, so a dataset with fewer rows gives no step at all."""
+    batch = trl.get("generation_batch_size") or t.per_device_train_batch_size * trl.get(
+        "steps_per_generation", t.gradient_accumulation_steps)
+    return max(1, int(batch) // t.num_generations)
+
+
+def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
+    """The rows training will read, read as training reads them (grpokit.data.load.read_args), and whether one
+    step can be made of them: (problems, the report of data.train's rows or None when it is not read here)."""
+    from types import SimpleNamespace
+
+    from grpokit.data import check_file, grouped, resolve_data_path
+    from grpokit.data.load import read_args
+
+    args = read_args(SimpleNamespace(data=d, rewards=rewards or []))
+    out: Found = []
+    train_report = None
+    for key, split in (("train", d.train_split), ("eval", d.eval_split or "test")):
+        spec = getattr(d, key)
+        if spec is None or spec.startswith("hf:"):
+            continue
+        path = resolve_data_path(spec, base)
+        if not Path(path).is_file():
+            continue  # check_data says so
+        report = check_file(path, split=split, **args)
+        if key == "train":
+            train_report = report
+        errors = grouped(report.errors)
+        if report.fatal or (errors and not d.skip_bad_rows) or not report.rows:
+            skip = (f"; or set data.skip_bad_rows: true to train on the {len(report.rows)} usable one(s)"
+                    if report.rows and not report.fatal else "")
+            for p in errors[:_MAX_DATA_PROBLEMS]:
+                out.append((("data", key), f"{p.where.replace(path, spec, 1)}: {p.message}", p.fix + skip))
+            if len(errors) > _MAX_DATA_PROBLEMS:
+                out.append((("data", key), f"... and {len(errors) - _MAX_DATA_PROBLEMS} more problem(s)",
+                            f"`grpokit data check {spec}` lists every one"))
+            if not report.rows and not errors:
+                out.append((("data", key), f"{spec} has no usable rows", f"`grpokit data check {spec}`"))
+    if train_report is None or not train_report.rows or out or t is None:
+        return out, train_report
+    n = len(train_report.rows)
+    held = 0
+    if d.eval is None and d.eval_fraction > 0:  # the eval share is split off data.train (grpokit.data.split_rows)
+        held = max(1, int(round(n * d.eval_fraction)))
+    need = prompts_per_step(t, trl or {})
+    if n - held < need:
+        batch = (f"trl.generation_batch_size {trl['generation_batch_size']}" if (trl or {}).get("generation_batch_size")
+                 else f"per_device_train_batch_size {t.per_device_train_batch_size} x "
+                      f"{'steps_per_generation' if 'steps_per_generation' in (trl or {}) else 'gradient_accumulation_steps'} "
+                      f"{(trl or {}).get('steps_per_generation', t.gradient_accumulation_steps)}")
+        split = f" ({n} usable, {held} held out for eval by data.eval_fraction {d.eval_fraction})" if held else ""
+        out.append((("data", "train"), f"{n - held} usable row(s) to train on{split}, fewer than one step needs: "
+                    f"{need} prompts ({batch} / num_generations {t.num_generations}, on one process; N processes "
+                    "need N times as many); TRL would make no step of them",
+                    "add rows, or lower train.per_device_train_batch_size or gradient_accumulation_steps (keeping "
+                    "their product a multiple of num_generations)" + (", or give data.eval" if held else "")))
+    return out, train_report
+
+
+
+def check_hub_data(d) -> tuple[Found, list[str]]:
+    """`hf:` datasets: looked up on the hub when it is reachable (one request); a note when it is not."""
+    from grpokit.models import hub_dataset_problem
+
+    out: Found = []
+    notes: list[str] = []
+    for key in ("train", "eval"):
+        spec = getattr(d, key)
+        if spec is None or not spec.startswith("hf:"):
+            continue
+        problem, note = hub_dataset_problem(spec[3:])
+        if problem:
+            out.append((("data", key), *problem))
+        if note:
+            notes.append(f"data.{key} {spec}: {note}")
+    return out, notes
