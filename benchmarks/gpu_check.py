@@ -217,7 +217,8 @@ def planned_bytes(job: dict, result: dict) -> int:
     """grpokit's memory plan for the run's own settings (the longest prompt it trained on)."""
     from transformers import AutoConfig
 
-    from grpokit.preflight.memory import plan, shape_from_config
+    from grpokit.preflight.memory import plan
+    from grpokit.preflight.shape import shape_from_config
     from grpokit.recipe import LoraConfig
 
     spec = dict(SHAPES[job["model"]])

@@ -77,7 +77,8 @@ def measure(recipe_path: str, overrides: list[str], out: Path) -> dict:
 
 
 def planned(recipe_path: str, overrides: list[str], m: dict) -> dict:
-    from grpokit.preflight.memory import load_config, plan, shape_from_config
+    from grpokit.preflight.memory import plan
+    from grpokit.preflight.shape import load_config, shape_from_config
     from grpokit.recipe import load_recipe
 
     recipe = load_recipe(recipe_path, overrides)

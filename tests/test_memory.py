@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from grpokit.cli import main
-from grpokit.preflight.memory import (EMBEDDED_CONFIG, GIB, STRATEGIES, load_config, memory_report, plan, read_config,
-                                     shape_from_config, shape_from_dict)
+from grpokit.preflight.memory import GIB, STRATEGIES, memory_report, plan
+from grpokit.preflight.shape import EMBEDDED_CONFIG, load_config, read_config, shape_from_config, shape_from_dict
 from grpokit.recipe.schema import LoraConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -281,7 +281,8 @@ def test_the_planned_checkpoint_size_is_what_training_writes(tmp_path, tiny_mode
     # The weights and the optimizer's state dominate a checkpoint; the plan says their size before training.
     from conftest import CHARS, make_recipe
 
-    from grpokit.preflight.memory import checkpoint_bytes, model_shape
+    from grpokit.preflight.memory import checkpoint_bytes
+    from grpokit.preflight.shape import model_shape
 
     recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
     assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit",

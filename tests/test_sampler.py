@@ -258,7 +258,8 @@ def test_a_sampler_copy_needs_the_hf_backend(tmp_path, tiny_model_dir):
 ])
 def test_the_memory_plan_counts_the_sampler_copy(tmp_path, tiny_model_dir, sampler_dtype, device, model_dtype,
                                                  copy_bytes):
-    from grpokit.preflight.memory import model_shape, plan_recipe
+    from grpokit.preflight.memory import plan_recipe
+    from grpokit.preflight.shape import model_shape
 
     recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), [f"generation.sampler_dtype={sampler_dtype}",
                                                             f"model.dtype={model_dtype}"])
