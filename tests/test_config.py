@@ -243,13 +243,13 @@ def test_hub_id_while_the_hub_is_unreachable_is_a_note_not_a_wait(tmp_path, monk
     # is checked as far as it can be and says what it could not check (issue 27: carry on, do not wait).
     from huggingface_hub import constants
 
-    from grpokit import models
+    from grpokit import hub_access
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr(models, "_HUB_STATE", {})
+    monkeypatch.setattr(hub_access, "_HUB_STATE", {})
     recipe = load_recipe(write(tmp_path, patch({"model.name": "nosuch-org/nosuch-model"})))
     assert any("not checked on the hub (hub 127.0.0.1:9 unreachable" in n for n in recipe.notes), recipe.notes
     assert constants.HF_HUB_OFFLINE is True  # later hub calls read the cache at once instead of retrying

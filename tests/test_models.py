@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpokit import models
+from grpokit import hub_access, models
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
 
@@ -54,7 +54,7 @@ def test_unreachable_hub_fails_fast(monkeypatch):
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr(models, "_HUB_STATE", {})
+    monkeypatch.setattr(hub_access, "_HUB_STATE", {})
     t0 = time.time()
     # the probe finds no hub, offline mode follows: the cache is asked, and says the model is not there
     with pytest.raises(GrpokitError, match=r"offline \(hub 127.0.0.1:9 unreachable.*not in the local cache"):

@@ -23,7 +23,7 @@ def no_network(monkeypatch):
     """Refuse and record every name lookup and connection; the hub state as a fresh process has it."""
     from huggingface_hub import constants
 
-    from grpokit import models
+    from grpokit import hub_access
 
     touched: list[str] = []
 
@@ -39,7 +39,7 @@ def no_network(monkeypatch):
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(models, "_HUB_STATE", {})
+    monkeypatch.setattr(hub_access, "_HUB_STATE", {})
     return touched
 
 
@@ -91,13 +91,13 @@ def test_a_probe_that_hangs_counts_as_offline(monkeypatch):
     # packets dropped: the connect would wait minutes; the probe gives up after HUB_PROBE_TIMEOUT_S
     from huggingface_hub import constants
 
-    from grpokit import models
+    from grpokit import hub_access
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(models, "_HUB_STATE", {})
-    monkeypatch.setattr(models, "HUB_PROBE_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(hub_access, "_HUB_STATE", {})
+    monkeypatch.setattr(hub_access, "HUB_PROBE_TIMEOUT_S", 0.05)
     gate = threading.Event()
 
     def hangs(*args, **kwargs):
@@ -105,7 +105,7 @@ def test_a_probe_that_hangs_counts_as_offline(monkeypatch):
         raise OSError("timed out, much later")
 
     monkeypatch.setattr(socket, "create_connection", hangs)
-    assert models.hub_reachable() is False and "no answer within 0.05 s" in models.offline_reason()
+    assert hub_access.hub_reachable() is False and "no answer within 0.05 s" in hub_access.offline_reason()
     gate.set()
 
 
@@ -118,11 +118,11 @@ def test_a_probe_that_hangs_counts_as_offline(monkeypatch):
 def test_the_probe_goes_where_hub_requests_go(monkeypatch, env, expected):
     from huggingface_hub import constants
 
-    from grpokit import models
+    from grpokit import hub_access
 
     monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")
     for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    assert models.hub_address() == expected
+    assert hub_access.hub_address() == expected

@@ -53,7 +53,7 @@ def cmd_data_check(args) -> int:
     from grpokit.data import check_file
 
     if args.file.startswith("hf:"):
-        from grpokit.models import hub_reachable, offline_reason
+        from grpokit.hub_access import hub_reachable, offline_reason
 
         if not hub_reachable():  # said at once; datasets then reads its cache instead of retrying for ~30 s
             err.print(f"[yellow]note:[/] offline ({offline_reason()}): {args.file} is read from the datasets "

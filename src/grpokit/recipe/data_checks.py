@@ -102,7 +102,7 @@ def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
 
 def check_hub_data(d) -> tuple[Found, list[str]]:
     """`hf:` datasets: looked up on the hub when it is reachable (one request); a note when it is not."""
-    from grpokit.models import hub_dataset_problem
+    from grpokit.hub_access import hub_dataset_problem
 
     out: Found = []
     notes: list[str] = []
