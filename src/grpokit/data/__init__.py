@@ -11,10 +11,10 @@ from grpokit.data.arithmetic import generate, is_generated, perturb_rows
 from grpokit.data.code_rows import is_code_row, reference_of
 from grpokit.data.formats import read_file
 from grpokit.data.humaneval import import_humaneval
-from grpokit.data.io import (check_file, check_jsonl, closest_column, grouped, load_rows, question_key, question_keys,
-                             split_rows)
+from grpokit.data.io import check_file, check_jsonl, grouped, load_rows, question_keys, split_rows
 from grpokit.data.load import is_numeric_task, load_datasets, load_train_rows
 from grpokit.data.paths import resolve_data_path
+from grpokit.data.rows import closest_column, question_key
 from grpokit.datasets import BUILTIN_DATA
 
 __all__ = ["BUILTIN_DATA", "check_file", "check_jsonl", "closest_column", "generate", "grouped", "import_humaneval", "is_code_row",
