@@ -11,13 +11,13 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from grpokit import hf_internals, internals
+from grpokit import hf_internals, internals, trl_compat
 from grpokit.errors import GrpokitError
 from grpokit.training.grpo import _trainer_class
 
 
 def test_installed_trl_has_every_method_grpokit_relies_on():
-    found = internals.problems()
+    found = trl_compat.problems()
     assert not found, "\n".join(found)
 
 
@@ -37,7 +37,7 @@ def test_a_real_generation_batch_has_the_keys_and_shapes_grpokit_reads(trainer):
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each optimizer step
     batch = trainer._generate_and_score_completions([{"prompt": "1 + 1 ="}] * 2 + [{"prompt": "2 + 2 ="}] * 2)
-    found = internals.batch_problems(batch) + internals.instance_problems(trainer)
+    found = trl_compat.batch_problems(batch) + trl_compat.instance_problems(trainer)
     assert not found, "\n".join(found)
     prompts, completions, rewards = internals.latest_generation(trainer)
     assert len(prompts) == len(completions) == 4 and all(len(v) == 4 for v in rewards.values())
@@ -71,7 +71,7 @@ class _NewBatchKey(GRPOTrainer):
                                                                           "completion_weights"),
 ])
 def test_a_changed_trl_is_named_with_its_version_and_internal(cls, internal, change):
-    found = internals.problems(cls, version="9.9.0")
+    found = trl_compat.problems(cls, version="9.9.0")
     assert len(found) == 1
     assert found[0].startswith(f"grpokit relies on {internal}; TRL 9.9.0 changed it: ")
     assert change in found[0] and f"trl=={internals.TESTED_TRL}" in found[0]
@@ -85,9 +85,9 @@ def test_a_changed_trl_is_named_with_its_version_and_internal(cls, internal, cha
 def test_a_changed_batch_is_named(edit, change):
     batch = {"prompt_ids": torch.ones(2, 3), "prompt_mask": torch.ones(2, 3), "completion_ids": torch.ones(2, 4),
              "completion_mask": torch.ones(2, 4), "advantages": torch.zeros(2), "num_items_in_batch": 8}
-    assert internals.batch_problems(dict(batch), "9.9.0") == []
+    assert trl_compat.batch_problems(dict(batch), "9.9.0") == []
     edit(batch)
-    found = internals.batch_problems(batch, "9.9.0")
+    found = trl_compat.batch_problems(batch, "9.9.0")
     assert found and all("TRL 9.9.0 changed it" in f for f in found) and any(change in f for f in found)
 
 
@@ -95,7 +95,7 @@ def test_instance_dicts_that_changed_are_named():
     class Changed:
         _metrics = {"train": {}}  # a plain dict: appending to a new metric would raise KeyError
         _logs = {"prompt": [], "completion": []}  # rewards no longer kept
-    found = internals.instance_problems(Changed(), "9.9.0")
+    found = trl_compat.instance_problems(Changed(), "9.9.0")
     assert len(found) == 2 and all("TRL 9.9.0 changed it" in f for f in found)
 
 
@@ -104,7 +104,7 @@ def test_training_refuses_a_trl_it_cannot_use(monkeypatch):
 
     monkeypatch.setattr(trl, "GRPOTrainer", _NewLoss)
     with pytest.raises(GrpokitError, match="_compute_loss") as e:
-        internals.trainer_base()
+        trl_compat.trainer_base()
     assert e.value.problems[0].fix == f"pip install trl=={internals.TESTED_TRL}"
 
 

@@ -22,18 +22,15 @@ transformers' and torch's private parts (checkpointing keyword, tracker names, t
 quantizer marker, a Trainer's callbacks and sharding flags, an LR scheduler's cached rate) are in
 grpokit.hf_internals, on the same terms. GRPOTrainer's `ref_model` (the KL reference) is `reference_model`.
 
-TRL changes private parts between releases without notice. `problems()` compares each with what grpokit
+TRL changes private parts between releases without notice. grpokit.trl_compat.problems() compares each with what grpokit
 expects and says which one changed; tests/test_internals.py runs it (and a real generation batch) against
-the installed TRL, and `trainer_base()` runs the cheap part before any training starts.
+the installed TRL, and trl_compat.trainer_base() runs the cheap part before any training starts.
 """
 from __future__ import annotations
 
-import inspect
-import re
 from typing import Callable
 
 from grpokit import hf_internals
-from grpokit.errors import GrpokitError, Problem
 
 TESTED_TRL = "1.16.0"  # the TRL these internals were last checked against (pyproject pins it)
 
@@ -65,80 +62,6 @@ METHODS: dict[str, tuple[str, ...]] = {
 LOG_KEYS = ("prompt", "completion", "rewards")
 
 
-def trl_version() -> str:
-    import trl
-
-    return trl.__version__
-
-
-def _changed(internal: str, version: str, what: str) -> str:
-    return (f"grpokit relies on GRPOTrainer.{internal}; TRL {version} changed it: {what} "
-            f"(grpokit was checked against TRL {TESTED_TRL}: install trl=={TESTED_TRL} or update "
-            "src/grpokit/internals.py)")
-
-
-def problems(cls=None, version: str | None = None) -> list[str]:
-    """What differs between `cls` (default: the installed GRPOTrainer) and what grpokit expects; [] if nothing."""
-    if cls is None:
-        from trl import GRPOTrainer as cls
-    version = version or trl_version()
-    out = []
-    for name, lead in METHODS.items():
-        method = getattr(cls, name, None)
-        shown = f"{name}({', '.join(lead)})"
-        if not callable(method):
-            out.append(_changed(shown, version, "it no longer exists"))
-            continue
-        params = list(inspect.signature(method).parameters)[1:]  # without self
-        if tuple(params[:len(lead)]) != lead:
-            out.append(_changed(shown, version, f"its parameters are now ({', '.join(params)})"))
-    generate = getattr(cls, "_generate_and_score_completions", None)
-    if callable(generate):
-        known = set(BATCH_KEYS) | set(COMPLETION_ALIGNED) | set(MULTIMODAL_KEYS)
-        try:
-            keys = set(re.findall(r'output\[\s*"(\w+)"\s*\]\s*=', inspect.getsource(generate)))
-        except (OSError, TypeError):
-            keys = set()
-        new = sorted(keys - known)
-        if new:
-            out.append(_changed("_generate_and_score_completions(inputs)", version,
-                                f"its batch has keys grpokit does not know how to filter: {', '.join(new)}"))
-    return out
-
-
-def batch_problems(batch: dict, version: str | None = None) -> list[str]:
-    """A real batch from `_generate_and_score_completions`: the keys and shapes `_compute_loss` is given."""
-    version = version or trl_version()
-    what = "_generate_and_score_completions(inputs) -> batch"
-    missing = [k for k in BATCH_KEYS if k not in batch]
-    if missing:
-        return [_changed(what, version, f"the batch lacks {', '.join(missing)}")]
-    rows, out = batch[PROMPT_IDS].shape[0], []
-    for key in (PROMPT_IDS, PROMPT_MASK, COMPLETION_IDS, COMPLETION_MASK):
-        if batch[key].dim() != 2 or batch[key].shape[0] != rows:
-            out.append(_changed(what, version, f"batch[{key!r}] has shape {tuple(batch[key].shape)}, not (rows, len)"))
-    if batch[PROMPT_IDS].shape != batch[PROMPT_MASK].shape or batch[COMPLETION_IDS].shape != batch[COMPLETION_MASK].shape:
-        out.append(_changed(what, version, "ids and masks no longer have the same shape"))
-    if batch[ADVANTAGES].shape[0] != rows or batch[ADVANTAGES].dim() > 2:
-        out.append(_changed(what, version, f"batch['advantages'] has shape {tuple(batch[ADVANTAGES].shape)}"))
-    return out
-
-
-def instance_problems(trainer, version: str | None = None) -> list[str]:
-    """The private dicts grpokit reads and writes on a built trainer."""
-    version = version or trl_version()
-    out = []
-    metrics = getattr(trainer, "_metrics", None)
-    if not isinstance(metrics, dict) or "train" not in metrics or not callable(getattr(metrics["train"], "__missing__",
-                                                                                       None)):
-        out.append(_changed("_metrics[mode][name]", version, "it is no longer a dict of defaultdict(list) per mode"))
-    logs = getattr(trainer, "_logs", None)
-    if not isinstance(logs, dict) or any(k not in logs for k in LOG_KEYS) or not isinstance(logs.get("rewards"), dict):
-        out.append(_changed('_logs["prompt"|"completion"|"rewards"]', version,
-                            f"it now holds {sorted(logs) if isinstance(logs, dict) else type(logs).__name__}"))
-    return out
-
-
 # ---------------------------------------------------------------- what grpokit uses
 class LossHook:
     """Mixin for GRPOTrainer: TRL's `_compute_loss(model, inputs)` goes through `grpokit_loss`.
@@ -160,8 +83,8 @@ class TrainerHooks(LossHook):
     Maintenance note: relies on GRPOTrainer._get_train_sampler(dataset), _generate_and_score_completions(inputs)
     (returning the batch dict of BATCH_KEYS), _generate_single_turn(prompt_ids, ...) (returning (completion_ids,
     logprobs), the logprobs becoming the batch's `sampling_per_token_logps`) and Trainer._save_checkpoint(model,
-    trial) keeping those names and leading parameters (`problems()` checks them); if one changes, selection, refill or their saved state stop
-    working, and `trainer_base()` refuses the TRL before training starts instead.
+    trial) keeping those names and leading parameters (grpokit.trl_compat.problems() checks them); if one changes, selection, refill or their saved state stop
+    working, and trl_compat.trainer_base() refuses the TRL before training starts instead.
     """
 
     def _get_train_sampler(self, dataset=None):
@@ -191,21 +114,6 @@ class TrainerHooks(LossHook):
 
     def grpokit_saved(self, folder: str) -> None:
         """Called after TRL wrote a checkpoint folder (on every rank)."""
-
-
-def trainer_base():
-    """GRPOTrainer with grpokit's hooks; refuses a TRL whose internals grpokit cannot use."""
-    from trl import GRPOTrainer
-
-    found = problems(GRPOTrainer)
-    if found:
-        raise GrpokitError([Problem(f"trl {trl_version()}", p, f"pip install trl=={TESTED_TRL}") for p in found],
-                           title="the installed TRL changed what grpokit builds on")
-
-    class GrpokitBase(TrainerHooks, GRPOTrainer):
-        pass
-
-    return GrpokitBase
 
 
 def log_metric(trainer, name: str, value: float, mode: str = "train") -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpokit import internals, models
+from grpokit import internals, models, trl_compat
 from grpokit.console import console
 from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.envs import tool_setup
@@ -48,7 +48,7 @@ from grpokit.training.tracking import Progress, route_trackers
 
 
 def _trainer_class():
-    class GrpokitTrainer(SamplerCorrection, SkipNoSignalRows, SignalAware, internals.trainer_base()):
+    class GrpokitTrainer(SamplerCorrection, SkipNoSignalRows, SignalAware, trl_compat.trainer_base()):
         """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step, trains on the
         completions with a learning signal only (train.skip_no_signal), chooses prompts (grpokit.training.refill)
         and corrects for a sampler in another precision (grpokit.training.sampler)."""

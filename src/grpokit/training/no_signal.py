@@ -83,7 +83,7 @@ def zero_loss(model) -> torch.Tensor:
 
 
 class SkipNoSignalRows:
-    """Mixin for a `internals.trainer_base()` class: TRL's loss over the rows with a learning signal only."""
+    """Mixin for a `trl_compat.trainer_base()` class: TRL's loss over the rows with a learning signal only."""
 
     skip_no_signal: bool = False
 

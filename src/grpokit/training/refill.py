@@ -2,7 +2,7 @@
 
     grpokit train RECIPE.yaml --set selection.enabled=true --set selection.refill=true
 
-`SignalAware` is a mixin for a `internals.trainer_base()` class. Through
+`SignalAware` is a mixin for a `trl_compat.trainer_base()` class. Through
 the hooks of grpokit.internals.TrainerHooks (`grpokit_sampler`, `grpokit_generate`, `grpokit_saved`: TRL's
 `_get_train_sampler`, `_generate_and_score_completions`, `_save_checkpoint`) it
 
