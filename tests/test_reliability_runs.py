@@ -429,3 +429,19 @@ def test_export_into_an_export_whose_hf_is_now_a_link(trained, tmp_path, capsys)
     assert f"{out}/hf: is a symbolic link grpokit did not write" in err and "fix: pass --out a new folder" in err, err
     assert "Traceback" not in err and (tmp_path / "mine" / "my_model.bin").read_text() == "theirs"
     assert (out / "hf").is_symlink()
+
+
+def test_demo_tasks_each_name_a_module_with_run_and_an_unknown_one_is_refused(capsys):
+    import importlib
+
+    from grpokit.demo import TASKS, run_demo
+    from grpokit.errors import GrpokitError
+
+    for name, task in TASKS.items():
+        assert callable(importlib.import_module(f"grpokit.demo.{task.module}").run), name
+    with pytest.raises(GrpokitError) as e:
+        run_demo(task="poetry")
+    assert "unknown demo task 'poetry'" in str(e.value) and "arithmetic" in str(e.value)
+    with pytest.raises(SystemExit):  # the command line offers the table's names only
+        main(["demo", "--task", "poetry"])
+    assert "invalid choice: 'poetry'" in capsys.readouterr().err

@@ -9,11 +9,14 @@ from grpokit.errors import GrpokitError, Problem
 
 def register(sub) -> None:
     from grpokit import DEMO_TIME
+    from grpokit.demo import DEFAULT_TASK, TASKS
 
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task "
                                        f"({DEMO_TIME} on a 2-core CPU, docs/measurements.md)")
-    demo.add_argument("--output-dir", default="runs/demo", help="run directory (an earlier run "
-                      "directory there is replaced; any other non-empty folder is refused)")
+    demo.add_argument("--task", choices=list(TASKS), default=DEFAULT_TASK,
+                      help="the task family: " + "; ".join(f"{k}: {t.what}" for k, t in TASKS.items()))
+    demo.add_argument("--output-dir", help="run directory (default: the task's, runs/demo for arithmetic; an "
+                      "earlier demo there is replaced; any other non-empty folder is refused)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
     demo.set_defaults(func=cmd_demo)
 
@@ -48,7 +51,7 @@ def add_launch_options(tr) -> None:
 def cmd_demo(args) -> int:
     from grpokit.demo import run_demo
 
-    run_demo(output_dir=args.output_dir, overrides=args.set)
+    run_demo(output_dir=args.output_dir, overrides=args.set, task=args.task)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`grpokit demo`: GRPO on the embedded model, end to end, with a before/after table.
+"""`grpokit demo` (task arithmetic, the default): GRPO on the embedded model, end to end, with a before/after table.
 
 Runs `recipes/smollm2-arithmetic.yaml`: SmolLM2-135M-Instruct (embedded,
 converted from GGUF once and cached), a bundled generated arithmetic task,
@@ -16,41 +16,29 @@ grpokit.run.record); a training run and any other non-empty folder are refused b
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from rich.table import Table
-
+from grpokit.demo.common import claim_run_dir, results_table, write_demo_json
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct  # one percentage format for every table
 from grpokit.recipe import load_recipe
 from grpokit.run import RunDir, run_end
-from grpokit.run.files import atomic_write
 
-DEMO_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "smollm2-arithmetic.yaml"
-
+DEMO_RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "smollm2-arithmetic.yaml"
 
 
-def before_after_table(before, after, end: dict | None = None) -> Table:
-    """The demo's table; `end` (grpokit.run.run_end) of a run that stopped early puts its step in the title."""
-    title = "held-out evaluation (greedy)"
-    if end and not end["reached_end"]:
-        title += f"; after = step {end['step']}" + (f" of {end['max_steps']}" if end["max_steps"] else "") + \
-            f" ({end['status']})"
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("before", justify="right")
-    table.add_column("after", justify="right")
-    table.add_row("accuracy", pct(before.accuracy), pct(after.accuracy))
-    table.add_row("format rate", pct(before.format_rate), pct(after.format_rate))
-    table.add_row("mean completion length (tokens)", f"{before.mean_length:.1f}", f"{after.mean_length:.1f}")
-    table.add_row("cut off at max length", pct(before.truncated_rate), pct(after.truncated_rate))
-    return table
+
+def before_after_rows(before, after) -> list[tuple[str, str, str]]:
+    """The demo's table rows (grpokit.demo.common.results_table)."""
+    return [("accuracy", pct(before.accuracy), pct(after.accuracy)),
+            ("format rate", pct(before.format_rate), pct(after.format_rate)),
+            ("mean completion length (tokens)", f"{before.mean_length:.1f}", f"{after.mean_length:.1f}"),
+            ("cut off at max length", pct(before.truncated_rate), pct(after.truncated_rate))]
 
 
-def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, recipe_path: Path | None = None,
-             callbacks: list | None = None) -> dict:
+def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path | None = None,
+        callbacks: list | None = None) -> dict:
     """The demo (module docstring); `callbacks`: further TrainerCallbacks for its training (benchmarks, tests)."""
     from grpokit import models
     from grpokit.console import console
@@ -63,14 +51,7 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
         raise GrpokitError([Problem(str(path), "the demo recipe is missing",
                                     "run grpokit from a source checkout (pip install -e .)")])
     recipe = load_recipe(path, overrides)
-    run_dir = Path("runs/demo" if output_dir is None else output_dir)
-    # Before the model loads: the demo replaces an earlier demo only (its record says kind demo) and refuses any
-    # other folder, a training run included (grpokit.run.ownership).
-    if output_dir is not None and not str(output_dir).strip():
-        raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
-                                    "name a new folder for the demo run, e.g. runs/demo")])
-    RunDir(run_dir).refuse_existing(overwrite=True, keep=[str(path), recipe.resolve_data_path(recipe.data.train)],
-                                    kinds=("demo",))
+    run_dir = claim_run_dir(output_dir, keep=[str(path), recipe.resolve_data_path(recipe.data.train)])
     t0 = time.time()
     tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model)
     _, eval_rows, _ = load_datasets(recipe)
@@ -87,12 +68,12 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
         console.print(f"[yellow]note:[/] {end['note']}")
     console.print("evaluating the trained model ...")
     after = evaluate(trained, tokenizer, recipe, eval_rows)
-    console.print(before_after_table(before, after, end))
+    console.print(results_table(before_after_rows(before, after), end=end))
     for s in after.samples[:2]:
         console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
     result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end,
               "seconds_total": round(time.time() - t0, 1)}
-    atomic_write(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False).encode("utf-8"))
+    write_demo_json(run_dir, result)
     report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
     done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
     console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
@@ -107,7 +88,7 @@ def _stopped(run_dir: Path, before, summary: dict, end: dict, t0: float) -> dict
 
     result = {"before": before.as_dict(), "after": None, "train": summary, "run_end": end,
               "seconds_total": round(time.time() - t0, 1)}
-    atomic_write(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False).encode("utf-8"))
+    write_demo_json(run_dir, result)
     console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
                   f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
     console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint with: "
@@ -119,7 +100,6 @@ def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> P
     """The before/after evaluation as eval/results.json (steps 0 and last), then report.html."""
     from grpokit.evaluation import EvalSets, write_results
     from grpokit.report import write_report
-    from grpokit.run import RunDir
 
     last = RunDir(run_dir).latest_checkpoint()
     entries = [{"step": step, "path": path, "heldout": r.as_dict(), "perturbed": None, "train": None, "gap": None}
