@@ -191,6 +191,9 @@ def test_the_copy_equals_the_policy_cast_before_every_step_and_after_resume(tmp_
     assert all(gap == 0.0 and bf16 for _, _, gap, bf16 in refreshes)
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all("sampling/sampling_logp_difference/mean" in m and 0 <= m["sampling/clipped_frac"] <= 1 for m in metrics)
+    # The copy, not the policy, sampled: a bf16 copy's log-probs differ from the float32 trainer's (0.0 exactly when
+    # the copy's forward still ran the policy's, the deep-copied TRL patch; test below).
+    assert all(m["sampling/sampling_logp_difference/mean"] > 1e-4 for m in metrics), metrics
 
     refreshes.clear()  # resume to step 3: the new trainer's copy takes the checkpoint's weights whole
     assert main(["train", "--resume", str(tmp_path / "run"), "--set", "train.max_steps=3"]) == 0
@@ -268,3 +271,26 @@ def test_the_memory_plan_counts_the_sampler_copy(tmp_path, tiny_model_dir, sampl
     assert p.sampler == shape.params * copy_bytes
     alone = load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.sampler_dtype=same", f"model.dtype={model_dtype}"])
     assert p.total == plan_recipe(alone, shape, "ddp", 1, device=device).total + p.sampler  # all else equal
+
+
+def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(tiny_model_dir, tokenizer):
+    # TRL's GRPOTrainer patches the policy's forward (its fused LM head) with a closure over the policy's bound
+    # forward; a deep copy keeps that closure, so without drop_foreign_forwards the bf16 copy ran the float32 policy.
+    from trl.trainer.utils import add_fused_lm_head
+
+    from grpokit.training.sampler import drop_foreign_forwards
+
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    add_fused_lm_head(policy)
+    ids = tokenizer("12 + 7 =", return_tensors="pt").input_ids
+    with torch.no_grad():
+        float_logits = policy(ids).logits
+    copy = SamplerCopy(policy, torch.bfloat16)
+    with torch.no_grad():
+        logits = copy.model(ids).logits
+    assert logits.dtype == torch.bfloat16 and not torch.equal(logits.float(), float_logits)
+    with torch.no_grad():  # the copy's own bf16 forward, computed by hand from its weights
+        expected = type(copy.model).forward(copy.model, ids).logits
+    assert torch.equal(logits, expected)
+    assert drop_foreign_forwards(copy.model) == []  # nothing foreign left; the policy keeps its patch
+    assert "forward" in policy.__dict__

@@ -51,6 +51,7 @@ class SamplerCopy:
     def __init__(self, policy, dtype: torch.dtype):
         self.dtype = dtype
         self.model = copy.deepcopy(policy)
+        drop_foreign_forwards(self.model)
         self.model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -88,6 +89,34 @@ class SamplerCopy:
         if pending is None or pending.shape[0] != len(completion_ids):
             return None
         return [row[:len(ids)].tolist() for row, ids in zip(pending.cpu(), completion_ids)]
+
+
+def drop_foreign_forwards(model) -> list[str]:
+    """Remove the per-instance `forward` patches of a deep copy that still call another model's forward; returns
+    the names of the modules they were on.
+
+    TRL 1.16's GRPOTrainer patches the policy's `forward` for its fused LM head (trl.trainer.utils, a closure
+    over `original_forward`, the policy's bound method). `copy.deepcopy` copies modules but not functions, so
+    the copy's patched forward still runs the *policy's* forward, in the policy's precision: the copy's weights
+    would never be used (every sampled log-prob equal to the trainer's, no speed-up). Without the patch the copy
+    runs its class's own forward, which is what the patch does anyway when not asked for the fused head
+    (generation never asks). A patch that closes over nothing outside the copy (accelerate's device hooks)
+    is kept."""
+    own = {id(m) for m in model.modules()}
+    dropped = []
+    for name, module in model.named_modules():
+        patched = module.__dict__.get("forward")
+        cells = getattr(getattr(patched, "__func__", patched), "__closure__", None) or ()
+        for cell in cells:
+            try:
+                owner = getattr(cell.cell_contents, "__self__", None)
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(owner, torch.nn.Module) and id(owner) not in own:
+                del module.__dict__["forward"]
+                dropped.append(name)
+                break
+    return dropped
 
 
 def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | None:
