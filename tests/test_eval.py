@@ -175,6 +175,7 @@ def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
     assert best == res["best"] and best["step"] == choose_best(res["checkpoints"])["step"]
     out = capsys.readouterr().out
     assert "held-out" in out and "perturbed" in out and "pass@2" in out and "best" in out
+    assert h["precision"] == "float32" and "(float32, " in out  # what the completions were generated in
     assert "gap: percentage points the model does better where it may have memorised: held-out minus perturbed" in \
         " ".join(out.split())  # the legend under the table
 

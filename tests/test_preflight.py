@@ -51,6 +51,7 @@ def test_preflight_on_a_tiny_model(tmp_path, tiny_model_dir, capsys):
         "train.max_completion_length"]["reason"]
     assert "data" in settings
     assert "recommendations:" in text and "p99" in text
+    assert r["sampling"]["precision"] == "float32" and "max 8 tokens, in float32)" in text  # what it sampled in
 
     rows = [json.loads(l) for l in filtered.read_text().splitlines()]
     # Only the judged prompts with a spread (no-signal and the 8 unjudged of 16 train rows are left out), in the

@@ -44,6 +44,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     from grpokit.console import console
     from grpokit.data import load_datasets
     from grpokit.evaluation import evaluate
+    from grpokit.generation import dtype_name
     from grpokit.training import train
 
     path = Path(recipe_path or DEMO_RECIPE)
@@ -55,7 +56,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     t0 = time.time()
     tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model)
     _, eval_rows, _ = load_datasets(recipe)
-    console.print(f"evaluating the base model on {len(eval_rows)} held-out problems ...")
+    console.print(f"evaluating the base model on {len(eval_rows)} held-out problems (greedy, in "
+                  f"{dtype_name(model)}) ...")
     before = evaluate(model, tokenizer, recipe, eval_rows)
     console.print(f"before: accuracy {pct(before.accuracy)}, format {pct(before.format_rate)}")
     summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
@@ -66,7 +68,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
         return _stopped(run_dir, before, summary, end, t0)
     if end["note"]:
         console.print(f"[yellow]note:[/] {end['note']}")
-    console.print("evaluating the trained model ...")
+    console.print(f"evaluating the trained model (greedy, in {dtype_name(trained)}) ...")
     after = evaluate(trained, tokenizer, recipe, eval_rows)
     console.print(results_table(before_after_rows(before, after), end=end))
     for s in after.samples[:2]:

@@ -76,6 +76,7 @@ class EvalResult:
     metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
     reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
     failed: list[dict] = field(default_factory=list)  # rows not answered right, with the verdict (data mine-failures)
+    precision: str | None = None  # the dtype the completions were generated in (the model's weights')
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -134,7 +135,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each.
 
     `task` is a `grpokit.task.Task` (a recipe is turned into one)."""
-    from grpokit.generation import backend_of
+    from grpokit.generation import backend_of, dtype_name
     from grpokit.task import Task
 
     task = Task.of(task)
@@ -165,6 +166,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
         reward_means={n: _mean(s) for n, s in scores.items()},
         failed=[{**r, "verdict": "refusal" if refusals and refusals[i] else "wrong"}
                 for i, (r, ok) in enumerate(zip(rows, correct)) if ok is not None and ok != 1.0],
+        precision=dtype_name(model),
     )
 
 
@@ -259,7 +261,7 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
             + (pct(heldout.accuracy) if heldout.metric else _means(heldout.reward_means))
             + (f", pass@{k_samples} {pct(heldout.pass_at_k.get(str(k_samples)))}" if heldout.pass_at_k else "")
             + (f", {entry['gap']['kind']} gap {100 * entry['gap']['value']:+.1f} pts" if entry["gap"] else "")
-            + f" ({entry['seconds']:.0f}s)")
+            + f" ({heldout.precision}, {entry['seconds']:.0f}s)")
         if adapter:
             base = model.unload()  # the base weights without the adapter, for the next checkpoint
         elif path is not None:

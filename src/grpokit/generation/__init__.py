@@ -8,9 +8,9 @@ tokens' log-probs), vllm_backend (grpokit's vLLM engine and the `vllm serve` com
 """
 from grpokit.generation.core import HFBackend, SamplingParams, backend_of, complete, rows_per_call, run, token_policy
 from grpokit.generation.sampling import CANDIDATES, SampledLogprobs, TopPCandidates, warpers
-from grpokit.generation.vllm_backend import (greedy_agreement, render_command, run_server, serve_command,
+from grpokit.generation.vllm_backend import (dtype_name, greedy_agreement, render_command, run_server, serve_command,
                                              training_settings)
 
-__all__ = ["CANDIDATES", "HFBackend", "SampledLogprobs", "SamplingParams", "TopPCandidates", "backend_of", "complete",
+__all__ = ["CANDIDATES", "HFBackend", "SampledLogprobs", "SamplingParams", "TopPCandidates", "backend_of", "complete", "dtype_name",
            "greedy_agreement", "render_command", "rows_per_call", "run", "run_server", "serve_command",
            "token_policy", "training_settings", "warpers"]

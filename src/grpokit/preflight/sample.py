@@ -92,7 +92,7 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report.
 
     `recipe` may be a `grpokit.task.Task` (a recipe is turned into one)."""
-    from grpokit.generation import backend_of
+    from grpokit.generation import backend_of, dtype_name
     from grpokit.task import Task
 
     task = Task.of(recipe)
@@ -130,7 +130,8 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     n_prompts = max(1, len(per_prompt))
     report = {
         "recipe": recipe.source, "model": recipe.model.name, "prompts": len(picked), "generations": g,
-        "sampling": {"temperature": t.temperature, "top_p": t.top_p, "max_completion_length": t.max_completion_length},
+        "sampling": {"temperature": t.temperature, "top_p": t.top_p, "max_completion_length": t.max_completion_length,
+                     "precision": dtype_name(model)},
         "rewards": {n: {"weight": weights[n], "role": task.roles[n], "mean": _nanmean(s),
                         "std": pstdev([x for x in s if x is not None]) if any(x is not None for x in s) else None,
                         "errors": errors[n]} for n, s in per_reward.items()},
@@ -245,7 +246,9 @@ def render_preflight(r: dict) -> str:
 
     lines = [f"preflight: {r['prompts']} prompts x {r['generations']} completions "
              f"(temperature {r['sampling']['temperature']}, top_p {r['sampling']['top_p']}, "
-             f"max {r['sampling']['max_completion_length']} tokens) in {r['seconds']}s"]
+             f"max {r['sampling']['max_completion_length']} tokens"
+             + (f", in {r['sampling']['precision']}" if r['sampling'].get('precision') else "")
+             + f") in {r['seconds']}s"]
     for n, s in r["rewards"].items():
         lines.append(f"  reward {n:<18} weight {s['weight']:<5} mean {f(s['mean'])}  std {f(s['std'])}"
                      + (f"  errors {s['errors']}" if s["errors"] else ""))
