@@ -291,3 +291,50 @@ def test_the_planned_checkpoint_size_is_what_training_writes(tmp_path, tiny_mode
     written = (ck / "model.safetensors").stat().st_size + (ck / "optimizer.pt").stat().st_size
     shape, _ = model_shape(str(tiny_model_dir), None, "float32", "cpu")
     assert checkpoint_bytes(shape, "float32", "cpu") == pytest.approx(written, rel=0.05)
+
+
+# ---------------------------------------------------------------- model.gradient_checkpointing: auto
+# (recipe, memory of the device in GiB, on?) — on only where the plan without checkpointing exceeds 85% of it.
+CHECKPOINTING_CASES = [
+    ("recipes/qwen3-4b-gsm8k-lora.yaml", 24, True),     # 2 x 2560-token LoRA sequences plan ~70 GiB without it
+    ("recipes/qwen3-4b-gsm8k-lora.yaml", 80, True),     # ... more than 85% of 80 GB
+    ("recipes/qwen3-4b-gsm8k-lora.yaml", 141, False),   # an H200 holds it: no recomputation
+    ("recipes/qwen3-0.6b-base-gsm8k.yaml", 80, False),
+]
+
+
+@pytest.mark.parametrize("path,gib,on", CHECKPOINTING_CASES, ids=[f"{Path(c[0]).stem}-{c[1]}GiB" for c in CHECKPOINTING_CASES])
+def test_auto_checkpointing_is_on_only_where_the_plan_needs_it(path, gib, on):
+    from grpokit.preflight.memory import checkpointing_of, plan_recipe
+    from grpokit.preflight.shape import model_shape
+    from grpokit.recipe import load_recipe
+
+    recipe = load_recipe(REPO / path, ["model.gradient_checkpointing=auto"])
+    got, why = checkpointing_of(recipe, "cuda", memory=(gib * GIB, "GPU memory"))
+    need = plan_recipe(recipe, model_shape(recipe.model.name, recipe.model.lora, recipe.model.dtype)[0], "ddp", 1,
+                       False).total
+    assert got is on and (need > 0.85 * gib * GIB) is on, why
+    assert why == (f"model.gradient_checkpointing: auto; the memory plan without it, {need / GIB:.1f} GiB, "
+                   f"{'does not fit' if on else 'fits'} 85% of this cuda's {gib:.1f} GiB GPU memory"), why
+    for explicit in (True, False):  # a recipe's own choice is kept, whatever the plan says
+        fixed = load_recipe(REPO / path, [f"model.gradient_checkpointing={str(explicit).lower()}"])
+        assert checkpointing_of(fixed, "cuda", memory=(gib * GIB, "GPU memory"))[0] is explicit
+
+
+def test_training_says_what_auto_decided_and_the_folder_keeps_auto(tmp_path, tiny_model_dir, capsys):
+    import yaml
+
+    from conftest import CHARS, make_recipe
+
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], max_steps=1)
+    assert main(["train", str(recipe), "--skip-audit", "--output-dir", str(tmp_path / "run"),
+                 "--set", "model.gradient_checkpointing=auto"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gradient checkpointing off (model.gradient_checkpointing: auto; the memory plan without it," in out
+    assert "of this cpu's" in out and "GiB RAM)" in out
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert config["model"]["gradient_checkpointing"] == "auto"  # decided again on the machine that resumes it
+    import torch
+
+    args = torch.load(tmp_path / "run" / "checkpoints" / "checkpoint-1" / "training_args.bin", weights_only=False)
+    assert args.gradient_checkpointing is False  # what TRL trained with

@@ -7,6 +7,7 @@ sample (rollouts: rewards, zero-variance groups, truncation, recommendations), m
 load their module on first use (PEP 562): the memory plan never imports torch, the rollouts do.
 """
 _LAZY = {
+    "checkpointing_of": "grpokit.preflight.memory",
     "memory_report": "grpokit.preflight.memory",
     "render_memory_plan": "grpokit.preflight.memory",
     "preflight_recipe": "grpokit.preflight.sample",
@@ -26,5 +27,5 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["memory_report", "preflight_recipe", "render_memory_plan", "render_preflight", "run_preflight",
+__all__ = ["checkpointing_of", "memory_report", "preflight_recipe", "render_memory_plan", "render_preflight", "run_preflight",
            "write_filtered"]

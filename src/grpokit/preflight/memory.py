@@ -50,6 +50,7 @@ zero3/fsdp, vLLM's own weight copy and cache (it takes `gpu_memory_utilization` 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 from grpokit.preflight.shape import ADAPTER_BYTES, Shape, model_shape, weight_bytes
@@ -141,14 +142,40 @@ def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float,
 
 def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None,
                 device: str = "cuda") -> Plan:
+    """The plan of `recipe` (model.gradient_checkpointing auto: planned off, what auto tries first)."""
     t = recipe.train
-    gc = recipe.model.gradient_checkpointing if gradient_checkpointing is None else gradient_checkpointing
+    gc = recipe.model.gradient_checkpointing is True if gradient_checkpointing is None else gradient_checkpointing
     return plan(shape, strategy=strategy, num_gpus=num_gpus, dtype=recipe.model.dtype, beta=t.beta,
                 micro_batch=t.per_device_train_batch_size,
                 generation_batch=t.per_device_train_batch_size * t.gradient_accumulation_steps,
                 prompt_len=t.max_prompt_length or 512, completion_len=t.max_completion_length,
                 gradient_checkpointing=gc, device=device,
                 sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same")
+
+
+def device_memory(device: str) -> tuple[int, str]:
+    """(bytes, what they are) of the memory one training process fills: the first GPU's, or the machine's RAM."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory, "GPU memory"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM"
+
+
+def checkpointing_of(recipe, device: str, num_gpus: int = 1, memory: tuple[int, str] | None = None) -> tuple[bool, str]:
+    """model.gradient_checkpointing resolved for this device (on or off, and why, in one line): a recipe's own
+    true/false as it is; auto on only where the plan without it does not fit HEADROOM of the device's memory
+    (`memory`: (bytes, what), default `device_memory`), checkpointing costing step time where it is not needed.
+    Several processes are planned as DDP (each holds the whole model)."""
+    chosen = recipe.model.gradient_checkpointing
+    if chosen != "auto":
+        return chosen, f"model.gradient_checkpointing: {str(chosen).lower()}"
+    shape, _ = model_shape(recipe.model.name, recipe.model.lora, recipe.model.dtype, device)
+    need = plan_recipe(recipe, shape, "ddp", num_gpus, False, device).total
+    have, what = memory or device_memory(device)
+    on = need > have * HEADROOM
+    return on, (f"model.gradient_checkpointing: auto; the memory plan without it, {need / GIB:.1f} GiB, "
+                f"{'does not fit' if on else 'fits'} {HEADROOM:.0%} of this {device}'s {have / GIB:.1f} GiB {what}")
 
 
 def checkpoint_bytes(shape: Shape, dtype: str, device: str = "cuda") -> int:

@@ -70,10 +70,11 @@ class ModelConfig(Section):
     enable_thinking: bool | None = Field(
         None, description="Qwen3 chat templates: turn the <think> block on or off (null: template default)."
     )
-    gradient_checkpointing: bool = Field(
-        False, description="Recompute activations in the backward pass instead of storing them: less memory. "
-        "On the 2-core CPU it cost no measurable time for SmolLM2-135M (peak 7.4 -> 5.0 GiB); on a GPU it "
-        "usually costs ~20-30% step time."
+    gradient_checkpointing: bool | Literal["auto"] = Field(
+        "auto", description="Recompute activations in the backward pass instead of storing them: less memory, "
+        "usually ~20-30% more step time on a GPU. auto: on only where the memory plan (grpokit preflight "
+        "--memory) without it does not fit the device (85% of the GPU's memory, or of the machine's RAM on a "
+        "CPU); training says which it chose, and why, in its first lines."
     )
     init_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra from_pretrained arguments, e.g. {attn_implementation: sdpa} or "

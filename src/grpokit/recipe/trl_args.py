@@ -78,7 +78,7 @@ def grpo_args(recipe, run_dir: Path):
         reward_weights=[r.weight for r in recipe.rewards],
         chat_template_kwargs=template_of(recipe).chat_template_kwargs() or None,
         max_tool_calling_iterations=max_tool_calling_iterations(recipe),  # grpokit.envs: tool episodes
-        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
+        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing is True),  # auto: decided by training
         # TRL builds the reference model (beta > 0) from these, like the policy grpokit loads.
         model_init_kwargs=init_kwargs or None,
         bf16=bf16_of(recipe),

@@ -38,7 +38,8 @@ from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_rec
 from grpokit.run import RunDir, disk_space_guard, jsonable, step_of, writable_problem
 from grpokit.task import Task, template_of
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
-from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, load_inputs, note, open_run, read_paths,
+from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, decide_for_this_machine, load_inputs, note,
+                                        open_run, read_paths,
                                         refuse_short_disk, run_folder)
 from grpokit.training.no_signal import SkipNoSignalRows
 from grpokit.training.refill import SignalAware
@@ -114,7 +115,8 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         else:
             recipe, resume_from = _refuse_new(recipe, run, overwrite, held), None
         task = Task.from_recipe(recipe)  # rewards built (own reward functions imported) before any model loads
-        job = _Job(recipe, run, task, load_inputs(recipe, model, tokenizer))
+        inputs = load_inputs(recipe, model, tokenizer)
+        job = _Job(decide_for_this_machine(recipe, inputs.notes), run, task, inputs)  # auto settings, said
         refuse_short_disk(run, recipe, job.inputs.model)  # the checkpoints it keeps fit on the disk
 
         # ---------------------------------------------------------------- open the run

@@ -202,13 +202,24 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
         f"  lengths     prompt {'<= ' + str(t.max_prompt_length) if t.max_prompt_length else 'not cut'} tokens, "
         f"completion <= {a.max_completion_length}",
         f"  precision   {_precision(recipe, n, cuda)}",
-        f"  memory      gradient_checkpointing {'on' if a.gradient_checkpointing else 'off'}"
+        f"  memory      {_checkpointing(recipe, n, cuda)}"
         + (f", LoRA r={recipe.model.lora.r} ({recipe.model.lora.target_modules})" if recipe.model.lora else
            ", every weight trained"),
         f"  generation  {_backend(recipe, a)}",
         f"  device      {'cuda' if cuda else 'cpu (no CUDA GPU here)'}",
         f"  plan        {_plan(recipe, n, strategy)}",
     ]
+
+
+def _checkpointing(recipe, n: int, cuda: bool) -> str:
+    """Gradient checkpointing as training decides it on this machine (grpokit.preflight.memory.checkpointing_of)."""
+    from grpokit.preflight.memory import checkpointing_of
+
+    try:
+        on, why = checkpointing_of(recipe, "cuda" if cuda else "cpu", n)
+    except GrpokitError as e:
+        return f"gradient checkpointing: not planned here ({e.problems[0].message})"
+    return f"gradient checkpointing {'on' if on else 'off'} ({why})"
 
 
 def _precision(recipe, n: int, cuda: bool) -> str:

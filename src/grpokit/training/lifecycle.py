@@ -97,6 +97,27 @@ def load_inputs(recipe, model=None, tokenizer=None) -> Inputs:
     return Inputs(train_rows, eval_rows, notes, tokenizer, model)
 
 
+def decide_for_this_machine(recipe, notes: list[str]):
+    """The recipe with its `auto` machine settings decided here, each decision said in `notes` (the run's first
+    lines): model.gradient_checkpointing from the memory plan (grpokit.preflight.memory.checkpointing_of). The
+    recipe the run folder records keeps `auto`, so a resume on another machine decides again."""
+    import os
+
+    import torch
+
+    from grpokit.preflight.memory import checkpointing_of
+
+    if recipe.model.gradient_checkpointing != "auto":
+        return recipe
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        on, why = checkpointing_of(recipe, device, int(os.environ.get("WORLD_SIZE", "1")))
+    except GrpokitError as e:  # no config.json to plan from (an offline hub id): the cheaper choice, said
+        on, why = False, f"model.gradient_checkpointing: auto; no memory plan ({e.problems[0].message})"
+    notes.append(f"gradient checkpointing {'on' if on else 'off'} ({why})")
+    return recipe.model_copy(update={"model": recipe.model.model_copy(update={"gradient_checkpointing": on})})
+
+
 def open_run(run: RunDir, recipe, overwrite: bool, held: LockHolder) -> bool:
     """Create the run's folder (with --overwrite: clear grpokit's files from it) and hold its lock from here; True
     when the folder was created here (a failure before training begins then removes it). Main process only."""

@@ -38,7 +38,7 @@ from transformers import TrainerCallback
 from grpokit import hf_internals
 from grpokit.recipe import Recipe, bf16_of
 from grpokit.run import RunDir
-from grpokit.training.lifecycle import (LockHolder, RunRecord, load_inputs, open_run, read_paths, refuse_short_disk,
+from grpokit.training.lifecycle import (LockHolder, RunRecord, decide_for_this_machine, load_inputs, open_run, read_paths, refuse_short_disk,
                                         run_folder)
 
 SOLUTION_FIELDS = ("solution", "completion")
@@ -123,7 +123,7 @@ def sft_args(recipe: Recipe, run: RunDir):
         save_total_limit=t.save_total_limit, seed=t.seed,
         max_length=(t.max_prompt_length or 512) + t.max_completion_length,
         completion_only_loss=True, packing=False, dataset_num_proc=None,
-        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing),
+        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing is True),  # auto: decided before
         bf16=bf16_of(recipe),  # train.bf16, as GRPO resolves it
         use_cpu=not on_gpu, report_to="none", disable_tqdm=True, dataloader_num_workers=0,
     )
@@ -141,6 +141,7 @@ def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: b
     recipe = recipe.for_run(run.path)
     run.refuse_existing(overwrite, keep=read_paths(recipe))
     inputs = load_inputs(recipe, model, tokenizer)
+    here = decide_for_this_machine(recipe, inputs.notes)  # auto settings, said with the notes; the folder keeps auto
     refuse_short_disk(run, recipe, inputs.model)  # the checkpoints it keeps fit on the disk
     dataset = sft_dataset(inputs.train_rows, recipe)
 
@@ -153,7 +154,7 @@ def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: b
                    "eval_rows": len(inputs.eval_rows), "notes": inputs.notes, "status": "running",
                    "init_from": init_from}
         with RunRecord(run, summary, created) as record:
-            trainer = _sft_trainer(recipe, run, inputs, dataset, log)
+            trainer = _sft_trainer(here, run, inputs, dataset, log)
             record.begin(trainer)
             log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run.path}")
 
