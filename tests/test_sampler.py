@@ -294,3 +294,18 @@ def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(
     assert torch.equal(logits, expected)
     assert drop_foreign_forwards(copy.model) == []  # nothing foreign left; the policy keeps its patch
     assert "forward" in policy.__dict__
+
+
+def test_after_training_the_model_generates_as_itself_not_through_the_sampler(tmp_path, tiny_model_dir, tokenizer):
+    # The demo evaluates the trained model in process: it must not sample through the bf16 copy training used
+    # (its first measured runs did, and printed "in float32" for a bf16 evaluation).
+    from grpokit.training import train
+
+    summary = train(load_recipe(_recipe(tmp_path, tiny_model_dir)))
+    model = summary["trainer"].model
+    assert "generate" not in model.__dict__ and next(model.parameters()).dtype == torch.float32
+    ids = tokenizer("12 + 7 =", return_tensors="pt").input_ids
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoints" / "checkpoint-2", dtype=torch.float32)
+    with torch.no_grad():
+        mine, theirs = (m.generate(ids, do_sample=False, max_new_tokens=6, pad_token_id=0) for m in (model, saved))
+    assert torch.equal(mine, theirs)  # the trained weights in float32, as the checkpoint holds them

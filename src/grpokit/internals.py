@@ -229,6 +229,7 @@ def sample_through(trainer, processors, sampler=None) -> None:
             return sampler.generate(trainer, *args, **kwargs)
         return original(*args, **kwargs)
 
+    generate.grpokit_sampling = True  # stop_sampling_through removes this wrapper, and only this one
     model.generate = generate
     if processors is None:
         return
@@ -236,6 +237,14 @@ def sample_through(trainer, processors, sampler=None) -> None:
         setattr(trainer.generation_config, key, value)
         if isinstance(getattr(trainer, "generation_kwargs", None), dict):
             trainer.generation_kwargs[key] = value
+
+
+def stop_sampling_through(trainer) -> None:
+    """Undo `sample_through` on the trained model when training ends: whoever uses the model afterwards (the
+    demo's evaluation, an in-process caller) generates with the model itself, in its own precision, not through
+    the training sampler's copy and warpers."""
+    if getattr(trainer.model.__dict__.get("generate"), "grpokit_sampling", False):
+        del trainer.model.__dict__["generate"]
 
 
 def compile_generation(trainer) -> None:

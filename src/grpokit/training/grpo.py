@@ -280,6 +280,7 @@ def _train_until_stopped(trainer, stopper: GracefulStop, resume_from: Path | Non
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     finally:
         stopper.uninstall()
+        internals.stop_sampling_through(trainer)  # the trained model generates as itself from here on
         trainer.progress.close()  # a live progress bar must not outlive an exception
 
 
