@@ -17,8 +17,48 @@ from grpokit.training.grpo import _trainer_class
 
 
 def test_installed_trl_has_every_method_grpokit_relies_on():
-    found = trl_compat.problems()
+    found = trl_compat.problems() + trl_compat.fused_head_problems()
     assert not found, "\n".join(found)
+
+
+def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_and_gradients(tiny_model_dir,
+                                                                                              monkeypatch):
+    # TRL's fused LM head on the CPU: every position through the vocabulary-wide log-softmax, or (grpokit) only the
+    # labelled ones. Both must give the same per-token log-probs and the same gradients.
+    import trl.trainer.utils as trl_utils
+    from trl.trainer.utils import add_fused_lm_head
+
+    original = trl_utils._use_triton
+    ids = torch.tensor([[5, 17, 23, 41, 2, 9, 77, 13], [0, 0, 8, 19, 31, 4, 66, 12]])
+    mask = (ids != 0).long()
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :-3] = -100  # the last three tokens are the completion, as GRPO labels them
+    results = []
+    for compact in (False, True):
+        monkeypatch.setattr(trl_utils, "_use_triton", original)
+        if compact:
+            internals.score_labelled_positions_only()
+            assert trl_utils._use_triton(torch.device("cpu")) is True
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        add_fused_lm_head(model)
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        (out.log_probs[:, -3:].sum()).backward()
+        results.append((out.log_probs[:, -3:].detach(), [p.grad.clone() for p in model.parameters()]))
+    (a, grads_a), (b, grads_b) = results
+    assert torch.allclose(a, b, atol=1e-6) and a.abs().sum() > 0
+    # float32 sums over other tile shapes: equal to rounding (relative to each gradient's own size)
+    worst = max(float((x - y).abs().max() / y.abs().max().clamp(min=1e-12)) for x, y in zip(grads_a, grads_b))
+    assert worst < 1e-4, worst
+    internals.score_labelled_positions_only()  # idempotent: a second call wraps nothing twice
+    assert trl_utils._use_triton.grpokit_compact_on_cpu and trl_utils._use_triton(torch.device("meta")) is False
+
+
+def test_a_trl_whose_fused_head_changed_is_named(monkeypatch):
+    import trl.trainer.utils as trl_utils
+
+    monkeypatch.delattr(trl_utils, "_use_triton")
+    found = trl_compat.fused_head_problems("9.9.0")
+    assert len(found) == 1 and "trl.trainer.utils._use_triton" in found[0] and "no longer exists" in found[0]
 
 
 @pytest.fixture(scope="module")

@@ -239,6 +239,41 @@ def sample_through(trainer, processors, sampler=None) -> None:
             trainer.generation_kwargs[key] = value
 
 
+# ---------------------------------------------------------------- TRL's fused LM head: only the scored positions
+FUSED_HEAD_MODULE = "trl.trainer.utils"  # where add_fused_lm_head decides `compact = _use_triton(device)`
+FUSED_HEAD_SWITCH = "_use_triton"
+
+
+def score_labelled_positions_only() -> None:
+    """TRL's fused LM head (GRPO's log-probs, `add_fused_lm_head`) scores only the positions that have a label,
+    the completion tokens, on every device, as it does on CUDA.
+
+    Why: on a device without Triton, TRL 1.16 sends *every* position of the batch (prompt, completion, padding)
+    through the chunked log-softmax over the whole vocabulary and masks the prompt's afterwards, because on Neuron a
+    changing number of positions would recompile the tile shapes. The CPU compiles nothing, so the prompt's share
+    is thrown-away work: the demo scores ~2,100 positions a step for ~700 completion tokens, each a 49,152-wide
+    log-softmax forward and backward (docs/measurements.md "Generation choices on the CPU"). The log-probs of the
+    scored positions are the same either way (each position's is computed on its own; a test checks both paths).
+
+    Maintenance note: relies on `add_fused_lm_head`'s forward reading the module-level name `_use_triton` of
+    trl.trainer.utils when it decides `compact` (the kernel module trl.kernels.chunked_logprob keeps its own
+    binding, so its torch-or-Triton choice is unchanged). Only that module's name is rebound, to a function that
+    also answers True for the CPU; grpokit.trl_compat.fused_head_problems() checks the name and its use. Idempotent.
+    """
+    import importlib
+
+    module = importlib.import_module(FUSED_HEAD_MODULE)
+    original = getattr(module, FUSED_HEAD_SWITCH)
+    if getattr(original, "grpokit_compact_on_cpu", False):
+        return
+
+    def compact_here(device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    compact_here.grpokit_compact_on_cpu = True
+    setattr(module, FUSED_HEAD_SWITCH, compact_here)
+
+
 def stop_sampling_through(trainer) -> None:
     """Undo `sample_through` on the trained model when training ends: whoever uses the model afterwards (the
     demo's evaluation, an in-process caller) generates with the model itself, in its own precision, not through

@@ -55,6 +55,27 @@ def problems(cls=None, version: str | None = None) -> list[str]:
     return out
 
 
+def fused_head_problems(version: str | None = None) -> list[str]:
+    """The switch `internals.score_labelled_positions_only` rebinds: its name in trl.trainer.utils, and that
+    add_fused_lm_head still decides `compact` with it."""
+    import importlib
+
+    from grpokit.internals import FUSED_HEAD_MODULE, FUSED_HEAD_SWITCH
+
+    version = version or trl_version()
+    module = importlib.import_module(FUSED_HEAD_MODULE)
+    what = f"{FUSED_HEAD_MODULE}.{FUSED_HEAD_SWITCH} (add_fused_lm_head's choice to score only labelled positions)"
+    if not callable(getattr(module, FUSED_HEAD_SWITCH, None)):
+        return [_changed(what, version, "it no longer exists")]
+    try:
+        source = inspect.getsource(module.add_fused_lm_head)
+    except (OSError, TypeError, AttributeError):
+        source = ""
+    if f"compact = {FUSED_HEAD_SWITCH}(" not in source:
+        return [_changed(what, version, "add_fused_lm_head no longer decides `compact` with it")]
+    return []
+
+
 def batch_problems(batch: dict, version: str | None = None) -> list[str]:
     """A real batch from `_generate_and_score_completions`: the keys and shapes `_compute_loss` is given."""
     version = version or trl_version()
@@ -89,13 +110,21 @@ def instance_problems(trainer, version: str | None = None) -> list[str]:
 
 
 def trainer_base():
-    """GRPOTrainer with grpokit's hooks; refuses a TRL whose internals grpokit cannot use."""
+    """GRPOTrainer with grpokit's hooks; refuses a TRL whose internals grpokit cannot use. Where the installed TRL
+    still decides its fused LM head's `compact` as 1.16 does, the head scores only the labelled positions on the CPU
+    too (grpokit.internals.score_labelled_positions_only; otherwise TRL's own behaviour, tests/test_internals.py
+    names the change)."""
     from trl import GRPOTrainer
+
+    from grpokit.internals import score_labelled_positions_only
 
     found = problems(GRPOTrainer)
     if found:
         raise GrpokitError([Problem(f"trl {trl_version()}", p, f"pip install trl=={TESTED_TRL}") for p in found],
                            title="the installed TRL changed what grpokit builds on")
+
+    if not fused_head_problems():
+        score_labelled_positions_only()
 
     class GrpokitBase(TrainerHooks, GRPOTrainer):
         pass
