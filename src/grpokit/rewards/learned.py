@@ -29,7 +29,6 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards.registry import describe
 
 SCALES = ("sigmoid", "raw")
-LEARNED_REWARDS = ("reward_model",)  # scored by a model, not a rule: the audit and health treat them as gameable
 RM_FILE = "rm.json"  # the reward model's record: base, data, split, accuracy; also marks a folder as an RM
 DEFAULT_MAX_LENGTH = 512
 SCORE_BATCH = 8

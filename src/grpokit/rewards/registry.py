@@ -134,6 +134,18 @@ def numeric_rewards() -> list[str]:
     return [n for n, b in BUILTIN.items() if b.numeric]
 
 
+def names_reading(form: str) -> list[str]:
+    """The built-ins that parse answers of `form` (`Builtin.reads`): `code` for the rewards whose rows carry tests."""
+    return [n for n, b in BUILTIN.items() if b.reads == form]
+
+
+# What a task is scored by when nobody says (`grpokit eval MODEL` without --recipe): the math task, its answer line
+# checked and its layout rewarded.
+DEFAULT_REWARDS = ({"name": "math_correctness"}, {"name": "format"})
+# Scored by a model, not a rule (role `preference`): the audit and health treat them as gameable.
+LEARNED_REWARDS = tuple(names_with_role("preference"))
+
+
 def get_spec(name: str) -> RewardSpec:
     try:
         entry = BUILTIN[name]
