@@ -33,9 +33,14 @@ from grpokit.audit.rewards import TIE, AuditResult, TrickResult, score_all
 from grpokit.audit.tricks import AnswerForm
 from grpokit.console import Heartbeat, hms
 
-# The forms audited here, one row each, declared by their modules (an AnswerForm: name, tricks, honest answers).
-# answer_line is grpokit.audit.rewards (its tricks need the recipe's markers), episode grpokit.audit.tools.
-FORMS: dict[str, AnswerForm] = {f.name: f for f in (code_tricks.FORM, json_tricks.FORM, sql_tricks.FORM)}
+# The forms audited here, one row each under the name a correctness reward's `Builtin.reads` gives it, declared by
+# their modules (an AnswerForm: its tricks, what a row needs, the honest answers). answer_line is
+# grpokit.audit.rewards (its tricks need the recipe's markers), episode grpokit.audit.tools.
+FORMS: dict[str, AnswerForm] = {
+    "code": code_tricks.FORM,
+    "json": json_tricks.FORM,
+    "sql": sql_tricks.FORM,
+}
 
 
 def task_kind(task) -> str:
@@ -73,15 +78,12 @@ class TaskAuditResult(AuditResult):
     """The audit of a code, JSON or SQL task: grpokit.audit.rewards.AuditResult with its form and correctness
     reward. A flagged trick scores more than an honest wrong answer (the module docstring says why)."""
 
+    kind: str = ""  # the form's name (a key of FORMS)
     form: AnswerForm | None = None
     reward: str = ""  # the correctness reward's name
     notes: list[str] = field(default_factory=list)
 
     beats = none_beats = "more than"
-
-    @property
-    def kind(self) -> str:
-        return self.form.name
 
     def head(self) -> list[str]:
         rights = [r for r in self.honest_right if r is not None]
@@ -164,4 +166,4 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
     c = task.correctness
     return TaskAuditResult([r for r in results.values() if r.rows], len(prepared), rights, wrongs, errors, skipped,
                            first_errors=first, completions=len(texts), weights={fn.name: w for fn, w in rewards},
-                           form=form, reward=c.name if c is not None else names)
+                           kind=kind, form=form, reward=c.name if c is not None else names)

@@ -185,5 +185,5 @@ def _docstring_examples(prompt: str, entry: str) -> list[tuple[str, str]]:
 
 
 # The code form, as the task audit reads it (grpokit.audit.by_task.FORMS).
-FORM = AnswerForm("code", "code tricks", "tests (`test` + `entry_point`, or `tests`)", CODE_TRICKS,
+FORM = AnswerForm("code tricks", "tests (`test` + `entry_point`, or `tests`)", CODE_TRICKS,
                   prepare_code_row, honest_answers)

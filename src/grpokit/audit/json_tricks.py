@@ -140,4 +140,4 @@ json_trick("huge_array", f"an array of {_BIG_ARRAY} zeros")(lambda r: fence([0] 
 
 
 # The JSON form, as the task audit reads it (grpokit.audit.by_task.FORMS).
-FORM = AnswerForm("json", "schema tricks", "a `schema`", JSON_TRICKS, prepare_json_row, honest_answers)
+FORM = AnswerForm("schema tricks", "a `schema`", JSON_TRICKS, prepare_json_row, honest_answers)

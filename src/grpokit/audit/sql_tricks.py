@@ -69,5 +69,5 @@ sql_trick("endless_rows", "a recursive CTE producing rows (capped at 100,000 her
 
 
 # The SQL form, as the task audit reads it (grpokit.audit.by_task.FORMS).
-FORM = AnswerForm("sql", "query tricks", "a `db` and a gold query (`answer` or `gold_sql`)", SQL_TRICKS,
+FORM = AnswerForm("query tricks", "a `db` and a gold query (`answer` or `gold_sql`)", SQL_TRICKS,
                   prepare_sql_row, honest_answers)

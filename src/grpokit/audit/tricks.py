@@ -72,11 +72,11 @@ class Trick:
 
 @dataclass(frozen=True)
 class AnswerForm:
-    """One answer form the task audit tries (a row of grpokit.audit.by_task.FORMS): the tricks that fit answers of
-    that form and the honest answers they are measured against. Its module (code_tricks, json_tricks, sql_tricks)
+    """One answer form the task audit tries (a row of grpokit.audit.by_task.FORMS, under the form's name as a
+    correctness reward's `Builtin.reads` gives it): the tricks that fit answers of that form and the honest answers
+    they are measured against. Its module (code_tricks, json_tricks, sql_tricks)
     declares it once; docs/extending.md walks through adding one."""
 
-    name: str  # the form a correctness reward reads (`Builtin.reads` in grpokit.rewards.registry)
     what: str  # its tricks as the audit table names them, e.g. "code tricks"
     needs: str  # what a training row must carry for them, e.g. "a `schema`"
     tricks: dict[str, Trick]

@@ -89,7 +89,7 @@ def _vllm_checks(g, train=None) -> list[Problem]:
     return out
 
 
-# The order is the recipe's: the first row is the default backend, and the help lists them in this order.
+# The recipe's `generation.backend` offers them in this order (hf, its default, first).
 BACKENDS: dict[str, BackendRow] = {
     "hf": BackendRow(
         "grpokit.generation.core:HFBackend",

@@ -32,7 +32,7 @@ class GenerationConfig(Section):
 
     # The choices, their help, options, TRL fields and checks: one row per backend (grpokit.generation.backends).
     backend: Literal[tuple(BACKENDS)] = Field(  # type: ignore[valid-type]
-        next(iter(BACKENDS)), description="; ".join(f"{name}: {row.help}" for name, row in BACKENDS.items()) + ".")
+        "hf", description="; ".join(f"{name}: {row.help}" for name, row in BACKENDS.items()) + ".")
     cache: Literal["dynamic", "static"] = Field(
         "dynamic", description="hf backend: the KV cache. dynamic grows with each token; static is allocated once "
         "for prompt + completion (TRL's cache_implementation), which `compile` needs.")
