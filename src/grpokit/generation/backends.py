@@ -5,6 +5,7 @@
     BACKENDS["continuous"].trl(g)           # the TRL GRPOConfig fields it sets for training
     BACKENDS["continuous"].owns             # generation: fields only it reads (another backend refuses them)
     BACKENDS["continuous"].checks(g, train) # what is wrong with its own settings, on any machine
+    BACKENDS["continuous"].describe(g)      # its line in `grpokit train --dry-run`
 
 `g` is the recipe's `generation:` section (grpokit.recipe.generation_section.GenerationConfig) and `train` its
 `train:` section, read by attribute: generation sits below the recipe and imports none of it, and this module
@@ -50,6 +51,10 @@ class BackendRow:
     trl: Callable[[Any], dict] = _nothing  # the GRPOConfig fields training sets for it (none: TRL's defaults)
     owns: tuple[Owned, ...] = ()
     checks: Callable[[Any, Any], list[Problem]] = _no_problems  # its own settings, before any model loads
+    summary: Callable[[Any], str] | None = None  # its line in `grpokit train --dry-run` (default: its name)
+
+    def describe(self, g) -> str:
+        return self.summary(g) if self.summary else g.backend
 
 
 def _hf_trl(g) -> dict:
@@ -97,6 +102,7 @@ BACKENDS: dict[str, BackendRow] = {
         "longest ends)",
         options=lambda g: {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile},
         trl=_hf_trl,
+        summary=lambda g: "hf (model.generate)",
         owns=(Owned(("cache", "compile"), "{key} is an option of the hf backend; {backend} manages its own cache",
                     "remove generation.{key}, or set generation.backend: hf"),
               Owned(("sampler_dtype",), "a sampler copy in another precision is an option of the hf backend; "
@@ -107,6 +113,7 @@ BACKENDS: dict[str, BackendRow] = {
         "transformers' continuous batching with paged attention (TRL's use_transformers_continuous_batching: a "
         "finished row frees its slot)",
         options=lambda g: {"continuous_config": dict(g.continuous_config)},
+        summary=lambda g: "continuous (transformers' continuous batching)",
         trl=_continuous_trl,
         owns=(Owned(("continuous_config",), "continuous_config applies to the continuous backend, not {backend}",
                     "set generation.backend: continuous, or remove continuous_config"),)),
@@ -116,7 +123,9 @@ BACKENDS: dict[str, BackendRow] = {
         options=lambda g: dict(gpu_memory_utilization=g.gpu_memory_utilization,
                                tensor_parallel_size=g.tensor_parallel_size, max_model_len=g.max_model_len),
         trl=_vllm_trl,
-        checks=_vllm_checks),
+        checks=_vllm_checks,
+        summary=lambda g: f"vllm {g.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}"
+                                                    if g.vllm_mode == "colocate" else f", server {g.server_url}")),
 }
 
 
