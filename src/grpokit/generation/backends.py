@@ -6,6 +6,7 @@
     BACKENDS["continuous"].owns             # generation: fields only it reads (another backend refuses them)
     BACKENDS["continuous"].checks(g, train) # what is wrong with its own settings, on any machine
     BACKENDS["continuous"].describe(g)      # its line in `grpokit train --dry-run`
+    BACKENDS["vllm"].gpu_share(g)           # the share of each GPU it keeps beside training (preflight --memory)
 
 `g` is the recipe's `generation:` section (grpokit.recipe.generation_section.GenerationConfig) and `train` its
 `train:` section, read by attribute: generation sits below the recipe and imports none of it, and this module
@@ -52,6 +53,7 @@ class BackendRow:
     owns: tuple[Owned, ...] = ()
     checks: Callable[[Any, Any], list[Problem]] = _no_problems  # its own settings, before any model loads
     summary: Callable[[Any], str] | None = None  # its line in `grpokit train --dry-run` (default: its name)
+    gpu_share: Callable[[Any], float] = lambda g: 0.0  # the share of each GPU it reserves beside training (memory plan)
 
     def describe(self, g) -> str:
         return self.summary(g) if self.summary else g.backend
@@ -125,7 +127,8 @@ BACKENDS: dict[str, BackendRow] = {
         trl=_vllm_trl,
         checks=_vllm_checks,
         summary=lambda g: f"vllm {g.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}"
-                                                    if g.vllm_mode == "colocate" else f", server {g.server_url}")),
+                                                    if g.vllm_mode == "colocate" else f", server {g.server_url}"),
+        gpu_share=lambda g: g.gpu_memory_utilization if g.vllm_mode == "colocate" else 0.0),
 }
 
 
