@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-Problem = tuple[tuple, str, str]  # (location in the recipe, what is wrong, the fix), as the recipe checks return
+RecipeProblem = tuple[tuple, str, str]  # (location in the recipe, what is wrong, the fix), as the recipe checks return
 
 
 def _nothing(*_args) -> dict:
     return {}
 
 
-def _no_problems(_g, _train=None) -> list[Problem]:
+def _no_problems(_g, _train=None) -> list[RecipeProblem]:
     return []
 
 
@@ -51,7 +51,7 @@ class BackendRow:
     options: Callable[[Any], dict] = _nothing  # its constructor settings from the generation: section (backend_of)
     trl: Callable[[Any], dict] = _nothing  # the GRPOConfig fields training sets for it (none: TRL's defaults)
     owns: tuple[Owned, ...] = ()
-    checks: Callable[[Any, Any], list[Problem]] = _no_problems  # its own settings, before any model loads
+    checks: Callable[[Any, Any], list[RecipeProblem]] = _no_problems  # its own settings, before any model loads
     summary: Callable[[Any], str] | None = None  # its line in `grpokit train --dry-run` (default: its name)
     gpu_share: Callable[[Any], float] = lambda g: 0.0  # the share of each GPU it reserves beside training (memory plan)
 
@@ -63,7 +63,7 @@ def _hf_trl(g) -> dict:
     return {"cache_implementation": "static"} if g.cache == "static" else {}
 
 
-def _hf_checks(g, _train=None) -> list[Problem]:
+def _hf_checks(g, _train=None) -> list[RecipeProblem]:
     if not g.compile or g.cache == "static":
         return []
     return [(("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
@@ -84,7 +84,7 @@ def _vllm_trl(g) -> dict:
                 vllm_importance_sampling_correction=g.importance_sampling_correction)
 
 
-def _vllm_checks(g, train=None) -> list[Problem]:
+def _vllm_checks(g, train=None) -> list[RecipeProblem]:
     out = []
     if g.server_url is not None and not g.server_url.startswith(("http://", "https://")):
         out.append((("generation", "server_url"), f"not an http(s) URL: {g.server_url!r}",
@@ -132,7 +132,7 @@ BACKENDS: dict[str, BackendRow] = {
 }
 
 
-def foreign_options(g, defaults: dict[str, Any]) -> list[Problem]:
+def foreign_options(g, defaults: dict[str, Any]) -> list[RecipeProblem]:
     """Fields another backend owns, set away from their `defaults` while `g.backend` is chosen."""
     out = []
     for name, row in BACKENDS.items():
