@@ -79,9 +79,10 @@ def write_jsonl(path: Path, rows: list) -> Path:
 CHARS = {"name": "reward_fns:length_spread", "role": "shaping"}
 
 
-def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -> Path:
+def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], sections: dict | None = None, **train) -> Path:
     """A recipe file training `model_dir` on 24 generated arithmetic rows (a quarter held out), two steps of
-    4 completions (2 per prompt) saved after each, with `rewards`; `train` entries on top."""
+    4 completions (2 per prompt) saved after each, with `rewards`; `train` entries on top, and further `sections`
+    of the recipe (health:, preflight:, ...)."""
     import yaml
 
     from grpokit.data.arithmetic import generate
@@ -94,6 +95,7 @@ def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], **train) -
         "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
                   "max_completion_length": 8, "max_steps": 2, "save_steps": 1, "logging_steps": 1,
                   "temperature": 1.0, "num_samples_logged": 2, **train},
+        **(sections or {}),
     }
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))

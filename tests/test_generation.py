@@ -11,7 +11,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from grpokit.errors import GrpokitError
-from grpokit.generation.core import (BACKENDS, HFBackend, SamplingParams, complete, finish, make_backend, progress_bar,
+from grpokit.generation.backends import BACKENDS, BackendRow
+from grpokit.generation.core import (HFBackend, SamplingParams, complete, finish, make_backend, progress_bar,
                                      run, token_policy)
 from grpokit.templates import PromptTemplate
 
@@ -171,7 +172,7 @@ def test_backends_are_chosen_by_name(model, tokenizer, monkeypatch, prompt_ids):
             advance(len(prompt_ids) * params.n)
             return [[p[-2:] + [EOS, 7]] * params.n for p in prompt_ids]
 
-    monkeypatch.setitem(BACKENDS, "echo", Echo)
+    monkeypatch.setitem(BACKENDS, "echo", BackendRow(Echo, "the prompt's last two ids back"))
     got = complete(model, tokenizer, prompt_ids[:2], SamplingParams(max_tokens=4, n=2), backend="echo")
     assert [[c.ids for c in g] for g in got] == [[(*p[-2:], EOS)] * 2 for p in prompt_ids[:2]]
 

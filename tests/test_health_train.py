@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_jsonl
+from conftest import make_recipe
 from reward_fns import INJECT  # the own reward's switch: calls (1-based) on which every completion scores 0.5
 
-from grpokit.data.arithmetic import generate
 from grpokit.errors import GrpokitError
 from grpokit.recipe.load import load_recipe, load_run_recipe
 from grpokit.run.rundir import RunDir
@@ -22,19 +21,8 @@ from grpokit.training.grpo import train
 
 
 def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | None = None, **train_cfg):
-    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
-    raw = {
-        "model": {"name": str(model_dir)},
-        "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
-        "rewards": [{"name": "reward_fns:injected"}],
-        "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
-                  "max_completion_length": 8, "save_steps": 1, "logging_steps": 1, "num_samples_logged": 2,
-                  **train_cfg},
-        "health": {"window": 2, **health},
-        "preflight": preflight or {},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = make_recipe(tmp_path, model_dir, [{"name": "reward_fns:injected"}],
+                       sections={"health": {"window": 2, **health}, "preflight": preflight or {}}, **train_cfg)
     recipe = load_recipe(path)
     INJECT["calls"] = 0  # the recipe check's trial call of the reward is not a training step's
     return recipe

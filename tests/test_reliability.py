@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_jsonl
+from conftest import make_recipe
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate
 from grpokit.errors import GrpokitError
 from grpokit.run.files import read_jsonl
 from grpokit.run.rundir import RunDir
@@ -28,17 +27,7 @@ from grpokit.run.rundir import RunDir
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def _recipe(tmp_path: Path, model_dir: Path, **train) -> Path:
-    data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
-    recipe = {"model": {"name": str(model_dir)},
-              "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
-              "rewards": [{"name": "format"}],
-              "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
-                        "max_completion_length": 8, "max_steps": 2, "save_steps": 1, "logging_steps": 1,
-                        "temperature": 1.0, "num_samples_logged": 2, **train}}
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+FORMAT = [{"name": "format"}]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +35,7 @@ def trained(tmp_path_factory, tiny_model_dir) -> Path:
     """A finished 2-step run (checkpoints 1 and 2); tests work on copies."""
     tmp = tmp_path_factory.mktemp("reliability")
     run = tmp / "run"
-    assert main(["train", str(_recipe(tmp, tiny_model_dir)), "--output-dir", str(run), "--skip-audit"]) == 0
+    assert main(["train", str(make_recipe(tmp, tiny_model_dir, FORMAT)), "--output-dir", str(run), "--skip-audit"]) == 0
     return run
 
 
@@ -98,7 +87,7 @@ def test_a_second_writer_is_refused_and_the_live_run_is_untouched(trained, tmp_p
         assert holder.stdout.readline().strip() == "locked"
         before = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
         for argv in (["train", "--resume", str(run)],                                        # two resumes
-                     ["train", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(run),  # --overwrite
+                     ["train", str(make_recipe(tmp_path, tiny_model_dir, FORMAT)), "--output-dir", str(run),  # --overwrite
                       "--overwrite", "--skip-audit"]):
             assert main(argv) == 2, argv
             err = capsys.readouterr().err
@@ -132,7 +121,7 @@ def test_kill_during_save_then_resume_uses_the_last_complete_checkpoint(tmp_path
     run, sentinel = tmp_path / "run", tmp_path / "saving"
     launcher = tmp_path / "launch.py"
     launcher.write_text(LAUNCHER)
-    proc = subprocess.Popen([sys.executable, str(launcher), str(sentinel), "train", str(_recipe(tmp_path, tiny_model_dir)),
+    proc = subprocess.Popen([sys.executable, str(launcher), str(sentinel), "train", str(make_recipe(tmp_path, tiny_model_dir, FORMAT)),
                              "--output-dir", str(run), "--skip-audit"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(SRC)})
     end = time.time() + 240
@@ -199,7 +188,7 @@ def test_a_failure_in_training_is_recorded_with_error_and_fix(tmp_path, tiny_mod
                                                              simulate, cls, words, last):
     simulate(monkeypatch)
     run = tmp_path / "run"
-    assert main(["train", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(run), "--skip-audit"]) == 1
+    assert main(["train", str(make_recipe(tmp_path, tiny_model_dir, FORMAT)), "--output-dir", str(run), "--skip-audit"]) == 1
     out = capsys.readouterr()
     text = out.out + out.err
     assert "Traceback" not in text and "error:" in out.err and "fix:" in out.err, text
@@ -218,7 +207,7 @@ def test_a_disk_that_cannot_hold_the_checkpoints_is_refused_before_the_folder_ex
                                                                                     monkeypatch, capsys, command):
     monkeypatch.setattr(RunDir, "free_bytes", lambda self: 10_000)
     run = tmp_path / "run"
-    assert main([command, str(_recipe(tmp_path, tiny_model_dir, save_total_limit=1)), "--output-dir", str(run)]
+    assert main([command, str(make_recipe(tmp_path, tiny_model_dir, FORMAT, save_total_limit=1)), "--output-dir", str(run)]
                 + (["--skip-audit"] if command == "train" else [])) == 2
     err = capsys.readouterr().err
     assert "keeps up to 2 checkpoint(s)" in err and "it would stop with a full disk" in err, err  # limit 1 + rotation
@@ -249,7 +238,7 @@ def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_di
     from grpokit.recipe.load import load_recipe
     from grpokit.training.grpo import train
 
-    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), ["train.max_prompt_length=1"] if case == "prompts too long"
+    recipe = load_recipe(make_recipe(tmp_path, tiny_model_dir, FORMAT), ["train.max_prompt_length=1"] if case == "prompts too long"
                          else [])
     if case == "no such model folder":  # recipe validation refuses it first; train must hold without that check too
         recipe = recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": str(tmp_path / "nope")})})
@@ -263,7 +252,7 @@ def test_a_run_refused_before_it_starts_leaves_no_folder(tmp_path, tiny_model_di
 
 def test_overwrite_refused_before_it_starts_keeps_the_old_run(trained, tmp_path, tiny_model_dir):
     run = _copy(trained, tmp_path)
-    argv = ["train", str(_recipe(tmp_path, tiny_model_dir)), "--output-dir", str(run), "--overwrite", "--skip-audit",
+    argv = ["train", str(make_recipe(tmp_path, tiny_model_dir, FORMAT)), "--output-dir", str(run), "--overwrite", "--skip-audit",
             "--set", "train.max_prompt_length=1"]
     assert main(argv) == 2
     assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]

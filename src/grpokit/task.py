@@ -23,8 +23,6 @@ from grpokit.templates import PromptTemplate
 
 PASS_SCORE = 1.0  # a correctness reward's "right": 1.0 (code_tests: every test passed; fraction mode scores less)
 _EPS = 1e-9
-# What evaluation asks of a task when none is given: the math task (answer line checked, layout rewarded).
-DEFAULT_REWARDS = ({"name": "math_correctness"}, {"name": "format"})
 
 
 def reward_roles(reward_configs) -> dict[str, str]:

@@ -1,11 +1,14 @@
 """The reward audit by task: the tricks that fit what the recipe's correctness reward reads.
 
     kind = task_kind(task)                  # answer_line | code | json | sql | episode | any
-    result = audit_task(task, kind)         # code, json, sql: their own tricks, scored as training scores
+    result = audit_task(task, kind)         # the forms of FORMS (code, json, sql): their own tricks, scored as
+                                            # training scores them
 
 A recipe's correctness reward says what an answer is (`Builtin.reads` in grpokit.rewards.registry): answer
 lines (math: grpokit.audit.rewards with grpokit.audit.tricks), code (`code_tests`: grpokit.audit.code_tricks),
-JSON (`json_schema`: json_tricks), SQL (`sql_exec`: sql_tricks), or tool episodes (grpokit.audit.tools). Each
+JSON (`json_schema`: json_tricks), SQL (`sql_exec`: sql_tricks), or tool episodes (grpokit.audit.tools). Code,
+JSON and SQL are rows of `FORMS`, each an `AnswerForm` its module declares (its tricks, what a row needs, the
+honest answers), so a new form is a module and a row (docs/extending.md). Each
 row gets an honest right answer (where the row has one), an honest wrong answer and the tricks, all scored by
 the weighted sum of every reward of the recipe, with the row's columns and prompt as training gives them.
 
@@ -26,13 +29,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grpokit.audit import code_tricks, json_tricks, sql_tricks
-from grpokit.audit.rewards import TIE, TrickResult, error_findings, paid_by, score_all
+from grpokit.audit.rewards import TIE, AuditResult, TrickResult, score_all
+from grpokit.audit.tricks import AnswerForm
 from grpokit.console import Heartbeat, hms
 
-KINDS = ("code", "json", "sql")  # the kinds audited here; answer_line in audit/rewards.py, episode in audit/tools.py
-_WHAT = {"code": "code tricks", "json": "schema tricks", "sql": "query tricks"}
-_NEEDS = {"code": "tests (`test` + `entry_point`, or `tests`)", "json": "a `schema`",
-          "sql": "a `db` and a gold query (`answer` or `gold_sql`)"}
+# The forms audited here, one row each under the name a correctness reward's `Builtin.reads` gives it, declared by
+# their modules (an AnswerForm: its tricks, what a row needs, the honest answers). answer_line is
+# grpokit.audit.rewards (its tricks need the recipe's markers), episode grpokit.audit.tools.
+FORMS: dict[str, AnswerForm] = {
+    "code": code_tricks.FORM,
+    "json": json_tricks.FORM,
+    "sql": sql_tricks.FORM,
+}
 
 
 def task_kind(task) -> str:
@@ -53,94 +61,43 @@ class Prepared:
     tricks: dict[str, str]
 
 
-def _prepare(kind: str, row: dict, prompt: Any) -> Prepared | None:
-    if kind == "code":
-        r = code_tricks.prepare_code_row(row)
-        if r is None:
-            return None
-        right, wrong = code_tricks.honest_answers(r)
-        tricks = {n: t.build(r) for n, t in code_tricks.CODE_TRICKS.items()}
-        return Prepared(row, prompt, right, [wrong], {n: v for n, v in tricks.items() if v is not None})
-    if kind == "json":
-        r = json_tricks.prepare_json_row(row)
-        if r is None:
-            return None
-        right, wrong = json_tricks.honest_answers(r)
-        if wrong is None:
-            return None
-        tricks = {n: t.build(r) for n, t in json_tricks.JSON_TRICKS.items()}
-        return Prepared(row, prompt, right, [wrong], {n: v for n, v in tricks.items() if v is not None})
-    r = sql_tricks.prepare_sql_row(row)
+def _prepare(form: AnswerForm, row: dict, prompt: Any) -> Prepared | None:
+    """A row's honest answers and the completions of the form's tricks; None: the row lacks what they need."""
+    r = form.prepare(row)
     if r is None:
         return None
-    right, wrongs = sql_tricks.honest_answers(r)
-    tricks = {n: t.build(r) for n, t in sql_tricks.SQL_TRICKS.items()}
+    right, wrongs = form.honest(r)
+    if not wrongs:
+        return None
+    tricks = {n: t.build(r) for n, t in form.tricks.items()}
     return Prepared(row, prompt, right, wrongs, {n: v for n, v in tricks.items() if v is not None})
 
 
-def _descriptions(kind: str) -> dict[str, str]:
-    table = {"code": code_tricks.CODE_TRICKS, "json": json_tricks.JSON_TRICKS, "sql": sql_tricks.SQL_TRICKS}[kind]
-    return {n: t.description for n, t in table.items()}
-
-
 @dataclass
-class TaskAuditResult:
-    """The audit of a code, JSON or SQL task; read like grpokit.audit.rewards.AuditResult."""
+class TaskAuditResult(AuditResult):
+    """The audit of a code, JSON or SQL task: grpokit.audit.rewards.AuditResult with its form and correctness
+    reward. A flagged trick scores more than an honest wrong answer (the module docstring says why)."""
 
-    kind: str
-    reward: str  # the correctness reward's name
-    tricks: list[TrickResult]
-    rows: int
-    honest_right: list[float | None]  # per row; None where the row has no reference answer
-    honest_wrong: list[float]
-    errors: dict[str, int]
-    skipped_rows: int = 0
+    kind: str = ""  # the form's name (a key of FORMS)
+    form: AnswerForm | None = None
+    reward: str = ""  # the correctness reward's name
     notes: list[str] = field(default_factory=list)
-    first_errors: dict[str, BaseException] = field(default_factory=dict)  # reward name -> its first row's error
-    completions: int = 0
-    weights: dict[str, float] = field(default_factory=dict)
 
-    @property
-    def flagged(self) -> list[TrickResult]:
-        return [t for t in self.tricks if t.flagged_rows]
+    beats = none_beats = "more than"
 
-    @property
-    def right_not_preferred(self) -> int:
-        return sum(r is not None and r <= w + TIE for r, w in zip(self.honest_right, self.honest_wrong))
-
-    @property
-    def ok(self) -> bool:
-        return not self.flagged and not self.right_not_preferred and not any(self.errors.values())
-
-    def findings(self) -> list[str]:
-        return error_findings(self) + [t.headline() for t in self.flagged] + paid_by(self.flagged, self.weights)
-
-    def table(self) -> str:
+    def head(self) -> list[str]:
         rights = [r for r in self.honest_right if r is not None]
         right = f"{sum(rights) / len(rights):.3f} ({len(rights)} row(s) with a reference)" if rights else \
             "- (no row has a reference solution)"
         wrong = sum(self.honest_wrong) / max(1, len(self.honest_wrong))
-        lines = [f"reward audit ({_WHAT[self.kind]}, for {self.reward}) on {self.rows} training row(s): honest right "
+        lines = [f"reward audit ({self.form.what}, for {self.reward}) on {self.rows} training row(s): honest right "
                  f"{right}, honest wrong {wrong:.3f}"]
         if self.skipped_rows:
-            lines.append(f"({self.skipped_rows} row(s) skipped: without {_NEEDS[self.kind]})")
-        lines += self.notes
-        lines += error_findings(self)
-        if self.right_not_preferred:
-            lines.append(f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} "
-                         f"row(s): check the reference solutions and the {self.reward} reward's params")
-        if not self.flagged:
-            lines.append(f"no trick scored more than an honest wrong answer ({len(self.tricks)} tried)")
-            return "\n".join(lines)
-        lines.append(f"{len(self.flagged)} trick(s) score more than an honest wrong answer:")
-        header = ("trick", "rows", "trick mean", "wrong mean", "example")
-        body = [(t.name, f"{t.flagged_rows}/{t.rows}", f"{t.mean:.3f}", f"{t.honest_wrong_mean:.3f}", t.example)
-                for t in self.flagged]
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
-        for r in [header, *body]:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
-        lines += paid_by(self.flagged, self.weights)  # who pays for the tricks, by how much, and the fix
-        return "\n".join(lines)
+            lines.append(f"({self.skipped_rows} row(s) skipped: without {self.form.needs})")
+        return lines + self.notes
+
+    def blind_fix(self) -> str:
+        return f"check the reference solutions and the {self.reward} reward's params"
 
 
 @contextlib.contextmanager
@@ -158,21 +115,22 @@ def _think(rewards) -> bool:
 
 
 def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | None = None) -> TaskAuditResult:
-    """Score the kind's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
+    """Score the form's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
     from grpokit.task import recipe_rewards
 
+    form = FORMS[kind]
     rewards = recipe_rewards(task)
     prepared, skipped = [], 0
     for row in task.rows()[0]:
         if len(prepared) >= max_rows:
             break
-        p = _prepare(kind, row, task.prompt_of(row) if "question" in row else None)
+        p = _prepare(form, row, task.prompt_of(row) if "question" in row else None)
         if p is None:
             skipped += 1
         else:
             prepared.append(p)
     if not prepared:
-        raise ValueError(f"no training row has {_NEEDS[kind]}; the {_WHAT[kind]} need them")
+        raise ValueError(f"no training row has {form.needs}; the {form.what} need them")
     think = _think(rewards)
     texts, owners = [], []  # (row index, "right" | "wrong#k" | trick name)
     for i, p in enumerate(prepared):
@@ -184,7 +142,7 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
     columns = {k: [prepared[i].row.get(k) for i, _ in owners] for k in keys}
     prompts = [prepared[i].prompt for i, _ in owners]
     names = ", ".join(fn.name for fn, _ in rewards)
-    with audit_progress(f"{len(texts)} completions of {len(prepared)} row(s) ({_WHAT[kind]}) scored by {names}", log):
+    with audit_progress(f"{len(texts)} completions of {len(prepared)} row(s) ({form.what}) scored by {names}", log):
         totals, parts, errors, first = score_all(rewards, texts, columns,
                                                  prompts if all(p is not None for p in prompts) else None)
     by_row: list[dict[str, tuple[float, str, dict]]] = [{} for _ in prepared]
@@ -197,7 +155,7 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
         chosen = next((w for w in tried if right is None or w[0] < right - TIE), tried[0])
         wrongs.append(chosen[0])
         wrong_parts.append(chosen[2])
-    results = {n: TrickResult(n, d) for n, d in _descriptions(kind).items()}
+    results = {n: TrickResult(n, t.description) for n, t in form.tricks.items()}
     for row, wrong, wparts in zip(by_row, wrongs, wrong_parts):
         for name, res in results.items():
             if name not in row:
@@ -206,6 +164,6 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
             res.record(score, text, wrong, flagged=score > wrong + TIE,  # beats an honest failed attempt
                        parts=tparts, wrong_parts=wparts)
     c = task.correctness
-    return TaskAuditResult(kind, c.name if c is not None else names, [r for r in results.values() if r.rows],
-                           len(prepared), rights, wrongs, errors, skipped, first_errors=first,
-                           completions=len(texts), weights={fn.name: w for fn, w in rewards})
+    return TaskAuditResult([r for r in results.values() if r.rows], len(prepared), rights, wrongs, errors, skipped,
+                           first_errors=first, completions=len(texts), weights={fn.name: w for fn, w in rewards},
+                           kind=kind, form=form, reward=c.name if c is not None else names)

@@ -25,7 +25,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from grpokit.audit.tricks import Trick, registrar
+from grpokit.audit.tricks import AnswerForm, Trick, registrar
 
 # A perturbation of any value a test compares: every honest result becomes a near miss of the same type.
 _WRONG = '''
@@ -89,15 +89,15 @@ def prepare_code_row(row: dict) -> CodeRow | None:
     return CodeRow(row, entry, prompt, full, expected, _docstring_examples(prompt, entry))
 
 
-def honest_answers(r: CodeRow) -> tuple[str | None, str]:
-    """(the right program or None, the wrong attempt), as completions."""
+def honest_answers(r: CodeRow) -> tuple[str | None, list[str]]:
+    """(the right program or None, [the wrong attempt]), as completions."""
     if r.reference is None:
-        return None, fence(f"def {r.entry}(*args, **kwargs):\n    raise ValueError('this attempt fails')")
+        return None, [fence(f"def {r.entry}(*args, **kwargs):\n    raise ValueError('this attempt fails')")]
     renamed = re.sub(rf"^(\s*)def\s+{re.escape(r.entry)}\s*\(", r"\1def _grpokit_reference(", r.reference,
                      count=1, flags=re.M)
     wrong = (f"{renamed.rstrip()}\n\n{_WRONG}\n\ndef {r.entry}(*args, **kwargs):\n"
              f"    return _grpokit_wrong(_grpokit_reference(*args, **kwargs))")
-    return fence(r.reference), fence(wrong)
+    return fence(r.reference), [fence(wrong)]
 
 
 CODE_TRICKS: dict[str, Trick] = {}
@@ -182,3 +182,8 @@ def _docstring_examples(prompt: str, entry: str) -> list[tuple[str, str]]:
         if isinstance(call, ast.Call) and not call.keywords:
             out.append((", ".join(ast.unparse(a) for a in call.args), result))
     return out
+
+
+# The code form, as the task audit reads it (grpokit.audit.by_task.FORMS).
+FORM = AnswerForm("code tricks", "tests (`test` + `entry_point`, or `tests`)", CODE_TRICKS,
+                  prepare_code_row, honest_answers)

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from grpokit.audit.tricks import Trick, registrar
+from grpokit.audit.tricks import AnswerForm, Trick, registrar
 
 _MAX_DEPTH = 200  # past the reward's nesting bound (32) and any honest answer
 _BIG_ARRAY = 20_000  # past the reward's node bound (10,000)
@@ -114,9 +114,10 @@ def _wrong_of(r: JsonRow) -> Any:
     return next((c for c in candidates if not _valid(r.schema, c)), None)
 
 
-def honest_answers(r: JsonRow) -> tuple[str | None, str | None]:
+def honest_answers(r: JsonRow) -> tuple[str | None, list[str]]:
+    """(the valid instance or None, [an invalid one]; none when no candidate fails the schema), as completions."""
     wrong = _wrong_of(r)
-    return (fence(r.right) if r.has_right else None), (None if wrong is None else fence(wrong))
+    return (fence(r.right) if r.has_right else None), ([] if wrong is None else [fence(wrong)])
 
 
 JSON_TRICKS: dict[str, Trick] = {}
@@ -136,3 +137,7 @@ json_trick("valid_then_broken", "a valid block, then a broken last block")(
     lambda r: None if not r.has_right else fence(r.right) + "\nor, shorter:\n```json\n{\"\n```")
 json_trick("deep_nesting", f"arrays nested {_MAX_DEPTH} deep")(lambda r: "```json\n" + "[" * _MAX_DEPTH + "]" * _MAX_DEPTH + "\n```")
 json_trick("huge_array", f"an array of {_BIG_ARRAY} zeros")(lambda r: fence([0] * _BIG_ARRAY))
+
+
+# The JSON form, as the task audit reads it (grpokit.audit.by_task.FORMS).
+FORM = AnswerForm("schema tricks", "a `schema`", JSON_TRICKS, prepare_json_row, honest_answers)

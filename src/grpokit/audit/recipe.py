@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from grpokit.audit.by_task import KINDS, audit_progress, audit_task, task_kind
+from grpokit.audit.by_task import FORMS, audit_progress, audit_task, task_kind
 from grpokit.audit.rewards import DEFAULT_AUDIT_ROWS, audit_rewards
 from grpokit.audit.tools import audit_recipe_tools
 from grpokit.rewards import LEARNED_REWARDS
@@ -23,7 +23,7 @@ def audit_recipe(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str]
     tricks there. `log` gets a start line; a status line follows every 30 s where no terminal shows the work."""
     task = Task.of(recipe)
     kind = task_kind(task)
-    if kind in KINDS:
+    if kind in FORMS:
         return audit_task(task, kind, max_rows, log)
     rewards = recipe_rewards(task)
     with audit_progress(f"answer-line tricks on up to {max_rows} row(s), scored by "
@@ -44,7 +44,7 @@ def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[st
                 f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
     task = Task.of(recipe)
     kind = task_kind(task)  # each task gets the tricks that fit it: answer lines, code, JSON, SQL
-    if kind not in (*KINDS, "answer_line"):
+    if kind not in (*FORMS, "answer_line"):
         return [f"reward audit skipped: no tricks for {kind} answers outside a tool environment (env:)"]
     try:
         result = audit_recipe(task, max_rows, log)

@@ -108,15 +108,23 @@ def paid_by(flagged: list[TrickResult], weights: dict[str, float]) -> list[str]:
 
 @dataclass
 class AuditResult:
+    """What an audit found, for every answer form: the answer-line audit here builds it as it is; the task audit
+    (grpokit.audit.by_task) adds its form and correctness reward (`TaskAuditResult`), which change only the words."""
+
     tricks: list[TrickResult]
     rows: int  # rows audited
-    honest_right: list[float]
+    honest_right: list[float | None]  # per row; None where the row has no reference answer (task forms)
     honest_wrong: list[float]
     errors: dict[str, int]  # reward name -> rows whose scoring raised
-    skipped_rows: int = 0  # rows with no numeric gold answer
+    skipped_rows: int = 0  # rows without what the tricks need (answer lines: a numeric gold answer)
     first_errors: dict[str, BaseException] = field(default_factory=dict)  # reward name -> its first row's error
     completions: int = 0  # completions scored by each reward
     weights: dict[str, float] = field(default_factory=dict)
+
+    # The words of the table: a flagged trick scores at least as much as an honest wrong answer here (a format
+    # reward pays honest layout, so a tie already earns a trick something); `TaskAuditResult` says "more than".
+    beats = "at least as much as"
+    none_beats = "as much as"
 
     @property
     def flagged(self) -> list[TrickResult]:
@@ -125,7 +133,7 @@ class AuditResult:
     @property
     def right_not_preferred(self) -> int:
         """Rows where the honest right answer does not beat the honest wrong one: the reward is blind."""
-        return sum(r <= w + TIE for r, w in zip(self.honest_right, self.honest_wrong))
+        return sum(r is not None and r <= w + TIE for r, w in zip(self.honest_right, self.honest_wrong))
 
     @property
     def ok(self) -> bool:
@@ -134,22 +142,27 @@ class AuditResult:
     def findings(self) -> list[str]:
         return error_findings(self) + [t.headline() for t in self.flagged] + paid_by(self.flagged, self.weights)
 
-    def table(self) -> str:
+    def head(self) -> list[str]:
+        """The table's first lines: the honest scores, and the rows left out."""
         right = sum(self.honest_right) / max(1, len(self.honest_right))
         wrong = sum(self.honest_wrong) / max(1, len(self.honest_wrong))
         lines = [f"reward audit on {self.rows} training row(s): honest right {right:.3f}, honest wrong {wrong:.3f}"]
         if self.skipped_rows:
             lines.append(f"({self.skipped_rows} row(s) skipped: gold answer is not a number)")
-        lines += error_findings(self)
+        return lines
+
+    def blind_fix(self) -> str:
+        return "check the answer markers and the correctness reward"
+
+    def table(self) -> str:
+        lines = self.head() + error_findings(self)
         if self.right_not_preferred:
-            lines.append(
-                f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} row(s): "
-                "check the answer markers and the correctness reward"
-            )
+            lines.append(f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} "
+                         f"row(s): {self.blind_fix()}")
         if not self.flagged:
-            lines.append(f"no trick scored as much as an honest wrong answer ({len(self.tricks)} tried)")
+            lines.append(f"no trick scored {self.none_beats} an honest wrong answer ({len(self.tricks)} tried)")
             return "\n".join(lines)
-        lines.append(f"{len(self.flagged)} trick(s) score at least as much as an honest wrong answer:")
+        lines.append(f"{len(self.flagged)} trick(s) score {self.beats} an honest wrong answer:")
         header = ("trick", "rows", "trick mean", "wrong mean", "example")
         body = [
             (t.name, f"{t.flagged_rows}/{t.rows}", f"{t.mean:.3f}", f"{t.honest_wrong_mean:.3f}", t.example)

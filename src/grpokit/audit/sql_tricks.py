@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from grpokit.audit.tricks import Trick, registrar
+from grpokit.audit.tricks import AnswerForm, Trick, registrar
 
 _TABLE = re.compile(r"\bfrom\s+([A-Za-z_][\w]*)", re.I)
 _PROSE = "I would select the matching rows from the table and return them."
@@ -66,3 +66,8 @@ sql_trick("two_statements", "the gold query, then a DROP in the same block")(
 sql_trick("commented_out", "the gold query inside a comment")(lambda r: fence(f"-- {r.gold}"))
 sql_trick("endless_rows", "a recursive CTE producing rows (capped at 100,000 here)")(
     lambda r: fence("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n LIMIT 100000"))
+
+
+# The SQL form, as the task audit reads it (grpokit.audit.by_task.FORMS).
+FORM = AnswerForm("query tricks", "a `db` and a gold query (`answer` or `gold_sql`)", SQL_TRICKS,
+                  prepare_sql_row, honest_answers)

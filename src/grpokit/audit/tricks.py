@@ -70,6 +70,20 @@ class Trick:
     build: Callable[[Any], str | None]  # a row of its task -> the completion; None: the trick does not apply
 
 
+@dataclass(frozen=True)
+class AnswerForm:
+    """One answer form the task audit tries (a row of grpokit.audit.by_task.FORMS, under the form's name as a
+    correctness reward's `Builtin.reads` gives it): the tricks that fit answers of that form and the honest answers
+    they are measured against. Its module (code_tricks, json_tricks, sql_tricks)
+    declares it once; docs/extending.md walks through adding one."""
+
+    what: str  # its tricks as the audit table names them, e.g. "code tricks"
+    needs: str  # what a training row must carry for them, e.g. "a `schema`"
+    tricks: dict[str, Trick]
+    prepare: Callable[[dict], Any]  # a training row -> the row the tricks read; None: it lacks `needs`
+    honest: Callable[[Any], tuple[str | None, list[str]]]  # -> (the right answer or None, wrong ones to try in order)
+
+
 def registrar(table: dict[str, Trick], kind: str):
     """A decorator factory: `register(name, description)(build)` files an adversarial completion builder in
     `table` (one table per kind of task: these answer-line tricks, code_tricks, json_tricks, sql_tricks)."""

@@ -7,7 +7,7 @@ template (message-list questions need `chat`).
 from __future__ import annotations
 
 from grpokit.data.io import load_rows, overlapping_questions, split_rows
-from grpokit.rewards import numeric_rewards
+from grpokit.rewards import names_reading, numeric_rewards
 
 # Rewards that score answers as numbers (declared in the rewards table): a recipe using one is a
 # numeric task, and `grpokit data check --task math` asks for the same check.
@@ -19,8 +19,9 @@ def is_numeric_task(recipe) -> bool:
 
 
 def is_code_task(recipe) -> bool:
-    """Scored by tests (`code_tests`): every row must carry its tests (grpokit.data.code_rows)."""
-    return any(r.name == "code_tests" for r in recipe.rewards)
+    """Scored by tests (a reward that reads code: `code_tests`): every row must carry its tests
+    (grpokit.data.code_rows)."""
+    return any(r.name in names_reading("code") for r in recipe.rewards)
 
 
 def read_args(recipe) -> dict:

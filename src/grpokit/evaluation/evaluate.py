@@ -36,7 +36,7 @@ A narrower evaluation never silently replaces a wider one (grpokit.evaluation.re
 `grpokit eval MODEL` evaluates a model with no run: `--recipe` takes the
 template, system prompt, rewards and eval set from a recipe; otherwise
 `--template` (default: `chat` when the tokenizer has a chat template, else
-`plain_en`) with the math task's rewards (`grpokit.task.DEFAULT_REWARDS`).
+`plain_en`) with the math task's rewards (`grpokit.rewards.DEFAULT_REWARDS`).
 
 Not covered: multi-GPU generation, vLLM.
 """
@@ -299,7 +299,7 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
                      system_prompt: str | None, max_new_tokens: int | None):
     """A recipe for `grpokit eval MODEL`: from --recipe (model replaced), or built from --template."""
     from grpokit.recipe import load_recipe, validate_raw
-    from grpokit.task import DEFAULT_REWARDS
+    from grpokit.rewards import DEFAULT_REWARDS
 
     if recipe_path:
         recipe = load_recipe(recipe_path)

@@ -3,8 +3,8 @@ continuous batching, vLLM).
 
     completions = complete(model, tokenizer, prompt_ids, SamplingParams(max_tokens=256))
 
-core (HF and continuous-batching backends, batching, sampling params), sampling (exact fast top-p, the drawn
-tokens' log-probs), vllm_backend (grpokit's vLLM engine and the `vllm serve` command TRL documents).
+core (HF and continuous-batching backends, batching, sampling params), backends (BACKENDS: one row per backend,
+read by the recipe too), sampling (exact fast top-p, the drawn tokens' log-probs), vllm_backend (grpokit's vLLM engine and the `vllm serve` command TRL documents).
 """
 from grpokit.generation.core import HFBackend, SamplingParams, backend_of, complete, rows_per_call, run, token_policy
 from grpokit.generation.sampling import CANDIDATES, SampledLogprobs, TopPCandidates, warpers

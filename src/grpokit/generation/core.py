@@ -23,7 +23,8 @@ completion ids. `HFBackend` batches, left-pads and calls transformers'
 conventions of `vllm.SamplingParams` (temperature 0 = greedy, `n`, `max_tokens`,
 `seed`, `stop_token_ids`), so the vLLM backend (`grpokit.generation.vllm_backend`,
 imported only when chosen) is `LLM.generate` on the prompt token ids with
-`vllm.SamplingParams(**params.as_dict())`. Callers pick a backend by name;
+`vllm.SamplingParams(**params.as_dict())`. Callers pick a backend by name, a row
+of grpokit.generation.backends (its class, settings, TRL fields and checks);
 `backend_of(recipe)` is the recipe's choice (its `generation:` section).
 
 Not covered: beam search, stop strings, multimodal prompts.
@@ -37,6 +38,7 @@ from typing import Callable, Protocol
 
 from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
+from grpokit.generation.backends import BACKENDS
 from grpokit.generation.sampling import CANDIDATES, NEUTRAL, warpers
 
 # Rows per `generate` call when the caller does not fix it: as many as fit a budget of prompt + new tokens (the
@@ -228,17 +230,13 @@ class ContinuousBackend:
         return [rows[i:i + params.n] for i in range(0, len(rows), params.n)]
 
 
-# A class, or "module:Class" imported when chosen (vLLM must not be imported by the hf path).
-BACKENDS: dict[str, type | str] = {"hf": HFBackend, "continuous": ContinuousBackend,
-                                   "vllm": "grpokit.generation.vllm_backend:VLLMBackend"}
-
-
 def make_backend(name: str, model, tokenizer, batch_size: int | None = DEFAULT_BATCH_SIZE, **options) -> Backend:
-    """`options`: the backend's own settings (vllm: gpu_memory_utilization, tensor_parallel_size, max_model_len)."""
+    """The backend `name` (a row of grpokit.generation.backends.BACKENDS) on `model`; `options`: its own settings
+    (`backend_of`; vllm: gpu_memory_utilization, tensor_parallel_size, max_model_len)."""
     if name not in BACKENDS:
         raise GrpokitError([Problem(f"generation backend {name!r}", "unknown backend",
                                     f"use one of: {', '.join(sorted(BACKENDS))}")])
-    cls = BACKENDS[name]
+    cls = BACKENDS[name].engine
     if isinstance(cls, str):
         import importlib
 
@@ -248,15 +246,10 @@ def make_backend(name: str, model, tokenizer, batch_size: int | None = DEFAULT_B
 
 
 def backend_of(recipe) -> tuple[str, dict]:
-    """The backend eval and preflight use for `recipe`: ("hf", its sampling settings) or ("vllm", its engine
-    settings)."""
-    g = recipe.generation  # grpokit.recipe.generation_section.GenerationConfig; its vllm_mode is training's (TRL), not eval's
-    if g.backend == "hf":
-        return "hf", {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile}
-    if g.backend == "continuous":
-        return "continuous", {"continuous_config": dict(g.continuous_config)}
-    return g.backend, dict(gpu_memory_utilization=g.gpu_memory_utilization,
-                           tensor_parallel_size=g.tensor_parallel_size, max_model_len=g.max_model_len)
+    """The backend eval and preflight use for `recipe`: its name and its row's settings from the recipe's
+    `generation:` section (whose vllm_mode is training's, TRL's, not eval's)."""
+    g = recipe.generation
+    return g.backend, BACKENDS[g.backend].options(g)
 
 
 def finish(raw: list[int], params: SamplingParams, tokenizer=None) -> Completion:

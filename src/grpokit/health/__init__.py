@@ -2,8 +2,9 @@
 
     findings = doctor_run("runs/smollm2-arithmetic")
 
-monitor (the live monitor, doctor), detectors (one function per health code), findings (what a detector
-returns and reads), tool_failures (the tool-task detector). Thresholds: grpokit.recipe.health_section.
+monitor (the live monitor, doctor), detectors (one function per health code, the DETECTORS table), completions
+(the detectors that read sampled completions), findings (what a detector returns and reads). Each code's severity,
+default action and thresholds: its row of grpokit.recipe.health_section.HEALTH_CODES.
 """
 from grpokit.health.detectors import DETECTORS
 from grpokit.health.findings import Finding

@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from statistics import mean
 
+from grpokit.recipe import HEALTH_CODES
+
 NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
 # Standard errors of the fitted change a plateau's upper bound adds: ~98% one-sided confidence that the
 # reward is not rising faster than plateau_delta per window, so a noisy climb is not called a plateau.
@@ -14,12 +16,15 @@ PLATEAU_CONFIDENCE = 2.0
 
 @dataclass
 class Finding:
-    code: str
-    severity: str  # warning | error
+    code: str  # a health code: a row of grpokit.recipe.HEALTH_CODES
+    severity: str = field(init=False)  # warning | error: the code's, from its row
     step: int  # the logging step at which the condition was detected
     message: str  # what is wrong and the articles' fix
     evidence: dict = field(default_factory=dict)  # the metric values that triggered it
     since: int | None = None  # the step the problem began (rollback restores a checkpoint before it)
+
+    def __post_init__(self):
+        self.severity = HEALTH_CODES[self.code].severity
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -88,3 +93,22 @@ def reward_names_in(metrics: list[dict]) -> list[str]:
             if k.startswith("rewards/") and k.endswith("/mean") and k[8:-5] not in names:
                 names.append(k[8:-5])
     return names
+
+
+def latest_window(metrics, key: str, n: int) -> list[tuple[int, float]] | None:
+    """The last n (step, value) points of `key`, when it was logged at the latest step; None otherwise."""
+    points = metric_series(metrics, key)
+    return points[-n:] if len(points) >= n and points[-1][0] == metrics[-1]["step"] else None
+
+
+def trend(s: list[tuple[int, float]]) -> tuple[float, float]:
+    """(change, standard error of the change) over `s` from its least-squares line: slope x steps spanned."""
+    xs, ys = [float(x) for x, _ in s], values_of(s)
+    n, mx, my = len(xs), mean(xs), mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n < 3 or sxx == 0:
+        return 0.0, math.inf
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (n - 2)
+    span = xs[-1] - xs[0]
+    return slope * span, math.sqrt(residual / sxx) * span

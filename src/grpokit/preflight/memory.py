@@ -188,9 +188,12 @@ def checkpoint_bytes(shape: Shape, dtype: str, device: str = "cuda") -> int:
 
 
 def vllm_share(recipe) -> float:
-    """The share of each GPU a colocated vLLM engine reserves for itself (generation.gpu_memory_utilization)."""
+    """The share of each GPU the generation backend keeps beside training: a colocated vLLM engine's
+    generation.gpu_memory_utilization (its row of grpokit.generation.backends)."""
+    from grpokit.generation.backends import BACKENDS
+
     g = recipe.generation
-    return g.gpu_memory_utilization if g.backend == "vllm" and g.vllm_mode == "colocate" else 0.0
+    return BACKENDS[g.backend].gpu_share(g)
 
 
 def recommend(recipe, shape: Shape, gpu_gib: float | None = None) -> str:

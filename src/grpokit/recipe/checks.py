@@ -203,13 +203,12 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
     """Keys of `trl:`: known GRPOConfig fields, not modelled elsewhere in the recipe, of the field's type."""
     from trl import GRPOConfig
 
+    from grpokit.generation.backends import BACKENDS
     from grpokit.recipe.generation_section import GenerationConfig
 
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
-    by_generation = {k for g in (GenerationConfig.model_construct(backend="vllm"),
-                                 GenerationConfig.model_construct(backend="continuous"),
-                                 GenerationConfig.model_construct(backend="hf", cache="static"))
-                     for k in g.grpo_kwargs()} | {"use_transformers_paged"}  # TRL's deprecated spelling
+    by_generation = {k for name in BACKENDS for k in GenerationConfig.model_construct(backend=name, cache="static")
+                     .grpo_kwargs()} | {"use_transformers_paged"}  # TRL's deprecated spelling
     hints = typing.get_type_hints(GRPOConfig)
     out: Found = []
     for key, value in trl.items():
@@ -220,7 +219,7 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
             out.append((loc, f"'{key}' is set by grpokit", f"set it through {GRPOKIT_SETS[key]}"))
         elif key in by_generation:
             out.append((loc, f"'{key}' is set by the generation: section", "set it there (generation.backend: "
-                        "hf | continuous | vllm, generation.cache, generation.continuous_config)"))
+                        f"{' | '.join(BACKENDS)}, generation.cache, generation.continuous_config)"))
         elif key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             out.append((loc, f"unknown GRPOConfig field '{key}'",

@@ -9,17 +9,18 @@ from pathlib import Path
 
 from grpokit.recipe.checks import Found
 
-# The command that makes a missing data file, by what scores it (the set-up lines of README.md "Set-up on a fresh
-# machine").
-_MAKE_DATA = {"code_tests": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
-              "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
+# The command that makes a missing data file, by the answers its correctness reward reads (`Builtin.reads` in
+# grpokit.rewards.registry; the set-up lines of README.md "Set-up on a fresh machine").
+_MAKE_DATA = {"code": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
+              "answer_line": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
 
 
 def check_data(d, base: Path, rewards=None) -> Found:
     from grpokit.data import resolve_data_path
+    from grpokit.rewards import BUILTIN
 
-    names = [r.name for r in rewards or []]
-    make = next((_MAKE_DATA[n] for n in names if n in _MAKE_DATA), None)
+    forms = [b.reads for r in rewards or [] if (b := BUILTIN.get(r.name)) is not None and b.role == "correctness"]
+    make = next((_MAKE_DATA[f] for f in forms if f in _MAKE_DATA), None)
     out: Found = []
     for key in ("train", "eval"):
         spec = getattr(d, key)

@@ -6,8 +6,9 @@
     generation: {backend: vllm, vllm_mode: colocate, gpu_memory_utilization: 0.3}
     generation: {backend: vllm, vllm_mode: server, server_url: http://10.0.0.5:8000}
 
-grpokit runs no inference engine of its own: `GenerationConfig.grpo_kwargs()` maps the section onto TRL
-1.16's GRPOConfig fields (`cache_implementation`, `use_transformers_continuous_batching` and its config,
+grpokit runs no inference engine of its own: each backend is a row of grpokit.generation.backends (its help,
+its settings, the TRL fields it implies, its checks), which this section reads. `GenerationConfig.grpo_kwargs()`
+maps the section onto TRL 1.16's GRPOConfig fields (`cache_implementation`, `use_transformers_continuous_batching` and its config,
 `use_vllm`, `vllm_mode`, `vllm_gpu_memory_utilization`, ...), and evaluation and preflight take the same
 choice through grpokit.generation (`backend_of`). Which of them is fastest where: docs/measurements.md.
 `check_generation` reports, before any model loads, what is wrong with the section itself on every
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from grpokit.generation.backends import BACKENDS, foreign_options
 from grpokit.recipe.section import Section
 
 
@@ -28,11 +30,9 @@ class GenerationConfig(Section):
     through TRL's own colocate and server modes (`grpokit serve-vllm` starts the server). Mapped onto TRL's
     GRPOConfig fields."""
 
-    backend: Literal["hf", "continuous", "vllm"] = Field(
-        "hf", description="hf: transformers' model.generate in the training process (rows finished early keep "
-        "their slot until the longest ends); continuous: transformers' continuous batching with paged attention "
-        "(TRL's use_transformers_continuous_batching: a finished row frees its slot); vllm: TRL's vLLM "
-        "integration (pip install vllm on the GPU machines).")
+    # The choices, their help, options, TRL fields and checks: one row per backend (grpokit.generation.backends).
+    backend: Literal[tuple(BACKENDS)] = Field(  # type: ignore[valid-type]
+        "hf", description="; ".join(f"{name}: {row.help}" for name, row in BACKENDS.items()) + ".")
     cache: Literal["dynamic", "static"] = Field(
         "dynamic", description="hf backend: the KV cache. dynamic grows with each token; static is allocated once "
         "for prompt + completion (TRL's cache_implementation), which `compile` needs.")
@@ -85,44 +85,12 @@ class GenerationConfig(Section):
         "uncorrected (the mismatch is still logged).")
 
     def grpo_kwargs(self) -> dict:
-        """The GRPOConfig fields this section sets (none for the default hf backend: TRL's defaults)."""
-        if self.backend == "hf":
-            return {"cache_implementation": "static"} if self.cache == "static" else {}
-        if self.backend == "continuous":
-            return {"use_transformers_continuous_batching": True,
-                    "transformers_continuous_batching_config": dict(self.continuous_config) or None}
-        return dict(use_vllm=True, vllm_mode=self.vllm_mode, vllm_gpu_memory_utilization=self.gpu_memory_utilization,
-                    vllm_tensor_parallel_size=self.tensor_parallel_size, vllm_server_base_url=self.server_url,
-                    vllm_server_host=self.server_host, vllm_server_port=self.server_port,
-                    vllm_server_timeout=self.server_timeout, vllm_max_model_length=self.max_model_len,
-                    vllm_enable_sleep_mode=self.enable_sleep_mode,
-                    vllm_importance_sampling_correction=self.importance_sampling_correction)
+        """The GRPOConfig fields this section sets (its backend's row; none for the default hf: TRL's defaults)."""
+        return BACKENDS[self.backend].trl(self)
 
 
 def check_generation(g: GenerationConfig, t=None) -> list[tuple[tuple, str, str]]:
-    """What is wrong with the section itself, on any machine (an error wherever the recipe is read)."""
-    out = []
-    if g.backend != "hf" and (g.cache != "dynamic" or g.compile):
-        key = "cache" if g.cache != "dynamic" else "compile"
-        out.append((("generation", key), f"{key} is an option of the hf backend; {g.backend} manages its own cache",
-                    f"remove generation.{key}, or set generation.backend: hf"))
-    elif g.compile and g.cache != "static":
-        out.append((("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
-                    "set generation.cache: static as well (or compile: false)"))
-    if g.sampler_dtype != "same" and g.backend != "hf":
-        out.append((("generation", "sampler_dtype"), f"a sampler copy in another precision is an option of the hf "
-                    f"backend; {g.backend} samples in its own", "remove generation.sampler_dtype, or set "
-                    "generation.backend: hf"))
-    if g.continuous_config and g.backend != "continuous":
-        out.append((("generation", "continuous_config"), f"continuous_config applies to the continuous backend, "
-                    f"not {g.backend}", "set generation.backend: continuous, or remove continuous_config"))
-    if g.backend != "vllm":
-        return out
-    if g.server_url is not None and not g.server_url.startswith(("http://", "https://")):
-        out.append((("generation", "server_url"), f"not an http(s) URL: {g.server_url!r}",
-                    "e.g. server_url: http://10.0.0.5:8000 (the host running `grpokit serve-vllm`)"))
-    if t is not None and g.max_model_len is not None and g.max_model_len < (t.max_prompt_length or 0) + t.max_completion_length:
-        out.append((("generation", "max_model_len"), f"{g.max_model_len} is shorter than max_prompt_length + "
-                    f"max_completion_length = {(t.max_prompt_length or 0) + t.max_completion_length}",
-                    "raise it, or leave it unset (the model config's length)"))
-    return out
+    """What is wrong with the section itself, on any machine (an error wherever the recipe is read): options of
+    another backend than the chosen one, then the chosen backend's own checks (grpokit.generation.backends)."""
+    defaults = {k: f.get_default(call_default_factory=True) for k, f in GenerationConfig.model_fields.items()}
+    return foreign_options(g, defaults) + BACKENDS[g.backend].checks(g, t)

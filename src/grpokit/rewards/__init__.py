@@ -8,13 +8,13 @@ process that bounds what C code can stall: SQLite queries, regex-bearing schemas
 imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
 scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).
 """
-from grpokit.rewards.registry import (BUILTIN, ROLES, RewardFunction, RewardSpec, available, build_reward,
-                                      completion_text, get_spec, names_with_role, numeric_rewards)
+from grpokit.rewards.registry import (BUILTIN, DEFAULT_REWARDS, LEARNED_REWARDS, ROLES, RewardFunction, RewardSpec,
+                                      available, build_reward, completion_text, get_spec, names_reading,
+                                      names_with_role, numeric_rewards)
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
     "DEFAULT_MAX_LENGTH": "grpokit.rewards.learned",
-    "LEARNED_REWARDS": "grpokit.rewards.learned",
     "read_rm_info": "grpokit.rewards.learned",
     "RewardModelScorer": "grpokit.rewards.learned",
     "RM_FILE": "grpokit.rewards.learned",
@@ -49,9 +49,9 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
+__all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_REWARDS", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
            "TRL_ARGUMENTS", "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available",
            "build_own", "build_reward", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_own",
-           "names_with_role", "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "required_columns",
+           "names_reading", "names_with_role", "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "required_columns",
            "reward_label", "reward_title", "rm_input_ids", "schema_problem", "signature_problems", "trial_problems",
            "worked_example"]

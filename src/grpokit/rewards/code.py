@@ -134,6 +134,20 @@ def _score(result: RunResult, mode: str, compile_penalty: float) -> float:
 )
 def get_code_tests_reward(mode: str = "fraction", compile_penalty: float = -0.5, timeout_s: float = 10.0,
                           memory_mb: int = 1024, sandbox: str = "bwrap", max_workers: int | None = None):
+    r"""The `code_tests` scorer: the share of the row's tests the completion's code passes, run in the sandbox.
+
+    Example (needs bubblewrap: `grpokit sandbox check`):
+
+    >>> from grpokit.rewards.code import get_code_tests_reward
+    >>> score = get_code_tests_reward()
+    >>> right = "```python\ndef add(a, b):\n    return a + b\n```"
+    >>> half = "def add(a, b):\n    return a * b"
+    >>> broken = "def add(a, b) return a + b"
+    >>> score([right, half, broken], tests=[["assert add(2, 3) == 5", "assert add(2, 2) == 4"]] * 3)
+    [1.0, 0.5, -0.5]
+    >>> get_code_tests_reward(mode="all")([half], tests=[["assert add(2, 3) == 5", "assert add(2, 2) == 4"]])
+    [0.0]
+    """
     if mode not in ("fraction", "all"):
         raise ValueError(f"code_tests: mode must be 'fraction' or 'all', not {mode!r}")
     if sandbox not in ("bwrap", "unsafe"):

@@ -124,6 +124,18 @@ def get_format_reward(
     require_think: bool = False,
     refuse_prompt_copies: bool = True,
 ):
+    r"""The `format` scorer: 1.0 for reasoning followed by one final answer line, else 0.0.
+
+    Example:
+
+    >>> from grpokit.rewards.format import get_format_reward
+    >>> score = get_format_reward()
+    >>> score(["3 + 4 = 7\nFinal answer: 7", "Final answer: 7", "3 + 4 = 7\nFinal answer: 7\nFinal answer: 8"])
+    [1.0, 0.0, 0.0]
+    >>> thinking = get_format_reward(require_think=True)
+    >>> thinking(["<think>\n3 + 4 = 7\n</think>\nSo:\nFinal answer: 7", "3 + 4 = 7\nFinal answer: 7"])
+    [1.0, 0.0]
+    """
     markers = answer_markers(markers)
     if min_reasoning_lines < 0:
         raise ValueError(f"format: min_reasoning_lines must be >= 0, got {min_reasoning_lines}")

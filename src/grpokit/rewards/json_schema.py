@@ -308,6 +308,17 @@ def check_in_worker(completion: str, key: str, partial_credit: float, timeout_s:
     },
 )
 def get_json_schema_reward(partial_credit: float = 0.0, timeout_s: float = _VALIDATION_TIMEOUT_S):
+    r"""The `json_schema` scorer: 1.0 for JSON that validates against the row's schema, `partial_credit` for JSON
+    that does not, 0.0 for no JSON.
+
+    Example:
+
+    >>> from grpokit.rewards.json_schema import get_json_schema_reward
+    >>> schema = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+    >>> score = get_json_schema_reward(partial_credit=0.2)
+    >>> score(['```json\n{"name": "Ada"}\n```', '{"name": 7}', "Ada"], schema=[schema] * 3)
+    [1.0, 0.2, 0.0]
+    """
     if not 0.0 <= partial_credit <= 1.0:
         raise ValueError(f"partial_credit must be between 0 and 1, got {partial_credit}")
     if not 0.0 < timeout_s < math.inf:

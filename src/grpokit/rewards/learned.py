@@ -29,7 +29,6 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards.registry import describe
 
 SCALES = ("sigmoid", "raw")
-LEARNED_REWARDS = ("reward_model",)  # scored by a model, not a rule: the audit and health treat them as gameable
 RM_FILE = "rm.json"  # the reward model's record: base, data, split, accuracy; also marks a folder as an RM
 DEFAULT_MAX_LENGTH = 512
 SCORE_BATCH = 8
@@ -134,6 +133,18 @@ def _sigmoid(x: float) -> float:
     },
 )
 def get_reward_model_reward(path: str | None = None, batch_size: int = 8, scale: str = "sigmoid"):
+    r"""The `reward_model` scorer: a reward model's score of (question, completion), from a folder `grpokit rm train`
+    wrote; the folder is checked when the reward is built, before any policy loads.
+
+    Example (`score(completions, question=questions)` once `path` names a trained reward model):
+
+    >>> from grpokit.rewards.learned import get_reward_model_reward
+    >>> get_reward_model_reward(path=None)
+    Traceback (most recent call last):
+    grpokit.errors.GrpokitError: 1 problem(s) found
+      - rewards: reward_model: params.path is not set
+        fix: train a reward model (`grpokit rm train RANKINGS --out DIR`) and set params: {path: DIR}
+    """
     if not path:
         raise GrpokitError([Problem("rewards: reward_model", "params.path is not set",
                                     "train a reward model (`grpokit rm train RANKINGS --out DIR`) and set "

@@ -115,6 +115,19 @@ def get_length_reward(
     think_budget: int | None = None,
     think_penalty: float = 0.5,
 ):
+    r"""The `length` scorer: 0.0 for a completion of a fitting length, a penalty for an empty or too-short one and,
+    with `max_completion_length`, a penalty growing towards the generation limit (DAPO's soft over-long penalty).
+
+    Example:
+
+    >>> from grpokit.rewards.length import get_length_reward
+    >>> score = get_length_reward(min_chars=10)
+    >>> score(["", "7", "3 + 4 = 7, so the answer is 7."])
+    [-1.0, -1.0, 0.0]
+    >>> soft = get_length_reward(min_chars=0, max_completion_length=100, overlong_buffer=20)
+    >>> soft(["x", "y", "z"], completion_ids=[[0] * 70, [0] * 90, [0] * 100])  # token counts, as TRL passes them
+    [0.0, -0.5, -1.0]
+    """
     if min_chars < 0 or any(v is not None and v < 1 for v in (max_completion_length, think_budget)):
         raise ValueError("length: min_chars must be >= 0, max_completion_length and think_budget >= 1")
     if max_completion_length is not None and overlong_buffer is not None and not 0 < overlong_buffer <= max_completion_length:

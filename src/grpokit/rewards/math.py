@@ -490,6 +490,20 @@ def score_math(completion: str, answer: object, markers: tuple[str, ...] = DEFAU
     params={"markers": "answer-line markers to look for, case-insensitive (default: Final answer:, 最终答案：, 最终答案:)"},
 )
 def get_math_correctness_reward(markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS):
+    r"""The `math_correctness` scorer: 1.0 for the gold answer, 0.0 for a wrong, hedged or refused one.
+
+    Example:
+
+    >>> from grpokit.rewards.math import get_math_correctness_reward
+    >>> score = get_math_correctness_reward()
+    >>> completions = ["18 - 3 = 15\nFinal answer: 15", "Final answer: 14", "Final answer: 15 or 16", "I don't know"]
+    >>> score(completions, answer=["15"] * 4)
+    [1.0, 0.0, 0.0, 0.0]
+    >>> score(["Final answer: $1,225.00"], answer=["1225"])  # numbers are compared as numbers
+    [1.0]
+    >>> get_math_correctness_reward(markers=["Answer:"])(["Answer: 0.5"], answer=["1/2"])
+    [1.0]
+    """
     markers = answer_markers(markers)
 
     def score(completions: list[str], answer: list, **_columns) -> list[float | None]:

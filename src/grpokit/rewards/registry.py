@@ -65,7 +65,8 @@ class Builtin:
     numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
 
 
-# The one list of built-in rewards. Adding a reward: a module with a @describe'd factory, and a row here.
+# The one list of built-in rewards. Adding a reward: a module with a @describe'd factory, and a row here
+# (docs/extending.md "A reward" walks through one).
 BUILTIN: dict[str, Builtin] = {
     "math_correctness": Builtin("grpokit.rewards.math:get_math_correctness_reward", "correctness", "accuracy",
                                 reads="answer_line", refusals=True, numeric=True),
@@ -132,6 +133,18 @@ def names_with_role(role: str) -> list[str]:
 
 def numeric_rewards() -> list[str]:
     return [n for n, b in BUILTIN.items() if b.numeric]
+
+
+def names_reading(form: str) -> list[str]:
+    """The built-ins that parse answers of `form` (`Builtin.reads`): `code` for the rewards whose rows carry tests."""
+    return [n for n, b in BUILTIN.items() if b.reads == form]
+
+
+# What a task is scored by when nobody says (`grpokit eval MODEL` without --recipe): the math task, its answer line
+# checked and its layout rewarded.
+DEFAULT_REWARDS = ({"name": "math_correctness"}, {"name": "format"})
+# Scored by a model, not a rule (role `preference`): the audit and health treat them as gameable.
+LEARNED_REWARDS = tuple(names_with_role("preference"))
 
 
 def get_spec(name: str) -> RewardSpec:
@@ -272,6 +285,21 @@ class RewardFunction:
 
 
 def build_reward(name: str, params: dict[str, Any] | None = None) -> RewardFunction:
+    r"""The built-in reward `name` with `params`, as a TRL reward function (`reward_funcs=[...]` of GRPOTrainer):
+    called as TRL calls it, with the completions and the dataset's columns; TRL logs it as `rewards/<name>/mean`.
+
+    Example:
+
+    >>> from grpokit.rewards import build_reward
+    >>> reward = build_reward("math_correctness", {"markers": ["Answer:"]})
+    >>> reward.__name__
+    'math_correctness'
+    >>> reward(prompts=["2 + 3?", "2 + 3?"], completions=["2 + 3 = 5\nAnswer: 5", "Answer: 6"], answer=["5", "5"])
+    [1.0, 0.0]
+    >>> build_reward("math_correctness", {"marker": ["Answer:"]})
+    Traceback (most recent call last):
+    TypeError: reward 'math_correctness' has no parameter(s) ['marker']; valid: ['markers']
+    """
     spec = get_spec(name)
     params = dict(params or {})
     bad = spec.unknown_params(params)

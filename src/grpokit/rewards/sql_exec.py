@@ -129,6 +129,22 @@ def check_sql(completion: str, db: object, gold_sql: object, timeout_s: float = 
     },
 )
 def get_sql_exec_reward(timeout_s: float = 2.0, max_rows: int = 10_000):
+    r"""The `sql_exec` scorer: 1.0 when the completion's query, run read-only on the row's SQLite database, returns
+    the gold query's rows; 0.0 for other rows, an error, a write or a timeout.
+
+    Example:
+
+    >>> import sqlite3, tempfile
+    >>> from grpokit.rewards.sql_exec import get_sql_exec_reward
+    >>> db = tempfile.mkdtemp() + "/shop.db"
+    >>> with sqlite3.connect(db) as c:
+    ...     _ = c.executescript("CREATE TABLE items(name TEXT, price REAL); INSERT INTO items VALUES ('pen', 2), ('ink', 9);")
+    >>> score = get_sql_exec_reward()
+    >>> gold = "SELECT name FROM items WHERE price > 5"
+    >>> score(["```sql\nSELECT name FROM items WHERE price >= 9\n```", "SELECT name FROM items", "DELETE FROM items"],
+    ...       db=[db] * 3, answer=[gold] * 3)
+    [1.0, 0.0, 0.0]
+    """
     if not timeout_s > 0 or max_rows < 1:
         raise ValueError(f"sql_exec: timeout_s must be > 0 and max_rows >= 1, got {timeout_s} and {max_rows}")
     def score(completions: list[str], db: list, answer: list | None = None, gold_sql: list | None = None,

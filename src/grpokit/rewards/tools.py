@@ -80,6 +80,17 @@ def _messages_reward(fn):
 @describe(description="Called the right tool(s), or rightly none: Jaccard overlap of the tool names "
           "called and expected_calls.", columns=("expected_calls",))
 def get_tool_choice_reward():
+    r"""The `tool_choice` scorer: the overlap of the tools an episode called with the row's expected ones.
+
+    Example (an episode is TRL's message list of one rollout):
+
+    >>> from grpokit.rewards.tools import get_tool_choice_reward
+    >>> called_add = [{"role": "assistant", "tool_calls": [{"function": {"name": "add", "arguments": {"a": 2}}}]},
+    ...               {"role": "tool", "content": "5"}, {"role": "assistant", "content": "Final answer: 5"}]
+    >>> answered = [{"role": "assistant", "content": "Final answer: 5"}]
+    >>> get_tool_choice_reward()([called_add, answered], expected_calls=[[{"name": "add"}], [{"name": "add"}]])
+    [1.0, 0.0]
+    """
     @_messages_reward
     def score(completions, expected_calls=None, **_):
         out = []
@@ -98,6 +109,18 @@ def get_tool_choice_reward():
 @describe(description="Share of tool calls whose arguments validate against the tool's JSON schema "
           "(row column tools); None when no tool was called.", columns=("tools",))
 def get_tool_args_reward():
+    r"""The `tool_args` scorer: the share of an episode's calls whose arguments fit the called tool's schema.
+
+    Example:
+
+    >>> from grpokit.rewards.tools import get_tool_args_reward
+    >>> tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+    ...           "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}]
+    >>> def calls(*arguments):
+    ...     return [{"role": "assistant", "tool_calls": [{"function": {"name": "add", "arguments": a}} for a in arguments]}]
+    >>> get_tool_args_reward()([calls({"a": 1, "b": 2}), calls({"a": 1, "b": 2}, {"a": "one"})], tools=[tools] * 2)
+    [1.0, 0.5]
+    """
     @_messages_reward
     def score(completions, tools=None, **_):
         out = []
@@ -113,6 +136,15 @@ def get_tool_args_reward():
           "math verifier) or hidden_tests (the environment's share of hidden tests passing).",
           columns=("goal", "answer"))
 def get_task_success_reward():
+    r"""The `task_success` scorer: the episode's goal check (by default its final answer line against `answer`).
+
+    Example:
+
+    >>> from grpokit.rewards.tools import get_task_success_reward
+    >>> episodes = [[{"role": "assistant", "content": "Final answer: 5"}], [{"role": "assistant", "content": "Final answer: 6"}]]
+    >>> get_task_success_reward()(episodes, answer=["5", "5"])
+    [1.0, 0.0]
+    """
     @_messages_reward
     def score(completions, goal=None, answer=None, environments=None, **_):
         out = []
@@ -133,6 +165,16 @@ def get_task_success_reward():
           "arguments), up to the number expected.", columns=("expected_calls",),
           params={"per_call": "reward per matching call (default 0.1)"})
 def get_tool_shaping_reward(per_call: float = 0.1):
+    r"""The `tool_shaping` scorer: `per_call` for each call matching an expected call, up to the number expected.
+
+    Example:
+
+    >>> from grpokit.rewards.tools import get_tool_shaping_reward
+    >>> episode = [{"role": "assistant", "tool_calls": [{"function": {"name": "add", "arguments": {"a": 2, "b": 3}}},
+    ...                                                 {"function": {"name": "add", "arguments": {"a": 2, "b": 3}}}]}]
+    >>> get_tool_shaping_reward(per_call=0.1)([episode], expected_calls=[[{"name": "add", "arguments": {"a": 2, "b": 3}}]])
+    [0.1]
+    """
     @_messages_reward
     def score(completions, expected_calls=None, **_):
         out = []

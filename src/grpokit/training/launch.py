@@ -175,6 +175,7 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
 
     import torch
 
+    from grpokit.generation.backends import BACKENDS
     from grpokit.recipe import grpo_args
 
     with tempfile.TemporaryDirectory() as tmp:  # grpo_args names a run folder; nothing is written in it
@@ -205,7 +206,7 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
         f"  memory      {_checkpointing(recipe, n, cuda)}"
         + (f", LoRA r={recipe.model.lora.r} ({recipe.model.lora.target_modules})" if recipe.model.lora else
            ", every weight trained"),
-        f"  generation  {_backend(recipe, a)}",
+        f"  generation  {BACKENDS[recipe.generation.backend].describe(recipe.generation)}",
         f"  device      {'cuda' if cuda else 'cpu (no CUDA GPU here)'}",
         f"  plan        {_plan(recipe, n, strategy)}",
     ]
@@ -232,14 +233,6 @@ def _precision(recipe, n: int, cuda: bool) -> str:
     if n > 1:
         out += f"; the launch passes --mixed_precision {mixed_precision_of(recipe.model.dtype)} for the GPUs"
     return out
-
-
-def _backend(recipe, a) -> str:
-    g = recipe.generation
-    if not a.use_vllm:
-        return "hf (model.generate)"
-    return f"vllm {a.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}" if a.vllm_mode == "colocate"
-                                    else f", server {g.server_url}")
 
 
 def _plan(recipe, n: int, strategy: str | None) -> str:

@@ -19,8 +19,8 @@ The reference completion of a row, in order:
 - a generated arithmetic row (kind/a/b/op): `a op b = answer` then the line;
 - otherwise the answer line alone (a recipe whose format reward asks for a
   reasoning line will score such a model low on format: add a `solution`).
-The answer line uses the recipe's first answer marker (`markers` of
-math_correctness / format), else `最终答案：` for plain_zh, `Final answer:`.
+The answer line uses the recipe's first answer marker (`markers` of a
+built-in reward that reads answer lines: math_correctness, format), else `最终答案：` for plain_zh, `Final answer:`.
 
 The run directory has the GRPO layout (config.yaml, run.json with
 `kind: sft`, metrics.jsonl, checkpoints/checkpoint-N with the COMPLETE
@@ -46,8 +46,10 @@ _CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not somethi
 
 
 def answer_marker(recipe: Recipe) -> str:
+    from grpokit.rewards import names_reading
+
     for r in recipe.rewards:
-        if r.name in ("math_correctness", "format") and r.params.get("markers"):
+        if r.name in names_reading("answer_line") and r.params.get("markers"):
             return str(r.params["markers"][0]).strip()
     return "最终答案：" if recipe.data.template == "plain_zh" else "Final answer:"
 

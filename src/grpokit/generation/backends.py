@@ -1,0 +1,146 @@
+"""The generation backends, one row each: everything grpokit knows about a backend, read by both sides of it.
+
+    BACKENDS["continuous"].engine           # the class that generates ("module:Class", imported when chosen)
+    BACKENDS["continuous"].options(g)       # its settings for evaluation and preflight, from the recipe's generation:
+    BACKENDS["continuous"].trl(g)           # the TRL GRPOConfig fields it sets for training
+    BACKENDS["continuous"].owns             # generation: fields only it reads (another backend refuses them)
+    BACKENDS["continuous"].checks(g, train) # what is wrong with its own settings, on any machine
+    BACKENDS["continuous"].describe(g)      # its line in `grpokit train --dry-run`
+    BACKENDS["vllm"].gpu_share(g)           # the share of each GPU it keeps beside training (preflight --memory)
+
+`g` is the recipe's `generation:` section (grpokit.recipe.generation_section.GenerationConfig) and `train` its
+`train:` section, read by attribute: generation sits below the recipe and imports none of it, and this module
+imports no model library either, so the recipe schema can read the table while staying model-free. The runtime
+(grpokit.generation.core: `make_backend`, `backend_of`) and the recipe (`generation.backend`'s choices and help,
+`grpo_kwargs`, `check_generation`, the `trl:` keys the section owns) all read these rows; adding a backend is its
+class (the `Backend` protocol of grpokit.generation.core) and a row here (docs/extending.md walks through one).
+
+Not covered: what a machine lacks to run a backend (vLLM installed, CUDA: grpokit.recipe.machine) and the
+transformers-side check of `continuous_config` (grpokit.recipe.checks, which may import transformers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+RecipeProblem = tuple[tuple, str, str]  # (location in the recipe, what is wrong, the fix), as the recipe checks return
+
+
+def _nothing(*_args) -> dict:
+    return {}
+
+
+def _no_problems(_g, _train=None) -> list[RecipeProblem]:
+    return []
+
+
+@dataclass(frozen=True)
+class Owned:
+    """generation: fields one backend reads and the others refuse. `what` and `fix` name the first field set away
+    from its default as {key} and the recipe's backend as {backend}."""
+
+    fields: tuple[str, ...]
+    what: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class BackendRow:
+    engine: type | str  # the class (grpokit.generation.core.Backend), or "module:Class" imported only when chosen
+    help: str  # what it is, for the recipe's `generation.backend` (the reference page shows it)
+    options: Callable[[Any], dict] = _nothing  # its constructor settings from the generation: section (backend_of)
+    trl: Callable[[Any], dict] = _nothing  # the GRPOConfig fields training sets for it (none: TRL's defaults)
+    owns: tuple[Owned, ...] = ()
+    checks: Callable[[Any, Any], list[RecipeProblem]] = _no_problems  # its own settings, before any model loads
+    summary: Callable[[Any], str] | None = None  # its line in `grpokit train --dry-run` (default: its name)
+    gpu_share: Callable[[Any], float] = lambda g: 0.0  # the share of each GPU it reserves beside training (memory plan)
+
+    def describe(self, g) -> str:
+        return self.summary(g) if self.summary else g.backend
+
+
+def _hf_trl(g) -> dict:
+    return {"cache_implementation": "static"} if g.cache == "static" else {}
+
+
+def _hf_checks(g, _train=None) -> list[RecipeProblem]:
+    if not g.compile or g.cache == "static":
+        return []
+    return [(("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
+             "set generation.cache: static as well (or compile: false)")]
+
+
+def _continuous_trl(g) -> dict:
+    return {"use_transformers_continuous_batching": True,
+            "transformers_continuous_batching_config": dict(g.continuous_config) or None}
+
+
+def _vllm_trl(g) -> dict:
+    return dict(use_vllm=True, vllm_mode=g.vllm_mode, vllm_gpu_memory_utilization=g.gpu_memory_utilization,
+                vllm_tensor_parallel_size=g.tensor_parallel_size, vllm_server_base_url=g.server_url,
+                vllm_server_host=g.server_host, vllm_server_port=g.server_port,
+                vllm_server_timeout=g.server_timeout, vllm_max_model_length=g.max_model_len,
+                vllm_enable_sleep_mode=g.enable_sleep_mode,
+                vllm_importance_sampling_correction=g.importance_sampling_correction)
+
+
+def _vllm_checks(g, train=None) -> list[RecipeProblem]:
+    out = []
+    if g.server_url is not None and not g.server_url.startswith(("http://", "https://")):
+        out.append((("generation", "server_url"), f"not an http(s) URL: {g.server_url!r}",
+                    "e.g. server_url: http://10.0.0.5:8000 (the host running `grpokit serve-vllm`)"))
+    needed = None if train is None else (train.max_prompt_length or 0) + train.max_completion_length
+    if needed is not None and g.max_model_len is not None and g.max_model_len < needed:
+        out.append((("generation", "max_model_len"), f"{g.max_model_len} is shorter than max_prompt_length + "
+                    f"max_completion_length = {needed}", "raise it, or leave it unset (the model config's length)"))
+    return out
+
+
+# The recipe's `generation.backend` offers them in this order (hf, its default, first).
+BACKENDS: dict[str, BackendRow] = {
+    "hf": BackendRow(
+        "grpokit.generation.core:HFBackend",
+        "transformers' model.generate in the training process (rows finished early keep their slot until the "
+        "longest ends)",
+        options=lambda g: {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile},
+        trl=_hf_trl,
+        summary=lambda g: "hf (model.generate)",
+        owns=(Owned(("cache", "compile"), "{key} is an option of the hf backend; {backend} manages its own cache",
+                    "remove generation.{key}, or set generation.backend: hf"),
+              Owned(("sampler_dtype",), "a sampler copy in another precision is an option of the hf backend; "
+                    "{backend} samples in its own", "remove generation.sampler_dtype, or set generation.backend: hf")),
+        checks=_hf_checks),
+    "continuous": BackendRow(
+        "grpokit.generation.core:ContinuousBackend",
+        "transformers' continuous batching with paged attention (TRL's use_transformers_continuous_batching: a "
+        "finished row frees its slot)",
+        options=lambda g: {"continuous_config": dict(g.continuous_config)},
+        summary=lambda g: "continuous (transformers' continuous batching)",
+        trl=_continuous_trl,
+        owns=(Owned(("continuous_config",), "continuous_config applies to the continuous backend, not {backend}",
+                    "set generation.backend: continuous, or remove continuous_config"),)),
+    "vllm": BackendRow(
+        "grpokit.generation.vllm_backend:VLLMBackend",  # vLLM must not be imported by the other paths
+        "TRL's vLLM integration (pip install vllm on the GPU machines)",
+        options=lambda g: dict(gpu_memory_utilization=g.gpu_memory_utilization,
+                               tensor_parallel_size=g.tensor_parallel_size, max_model_len=g.max_model_len),
+        trl=_vllm_trl,
+        checks=_vllm_checks,
+        summary=lambda g: f"vllm {g.vllm_mode}" + (f", gpu_memory_utilization {g.gpu_memory_utilization}"
+                                                    if g.vllm_mode == "colocate" else f", server {g.server_url}"),
+        gpu_share=lambda g: g.gpu_memory_utilization if g.vllm_mode == "colocate" else 0.0),
+}
+
+
+def foreign_options(g, defaults: dict[str, Any]) -> list[RecipeProblem]:
+    """Fields another backend owns, set away from their `defaults` while `g.backend` is chosen."""
+    out = []
+    for name, row in BACKENDS.items():
+        if name == g.backend:
+            continue
+        for owned in row.owns:
+            key = next((f for f in owned.fields if getattr(g, f) != defaults[f]), None)
+            if key is not None:
+                out.append((("generation", key), owned.what.format(key=key, backend=g.backend),
+                            owned.fix.format(key=key, backend=g.backend)))
+    return out

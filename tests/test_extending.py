@@ -1,0 +1,91 @@
+"""docs/extending.md, built: the guide's examples are applied to a copy of src/ and their tests run there (and
+import-linter's contracts checked on it), so the page shows code that works with the tables as they are, not
+prose that drifts from them.
+
+Every ```python block of the page carries a title that says what to do with it:
+  "src/PATH"                      a new file, written whole (it must not exist yet);
+  "src/PATH, a row of TABLE"      lines added at the end of that table (opened by the line `TABLE... = {`);
+  "src/PATH, above NAME"          code added above the first line that starts with NAME;
+  "src/PATH, an import"           a line added above the module's first `from grpokit` import;
+  "tests/PATH"                    a test, run with pytest in the copy (with this folder's conftest.py).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "docs" / "extending.md"
+BLOCK = re.compile(r'^```python title="([^"]+)"\n(.*?)^```$', re.M | re.S)
+# The extension points the page walks through, each by the test of its example.
+EXAMPLES = {"reward": "tests/test_exact_word.py", "audit answer form": "tests/test_word_tricks.py",
+            "health detector": "tests/test_grad_norm_spike.py", "generation backend": "tests/test_one_by_one.py",
+            "demo task family": "tests/test_arithmetic_quick.py"}
+
+
+def blocks() -> list[tuple[str, str]]:
+    return BLOCK.findall(PAGE.read_text(encoding="utf-8"))
+
+
+def apply(root: Path, title: str, code: str) -> None:
+    """One block of the page, applied to the copy at `root` as its title says (module docstring)."""
+    path, _, where = title.partition(", ")
+    target = root / path
+    if not where:
+        assert not target.exists(), f"{path} exists already: the guide's example would replace it"
+        target.write_text(code, encoding="utf-8")
+        return
+    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    if where.startswith("a row of "):
+        table = where.removeprefix("a row of ")
+        start = next(i for i, line in enumerate(lines) if re.match(rf"{table}\b.*= \{{$", line))
+        at = next(i for i, line in enumerate(lines) if i > start and line.rstrip() == "}")  # the last row's place
+        new = ["    " + line if line.strip() else line for line in code.splitlines(keepends=True)]
+    elif where.startswith("above "):
+        at = next(i for i, line in enumerate(lines) if line.startswith(where.removeprefix("above ")))
+        new = [code, "\n\n"]
+    elif where == "an import":
+        at = next(i for i, line in enumerate(lines) if line.startswith("from grpokit"))
+        new = [code]
+    else:
+        raise AssertionError(f"a block titled {title!r}: the test knows no such place (module docstring)")
+    target.write_text("".join(lines[:at] + new + lines[at:]), encoding="utf-8")
+
+
+def test_every_block_says_where_it_goes_and_each_extension_point_has_an_example():
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.count("```python") == len(blocks()), "a ```python block without a title: say where it goes"
+    titles = [t for t, _ in blocks()]
+    for point, test in EXAMPLES.items():
+        assert test in titles, f"the {point} example has no test ({test})"
+    for title in titles:
+        path, _, where = title.partition(", ")
+        assert path.startswith(("src/grpokit/", "tests/")), title
+        assert not where or where.startswith(("a row of ", "above ")) or where == "an import", title
+        if where:
+            assert (REPO / path).is_file(), f"{title}: {path} does not exist"
+
+
+def test_the_examples_work_when_added_as_the_page_says(tmp_path):
+    shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "tests").mkdir()
+    shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "tests")
+    for title, code in blocks():
+        apply(tmp_path, title, code)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
+    tests = sorted(EXAMPLES.values())
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
+    count = sum(code.count("\ndef test_") for title, code in blocks() if title.startswith("tests/"))
+    assert res.stdout.splitlines()[-1].startswith(f"{count} passed"), res.stdout[-3000:]  # none skipped
+    # ... and they keep the layers: the import-linter contracts hold with them added
+    lint = Path(sys.executable).with_name("lint-imports")
+    if lint.is_file():
+        shutil.copy(REPO / "pyproject.toml", tmp_path)
+        res = subprocess.run([str(lint)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-3000:]
