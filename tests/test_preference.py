@@ -175,7 +175,8 @@ def test_preference_demo_trains_a_reward_model_then_grpo_and_compares_on_heldout
     assert json.loads((out / "demo.json").read_text())["win_rates"] == result["win_rates"]
     results = json.loads((out / "eval" / "results.json").read_text())
     assert results["checkpoints"][-1]["vs_base"]["reward_model"] == w  # the same figure in eval/results.json
-    assert (out / "report" / "report.html").is_file()
+    page = (out / "report" / "report.html").read_text()  # the report plots and tabulates the win rate, not accuracy
+    assert "win vs base (reward_model)" in page and "win rate against the base per checkpoint" in page
     # `grpokit eval RUN_DIR` reaches the same comparison from the command line, for every checkpoint.
     assert main(["eval", str(out)]) == 0
     printed = capsys.readouterr().out

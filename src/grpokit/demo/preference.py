@@ -4,7 +4,8 @@ prompts neither ever saw, by the reward model and by a rule it did not produce.
     grpokit demo --task preference                          # runs/demo-preference, its reward model beside it
     grpokit demo --task preference --set train.seed=1 --output-dir runs/demo-preference-s1
 
-The articles' preference family, in the order a user runs it by hand (docs/workflows.md "Reward model"):
+The articles' preference family, in the order a user runs it by hand (docs/workflows.md "Preference tasks: a
+reward model trained from human rankings"):
 
 1. `grpokit rm train builtin:preference/rankings.jsonl` (grpokit.rm): SmolLM2-135M with a score head on the 240
    better-than pairs of 40 ranked prompts (a fifth of the prompts held out for its pairwise accuracy), into

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from grpokit.evaluation.preference import win_names
+
 GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
 GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
 
@@ -100,7 +102,7 @@ def results_legend(results: dict) -> list[str]:
     }
     say.update({f"win vs base ({n})": f"win vs base ({n}): share of held-out rows where {n} scores this checkpoint's "
                 "greedy answer above the base model's (ties, the same answer, count half; 50% is no change)"
-                for n in _win_names(results["checkpoints"])})
+                for n in win_names(results["checkpoints"])})
     out = [say[h] for h in headers if h in say and h]
     if any(h.startswith("sampled pass@") for h in headers):
         out.append(f"sampled pass@k: share of rows with at least one right answer among k of "
@@ -108,11 +110,6 @@ def results_legend(results: dict) -> list[str]:
     if not metric:
         out.append("reward columns: the greedy mean of each reward (the task has no correctness reward)")
     return out
-
-
-def _win_names(entries: list[dict]) -> list[str]:
-    """The learned rewards some checkpoint has a win rate against the base by (grpokit.evaluation.preference)."""
-    return list(dict.fromkeys(n for e in entries for n, w in (e.get("vs_base") or {}).items() if w))
 
 
 def results_table(results: dict):
@@ -128,7 +125,7 @@ def results_table(results: dict):
     ks = sorted({int(x) for e in entries for x in e["heldout"].get("pass_at_k", {})} & {1, k})
     has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
     means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
-    wins = _win_names(entries)
+    wins = win_names(entries)
     title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
     table = Table(title=title)
     cols = ["step", *([metric] if metric else means), *[f"win vs base ({n})" for n in wins], *extra,

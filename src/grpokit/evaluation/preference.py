@@ -50,3 +50,8 @@ def against_base(entries: list[dict]) -> list[dict]:
               if name in base_scores and len(mine[name]) == len(base_scores[name])} if e["step"] != 0 else {}
         out.append({**e, "vs_base": vs} if any(vs.values()) else e)
     return out
+
+
+def win_names(entries: list[dict]) -> list[str]:
+    """The learned rewards some checkpoint of `entries` has a win rate against the base by (tables, plots)."""
+    return list(dict.fromkeys(n for e in entries for n, w in (e.get("vs_base") or {}).items() if w))
