@@ -54,7 +54,7 @@ def test_bad_ranking_file_exits_2_without_traceback(tmp_path, capsys):
 def test_pairs_are_every_better_than_pair():
     rows = read_rankings(BUNDLED)
     ps = pairs(rows)
-    assert len(ps) == sum(len(r["candidates"]) * (len(r["candidates"]) - 1) // 2 for r in rows) == 72
+    assert len(ps) == sum(len(r["candidates"]) * (len(r["candidates"]) - 1) // 2 for r in rows) == 240
     # candidates listed out of order: the pair still goes from the better rank to the worse
     (p,) = pairs([{"id": "x", "question": "q", "candidates": [{"text": "worse", "rank": 2}, {"text": "better", "rank": 1}]}])
     assert (p.chosen, p.rejected) == ("better", "worse")
@@ -91,7 +91,7 @@ def test_csv_round_trip_keeps_ranks_and_reports_lines(tmp_path):
 
 def test_reward_model_trains_and_reports_heldout_accuracy(tiny_rm_dir):
     info = json.loads((tiny_rm_dir / "rm.json").read_text())
-    assert info["steps"] == 3 and info["train_pairs"] + info["heldout_pairs"] == 72
+    assert info["steps"] == 3 and info["train_pairs"] + info["heldout_pairs"] == 240
     assert info["heldout_pairs"] > 0 and 0.0 <= info["heldout"]["accuracy"] <= 1.0
     assert (tiny_rm_dir / "config.json").is_file() and (tiny_rm_dir / "model.safetensors").is_file()
 
@@ -103,8 +103,8 @@ def test_rm_train_and_eval_from_the_cli(tmp_path, tiny_rm_base_dir, capsys):
     assert "held-out pairwise accuracy" in capsys.readouterr().out
     assert main(["rm", "eval", str(out), str(BUNDLED)]) == 0
     text = capsys.readouterr().out
-    assert "72 pairs" in text and "held-out" in text
-    assert json.loads((out / "eval" / "rankings.json").read_text())["pairs"] == 72
+    assert "240 pairs" in text and "held-out" in text
+    assert json.loads((out / "eval" / "rankings.json").read_text())["pairs"] == 240
 
 
 def test_reward_model_reward_scores_batched_and_cached(tiny_rm_dir):

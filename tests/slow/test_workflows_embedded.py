@@ -19,7 +19,7 @@ def test_reward_model_then_preference_grpo_on_the_embedded_model(tmp_path, capsy
     assert main(["rm", "train", "builtin:preference/rankings.jsonl", "--base", "default", "--out", str(rm),
                  "--max-steps", "4", "--batch-size", "4"]) == 0
     info = json.loads((rm / "rm.json").read_text())
-    assert info["heldout_pairs"] == 12 and info["heldout"]["accuracy"] is not None
+    assert info["heldout_pairs"] == 48 and info["heldout"]["accuracy"] is not None
     recipe = yaml.safe_load((REPO / "recipes" / "smollm2-preference.yaml").read_text())
     recipe["rewards"][0]["params"]["path"] = str(rm)
     recipe["train"].update(max_steps=2, save_steps=2, num_generations=2, per_device_train_batch_size=4,

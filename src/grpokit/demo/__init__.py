@@ -24,6 +24,9 @@ class DemoTask(NamedTuple):
 TASKS: dict[str, DemoTask] = {
     "arithmetic": DemoTask("arithmetic", "runs/demo",
                            "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+    "preference": DemoTask("preference", "runs/demo-preference",
+                           "a reward model from the bundled rankings, then GRPO against it "
+                           "(recipes/smollm2-preference.yaml)"),
 }
 DEFAULT_TASK = "arithmetic"
 

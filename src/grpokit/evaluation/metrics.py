@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from grpokit.evaluation.preference import win_names
+
 GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
 GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
 
@@ -91,12 +93,16 @@ def results_legend(results: dict) -> list[str]:
                + " / ".join(("held-out minus perturbed" if k == "perturbed" else "train minus held-out") for k in kinds)
                + f"; 'large' above {100 * GAP_FLAG:.0f} points and {GAP_SIGMAS:g} standard errors (a look at "
                "memorisation or overfitting is due)",
-        "format": "format: share of completions that end with the answer format the format reward checks",
+        "format": "format: share of completions the task's format reward passes (math: the answer line; "
+                  "direct_answer: a brief, finished, direct reply)",
         "refusal": "refusal: share of completions that decline to answer (\"I don't know\"), where the correctness "
                    "reward can tell",
         "length": "length: mean completion length in tokens",
         "cut off": "cut off: share of completions that hit the generation limit (max_new_tokens) before they ended",
     }
+    say.update({f"win vs base ({n})": f"win vs base ({n}): share of held-out rows where {n} scores this checkpoint's "
+                "greedy answer above the base model's (ties, the same answer, count half; 50% is no change)"
+                for n in win_names(results["checkpoints"])})
     out = [say[h] for h in headers if h in say and h]
     if any(h.startswith("sampled pass@") for h in headers):
         out.append(f"sampled pass@k: share of rows with at least one right answer among k of "
@@ -119,9 +125,11 @@ def results_table(results: dict):
     ks = sorted({int(x) for e in entries for x in e["heldout"].get("pass_at_k", {})} & {1, k})
     has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
     means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
+    wins = win_names(entries)
     title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
     table = Table(title=title)
-    cols = ["step", *([metric] if metric else means), *extra, *(["gap"] if extra else []),
+    cols = ["step", *([metric] if metric else means), *[f"win vs base ({n})" for n in wins], *extra,
+            *(["gap"] if extra else []),
             *[f"sampled pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
             *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
     for col in cols:
@@ -132,7 +140,8 @@ def results_table(results: dict):
         step = f"{e['step']}" + (" base" if e["step"] == 0 else "") + (" [green]★best[/]" if e["step"] == best else "")
         head = [pct(h["accuracy"])] if metric else [
             "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
-        table.add_row(step, *head, *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
+        won = [pct(((e.get("vs_base") or {}).get(n) or {}).get("win_rate")) for n in wins]
+        table.add_row(step, *head, *won, *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
                       *([gap_s] if extra else []), *[pct(h["pass_at_k"].get(str(x))) for x in ks],
                       *([pct(h["format_rate"])] if has["format_rate"] else []),
                       *([pct(h.get("refusal_rate"))] if has["refusal_rate"] else []),

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from grpokit.evaluation.metrics import choose_best
+from grpokit.evaluation.preference import against_base
 from grpokit.run import RunDir, read_json, run_end
 
 PARTIAL_SUFFIX = "-partial"  # results.json -> results-partial.json: a narrower comparison's own file
@@ -84,6 +85,7 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
             notes["kept"] = (f"{main.name} ({_describe(old_width)}) and {RunDir(out_dir).best_file.name} kept: this "
                              f"comparison of {_describe(new_width)} is narrower, so it went to {path.name}; evaluate "
                              "every checkpoint on every held-out row (`grpokit eval RUN_DIR`) to replace them")
+    merged = against_base(merged)  # after the merge: a step evaluated alone is compared with the base evaluated before
     best = choose_best(merged)
     results = {"model": recipe.model.name, **settings, "checkpoints": merged,
                "best": _best_record(best, settings, new_width) if best else None}

@@ -140,19 +140,33 @@ def plot_curve(metrics: list[dict], keys: list[str], title: str, ylabel: str, pa
 
 
 def plot_eval(results: dict, path: Path) -> None:
+    from grpokit.evaluation.preference import win_names
+
     plt, fig, ax = _figure()
     entries = results["checkpoints"]
+    drawn = False
     for kind, label in (("heldout", "held-out"), ("perturbed", "perturbed numbers"), ("train", "training rows")):
         pts = [(e["step"], number((e.get(kind) if isinstance(e.get(kind), dict) else {}).get("accuracy")))
                for e in entries]
         pts = [(s, 100 * a) for s, a in pts if a is not None]
         if pts:
             ax.plot(*zip(*pts), marker="o", label=label)
+            drawn = True
+    if not drawn:  # no correctness reward (a preference task): the win rate against the base, the format reward
+        for name in win_names(entries):
+            pts = [(0, 50.0)] + [(e["step"], 100 * e["vs_base"][name]["win_rate"]) for e in entries
+                                 if ((e.get("vs_base") or {}).get(name) or {}).get("win_rate") is not None]
+            ax.plot(*zip(*pts), marker="o", label=f"win rate against the base ({name})")
+        pts = [(e["step"], 100 * f) for e in entries
+               if (f := number((e.get("heldout") if isinstance(e.get("heldout"), dict) else {}).get("format_rate")))
+               is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="s", label="format reward pass rate")
     best = results.get("best")
     if best and best.get("accuracy") is not None:
         ax.plot([best["step"]], [100 * best["accuracy"]], marker="*", markersize=16, color="gold",
                 markeredgecolor="black", linestyle="none", label=f"best (step {best['step']})")
-    metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
+    metric = results.get("metric") or ("win rate / pass rate" if not drawn else "accuracy")  # stored as `accuracy`
     _title(ax, f"greedy {metric} per checkpoint (step 0 = base model)")
     ax.set(xlabel="step", ylabel=f"{metric} (%)", ylim=(-2, 102))
     ax.legend(fontsize=9)

@@ -3,7 +3,7 @@
     fn = build_reward("math_correctness", {"markers": ["Final answer:"]})
 
 registry (the table, the TRL wrapper), parsing (answer lines, fences), one module per scorer (math, format,
-length, code, json_schema, sql_exec, tools, learned), own (a recipe's own functions), worker (the killable
+length, code, json_schema, sql_exec, tools, learned, direct_answer), own (a recipe's own functions), worker (the killable
 process that bounds what C code can stall: SQLite queries, regex-bearing schemas; sqlite_ro runs in it). Only the registry is
 imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
 scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).

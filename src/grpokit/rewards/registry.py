@@ -79,6 +79,9 @@ BUILTIN: dict[str, Builtin] = {
     # A learned reward (grpokit.rm): it judges the whole answer against people's rankings, so it is the task's
     # preference signal, not a checkable correctness; health compares it with the rule rewards (hacking).
     "reward_model": Builtin("grpokit.rewards.learned:get_reward_model_reward", "preference"),
+    # The style the bundled rankings prefer, as a rule (brief, finished, no hedge, no brush-off): the form of a reply,
+    # and next to reward_model with weight 0 a check the reward model did not produce.
+    "direct_answer": Builtin("grpokit.rewards.direct_answer:get_direct_answer_reward", "format"),
     # Tool-calling episodes (grpokit.envs): they read the episode's messages, not an answer form of their own.
     "task_success": Builtin("grpokit.rewards.tools:get_task_success_reward", "correctness", "task success",
                             reads="episode"),
