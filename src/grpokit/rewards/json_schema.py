@@ -81,6 +81,24 @@ def extract_json_text(completion: str) -> str | None:
     return (blocks[-1] if blocks else region).strip()
 
 
+def parse_answer(completion: str) -> tuple[object, str]:
+    """(the JSON value a completion offers, "") or (None, why there is none: unclosed_think | too_large | not_json |
+    too_deep). The one reading of a JSON answer: json_schema validates it, json_fields compares it with the gold."""
+    text = extract_json_text(completion)
+    if text is None:
+        return None, "unclosed_think"
+    if len(text) > _MAX_JSON_CHARS:
+        return None, "too_large"
+    try:
+        value = json.loads(text)
+    except RecursionError:  # deeper than Python's parser allows
+        return None, "too_deep"
+    except ValueError:  # JSONDecodeError, and integers longer than Python converts
+        return None, "not_json"
+    problem = _shape_problem(value)
+    return (None, problem) if problem else (value, "")
+
+
 def _shape_problem(value: object) -> str:
     """'too_large' / 'too_deep' when parsed JSON exceeds the bounds, else ''; iterative, so deep input is safe."""
     nodes, stack = 0, [(value, 1)]
@@ -225,6 +243,20 @@ def schema_problem(schema: object) -> str | None:
     return _outside_message(outside[0]) if outside else None
 
 
+def schema_error(schema: object) -> str | None:
+    """Everything json_schema would refuse in a row's `schema` (not JSON, not an object, invalid against its
+    meta-schema, nested too deeply, a `$ref` outside it), or None: for the rows of a JSON task, whose every row
+    this reward scores (`grpokit data check --task json`)."""
+    try:
+        key = _schema_key(schema)
+        if key is None:
+            return "the row has no schema"
+        _validator(key)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def _schema_key(schema: object) -> str | None:
     """A row's `schema` (dict, or JSON text) as canonical JSON text for the validator cache."""
     if schema is None or schema == "":
@@ -268,18 +300,7 @@ def check_json(
 def check_in_worker(completion: str, key: str, partial_credit: float, timeout_s: float) -> tuple[float, str, list]:
     """`check_json` on a canonical schema text, in this process (the worker's task, and the fast path)."""
     validator, _ = _validator(key)
-    text = extract_json_text(completion)
-    if text is None:
-        return 0.0, "unclosed_think", []
-    if len(text) > _MAX_JSON_CHARS:
-        return 0.0, "too_large", []
-    try:
-        value = json.loads(text)
-    except RecursionError:  # deeper than Python's parser allows
-        return 0.0, "too_deep", []
-    except ValueError:  # JSONDecodeError, and integers longer than Python converts
-        return 0.0, "not_json", []
-    problem = _shape_problem(value)
+    value, problem = parse_answer(completion)
     if problem:
         return 0.0, problem, []
     _deadline.at = time.monotonic() + timeout_s
