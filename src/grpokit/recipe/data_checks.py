@@ -12,7 +12,9 @@ from grpokit.recipe.checks import Found
 # The command that makes a missing data file, by what scores it (the set-up lines of README.md "Set-up on a fresh
 # machine").
 _MAKE_DATA = {"code_tests": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
-              "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
+              "math_correctness": "`grpokit data generate arithmetic FILE` (generated arithmetic)",
+              "json_fields": "`grpokit data generate json FILE` (generated extraction rows)",
+              "json_schema": "`grpokit data generate json FILE` (generated extraction rows)"}
 
 
 def check_data(d, base: Path, rewards=None) -> Found:
