@@ -24,6 +24,8 @@ class DemoTask(NamedTuple):
 TASKS: dict[str, DemoTask] = {
     "arithmetic": DemoTask("arithmetic", "runs/demo",
                            "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+    "json": DemoTask("json_extraction", "runs/demo-json",
+                     "GRPO on short texts -> JSON objects with typed fields (recipes/smollm2-json-extraction.yaml)"),
 }
 DEFAULT_TASK = "arithmetic"
 
