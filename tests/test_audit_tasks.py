@@ -111,7 +111,7 @@ CASES = [
      lambda t: [{"question": f"Person {i}?", "answer": json.dumps({"name": f"p{i}", "age": i}), "schema": SCHEMA}
                 for i in range(4)],
      [{"name": "json_fields"}, {"name": "json_schema", "weight": 0.5}], 0, "no trick scored more than an honest wrong "
-     "answer (12 tried)"),
+     "answer (13 tried)"),
     ("json: a field reward that compares values as text pays for stringified values",
      lambda t: [{"question": f"Person {i}?", "answer": json.dumps({"name": f"p{i}", "age": i}), "schema": SCHEMA}
                 for i in range(4)],

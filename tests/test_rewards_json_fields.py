@@ -42,6 +42,8 @@ CASES = [
      "some_wrong"),
     ("an array is not an object", '[{"name": "Maria"}]', GOLD, 0.0, "not_an_object"),
     ("prose", "Maria is 34 and lives in Lisbon.", GOLD, 0.0, "not_json"),
+    ("a key given twice, the right value last: no hedging", '{"name": "Tom", "name": "Maria", "age": 34, '
+     '"city": "Lisbon"}', GOLD, 0.0, "duplicate_key"),
     ("JavaScript keys", '{name: "Maria", age: 34, city: "Lisbon"}', GOLD, 0.0, "not_json"),
     ("empty", "", GOLD, 0.0, "not_json"),
     ("the answer only in an open think", '<think>\n{"name": "Maria", "age": 34, "city": "Lisbon"}', GOLD, 0.0,

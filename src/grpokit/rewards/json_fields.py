@@ -12,7 +12,8 @@ whitespace collapsed and, unless `case_sensitive`, case folded ("lisbon" for "Li
 compare element by element with the same rules. Keys the gold does not have earn nothing and cost nothing
 here: the row's schema (`additionalProperties: false`, json_schema) is what refuses them.
 
-Scores 0.0 when the completion offers no JSON object (prose, an array, invalid JSON, an unclosed think); None
+Scores 0.0 when the completion offers no JSON object (prose, an array, invalid JSON, an object naming a key twice,
+an unclosed think); None
 when the row has no gold answer (a JSON row may carry a schema alone: json_schema still judges it). A gold
 answer that is not a JSON object is a dataset bug: the reward raises (counted and reported by the registry),
 as json_schema does for an invalid schema; `grpokit data check --task json` reports it with its line first.
@@ -67,7 +68,7 @@ def same_value(got: object, gold: object, case_sensitive: bool = False) -> bool:
 
 def check_fields(completion: str, answer: object, case_sensitive: bool = False) -> tuple[float | None, str, list[str]]:
     """(reward, reason, the gold keys got wrong). Reasons: all_right | some_wrong | not_an_object | no_gold, or the
-    JSON reading's own (not_json, unclosed_think, too_large, too_deep)."""
+    JSON reading's own (not_json, duplicate_key, unclosed_think, too_large, too_deep)."""
     gold = gold_object(answer)
     if gold is None:
         return None, "no_gold", []
