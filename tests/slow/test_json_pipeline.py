@@ -29,6 +29,10 @@ def test_json_extraction_pipeline_on_a_tiny_model(tmp_path, tiny_model_dir, caps
              "train.save_steps=1", "--set", "train.num_generations=4", "--set", "train.per_device_train_batch_size=8",
              "--set", "train.max_completion_length=12", "--set", "data.eval_max_rows=6",
              "--set", "train.learning_rate=1e-3"]
+    # + a shaping reward with spread on random text (tests/reward_fns.py): a tiny model writes no JSON, so the two
+    # JSON rewards alone tie every group and nothing would be trained
+    shaped = small + ["--set", 'rewards=[{name: json_fields}, {name: json_schema, weight: 0.5}, '
+                      '{name: "reward_fns:length_spread", role: shaping, weight: 0.1}]']
     for name in ("train", "eval"):
         assert main(["data", "check", f"builtin:json/{name}.jsonl", "--task", "json"]) == 0
     assert main(["recipe", "check", RECIPE, *small]) == 0
@@ -37,7 +41,7 @@ def test_json_extraction_pipeline_on_a_tiny_model(tmp_path, tiny_model_dir, caps
     assert "schema tricks, for json_fields" in audit and "no trick scored more than an honest wrong answer" in audit
 
     run = tmp_path / "demo-json"
-    assert main(["demo", "--task", "json", "--output-dir", str(run), *small]) == 0
+    assert main(["demo", "--task", "json", "--output-dir", str(run), *shaped]) == 0
     demo = json.loads((run / "demo.json").read_text())
     printed = capsys.readouterr().out
     assert "field accuracy" in printed and "valid rate" in printed

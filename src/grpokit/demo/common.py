@@ -62,9 +62,9 @@ def write_demo_json(run_dir: Path, result: dict) -> None:
 def metric_rows(before, after) -> list[tuple[str, str, str]]:
     """The table rows of two evaluations (grpokit.evaluation.EvalResult): every correctness metric of the task
     (accuracy; field accuracy and valid rate), the format rate where a format reward exists, length, cut-off."""
-    names = list(before.metrics) or ["accuracy"]  # results without `metrics` carry the primary one only
-    rows = [(m, pct(before.metrics.get(m, before.accuracy if i == 0 else None)),
-             pct(after.metrics.get(m, after.accuracy if i == 0 else None))) for i, m in enumerate(names)]
+    rows = [(m, pct(before.metrics.get(m)), pct(after.metrics.get(m))) for m in before.metrics]
+    if not rows:  # a task without a correctness reward: its table still says so
+        rows = [("accuracy", pct(before.accuracy), pct(after.accuracy))]
     if before.format_rate is not None or after.format_rate is not None:
         rows.append(("format rate", pct(before.format_rate), pct(after.format_rate)))
     return rows + [("mean completion length (tokens)", f"{before.mean_length:.1f}", f"{after.mean_length:.1f}"),
