@@ -98,8 +98,9 @@ def results_legend(results: dict) -> list[str]:
         "length": "length: mean completion length in tokens",
         "cut off": "cut off: share of completions that hit the generation limit (max_new_tokens) before they ended",
     }
+    for m in further_metrics(results):  # beside the primary metric, as in the table
+        say[m] = f"{m}: greedy, by another correctness reward of the task, on the same rows"
     out = [say[h] for h in headers if h in say and h]
-    out += [f"{m}: greedy, by another correctness reward of the task, on the same rows" for m in further_metrics(results)]
     if any(h.startswith("sampled pass@") for h in headers):
         out.append(f"sampled pass@k: share of rows with at least one right answer among k of "
                    f"{results.get('samples_per_problem')} samples at the recipe's temperature (unbiased estimator)")
