@@ -33,3 +33,20 @@ def injected(prompts, completions, **_):
 def long_length_spread(prompts, completions, **_):
     """Completion length / 100: spread on any text, so the advantages are non-zero and the weights must move."""
     return [min(len(c), 100) / 100 for c in completions]
+
+
+def loose_fields(prompts, completions, answer, **_):
+    """A field reward compared as text: "34" passes for 34, the loophole json_fields closes (the audit finds it)."""
+    import json
+
+    out = []
+    for c, a in zip(completions, answer):
+        gold = json.loads(a)
+        try:
+            got = json.loads(c.split("```json\n")[-1].split("\n```")[0])
+        except ValueError:
+            out.append(0.0)
+            continue
+        got = got if isinstance(got, dict) else {}
+        out.append(sum(str(got.get(k)) == str(v) for k, v in gold.items()) / len(gold))
+    return out

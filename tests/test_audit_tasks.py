@@ -64,7 +64,9 @@ def test_every_shipped_recipe_passes_its_own_audit(tmp_path, monkeypatch, capsys
     text = out.out + out.err
     expected = {"smollm2-humaneval.yaml": "code tricks, for code_tests", "smollm2-preference.yaml": "learned reward",
                 "smollm2-calculator-tools.yaml": "tool-hack audit", "smollm2-repofix.yaml": "tool-hack audit",
-                "qwen3-4b-tools.yaml": "tool-hack audit"}.get(name, "no trick scored as much as an honest wrong")
+                "qwen3-4b-tools.yaml": "tool-hack audit",
+                "smollm2-json-extraction.yaml": "schema tricks, for json_fields"}.get(
+        name, "no trick scored as much as an honest wrong")
     assert expected in text, text
     if name == "smollm2-humaneval.yaml":  # the math answer-line audit no longer runs against code_tests
         assert "refusal" not in text and "hedge" not in text
@@ -105,6 +107,16 @@ CASES = [
     ("json: a schema that accepts anything is a loophole",
      lambda t: [{"question": f"Anything {i}?", "answer": "{}", "schema": {"type": "object"}} for i in range(3)],
      [{"name": "json_schema"}], 1, "empty_object   3/3"),
+    ("json: field correctness beside the schema passes, its own tricks tried",
+     lambda t: [{"question": f"Person {i}?", "answer": json.dumps({"name": f"p{i}", "age": i}), "schema": SCHEMA}
+                for i in range(4)],
+     [{"name": "json_fields"}, {"name": "json_schema", "weight": 0.5}], 0, "no trick scored more than an honest wrong "
+     "answer (13 tried)"),
+    ("json: a field reward that compares values as text pays for stringified values",
+     lambda t: [{"question": f"Person {i}?", "answer": json.dumps({"name": f"p{i}", "age": i}), "schema": SCHEMA}
+                for i in range(4)],
+     [{"name": "reward_fns:loose_fields", "role": "correctness"}, {"name": "json_schema", "weight": 0.5}], 1,
+     "values_as_strings  4/4"),
     ("sql: queries with results pass", lambda t: _sql_rows(t, (2, 3, 4)), [{"name": "sql_exec"}], 0,
      "query tricks, for sql_exec"),
     ("sql: an empty gold result is matched by a commented-out query",  # sql_exec runs an empty statement

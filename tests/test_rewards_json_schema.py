@@ -35,6 +35,11 @@ CASES = [
     ('{"name": "Ann", "age": 3, "x": 1}', SCHEMA, 0.0, 0.0, "schema_mismatch"),  # extra field
     ('{"name": "Ann"}', SCHEMA, 0.3, 0.3, "schema_mismatch"),  # partial credit when configured
     ('{"name": "Ann", age: 3}', SCHEMA, 0.3, 0.0, "not_json"),  # not JSON: no partial credit
+    # a key given twice: parsers disagree on which value counts (Python keeps the last), so none is read; the
+    # JSON demo's trained model wrote `{"day": 1, "hour": 11, "day": "Sunday"}`
+    ('{"name": "Ann", "age": 3, "age": 4}', SCHEMA, 0.3, 0.0, "duplicate_key"),
+    ('{"name": "Ann", "age": 3, "x": {"a": 1, "a": 1}}', {"type": "object"}, 0.0, 0.0, "duplicate_key"),  # nested
+    ('[{"a": 1}, {"a": 2}]', {"type": "array"}, 0.0, 1.0, "valid"),  # one key in two objects is no duplicate
     ("", SCHEMA, 0.0, 0.0, "not_json"),  # empty
     ("我不知道", SCHEMA, 0.0, 0.0, "not_json"),  # refusal
     ('<think>\n{"name": "Ann", "age": 3}', SCHEMA, 0.0, 0.0, "unclosed_think"),  # answer only in an open think

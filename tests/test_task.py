@@ -29,6 +29,7 @@ ROLE_TABLE = [
     ("math_correctness", "correctness", "accuracy"),
     ("code_tests", "correctness", "pass@1"),
     ("json_schema", "correctness", "valid rate"),
+    ("json_fields", "correctness", "field accuracy"),  # graded: its metric is its mean score (tests/test_json_task.py)
     ("sql_exec", "correctness", "execution match"),
     ("format", "format", None),
     ("length", "shaping", None),

@@ -4,6 +4,7 @@
     task.rewards            # each reward built as training builds it: function, weight, role
     task.correctness        # the first reward with the `correctness` role (None: nothing checks the answer)
     task.primary_metric     # "accuracy" (math), "pass@1" (code_tests), "valid rate", "execution match", ...
+    task.metric_values(s)   # {metric: per-row values} of every correctness reward, the primary first
     task.generation         # max_new_tokens, temperature, top_p
     task.rows()             # (train rows, held-out rows, notes), loaded on first use
 
@@ -58,6 +59,17 @@ class TaskReward:
     def passes(self, scores: list[float | None]) -> list[bool | None]:
         return [None if s is None else s >= PASS_SCORE - _EPS for s in scores]
 
+    @property
+    def metric(self) -> str:
+        return self.spec.metric or f"{self.name} pass rate"
+
+    def metric_values(self, scores: list[float | None]) -> list[float | None]:
+        """Per row, what the reward's metric averages: the score itself for a graded reward (the share of the
+        fields right), else 1.0 / 0.0 for a pass (a score of 1.0) or not; None where it does not apply."""
+        if self.spec.graded:
+            return [None if s is None else float(s) for s in scores]
+        return [None if p is None else float(p) for p in self.passes(scores)]
+
 
 @dataclass
 class Task:
@@ -109,7 +121,13 @@ class Task:
     @property
     def primary_metric(self) -> str | None:
         c = self.correctness
-        return None if c is None else (c.spec.metric or f"{c.name} pass rate")
+        return None if c is None else c.metric
+
+    def metric_values(self, scores: dict[str, list]) -> dict[str, list[float | None]]:
+        """{metric: per-row values} of every correctness reward, the primary first, from `score`'s scores: a JSON
+        task reports its field accuracy and its valid rate. Names are distinct: a recipe's rewards are (recipe
+        checks), the built-ins' metrics are, and an own reward's is its name's pass rate."""
+        return {r.metric: r.metric_values(scores[r.name]) for r in self.by_role("correctness")}
 
     def measured(self) -> str | None:
         """What evaluation can and cannot say, when no reward checks the answer; None when one does."""

@@ -9,8 +9,12 @@ invalid one, and the tricks that try to pass validation without answering.
 
 The tricks (`JSON_TRICKS`): empty, prose only, `{}`, `null`, the schema itself echoed back, JSON that is not
 JSON (unquoted keys), the right instance cut in half, a valid block followed by a broken last one, nesting
-past any honest depth, and an array past any honest size. A trick that scores more than the honest invalid
-answer is a loophole: usually a schema that accepts too much (no `required`, `additionalProperties` open).
+past any honest depth, and an array past any honest size; and, for a reward that compares values with the gold
+(`json_fields`), the right values all written as strings ("34" for 34), every field hedged with a list of
+candidates (the right value and a wrong one), and every key given twice, a wrong value first (Python's parser
+keeps the last one; others keep the first). A trick that scores more than the honest invalid answer is a
+loophole: usually a schema that accepts too much (no `required`, `additionalProperties` open), or a value
+comparison that accepts another type or a list of guesses.
 
 Not covered: `format` keywords (the reward leaves them unchecked), schemas with `$ref` cycles or `not` that
 the instance builder does not try to satisfy.
@@ -137,6 +141,16 @@ json_trick("valid_then_broken", "a valid block, then a broken last block")(
     lambda r: None if not r.has_right else fence(r.right) + "\nor, shorter:\n```json\n{\"\n```")
 json_trick("deep_nesting", f"arrays nested {_MAX_DEPTH} deep")(lambda r: "```json\n" + "[" * _MAX_DEPTH + "]" * _MAX_DEPTH + "\n```")
 json_trick("huge_array", f"an array of {_BIG_ARRAY} zeros")(lambda r: fence([0] * _BIG_ARRAY))
+json_trick("values_as_strings", "the right object with every value written as a string (\"34\" for 34)")(
+    lambda r: None if not r.has_right or not isinstance(r.right, dict) or all(isinstance(v, str) for v in r.right.values())
+    else fence({k: v if isinstance(v, str) else json.dumps(v) for k, v in r.right.items()}))
+json_trick("every_candidate", "each field a list of candidates: the right value and a wrong one")(
+    lambda r: None if not r.has_right or not isinstance(r.right, dict) or not r.right
+    else fence({k: [v, "x" if v != "x" else "y"] for k, v in r.right.items()}))
+json_trick("duplicate_keys", "every key twice, a wrong value first and the right one last")(
+    lambda r: None if not r.has_right or not isinstance(r.right, dict) or not r.right
+    else "```json\n{" + ", ".join(f"{json.dumps(k)}: {json.dumps('x' if v != 'x' else 'y')}, {json.dumps(k)}: "
+                                  f"{json.dumps(v)}" for k, v in r.right.items()) + "}\n```")
 
 
 # The JSON form, as the task audit reads it (grpokit.audit.by_task.FORMS).

@@ -18,11 +18,13 @@ def register(sub) -> None:
 
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
-    dc.add_argument("--task", choices=["math", "code"], help="math: warn about answers the math reward does not read "
-                    "as numbers; code: every row needs tests (HumanEval's test + entry_point, or a tests list)")
+    dc.add_argument("--task", choices=["math", "code", "json"], help="math: warn about answers the math reward does "
+                    "not read as numbers; code: every row needs tests (HumanEval's test + entry_point, or a tests "
+                    "list); json: every row needs a valid `schema`, and its gold answer must match it")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
-    dg.add_argument("task", choices=["arithmetic"], help="which task to generate")
+    dg.add_argument("task", choices=["arithmetic", "json"], help="which task to generate: arithmetic (additions and "
+                    "subtractions), json (short texts -> JSON objects with typed fields, a schema per row)")
     dg.add_argument("out", help="where to write the rows (.jsonl)")
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
@@ -59,7 +61,7 @@ def cmd_data_check(args) -> int:
             err.print(f"[yellow]note:[/] offline ({offline_reason()}): {args.file} is read from the datasets "
                       "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
-                        numeric=args.task == "math", code=args.task == "code")
+                        numeric=args.task == "math", code=args.task == "code", json_task=args.task == "json")
     from grpokit.data import grouped
 
     if report.columns:
@@ -73,9 +75,9 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data import generate, question_keys
+    from grpokit.data import GENERATORS, question_keys
 
-    rows = generate(args.rows, args.seed, question_keys(args.exclude or []))
+    rows = GENERATORS[args.task](args.rows, args.seed, question_keys(args.exclude or []))
     _write_jsonl(args.out, rows)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0

@@ -12,7 +12,9 @@ recipes name them) or hf:ID (see `formats`).
 Rows of a code task (grpokit.data.code_rows) are valid as HumanEval writes
 them (`prompt`, `test`, `entry_point`), as `grpokit data import humaneval`
 writes them, or with a `tests` list of assert lines; they need no answer (the
-reference solution is optional); so do JSON rows with a `schema`.
+reference solution is optional); so do JSON rows with a `schema`. On a JSON
+task (grpokit.data.json_rows) every row needs a schema json_schema can use,
+and a gold answer, where there is one, that validates against it.
 
 What counts as a number on a numeric task is the math reward's own reading
 (`is_numeric_answer`: `parse_gold` + `parse_number`), so `data check` and
@@ -43,6 +45,7 @@ from pathlib import Path
 
 from grpokit.data.code_rows import is_code_row
 from grpokit.data.formats import RawData, read_file, read_hf
+from grpokit.data.json_rows import json_row_problems
 from grpokit.data.paths import resolve_data_path
 from grpokit.data.rows import (ANSWER_FIELDS, QUESTION_FIELDS, answer_type, closest_column, is_numeric_answer,
                                normalize_row, pick_field, question_key, question_text)
@@ -108,9 +111,10 @@ def _split_where(where: str) -> tuple[str, str, str]:
 
 def check_rows(objects: list[tuple[str, object]], path: str, question_field=None, answer_field=None,
                report: DataReport | None = None, template: str | None = None, numeric: bool = False,
-               code: bool = False) -> DataReport:
+               code: bool = False, json_task: bool = False) -> DataReport:
     """Normalise rows into `report`; `numeric` (a task scored as numbers) warns about answers the math reward
-    does not read as numbers; `code` (a task scored by tests) refuses rows without tests."""
+    does not read as numbers; `code` (a task scored by tests) refuses rows without tests; `json_task` (scored by
+    json_schema / json_fields) rows without a usable schema, or with a gold answer that breaks it."""
     report = report or DataReport(path)
     first_seen: dict[str, str] = {}
     seen_columns = dict.fromkeys(report.columns)
@@ -120,7 +124,9 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
         row, problems = normalize_row(obj, where, question_field, answer_field, template, code)
         if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
             problems = check_tool_row(obj, where)
-        if not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
+        if not problems and json_task:  # every row scored by its schema: the schema usable, the gold matching it
+            problems = json_row_problems(obj, where, pick_field(obj, answer_field, ANSWER_FIELDS))
+        elif not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
             problems = _schema_problems(obj["schema"], where)
         if problems:
             report.errors.extend(problems)
@@ -195,7 +201,7 @@ def question_keys(paths: list[str]) -> set[str]:
 
 def check_file(path: str | Path, question_field: str | None = None, answer_field: str | None = None, *,
                template: str | None = None, numeric: bool = False, hf_config: str | None = None,
-               split: str = "train", code: bool = False) -> DataReport:
+               split: str = "train", code: bool = False, json_task: bool = False) -> DataReport:
     """Every problem of a data file (any of formats.FORMATS), bundled file (`builtin:...`, as recipes name them)
     or hub dataset (`hf:ID`), with where it is."""
     spec = str(path)
@@ -216,7 +222,7 @@ def check_file(path: str | Path, question_field: str | None = None, answer_field
         return report
     report.errors.extend(raw.row_errors)
     report.unusable += len(raw.row_errors)
-    return check_rows(raw.rows, spec, question_field, answer_field, report, template, numeric, code)
+    return check_rows(raw.rows, spec, question_field, answer_field, report, template, numeric, code, json_task)
 
 
 check_jsonl = check_file  # the name from when JSONL was the only format
@@ -224,10 +230,10 @@ check_jsonl = check_file  # the name from when JSONL was the only format
 
 def load_rows(path_or_spec: str, *, question_field=None, answer_field=None, skip_bad_rows=False,
               hf_config=None, split="train", template: str | None = None,
-              numeric: bool = False, code: bool = False) -> tuple[list[dict], DataReport]:
+              numeric: bool = False, code: bool = False, json_task: bool = False) -> tuple[list[dict], DataReport]:
     """Usable rows of a dataset, or GrpokitError (exit 1) if some are unusable and not skipped."""
     report = check_file(path_or_spec, question_field, answer_field, template=template, numeric=numeric,
-                        hf_config=hf_config, split=split, code=code)
+                        hf_config=hf_config, split=split, code=code, json_task=json_task)
     if report.fatal:
         raise GrpokitError(report.errors, exit_code=1, title=f"{path_or_spec}: cannot be used")
     if report.errors and not skip_bad_rows:

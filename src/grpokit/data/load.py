@@ -24,12 +24,19 @@ def is_code_task(recipe) -> bool:
     return any(r.name in names_reading("code") for r in recipe.rewards)
 
 
+def is_json_task(recipe) -> bool:
+    """Scored by a reward that reads JSON (json_schema, json_fields): every row needs its schema
+    (grpokit.data.json_rows)."""
+    return any(r.name in names_reading("json") and r.path is None for r in recipe.rewards)
+
+
 def read_args(recipe) -> dict:
     """How a recipe's rows are read (fields, template, the task's checks): for training here, and for
     `recipe check` (grpokit.recipe.data_checks.check_data_rows), which reads them the same way."""
     d = recipe.data
     return dict(question_field=d.question_field, answer_field=d.answer_field, hf_config=d.hf_config,
-                template=d.template, numeric=is_numeric_task(recipe), code=is_code_task(recipe))
+                template=d.template, numeric=is_numeric_task(recipe), code=is_code_task(recipe),
+                json_task=is_json_task(recipe))
 
 
 def _load(recipe, spec: str, split: str, notes: list[str]):

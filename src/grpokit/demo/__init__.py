@@ -24,6 +24,8 @@ class DemoTask(NamedTuple):
 TASKS: dict[str, DemoTask] = {
     "arithmetic": DemoTask("arithmetic", "runs/demo",
                            "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+    "json": DemoTask("json_extraction", "runs/demo-json",
+                     "GRPO on short texts -> JSON objects with typed fields (recipes/smollm2-json-extraction.yaml)"),
     "preference": DemoTask("preference", "runs/demo-preference",
                            "a reward model from the bundled rankings, then GRPO against it "
                            "(recipes/smollm2-preference.yaml)"),

@@ -1,19 +1,30 @@
-"""What every demo task does the same way: its run folder, its table, its demo.json.
+"""What every demo task does the same way: its run folder, its table, its demo.json, and the one-recipe GRPO demo.
 
 A family's module (grpokit.demo TASKS) calls `claim_run_dir` before any model loads, prints its held-out figures
 with `results_table` (one column per stage: before / after, or base / after SFT / after GRPO) and ends with
-`write_demo_json`.
+`write_demo_json`. A family that is one GRPO recipe (arithmetic, json) is `grpo_before_after(recipe)`: the base
+model evaluated on the held-out rows, trained, evaluated again the same way (greedy, the training template and
+rewards: grpokit.evaluation), the table of `metric_rows`, two samples, demo.json, eval/results.json (steps 0 and
+the last) and the run report, whose path it prints.
+
+`--output-dir` is replaced only when its authorship record says it is an earlier demo (kind demo,
+grpokit.run.record); a training run and any other non-empty folder are refused before the model loads, as
+`grpokit train --overwrite` refuses a folder that is no run (grpokit.run.ownership).
 """
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from rich.table import Table
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run import RunDir
+from grpokit.evaluation import pct  # one percentage format for every table
+from grpokit.run import RunDir, run_end
 from grpokit.run.files import atomic_write
+
+RECIPES = Path(__file__).resolve().parents[3] / "recipes"  # the demo recipes of a source checkout
 
 
 def claim_run_dir(output_dir: str, keep: list[str]) -> Path:
@@ -46,3 +57,92 @@ def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("befo
 
 def write_demo_json(run_dir: Path, result: dict) -> None:
     atomic_write(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False).encode("utf-8"))
+
+
+def metric_rows(before, after) -> list[tuple[str, str, str]]:
+    """The table rows of two evaluations (grpokit.evaluation.EvalResult): every correctness metric of the task
+    (accuracy; field accuracy and valid rate), the format rate where a format reward exists, length, cut-off."""
+    rows = [(m, pct(before.metrics.get(m)), pct(after.metrics.get(m))) for m in before.metrics]
+    if not rows:  # a task without a correctness reward: its table still says so
+        rows = [("accuracy", pct(before.accuracy), pct(after.accuracy))]
+    if before.format_rate is not None or after.format_rate is not None:
+        rows.append(("format rate", pct(before.format_rate), pct(after.format_rate)))
+    return rows + [("mean completion length (tokens)", f"{before.mean_length:.1f}", f"{after.mean_length:.1f}"),
+                   ("cut off at max length", pct(before.truncated_rate), pct(after.truncated_rate))]
+
+
+def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] | None = None,
+                      callbacks: list | None = None, what: str = "problems") -> dict:
+    """One GRPO recipe as a demo (module docstring); `callbacks`: further TrainerCallbacks for its training
+    (benchmarks, tests); `what`: the held-out rows, as the progress lines name them."""
+    from grpokit import models
+    from grpokit.console import console
+    from grpokit.data import load_datasets
+    from grpokit.evaluation import evaluate
+    from grpokit.generation import dtype_name
+    from grpokit.recipe import load_recipe
+    from grpokit.training import train
+
+    path = Path(recipe_path)
+    if not path.is_file():
+        raise GrpokitError([Problem(str(path), "the demo recipe is missing",
+                                    "run grpokit from a source checkout (pip install -e .)")])
+    recipe = load_recipe(path, overrides)
+    run_dir = claim_run_dir(output_dir, keep=[str(path), recipe.resolve_data_path(recipe.data.train)])
+    t0 = time.time()
+    tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model)
+    _, eval_rows, _ = load_datasets(recipe)
+    console.print(f"evaluating the base model on {len(eval_rows)} held-out {what} (greedy, in {dtype_name(model)}) ...")
+    before = evaluate(model, tokenizer, recipe, eval_rows)
+    console.print("before: " + ", ".join(f"{name} {value}" for name, value, _ in metric_rows(before, before)[:2]))
+    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
+                    kind="demo")
+    trained = summary.pop("trainer").model
+    end = run_end(summary, recipe.train.max_steps)
+    if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
+        return _stopped(run_dir, before, summary, end, t0)
+    if end["note"]:
+        console.print(f"[yellow]note:[/] {end['note']}")
+    console.print(f"evaluating the trained model (greedy, in {dtype_name(trained)}) ...")
+    after = evaluate(trained, tokenizer, recipe, eval_rows)
+    console.print(results_table(metric_rows(before, after), end=end))
+    for s in after.samples[:2]:
+        console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
+    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end,
+              "seconds_total": round(time.time() - t0, 1)}
+    write_demo_json(run_dir, result)
+    report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
+    done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
+    console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
+                  f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/)")
+    console.print(f"report: {report}")
+    return result
+
+
+def _stopped(run_dir: Path, before, summary: dict, end: dict, t0: float) -> dict:
+    """The demo stopped by the user during training: the checkpoint is saved, nothing more is evaluated."""
+    from grpokit.console import console
+
+    result = {"before": before.as_dict(), "after": None, "train": summary, "run_end": end,
+              "seconds_total": round(time.time() - t0, 1)}
+    write_demo_json(run_dir, result)
+    console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
+                  f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
+    console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint with: "
+                  f"grpokit eval {run_dir}")
+    return result
+
+
+def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> Path:
+    """The before/after evaluation as eval/results.json (steps 0 and last), then report.html."""
+    from grpokit.evaluation import EvalSets, write_results
+    from grpokit.report import write_report
+
+    last = RunDir(run_dir).latest_checkpoint()
+    entries = [{"step": step, "path": path, "heldout": r.as_dict(), "perturbed": None, "train": None, "gap": None}
+               for step, path, r in ((0, recipe.model.name, before),
+                                     (summary["step"], str(last) if last else "final model", after))]
+    sets = EvalSets("held-out set of the recipe (the demo evaluates the base and the final model; "
+                    "`grpokit eval RUN_DIR` evaluates every checkpoint)", eval_rows)
+    write_results(run_dir, recipe, sets, entries, 0, None)
+    return write_report(run_dir)

@@ -13,7 +13,10 @@ primary metric, the greedy pass rate of the task's correctness reward (a row
 passes when it scores 1.0): math_correctness -> accuracy, code_tests -> pass@1
 (every test passed, run in the sandbox, in parallel), json_schema -> valid
 rate, sql_exec -> execution match, an own correctness reward -> its pass rate;
-it is stored under the key `accuracy`, named by `metric`. Also the format rate
+a graded one its mean score instead (json_fields -> field accuracy, the share
+of the gold fields right); it is stored under the key `accuracy`, named by
+`metric`. Every correctness reward's metric is also in `metrics` (a JSON task
+with json_fields and json_schema: field accuracy and valid rate). Also the format rate
 (the format reward), the mean of every reward, mean completion length, share
 cut off at the length limit, refusal rate (where the correctness reward can
 tell a refusal: math), and with `--samples K` pass@k for k = 1, 2, 4, ... <= K
@@ -76,6 +79,7 @@ class EvalResult:
     pass_at_k: dict[str, float] = field(default_factory=dict)  # {"1": ..., "4": ...}, from `samples_per_problem`
     samples_per_problem: int = 0
     metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
+    metrics: dict[str, float | None] = field(default_factory=dict)  # every correctness reward's metric, primary first
     reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
     # Per row, the score of each learned (preference-role) reward: two models on the same rows are compared pair by
     # pair, the win rate against the base (grpokit.evaluation.preference).
@@ -125,13 +129,14 @@ def _mean(xs: list) -> float | None:
 
 # ---------------------------------------------------------------- scoring (the task's rewards)
 def score(task, rows: list[dict], texts: list[str]) -> tuple[list, list]:
-    """Per-row primary (correctness reward: 1.0 pass / 0.0, None where it does not apply) and format scores."""
+    """Per-row primary (correctness reward: 1.0 pass / 0.0, a graded one's score; None where it does not apply)
+    and format scores."""
     from grpokit.task import Task
 
     task = Task.of(task)
     scores, _ = task.score(texts, rows)
     c, f = task.correctness, task.format
-    passed = [None] * len(texts) if c is None else [None if p is None else float(p) for p in c.passes(scores[c.name])]
+    passed = [None] * len(texts) if c is None else c.metric_values(scores[c.name])
     return passed, ([None] * len(texts) if f is None else scores[f.name])
 
 
@@ -150,8 +155,8 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     texts, lengths = generate(model, tokenizer, task.template, questions, max_new, backend=backend)
     scores, _ = task.score(texts, rows)
     c, f = task.correctness, task.format
-    correct = [None] * len(texts) if c is None else [None if p is None else float(p)
-                                                     for p in c.passes(scores[c.name])]
+    values = task.metric_values(scores)
+    correct = [None] * len(texts) if c is None else values[task.primary_metric]
     fmt = [None] * len(texts) if f is None else scores[f.name]
     refusals = task.refusals(texts, rows)
     samples = [{"question": r["question"], "answer": r.get("answer"), "completion": t, "correct": ok, "format": fm,
@@ -168,6 +173,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
         truncated_rate=sum(n >= max_new for n in lengths) / max(1, len(lengths)), samples=samples,
         refusal_rate=None if refusals is None else sum(refusals) / max(1, len(refusals)),
         pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
+        metrics={m: _mean(v) for m, v in values.items()},
         reward_means={n: _mean(s) for n, s in scores.items()},
         preference_scores={r.name: scores[r.name] for r in task.by_role("preference")},
         failed=[{**r, "verdict": "refusal" if refusals and refusals[i] else "wrong"}
@@ -268,6 +274,7 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
         entries.append(entry)
         log(f"step {step}: held-out {heldout.metric or 'reward means'} "
             + (pct(heldout.accuracy) if heldout.metric else _means(heldout.reward_means))
+            + "".join(f", {m} {pct(v)}" for m, v in heldout.metrics.items() if m != heldout.metric)
             + (f", pass@{k_samples} {pct(heldout.pass_at_k.get(str(k_samples)))}" if heldout.pass_at_k else "")
             + (f", {entry['gap']['kind']} gap {100 * entry['gap']['value']:+.1f} pts" if entry["gap"] else "")
             + f" ({heldout.precision}, {entry['seconds']:.0f}s)")

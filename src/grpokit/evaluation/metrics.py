@@ -85,7 +85,8 @@ def results_legend(results: dict) -> list[str]:
     say = {
         "step": "step: the checkpoint's training step (0 base: the model before training; ★best: the highest "
                 "held-out greedy score)",
-        metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out rows",
+        metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out "
+                      "rows (a graded reward, json_fields: its mean score, the share of the fields right)",
         "perturbed": "perturbed: the same held-out questions with new numbers and recomputed answers (never a "
                      "training question)",
         "train": "train: as many training rows as held-out ones, scored the same way",
@@ -103,6 +104,8 @@ def results_legend(results: dict) -> list[str]:
     say.update({f"win vs base ({n})": f"win vs base ({n}): share of held-out rows where {n} scores this checkpoint's "
                 "greedy answer above the base model's (ties, the same answer, count half; 50% is no change)"
                 for n in win_names(results["checkpoints"])})
+    for m in further_metrics(results):  # beside the primary metric, as in the table
+        say[m] = f"{m}: greedy, by another correctness reward of the task, on the same rows"
     out = [say[h] for h in headers if h in say and h]
     if any(h.startswith("sampled pass@") for h in headers):
         out.append(f"sampled pass@k: share of rows with at least one right answer among k of "
@@ -110,6 +113,16 @@ def results_legend(results: dict) -> list[str]:
     if not metric:
         out.append("reward columns: the greedy mean of each reward (the task has no correctness reward)")
     return out
+
+
+def further_metrics(results: dict) -> list[str]:
+    """The metrics of the task's other correctness rewards (a JSON task's valid rate beside its field accuracy), in
+    the order evaluation wrote them; results written before `metrics` existed have none."""
+    metric = results.get("metric", "accuracy")
+    heldouts = [e.get("heldout") for e in results.get("checkpoints") or [] if isinstance(e, dict)]
+    names = dict.fromkeys(m for h in heldouts if isinstance(h, dict) and isinstance(h.get("metrics"), dict)
+                          for m in h["metrics"])
+    return [m for m in names if m != metric and isinstance(m, str)]
 
 
 def results_table(results: dict):
@@ -126,9 +139,10 @@ def results_table(results: dict):
     has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
     means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
     wins = win_names(entries)
+    further = further_metrics(results)
     title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
     table = Table(title=title)
-    cols = ["step", *([metric] if metric else means), *[f"win vs base ({n})" for n in wins], *extra,
+    cols = ["step", *([metric] if metric else means), *further, *[f"win vs base ({n})" for n in wins], *extra,
             *(["gap"] if extra else []),
             *[f"sampled pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
             *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
@@ -141,7 +155,8 @@ def results_table(results: dict):
         head = [pct(h["accuracy"])] if metric else [
             "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
         won = [pct(((e.get("vs_base") or {}).get(n) or {}).get("win_rate")) for n in wins]
-        table.add_row(step, *head, *won, *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
+        table.add_row(step, *head, *[pct((h.get("metrics") or {}).get(m)) for m in further], *won,
+                      *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
                       *([gap_s] if extra else []), *[pct(h["pass_at_k"].get(str(x))) for x in ks],
                       *([pct(h["format_rate"])] if has["format_rate"] else []),
                       *([pct(h.get("refusal_rate"))] if has["refusal_rate"] else []),

@@ -12,7 +12,8 @@ from grpokit.recipe.checks import Found
 # The command that makes a missing data file, by the answers its correctness reward reads (`Builtin.reads` in
 # grpokit.rewards.registry; the set-up lines of README.md "Set-up on a fresh machine").
 _MAKE_DATA = {"code": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
-              "answer_line": "`grpokit data generate arithmetic FILE` (generated arithmetic)"}
+              "answer_line": "`grpokit data generate arithmetic FILE` (generated arithmetic)",
+              "json": "`grpokit data generate json FILE` (generated extraction rows)"}
 
 
 def check_data(d, base: Path, rewards=None) -> Found:

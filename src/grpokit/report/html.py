@@ -31,6 +31,7 @@ import html
 import json
 from pathlib import Path
 
+from grpokit.evaluation.metrics import further_metrics
 from grpokit.evaluation.preference import win_names
 from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
@@ -115,12 +116,13 @@ def _sub(e: dict, key: str) -> dict:
     return v if isinstance(v, dict) else {}
 
 
-def _eval_row(label: str, e: dict, k: int, wins: list[str] = ()) -> list[str]:
+def _eval_row(label: str, e: dict, k: int, further: list[str] = (), wins: list[str] = ()) -> list[str]:
     h, gap = _sub(e, "heldout"), _sub(e, "gap")
     gap_s = "–" if number(gap.get("value")) is None else (
         f"{100 * gap['value']:+.1f} pts" + (' <b class="bad">large</b>' if gap.get("flagged") is True else ""))
     won = [_pct(_sub(_sub(e, "vs_base"), n).get("win_rate")) for n in wins]
-    return [label, _pct(h.get("accuracy")), *won, _pct(_sub(e, "perturbed").get("accuracy")),
+    return [label, _pct(h.get("accuracy")), *[_pct(_sub(h, "metrics").get(m)) for m in further], *won,
+            _pct(_sub(e, "perturbed").get("accuracy")),
             _pct(_sub(e, "train").get("accuracy")), gap_s,
             *([_pct(_sub(h, "pass_at_k").get(str(k)))] if k else []), _pct(h.get("format_rate")),
             _pct(h.get("refusal_rate")), _num(h.get("mean_length"), 1), _pct(h.get("truncated_rate"))]
@@ -133,13 +135,14 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
     plot_eval(results, out / "eval_accuracy.png")
     k = results.get("samples_per_problem") if type(results.get("samples_per_problem")) is int else 0
     metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
+    further = further_metrics(results)  # the task's other correctness rewards (a JSON task's valid rate)
     wins = win_names(results["checkpoints"])  # a learned reward: each checkpoint against the base, pair by pair
     plotted = metric if results.get("metric") or not wins else "win rate against the base"
-    header = ["step", f"held-out {metric}", *[f"win vs base ({n})" for n in wins], "perturbed", "train", "gap",
-              *([f"pass@{k}"] if k else []), "format", "refusal", "mean length", "cut off"]
+    header = ["step", f"held-out {metric}", *[f"held-out {m}" for m in further], *[f"win vs base ({n})" for n in wins],
+              "perturbed", "train", "gap", *([f"pass@{k}"] if k else []), "format", "refusal", "mean length", "cut off"]
     best = (results.get("best") or {}).get("step")
     entries = {e["step"]: e for e in results["checkpoints"]}
-    per_step = [_eval_row(f"{s}{' (base)' if s == 0 else ''}{' ★ best' if s == best else ''}", e, k, wins)
+    per_step = [_eval_row(f"{s}{' (base)' if s == 0 else ''}{' ★ best' if s == best else ''}", e, k, further, wins)
                 for s, e in sorted(entries.items())]
     ba = []
     if 0 in entries:
@@ -163,7 +166,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
         html_.append(f"<p><b>Best checkpoint: step {_e(best)}</b> ({_pct(results['best']['accuracy'])} held-out; "
                      f"chosen by held-out greedy {_e(metric)}, ties to the earlier step).</p>")
     if ba:
-        html_.append("<h3>before / after</h3>" + _table(header, [_eval_row(lbl, e, k, wins) for lbl, e in ba]))
+        html_.append("<h3>before / after</h3>" + _table(header, [_eval_row(lbl, e, k, further, wins) for lbl, e in ba]))
     html_.append("<h3>every evaluated step</h3>" + _table(header, per_step))
     for e in results["checkpoints"]:
         g = _sub(e, "gap")

@@ -4,7 +4,10 @@ The JSON is the last fenced block (```json ... ``` or ``` ... ```) after any
 `<think>` block, or else the whole answer text. Scores: 1.0 valid; `partial_credit`
 when it parses but breaks the schema (0.0 by default: a partial credit is a
 bonus the policy can farm by emitting any JSON); 0.0 when it does not parse,
-when there is no answer (unclosed think), and for adversarial output: JSON
+when there is no answer (unclosed think), when an object names a key twice
+(`{"day": 1, "day": "Sunday"}`: parsers disagree on which value counts, Python's
+keeps the last, so a policy could hedge; the trained demo model wrote such
+objects), and for adversarial output: JSON
 larger (`_MAX_JSON_CHARS`, `_MAX_JSON_NODES`) or deeper (`_MAX_JSON_DEPTH`)
 than an answer is, or whose validation runs past `timeout_s`. `None` when the
 row has no schema.
@@ -79,6 +82,38 @@ def extract_json_text(completion: str) -> str | None:
         return None
     blocks = fenced_blocks(region, _JSON_TAGS)
     return (blocks[-1] if blocks else region).strip()
+
+
+class _DuplicateKey(ValueError):
+    """An object names a key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        raise _DuplicateKey
+    return out
+
+
+def parse_answer(completion: str) -> tuple[object, str]:
+    """(the JSON value a completion offers, "") or (None, why there is none: unclosed_think | too_large | not_json |
+    duplicate_key | too_deep). The one reading of a JSON answer: json_schema validates it, json_fields compares it
+    with the gold."""
+    text = extract_json_text(completion)
+    if text is None:
+        return None, "unclosed_think"
+    if len(text) > _MAX_JSON_CHARS:
+        return None, "too_large"
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:  # deeper than Python's parser allows
+        return None, "too_deep"
+    except _DuplicateKey:
+        return None, "duplicate_key"
+    except ValueError:  # JSONDecodeError, and integers longer than Python converts
+        return None, "not_json"
+    problem = _shape_problem(value)
+    return (None, problem) if problem else (value, "")
 
 
 def _shape_problem(value: object) -> str:
@@ -225,6 +260,20 @@ def schema_problem(schema: object) -> str | None:
     return _outside_message(outside[0]) if outside else None
 
 
+def schema_error(schema: object) -> str | None:
+    """Everything json_schema would refuse in a row's `schema` (not JSON, not an object, invalid against its
+    meta-schema, nested too deeply, a `$ref` outside it), or None: for the rows of a JSON task, whose every row
+    this reward scores (`grpokit data check --task json`)."""
+    try:
+        key = _schema_key(schema)
+        if key is None:
+            return "the row has no schema"
+        _validator(key)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def _schema_key(schema: object) -> str | None:
     """A row's `schema` (dict, or JSON text) as canonical JSON text for the validator cache."""
     if schema is None or schema == "":
@@ -244,8 +293,8 @@ def check_json(
 ) -> tuple[float | None, str, list[str]]:
     """(reward, reason, first schema errors) for one completion.
 
-    Reasons: valid | schema_mismatch | not_json | unclosed_think | too_large | too_deep | timeout | out_of_memory |
-    no_schema.
+    Reasons: valid | schema_mismatch | not_json | duplicate_key | unclosed_think | too_large | too_deep | timeout |
+    out_of_memory | no_schema.
     """
     key = _schema_key(schema)
     if key is None:
@@ -268,18 +317,7 @@ def check_json(
 def check_in_worker(completion: str, key: str, partial_credit: float, timeout_s: float) -> tuple[float, str, list]:
     """`check_json` on a canonical schema text, in this process (the worker's task, and the fast path)."""
     validator, _ = _validator(key)
-    text = extract_json_text(completion)
-    if text is None:
-        return 0.0, "unclosed_think", []
-    if len(text) > _MAX_JSON_CHARS:
-        return 0.0, "too_large", []
-    try:
-        value = json.loads(text)
-    except RecursionError:  # deeper than Python's parser allows
-        return 0.0, "too_deep", []
-    except ValueError:  # JSONDecodeError, and integers longer than Python converts
-        return 0.0, "not_json", []
-    problem = _shape_problem(value)
+    value, problem = parse_answer(completion)
     if problem:
         return 0.0, problem, []
     _deadline.at = time.monotonic() + timeout_s

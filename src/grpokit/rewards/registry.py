@@ -6,7 +6,8 @@ factory lives (`module:function`, imported only when the reward is used, so
 
 - `correctness`: checks the answer itself; its pass rate (score 1.0) is the
   task's primary metric (`metric` names it) and what health's hacking check
-  compares the total reward with;
+  compares the total reward with; a `graded` one scores a share of the answer
+  (json_fields: the fields right), and its metric is its mean score instead;
 - `format`: checks the layout (reasoning, one answer line); evaluation reports
   its rate, health watches it for collapse;
 - `shaping`: nudges behaviour without judging the answer (length limits);
@@ -63,6 +64,8 @@ class Builtin:
     # the tricks of the correctness reward's form: grpokit.audit.by_task)
     refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
     numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
+    graded: bool = False  # its score is the share of an answer that is right (fields): its metric is the mean
+    # score, not the share of rows scoring 1.0 (grpokit.task.TaskReward.metric_values)
 
 
 # The one list of built-in rewards. Adding a reward: a module with a @describe'd factory, and a row here
@@ -73,6 +76,8 @@ BUILTIN: dict[str, Builtin] = {
     "code_tests": Builtin("grpokit.rewards.code:get_code_tests_reward", "correctness", "pass@1", reads="code"),
     "json_schema": Builtin("grpokit.rewards.json_schema:get_json_schema_reward", "correctness", "valid rate",
                            reads="json"),
+    "json_fields": Builtin("grpokit.rewards.json_fields:get_json_fields_reward", "correctness", "field accuracy",
+                           reads="json", graded=True),
     "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
     "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="answer_line"),
     "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
@@ -102,6 +107,7 @@ class RewardSpec:
     metric: str | None = None
     reads: str = "any"
     refusals: bool = False
+    graded: bool = False
 
     def param_defaults(self) -> dict[str, Any]:
         sig = inspect.signature(self.factory)
@@ -167,7 +173,7 @@ def _load_spec(name: str, entry: Builtin) -> RewardSpec:
         factory = getattr(importlib.import_module(module), attr)
         info = factory.reward_info
         _SPECS[name] = RewardSpec(name, factory, info["description"], info["columns"], info["params"],
-                                  entry.role, entry.metric, entry.reads, entry.refusals)
+                                  entry.role, entry.metric, entry.reads, entry.refusals, entry.graded)
     return _SPECS[name]
 
 
