@@ -22,7 +22,8 @@ def register(sub) -> None:
                     "as numbers; code: every row needs tests (HumanEval's test + entry_point, or a tests list)")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
-    dg.add_argument("task", choices=["arithmetic"], help="which task to generate")
+    dg.add_argument("task", choices=["arithmetic", "calculator"],
+                    help="which task to generate: arithmetic (question/answer), calculator (tool rows for env: calculator)")
     dg.add_argument("out", help="where to write the rows (.jsonl)")
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
@@ -73,9 +74,10 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data import generate, question_keys
+    from grpokit.data import generate, generate_tool_rows, question_keys
 
-    rows = generate(args.rows, args.seed, question_keys(args.exclude or []))
+    make = generate_tool_rows if args.task == "calculator" else generate
+    rows = make(args.rows, args.seed, question_keys(args.exclude or []))
     _write_jsonl(args.out, rows)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0

@@ -24,6 +24,8 @@ class DemoTask(NamedTuple):
 TASKS: dict[str, DemoTask] = {
     "arithmetic": DemoTask("arithmetic", "runs/demo",
                            "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+    "tools": DemoTask("tools", "runs/demo-tools", "calculator tool calls: SFT on demonstrations, then GRPO from it "
+                      "(recipes/smollm2-calculator-sft.yaml, smollm2-calculator-tools.yaml)"),
 }
 DEFAULT_TASK = "arithmetic"
 
