@@ -41,13 +41,14 @@ def tokenizer(embedded_model_dir):
     return load_tokenizer(str(embedded_model_dir))
 
 
-def _save_tiny(path: Path, tokenizer, kind: str = "llama", chat_template: str | None = None) -> Path:
+def _save_tiny(path: Path, tokenizer, kind: str = "llama", chat_template: str | None = None,
+               positions: int = 512) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
     torch.manual_seed(0)
     common = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=positions,
                   pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
     config = LlamaConfig(**common) if kind == "llama" else Qwen3Config(head_dim=16, **common)
     model = AutoModelForCausalLM.from_config(config)
@@ -62,6 +63,13 @@ def _save_tiny(path: Path, tokenizer, kind: str = "llama", chat_template: str | 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
     return _save_tiny(tmp_path_factory.mktemp("tiny-llama"), tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_tool_model_dir(tmp_path_factory, tokenizer) -> Path:
+    """A tiny model with room for tool episodes: the calculator's four tool schemas alone make a ~570-token prompt,
+    and TRL's rollout drops a tool result that would reach the model's max_position_embeddings."""
+    return _save_tiny(tmp_path_factory.mktemp("tiny-llama-1k"), tokenizer, positions=1024)
 
 
 @pytest.fixture(scope="session")

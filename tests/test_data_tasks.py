@@ -50,6 +50,8 @@ BUILTIN = [
     ("data perturb", ["data", "perturb", "builtin:arithmetic/eval.jsonl", "{out}"], 0, "wrote 100 perturbed rows"),
     ("data generate --exclude", ["data", "generate", "arithmetic", "{out}", "--rows", "5", "--exclude",
                                  "builtin:arithmetic/train.jsonl"], 0, "wrote 5 rows"),
+    ("data generate calculator", ["data", "generate", "calculator", "{out}", "--rows", "3", "--exclude",
+                                  "builtin:tools/calculator-eval.jsonl"], 0, "wrote 3 rows"),
     ("rewards score --input", ["rewards", "score", "--reward", "format", "--input", "builtin:tools/calculator.jsonl"],
      2, "row has no 'completion'"),  # read (and refused for what it lacks), not "input file not found"
 ]

@@ -171,6 +171,8 @@ SHIPPED = [
     ("qwen3-14b-gsm8k-lora.yaml", "accuracy", None),
     ("smollm2-calculator-tools.yaml", "task success", {"task_success": "correctness", "tool_choice": "format",
                                                        "tool_args": "format", "tool_shaping": "shaping"}),
+    ("smollm2-calculator-sft.yaml", "task success", {"task_success": "correctness", "tool_choice": "format",
+                                                     "tool_args": "format"}),
     ("smollm2-repofix.yaml", "task success", {"task_success": "correctness", "tool_args": "format"}),
     ("qwen3-4b-tools.yaml", "task success", None),
 ]

@@ -17,6 +17,8 @@ grpokit mixin implements `grpokit_loss`, `grpokit_generate`, `grpokit_sampler`, 
   the batch dict _generate_and_score_completions hands _compute_loss (the key constants below)
   _generate_single_turn, _calculate_rewards, _get_per_token_logps_and_entropies
                                                     timed by benchmarks/step_breakdown.py (`PROFILED_METHODS`)
+  GRPOTrainer.prediction_step, _prepare_inputs      tool evaluation plays and scores episodes without the eval
+                                                    loss (`evaluate_episodes`)
 
 transformers' and torch's private parts (checkpointing keyword, tracker names, the CPU compile switch, GGUF
 quantizer marker, a Trainer's callbacks and sharding flags, an LR scheduler's cached rate) are in
@@ -58,6 +60,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     "_generate_single_turn": ("prompt_ids",),  # returns (completion_ids, logprobs)
     "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
     "_get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep"),
+    "_prepare_inputs": ("generation_batch",),  # evaluation: play and score a batch (`evaluate_episodes`)
+    "prediction_step": ("model", "inputs"),
 }
 LOG_KEYS = ("prompt", "completion", "rewards")
 
@@ -173,6 +177,26 @@ def pad_token_id(trainer) -> int:
     proc = trainer.processing_class
     return getattr(proc, "pad_token_id", None) if getattr(proc, "pad_token_id", None) is not None \
         else proc.tokenizer.pad_token_id
+
+
+def evaluate_episodes(trainer) -> None:
+    """`trainer.evaluate()`, playing and scoring every evaluation batch and logging TRL's eval metrics, without the
+    GRPO loss nobody reads (grpokit.evaluation.tools).
+
+    Maintenance note: relies on TRL 1.16's GRPOTrainer.prediction_step(model, inputs, ...) being
+    `_prepare_inputs(inputs)` (generation, rewards, the eval metrics) followed by `compute_loss`, a forward pass over
+    every sequence for the eval loss (64 tool episodes of ~650 tokens: about half a minute on a 2-core CPU). The
+    instance's prediction_step keeps the first half. If TRL moves its eval metrics out of `_prepare_inputs`, they go
+    missing from the log, which the tool evaluation's tests see (tests/test_envs_train.py).
+    """
+    import torch
+
+    def prediction_step(model, inputs, prediction_loss_only, ignore_keys=None):
+        trainer._prepare_inputs(inputs)
+        return torch.zeros((), device=trainer.accelerator.device), None, None
+
+    trainer.prediction_step = prediction_step
+    trainer.evaluate()
 
 
 def latest_generation(trainer) -> tuple[list, list, dict[str, list]]:

@@ -76,12 +76,14 @@ class PromptTemplate:
             prompt, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs()
         )
 
-    def encode(self, tokenizer, prompt: str | list[dict]) -> list[int]:
-        """Token ids of the prompt, the way TRL's GRPOTrainer tokenises it."""
+    def encode(self, tokenizer, prompt: str | list[dict], tools: list | None = None) -> list[int]:
+        """Token ids of the prompt, the way TRL's GRPOTrainer tokenises it; `tools`: the tool schemas a tool
+        episode's prompt carries (grpokit.envs.training_tools), rendered into the system turn by the template."""
         if isinstance(prompt, str):
             return list(tokenizer(text=prompt)["input_ids"])
         out = tokenizer.apply_chat_template(
-            prompt, tokenize=True, add_generation_prompt=True, return_dict=True, **self.chat_template_kwargs()
+            prompt, tools=tools or None, tokenize=True, add_generation_prompt=True, return_dict=True,
+            **self.chat_template_kwargs()
         )
         ids = out["input_ids"]
         return list(ids[0] if ids and isinstance(ids[0], list) else ids)

@@ -23,8 +23,9 @@ def register(sub) -> None:
                     "list); json: every row needs a valid `schema`, and its gold answer must match it")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
-    dg.add_argument("task", choices=["arithmetic", "json"], help="which task to generate: arithmetic (additions and "
-                    "subtractions), json (short texts -> JSON objects with typed fields, a schema per row)")
+    dg.add_argument("task", choices=["arithmetic", "json", "calculator"], help="which task to generate: arithmetic (additions and "
+                    "subtractions), json (short texts -> JSON objects with typed fields, a schema per row), calculator "
+                    "(the arithmetic problems as tool rows for env: calculator)")
     dg.add_argument("out", help="where to write the rows (.jsonl)")
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")

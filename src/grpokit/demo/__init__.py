@@ -29,6 +29,8 @@ TASKS: dict[str, DemoTask] = {
     "preference": DemoTask("preference", "runs/demo-preference",
                            "a reward model from the bundled rankings, then GRPO against it "
                            "(recipes/smollm2-preference.yaml)"),
+    "tools": DemoTask("tools", "runs/demo-tools", "calculator tool calls: SFT on demonstrations, then GRPO from it "
+                      "(recipes/smollm2-calculator-sft.yaml, smollm2-calculator-tools.yaml)"),
 }
 DEFAULT_TASK = "arithmetic"
 

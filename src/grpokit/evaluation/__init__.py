@@ -11,7 +11,7 @@ from grpokit.evaluation.evaluate import EvalSets, evaluate, evaluate_model, eval
 from grpokit.evaluation.metrics import pct, results_legend, results_table
 from grpokit.evaluation.mining import mine_failures
 from grpokit.evaluation.results import write_results
-from grpokit.evaluation.tools import cli_eval
+from grpokit.evaluation.tools import cli_eval, evaluate_tools
 
 __all__ = ["EvalSets", "cli_eval", "compare_runs", "compare_table", "evaluate", "evaluate_model", "evaluate_run",
-           "mine_failures", "pct", "results_legend", "results_table", "sample", "score", "write_results"]
+           "evaluate_tools", "mine_failures", "pct", "results_legend", "results_table", "sample", "score", "write_results"]

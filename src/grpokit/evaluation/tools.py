@@ -6,15 +6,18 @@
 Episodes are played by TRL's own multi-turn rollout, in evaluation mode
 (`GRPOTrainer.evaluate()` on the held-out rows, the recipe's environment and
 rewards): the same code path, chat template and tool parser as training, no
-second rollout loop. TRL samples at the recipe's temperature in evaluation too,
-so the figures are sampled, not greedy; `generations` episodes per row.
+second rollout loop. One episode per row (the default) is greedy, as the
+other tasks' pass@1 is; `generations` > 1 (`--samples N`) samples N episodes
+per row at the recipe's temperature.
 
 Reported per model: `task_success` (mean of the task_success reward: answer
-line right, or hidden-test share), `tool_args` (share of calls with valid
-arguments), `tool_failures` (share of calls that raised in the environment:
-undefined tool, bad arguments, budget spent; TRL's tools/failure_frequency)
-and `calls_per_episode` (TRL's tools/call_frequency), plus every other reward's
-mean. Results go to the run's eval/results-tools.json.
+line right, or hidden-test share), `tool_call_rate` (share of episodes with at
+least one tool call), `tool_args` (share of calls with valid arguments, over
+the episodes that call), `tool_failures` (share of calls that raised in the
+environment: undefined tool, bad arguments, budget spent; TRL's
+tools/failure_frequency) and `calls_per_episode` (TRL's tools/call_frequency),
+plus every other reward's mean and the first episodes as played. Results go
+to the run's eval/results-tools.json.
 """
 from __future__ import annotations
 
@@ -22,13 +25,35 @@ import json
 import tempfile
 from pathlib import Path
 
-_EVAL_BATCH_ROWS = 8  # rows per evaluation batch: every batch holds whole groups of `generations` episodes
+_EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): see measurements
+_EPISODES_KEPT = 4  # episodes written to the results file per model: what the figures look like
+
+
+class EpisodeLog:
+    """A reward function that scores nothing (None, weight 0) and keeps every episode TRL's rollout played: the
+    per-episode figures TRL's averaged metrics do not give (how many episodes call a tool at all)."""
+
+    __name__ = "episodes"  # TRL names a reward function by __name__
+
+    def __init__(self):
+        self.episodes: list[dict] = []
+
+    def __call__(self, completions, question=None, **_):
+        for i, messages in enumerate(completions):
+            self.episodes.append({"question": question[i] if question else None, "messages": messages})
+        return [None] * len(completions)
+
+    def call_rate(self) -> float | None:
+        from grpokit.rewards.tools import tool_calls
+
+        return sum(bool(tool_calls(e["messages"])) for e in self.episodes) / len(self.episodes) \
+            if self.episodes else None
 
 
 def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) -> dict:
     from trl import GRPOTrainer
 
-    from grpokit import models
+    from grpokit import internals, models
     from grpokit.envs import tool_setup
     from grpokit.recipe import build_prompt_dataset, grpo_args
     from grpokit.rewards import build_reward
@@ -39,27 +64,36 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     model = models.load_recipe_model(recipe.model, checkpoint, on_device=True)
     rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
     dataset, _ = build_prompt_dataset(rows, template_of(recipe), tokenizer, None)
+    log = EpisodeLog()
     with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
         args = grpo_args(recipe, Path(tmp))
         args.num_generations_eval = generations
         args.per_device_eval_batch_size = generations * min(len(rows), _EVAL_BATCH_ROWS)
         args.report_to = []
-        trainer = GRPOTrainer(model=model, reward_funcs=[build_reward(r.name, r.params) for r in recipe.rewards],
+        args.reward_weights = [*args.reward_weights, 0.0]  # the episode log scores nothing
+        if generations == 1:  # one episode per row: greedy (TRL samples unless told not to)
+            args.generation_kwargs = {**(args.generation_kwargs or {}), "do_sample": False}
+        trainer = GRPOTrainer(model=model, reward_funcs=[*(build_reward(r.name, r.params) for r in recipe.rewards),
+                                                         log],
                               args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer,
                               **tool_kwargs)
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
-        trainer.evaluate()
+        internals.evaluate_episodes(trainer)  # TRL's evaluate() without the GRPO loss nobody reads
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
-    out = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_rewards/") or k.startswith("eval_tools/")}
+    out = {k[len("eval_"):]: v for k, v in logged.items()
+           if (k.startswith("eval_rewards/") or k.startswith("eval_tools/")) and f"/{log.__name__}/" not in k}
     return {
         "task_success": logged.get("eval_rewards/task_success/mean"),
+        "tool_call_rate": log.call_rate(),
         "tool_args": logged.get("eval_rewards/tool_args/mean"),
         "tool_failures": logged.get("eval_tools/failure_frequency"),
         "calls_per_episode": logged.get("eval_tools/call_frequency"),
-        "episodes": len(rows) * generations,
+        "episodes": len(log.episodes),
+        "greedy": generations == 1,
         "metrics": out,
+        "samples": log.episodes[:_EPISODES_KEPT],
     }
 
 
@@ -78,18 +112,21 @@ def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict
     return doc
 
 
-def _fmt(v, pct=True) -> str:
+def _fmt(v, share=True) -> str:
     from grpokit.evaluation.metrics import pct  # one percentage format for every terminal table
 
-    return pct(v) if pct else ("-" if v is None else f"{v:.2f}")
+    return pct(v) if share else ("-" if v is None else f"{v:.2f}")
 
 
 def tools_table(doc: dict) -> str:
-    head = f"{'step':>10}  {'task success':>12}  {'valid args':>10}  {'tool failures':>13}  {'calls/episode':>13}"
-    lines = [f"tool task {doc['task']}: {doc['rows']} row(s) x {doc['generations']} episode(s)", head]
+    head = (f"{'step':>10}  {'task success':>12}  {'tool calls':>10}  {'valid args':>10}  {'tool failures':>13}  "
+            f"{'calls/episode':>13}")
+    how = "greedy" if doc["generations"] == 1 else "sampled"
+    lines = [f"tool task {doc['task']}: {doc['rows']} row(s) x {doc['generations']} episode(s), {how}", head]
     for e in doc["checkpoints"]:
-        lines.append(f"{str(e['step']):>10}  {_fmt(e['task_success']):>12}  {_fmt(e['tool_args']):>10}  "
-                     f"{_fmt(e['tool_failures']):>13}  {_fmt(e['calls_per_episode'], pct=False):>13}")
+        lines.append(f"{str(e['step']):>10}  {_fmt(e['task_success']):>12}  {_fmt(e.get('tool_call_rate')):>10}  "
+                     f"{_fmt(e['tool_args']):>10}  {_fmt(e['tool_failures']):>13}  "
+                     f"{_fmt(e['calls_per_episode'], share=False):>13}")
     return "\n".join(lines)
 
 

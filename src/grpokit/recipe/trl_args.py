@@ -19,14 +19,16 @@ from grpokit.task import template_of
 from grpokit.templates import PromptTemplate
 
 
-def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, max_prompt_length: int | None):
-    """The TRL dataset: each row plus its `prompt`; over-long prompts dropped and counted."""
+def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, max_prompt_length: int | None,
+                         tools: list | None = None):
+    """The TRL dataset: each row plus its `prompt`; over-long prompts dropped and counted. `tools`: the schemas TRL
+    renders into a tool episode's prompt (grpokit.envs.training_tools), counted in its length as TRL counts them."""
     from datasets import Dataset
 
     out, dropped = [], 0
     for row in rows:
         prompt = template.build(row["question"])
-        if max_prompt_length and len(template.encode(tokenizer, prompt)) > max_prompt_length:
+        if max_prompt_length and len(template.encode(tokenizer, prompt, tools)) > max_prompt_length:
             dropped += 1
             continue
         out.append({**row, "prompt": prompt})

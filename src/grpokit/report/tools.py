@@ -8,8 +8,8 @@ Reads what the run directory already holds: from `metrics.jsonl`, TRL's
 arguments, spent step budget) and the per-component tool rewards
 (`rewards/<name>/mean` for the rewards that read episodes: task_success,
 tool_choice, tool_args, tool_shaping); from `eval/results-tools.json`
-(written by `grpokit eval` for a recipe with `env:`), task success, valid
-arguments, tool failures and calls per episode per checkpoint. A run with
+(written by `grpokit eval` for a recipe with `env:`, and by `grpokit demo --task tools`), task success, the
+share of episodes that call a tool, valid arguments, tool failures and calls per episode per checkpoint. A run with
 neither gets no section, so other reports are unchanged.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ from grpokit.report.plots import number, plot_curve
 
 TOOL_METRICS = ("tools/call_frequency", "tools/failure_frequency")  # TRL 1.16's names
 # (key in results-tools.json, column title, is a share)
-EVAL_COLUMNS = (("task_success", "task success", True), ("tool_args", "valid args", True),
+EVAL_COLUMNS = (("task_success", "task success", True), ("tool_call_rate", "tool calls", True),
+                ("tool_args", "valid args", True),
                 ("tool_failures", "tool failures", True), ("calls_per_episode", "calls / episode", False))
 
 # The plots this section may write (the report's record names every file a report writes).
@@ -84,7 +85,8 @@ def _eval_part(doc: dict | None, run_dir: Path, out: Path) -> tuple[list[str], l
     entries = doc["checkpoints"]
     rows = [[_e(f"{e['step']}{' (base)' if e['step'] == 0 else ''}"),
              *[_cell(e.get(k), share) for k, _, share in EVAL_COLUMNS], _e(e.get("episodes", "–"))] for e in entries]
-    parts = [f"<p>{_e(doc.get('rows'))} evaluation row(s) × {_e(doc.get('generations'))} sampled episode(s) per "
+    how = "greedy episode" if doc.get("generations") == 1 else "sampled episodes"
+    parts = [f"<p>{_e(doc.get('rows'))} evaluation row(s) × {_e(doc.get('generations'))} {how} per "
              f"checkpoint, played by TRL's own tool loop with the recipe's environment ({_e(doc.get('task'))}).</p>",
              _table(["step", *[t for _, t, _ in EVAL_COLUMNS], "episodes"], rows)]
     numeric = [{"step": e["step"], **{k: e.get(k) for k, _, share in EVAL_COLUMNS if share}}

@@ -378,5 +378,10 @@ def describe_lineage(lineage: dict | None) -> str | None:
         return None
     if lineage.get("run"):
         step = lineage.get("step")
-        return f"started from {lineage['run']} step {step} ({lineage['kind']})"
+        line = f"started from {lineage['run']} step {step} ({lineage['kind']})"
+        differs = lineage.get("prompt_differs")
+        if isinstance(differs, list) and differs:  # grpokit.training.lineage: the warm start saw other prompts
+            line += (f"; note: that run's {', '.join(map(str, differs))} differ from this recipe's, so the model "
+                     "was warmed up on prompts this run does not show it")
+        return line
     return f"started from the model folder {lineage['path']}"

@@ -30,7 +30,7 @@ from pathlib import Path
 from grpokit import internals, models, trl_compat
 from grpokit.console import console
 from grpokit.distributed import barrier, broadcast, is_main_process
-from grpokit.envs import tool_setup
+from grpokit.envs import tool_setup, training_tools
 from grpokit.errors import GrpokitError
 from grpokit.generation import warpers
 from grpokit.health import HealthMonitor
@@ -178,7 +178,7 @@ class _Job:
         self.recipe, self.run, self.task, self.inputs = recipe, run, task, inputs
         inputs.train_rows, self.tool_kwargs = tool_setup(recipe, inputs.tokenizer, inputs.train_rows)  # {} unless env:
         self.dataset, dropped = build_prompt_dataset(inputs.train_rows, template_of(recipe), inputs.tokenizer,
-                                                     recipe.train.max_prompt_length)
+                                                     recipe.train.max_prompt_length, training_tools(recipe))
         if dropped:
             inputs.notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length="
                                 f"{recipe.train.max_prompt_length}")

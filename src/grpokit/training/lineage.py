@@ -11,6 +11,12 @@ folder before anything loads, and the lineage `init_from: {path, step, kind,
 run}` is written to run.json (and shown by `grpokit report`), so a chain of
 rounds can be traced back. A LoRA checkpoint holds an adapter, not a model:
 export it first (`grpokit export RUN_DIR`), which merges it.
+
+A warm start is worth what its prompts share with the next run's: an SFT run
+on another system prompt, template or tool environment taught the model a
+context GRPO never shows it. The settings that make the prompt (PROMPT_FIELDS)
+of the earlier run are compared with the recipe's; each difference goes into
+the lineage (`prompt_differs`) and is said wherever the lineage is shown.
 """
 from __future__ import annotations
 
@@ -48,10 +54,30 @@ def resolve_init_from(spec: str) -> tuple[str, dict]:
                                 "`grpokit export`")])
 
 
+# (section, field) of the recipe settings that make what the model reads: its prompt, its tools.
+PROMPT_FIELDS = (("data", "template"), ("data", "system_prompt"), ("model", "enable_thinking"), ("env", "name"),
+                 ("env", "params"))
+
+
+def _setting(recipe, section: str, name: str):
+    part = getattr(recipe, section)
+    return None if part is None else getattr(part, name)
+
+
+def prompt_drift(earlier, recipe) -> list[str]:
+    """`section.field` of each prompt setting (PROMPT_FIELDS) that differs between two recipes."""
+    return [f"{section}.{name}" for section, name in PROMPT_FIELDS
+            if _setting(earlier, section, name) != _setting(recipe, section, name)]
+
+
 def apply_init_from(recipe, spec: str | None):
     """(recipe with model.name replaced, lineage) — unchanged recipe and None without --init-from."""
     if not spec:
         return recipe, None
     model_dir, lineage = resolve_init_from(spec)
+    if lineage.get("run"):
+        from grpokit.run import RunDir
+
+        lineage["prompt_differs"] = prompt_drift(load_run_recipe(RunDir(lineage["run"])), recipe)
     lineage["base_model"] = recipe.model.name  # what the recipe named; the run starts from model_dir instead
     return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": model_dir})}), lineage

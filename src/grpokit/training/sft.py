@@ -12,7 +12,13 @@ section gives the optimiser settings (learning_rate, max_steps or
 num_train_epochs, batch size, save_steps, seed); GRPO-only keys
 (num_generations, beta, ...) are ignored.
 
-The reference completion of a row, in order:
+A recipe with `env:` (a tool task) trains on demonstrations instead: each row's `expected_calls` played on the
+recipe's environment, then the answer line with the last tool result, rendered as GRPO's multi-turn rollout
+renders the episode, with the loss on the model's turns only (`demonstration_dataset`, grpokit.envs.demonstrations):
+the warm start a model too small to write a tool call needs before GRPO (docs/tools.md "An SFT warm start, then
+GRPO"); its checkpoints carry the tool template, so `grpokit train --init-from` and `grpokit eval` read it.
+
+The reference completion of any other row, in order:
 - a `solution` or `completion` column, used as written;
 - a GSM8K answer (`reasoning ... #### 72`): the reasoning (calculator
   annotations `<<48/2=24>>` removed) then the answer line `Final answer: 72`;
@@ -25,7 +31,7 @@ built-in reward that reads answer lines: math_correctness, format), else `最终
 The run directory has the GRPO layout (config.yaml, run.json with
 `kind: sft`, metrics.jsonl, checkpoints/checkpoint-N with the COMPLETE
 marker), so `grpokit eval`, `report`, `export` and `--init-from` work on it.
-Not covered: packing, multi-turn conversations as targets, resume.
+Not covered: packing, multi-turn conversations as targets other than tool demonstrations, resume.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpokit import hf_internals
+from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import Recipe, bf16_of
 from grpokit.run import RunDir
 from grpokit.training.lifecycle import (LockHolder, RunRecord, decide_for_this_machine, load_inputs, open_run, read_paths, refuse_short_disk,
@@ -70,12 +77,15 @@ def reference_completion(row: dict, marker: str) -> str:
     return f"{marker}{sep}{answer}"
 
 
-def sft_dataset(rows: list[dict], recipe: Recipe):
-    """TRL prompt-completion rows: the GRPO prompt (same template) and the reference completion."""
+def sft_dataset(rows: list[dict], recipe: Recipe, tokenizer=None, notes: list[str] | None = None):
+    """TRL prompt-completion rows: the GRPO prompt (same template) and the reference completion; for a recipe with
+    `env:`, the tool demonstrations instead (`demonstration_dataset`, which needs the tokenizer)."""
     from datasets import Dataset
 
     from grpokit.task import template_of
 
+    if recipe.env is not None:
+        return demonstration_dataset(rows, recipe, tokenizer, notes if notes is not None else [])
     template = template_of(recipe)
     marker = answer_marker(recipe)
     kwargs = template.chat_template_kwargs()
@@ -88,6 +98,58 @@ def sft_dataset(rows: list[dict], recipe: Recipe):
         if kwargs:
             item["chat_template_kwargs"] = kwargs  # TRL's SFT tokenizer reads this per example (enable_thinking)
         out.append(item)
+    return Dataset.from_list(out)
+
+
+def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: list[str]):
+    """Pre-tokenised SFT rows of a tool recipe (input_ids, completion_mask): each row's expected calls played on the
+    recipe's environment, then the answer line with the last tool result, rendered as GRPO's rollout renders the
+    episode, loss on the model's turns only (grpokit.envs.demonstrations). The tokenizer gets the tool template
+    GRPO uses (grpokit.envs.chat), so the checkpoints carry it. A demonstration GRPO could not produce within
+    train.max_prompt_length / max_completion_length is left out and counted in `notes`."""
+    from datasets import Dataset
+
+    from grpokit.envs import get_env, loads, training_tools
+    from grpokit.envs.chat import ensure_tool_template
+    from grpokit.envs.demonstrations import play_expected_calls, render_episode
+    from grpokit.rewards.math import score_math
+    from grpokit.task import template_of
+
+    ensure_tool_template(tokenizer)
+    template, tools, marker = template_of(recipe), training_tools(recipe), answer_marker(recipe)
+    factory = get_env(recipe.env.name).factory(recipe.env.params)
+    t = recipe.train
+    out, problems, too_long = [], [], 0
+    for row in rows:
+        where = f"{recipe.data.train} row {str(row['question'])[:48]!r}"
+        if loads(row.get("expected_calls")) is None:
+            problems.append(Problem(where, "has no expected_calls, so there is no episode to demonstrate",
+                                    "give every SFT row its expected_calls (grpokit data generate calculator "
+                                    "writes them), or train this environment with GRPO only"))
+            continue
+        episode = play_expected_calls(row, factory, where)
+        final = f"{marker} {episode[-1]['content'] if episode else str(row['answer']).strip()}"
+        if score_math(final, row["answer"]) != 1.0:
+            problems.append(Problem(where, f"the environment's last result ({episode[-1]['content']}) is not the "
+                                    f"row's answer ({row['answer']})", "correct the answer or the expected calls"))
+            continue
+        prompt = template.build(row["question"])
+        ids, mask = render_episode(tokenizer, prompt, [*episode, {"role": "assistant", "content": final}], tools,
+                                   template.chat_template_kwargs())
+        prompt_len = mask.index(1)
+        completion_len = len(ids) - prompt_len  # the model's turns and the tool results: GRPO's completion budget
+        if (t.max_prompt_length and prompt_len > t.max_prompt_length) or completion_len > t.max_completion_length:
+            too_long += 1
+            continue
+        out.append({"input_ids": ids, "completion_mask": mask})
+    if problems:
+        raise GrpokitError(problems, title="rows that cannot be demonstrated")
+    if too_long:
+        notes.append(f"left out {too_long} of {len(rows)} demonstration(s) longer than GRPO's limits (train."
+                     f"max_prompt_length={t.max_prompt_length}, max_completion_length={t.max_completion_length})")
+    if not out:
+        raise GrpokitError([Problem("train.max_completion_length", f"all {len(rows)} demonstrations are longer "
+                                    "than GRPO's limits", "raise train.max_prompt_length / max_completion_length")])
     return Dataset.from_list(out)
 
 
@@ -132,20 +194,21 @@ def sft_args(recipe: Recipe, run: RunDir):
 
 
 def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: bool = False,
-              init_from: dict | None = None, model=None, tokenizer=None, log=print) -> dict:
-    """SFT for a recipe into a run directory; returns the summary written to run.json.
+              init_from: dict | None = None, model=None, tokenizer=None, log=print, kind: str = "run") -> dict:
+    """SFT for a recipe into a run directory; returns the summary written to run.json. `kind`: what the folder's
+    record says it is ("demo" for grpokit demo, as GRPO's train takes it).
 
     The run's life is GRPO's (grpokit.training.lifecycle): a taken folder is refused before anything loads, the
     folder is created once data and model have loaded, one writer holds the lock, a failure is recorded.
     """
     # ---------------------------------------------------------------- prepare: refused before anything loads
-    run = run_folder(recipe, run_dir)
+    run = run_folder(recipe, run_dir, kind)
     recipe = recipe.for_run(run.path)
     run.refuse_existing(overwrite, keep=read_paths(recipe))
     inputs = load_inputs(recipe, model, tokenizer)
     here = decide_for_this_machine(recipe, inputs.notes)  # auto settings, said with the notes; the folder keeps auto
     refuse_short_disk(run, recipe, inputs.model)  # the checkpoints it keeps fit on the disk
-    dataset = sft_dataset(inputs.train_rows, recipe)
+    dataset = sft_dataset(inputs.train_rows, recipe, inputs.tokenizer, inputs.notes)
 
     # ---------------------------------------------------------------- open the run
     with LockHolder(run) as held:
