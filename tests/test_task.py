@@ -32,6 +32,7 @@ ROLE_TABLE = [
     ("json_fields", "correctness", "field accuracy"),  # graded: its metric is its mean score (tests/test_json_task.py)
     ("sql_exec", "correctness", "execution match"),
     ("format", "format", None),
+    ("direct_answer", "format", None),  # the preference rankings' order as a rule (weight 0 in its recipe: a check)
     ("length", "shaping", None),
     ("reward_model", "preference", None),  # a learned reward (grpokit.rm): no pass rate
     ("task_success", "correctness", "task success"),   # tool episodes (grpokit.envs)
@@ -173,6 +174,9 @@ SHIPPED = [
                                                        "tool_args": "format", "tool_shaping": "shaping"}),
     ("smollm2-calculator-sft.yaml", "task success", {"task_success": "correctness", "tool_choice": "format",
                                                      "tool_args": "format"}),
+    ("smollm2-calculator-sft.yaml", "task success", {"task_success": "correctness", "tool_choice": "format",
+                                                     "tool_args": "format"}),
+    ("smollm2-json-extraction.yaml", "field accuracy", {"json_fields": "correctness", "json_schema": "correctness"}),
     ("smollm2-repofix.yaml", "task success", {"task_success": "correctness", "tool_args": "format"}),
     ("qwen3-4b-tools.yaml", "task success", None),
 ]

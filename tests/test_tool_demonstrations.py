@@ -154,7 +154,7 @@ def test_a_row_that_cannot_be_demonstrated_is_refused_with_where_and_fix(row, wh
     with pytest.raises(GrpokitError) as e:
         demonstration_dataset([row], recipe, models.load_recipe_tokenizer(recipe.model), [])
     problem = e.value.problems[0]
-    assert what in problem.what and "calculator.jsonl row" in problem.where and problem.fix
+    assert what in problem.message and "calculator.jsonl row" in problem.where and problem.fix
 
 
 def test_demonstrations_longer_than_grpos_limits_are_left_out_and_said(tiny_tool_model_dir):
@@ -168,15 +168,23 @@ def test_demonstrations_longer_than_grpos_limits_are_left_out_and_said(tiny_tool
                for d in demonstration_dataset(rows, recipe, tokenizer, [])]
     assert len(set(lengths)) > 1  # the rows' numbers differ in digits: so do their episodes' lengths
     limit, notes = max(lengths) - 1, []
+    left_out = sum(n > limit for n in lengths)
+    assert 2 * left_out <= 10, lengths  # few of them are the longest: those are left out and said
     shorter = _recipe(SFT_RECIPE, tiny_tool_model_dir, f"train.max_completion_length={limit}")
     kept = demonstration_dataset(rows, shorter, tokenizer, notes)
-    left_out = sum(n > limit for n in lengths)
-    assert len(kept) == 10 - left_out and notes == [
-        f"left out {left_out} of 10 demonstration(s) longer than GRPO's limits (train.max_prompt_length="
-        f"{recipe.train.max_prompt_length}, max_completion_length={limit})"]
-    with pytest.raises(GrpokitError, match="all 10 demonstrations are longer"):
-        demonstration_dataset(rows, _recipe(SFT_RECIPE, tiny_tool_model_dir, "train.max_completion_length=8"),
+    assert len(kept) == 10 - left_out and len(notes) == 1, notes
+    assert notes[0].startswith(f"left out {left_out} of 10 demonstration(s) are longer than GRPO's limits")
+    assert f"max_completion_length={limit};" in notes[0]
+    assert notes[0].endswith(f"train.max_completion_length >= {max(lengths)} keeps them all")
+    # most of them too long (the 64-token calculator recipe left out 316 of 320 and taught the call, not the
+    # answer): refused, with the length that keeps them all
+    short = sorted(lengths)[len(lengths) // 2 - 1] - 1  # at least 6 of the 10 are longer
+    with pytest.raises(GrpokitError) as e:
+        demonstration_dataset(rows, _recipe(SFT_RECIPE, tiny_tool_model_dir, f"train.max_completion_length={short}"),
                               tokenizer, [])
+    problem = e.value.problems[0]
+    assert problem.where == "train.max_completion_length" and "of 10 demonstration(s) are longer" in problem.message
+    assert f"train.max_completion_length >= {max(lengths)}" in problem.fix
 
 
 def test_grpo_counts_the_tool_schemas_in_a_prompts_length(tokenizer):
@@ -241,7 +249,7 @@ def test_the_tools_demo_runs_sft_then_grpo_from_it_and_evaluates_three_models(ti
     assert TASKS["tools"].module == "tools"
     small = [f"model.name={tiny_tool_model_dir}", "model.gradient_checkpointing=false", "train.max_steps=1",
              "train.save_steps=1", "train.per_device_train_batch_size=2", "train.num_generations=2",
-             "train.max_completion_length=64", "data.eval_max_rows=2"]
+             "train.max_completion_length=72", "data.eval_max_rows=2"]
     result = run_demo(str(tmp_path / "demo"), small, task="tools")
     out = capsys.readouterr().out
     entries = result["evaluation"]["checkpoints"]

@@ -119,7 +119,7 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
     template, tools, marker = template_of(recipe), training_tools(recipe), answer_marker(recipe)
     factory = get_env(recipe.env.name).factory(recipe.env.params)
     t = recipe.train
-    out, problems, too_long = [], [], 0
+    out, problems, too_long, longest = [], [], 0, (0, 0)
     for row in rows:
         where = f"{recipe.data.train} row {str(row['question'])[:48]!r}"
         if loads(row.get("expected_calls")) is None:
@@ -138,6 +138,7 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
                                    template.chat_template_kwargs())
         prompt_len = mask.index(1)
         completion_len = len(ids) - prompt_len  # the model's turns and the tool results: GRPO's completion budget
+        longest = (max(longest[0], prompt_len), max(longest[1], completion_len))
         if (t.max_prompt_length and prompt_len > t.max_prompt_length) or completion_len > t.max_completion_length:
             too_long += 1
             continue
@@ -145,11 +146,19 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
     if problems:
         raise GrpokitError(problems, title="rows that cannot be demonstrated")
     if too_long:
-        notes.append(f"left out {too_long} of {len(rows)} demonstration(s) longer than GRPO's limits (train."
-                     f"max_prompt_length={t.max_prompt_length}, max_completion_length={t.max_completion_length})")
-    if not out:
-        raise GrpokitError([Problem("train.max_completion_length", f"all {len(rows)} demonstrations are longer "
-                                    "than GRPO's limits", "raise train.max_prompt_length / max_completion_length")])
+        # A demonstration longer than the budget is one GRPO would cut off before its answer line: the evaluation
+        # cuts it there too. Training on the few that fit taught a 64-token calculator recipe the call and not the
+        # answer (docs/measurements.md "Tool calling: calculator task"), so most of them left out is refused.
+        need = f"train.max_completion_length >= {longest[1]}" + (
+            f" and train.max_prompt_length >= {longest[0]}" if t.max_prompt_length and longest[0] > t.max_prompt_length
+            else "")
+        said = (f"{too_long} of {len(rows)} demonstration(s) are longer than GRPO's limits (train.max_prompt_length="
+                f"{t.max_prompt_length}, max_completion_length={t.max_completion_length}; a tool episode's completion "
+                "counts the call, the tool's result and the answer)")
+        if 2 * too_long > len(rows):
+            raise GrpokitError([Problem("train.max_completion_length", said, f"set {need} in the SFT recipe and the "
+                                        "GRPO recipe it warms up (the longest demonstration)")])
+        notes.append(f"left out {said}; {need} keeps them all")
     return Dataset.from_list(out)
 
 
