@@ -106,9 +106,14 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
     recipe's environment, then the answer line with the last tool result, rendered as GRPO's rollout renders the
     episode, loss on the model's turns only (grpokit.envs.demonstrations). The tokenizer gets the tool template
     GRPO uses (grpokit.envs.chat), so the checkpoints carry it. A demonstration GRPO could not produce within
-    train.max_prompt_length / max_completion_length is left out and counted in `notes`."""
+    train.max_prompt_length / max_completion_length is left out and counted in `notes`; most of them is refused."""
     from datasets import Dataset
 
+    return Dataset.from_list(_within_grpos_limits(_demonstrations(rows, recipe, tokenizer), recipe.train, notes))
+
+
+def _demonstrations(rows: list[dict], recipe: Recipe, tokenizer) -> list[dict]:
+    """Every row's episode rendered (input_ids, completion_mask), or every row that cannot be demonstrated refused."""
     from grpokit.envs import get_env, loads, training_tools
     from grpokit.envs.chat import ensure_tool_template
     from grpokit.envs.demonstrations import play_expected_calls, render_episode
@@ -118,8 +123,7 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
     ensure_tool_template(tokenizer)
     template, tools, marker = template_of(recipe), training_tools(recipe), answer_marker(recipe)
     factory = get_env(recipe.env.name).factory(recipe.env.params)
-    t = recipe.train
-    out, problems, too_long, longest = [], [], 0, (0, 0)
+    out, problems = [], []
     for row in rows:
         where = f"{recipe.data.train} row {str(row['question'])[:48]!r}"
         if loads(row.get("expected_calls")) is None:
@@ -133,33 +137,38 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
             problems.append(Problem(where, f"the environment's last result ({episode[-1]['content']}) is not the "
                                     f"row's answer ({row['answer']})", "correct the answer or the expected calls"))
             continue
-        prompt = template.build(row["question"])
-        ids, mask = render_episode(tokenizer, prompt, [*episode, {"role": "assistant", "content": final}], tools,
+        ids, mask = render_episode(tokenizer, template.build(row["question"]),
+                                   [*episode, {"role": "assistant", "content": final}], tools,
                                    template.chat_template_kwargs())
-        prompt_len = mask.index(1)
-        completion_len = len(ids) - prompt_len  # the model's turns and the tool results: GRPO's completion budget
-        longest = (max(longest[0], prompt_len), max(longest[1], completion_len))
-        if (t.max_prompt_length and prompt_len > t.max_prompt_length) or completion_len > t.max_completion_length:
-            too_long += 1
-            continue
         out.append({"input_ids": ids, "completion_mask": mask})
     if problems:
         raise GrpokitError(problems, title="rows that cannot be demonstrated")
-    if too_long:
-        # A demonstration longer than the budget is one GRPO would cut off before its answer line: the evaluation
-        # cuts it there too. Training on the few that fit taught a 64-token calculator recipe the call and not the
-        # answer (docs/measurements.md "Tool calling: calculator task"), so most of them left out is refused.
-        need = f"train.max_completion_length >= {longest[1]}" + (
-            f" and train.max_prompt_length >= {longest[0]}" if t.max_prompt_length and longest[0] > t.max_prompt_length
-            else "")
-        said = (f"{too_long} of {len(rows)} demonstration(s) are longer than GRPO's limits (train.max_prompt_length="
-                f"{t.max_prompt_length}, max_completion_length={t.max_completion_length}; a tool episode's completion "
-                "counts the call, the tool's result and the answer)")
-        if 2 * too_long > len(rows):
-            raise GrpokitError([Problem("train.max_completion_length", said, f"set {need} in the SFT recipe and the "
-                                        "GRPO recipe it warms up (the longest demonstration)")])
-        notes.append(f"left out {said}; {need} keeps them all")
-    return Dataset.from_list(out)
+    return out
+
+
+def _within_grpos_limits(demos: list[dict], t, notes: list[str]) -> list[dict]:
+    """The demonstrations GRPO could produce within t.max_prompt_length / max_completion_length (a tool episode's
+    completion is the call, the tool's result and the answer). A longer one is cut before its answer line in GRPO
+    and in evaluation alike: training on the few that fit taught a 64-token calculator recipe the call and not the
+    answer (0% task success; docs/measurements.md "Tool calling: calculator task"), so most left out is refused."""
+    lengths = [(d["completion_mask"].index(1), len(d["input_ids"]) - d["completion_mask"].index(1)) for d in demos]
+    kept = [d for d, (p, c) in zip(demos, lengths)
+            if not (t.max_prompt_length and p > t.max_prompt_length) and c <= t.max_completion_length]
+    too_long = len(demos) - len(kept)
+    if not too_long:
+        return kept
+    longest = (max(p for p, _ in lengths), max(c for _, c in lengths))
+    need = f"train.max_completion_length >= {longest[1]}" + (
+        f" and train.max_prompt_length >= {longest[0]}" if t.max_prompt_length and longest[0] > t.max_prompt_length
+        else "")
+    said = (f"{too_long} of {len(demos)} demonstration(s) are longer than GRPO's limits (train.max_prompt_length="
+            f"{t.max_prompt_length}, max_completion_length={t.max_completion_length}; a tool episode's completion "
+            "counts the call, the tool's result and the answer)")
+    if 2 * too_long > len(demos):
+        raise GrpokitError([Problem("train.max_completion_length", said, f"set {need} in the SFT recipe and the "
+                                    "GRPO recipe it warms up (the longest demonstration)")])
+    notes.append(f"left out {said}; {need} keeps them all")
+    return kept
 
 
 class SftLogger(TrainerCallback):
