@@ -154,12 +154,20 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
 
 
 def device_memory(device: str) -> tuple[int, str]:
-    """(bytes, what they are) of the memory one training process fills: the first GPU's, or the machine's RAM."""
+    """(bytes, what they are) of the memory one training process may fill now: the first GPU's free memory, or
+    the RAM the kernel says is available (MemAvailable). Free, not total: the machine may be shared, and a
+    135M-parameter SFT planned at 16.8 GiB without checkpointing against 23.5 GiB of total RAM was killed by the
+    kernel's OOM killer beside a test run (docs/measurements.md "Tool calling: SFT warm start, then GRPO")."""
     if device == "cuda":
         import torch
 
-        return torch.cuda.get_device_properties(0).total_memory, "GPU memory"
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM"
+        return torch.cuda.mem_get_info(0)[0], "GPU memory free"
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+        return kib * 1024, "RAM available"
+    except (OSError, StopIteration, ValueError):  # not Linux: the machine's RAM
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "RAM"
 
 
 def checkpointing_of(recipe, device: str, num_gpus: int = 1, memory: tuple[int, str] | None = None) -> tuple[bool, str]:
@@ -175,7 +183,7 @@ def checkpointing_of(recipe, device: str, num_gpus: int = 1, memory: tuple[int, 
     have, what = memory or device_memory(device)
     on = need > have * HEADROOM
     return on, (f"model.gradient_checkpointing: auto; the memory plan without it, {need / GIB:.1f} GiB, "
-                f"{'does not fit' if on else 'fits'} {HEADROOM:.0%} of this {device}'s {have / GIB:.1f} GiB {what}")
+                f"{'does not fit' if on else 'fits'} {HEADROOM:.0%} of the {have / GIB:.1f} GiB {what} on this {device}")
 
 
 def checkpoint_bytes(shape: Shape, dtype: str, device: str = "cuda") -> int:
