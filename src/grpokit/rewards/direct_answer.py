@@ -95,6 +95,17 @@ def failed_check(text: str, min_words: int = 5, max_words: int = 25, min_sentenc
     },
 )
 def get_direct_answer_reward(min_words: int = 5, max_words: int = 25, min_sentence_words: float = 4.0):
+    """The `direct_answer` scorer: 1.0 for a finished answer of `min_words`-`max_words` words with no hedge,
+    brush-off or padding (the bundled rankings' order written as a rule), else 0.0.
+
+    Example:
+
+    >>> from grpokit.rewards.direct_answer import get_direct_answer_reward
+    >>> score = get_direct_answer_reward()
+    >>> score(["Put the egg in boiling water for 9 minutes, then cool it in cold water.",
+    ...        "As an AI, I cannot cook, but some people say eggs can be boiled.", "Just boil it."])
+    [1.0, 0.0, 0.0]
+    """
     if not 1 <= min_words <= max_words:
         raise ValueError(f"direct_answer: need 1 <= min_words <= max_words, got {min_words} and {max_words}")
     settings = dict(min_words=min_words, max_words=max_words, min_sentence_words=min_sentence_words)

@@ -90,6 +90,18 @@ def check_fields(completion: str, answer: object, case_sensitive: bool = False) 
                               "'Lisbon'; whitespace is always collapsed)"},
 )
 def get_json_fields_reward(case_sensitive: bool = False):
+    r"""The `json_fields` scorer: the share of the gold object's fields the completion's JSON gets right (graded;
+    a value of the wrong type is wrong, a string compared without case unless `case_sensitive`), 0.0 for no JSON.
+
+    Example:
+
+    >>> from grpokit.rewards.json_fields import get_json_fields_reward
+    >>> gold = '{"name": "Zara", "age": 26, "city": "Porto"}'
+    >>> score = get_json_fields_reward()
+    >>> score(['{"name": "Zara", "age": 26, "city": "Porto"}',
+    ...        '```json\n{"name": "zara", "age": "26", "city": "Lisbon"}\n```', "Zara, 26, Porto"], answer=[gold] * 3)
+    [1.0, 0.3333333333333333, 0.0]
+    """
     if not isinstance(case_sensitive, bool):
         raise ValueError(f"case_sensitive must be true or false, got {case_sensitive!r}")
 
