@@ -54,7 +54,7 @@ def test_a_tool_run_reports_calls_failures_components_and_the_tool_eval(tmp_path
         assert f'src="{png}.png"' in page
     # the eval table: base vs step 5, shares as percentages, calls per episode as a number, no-call args as –
     assert "12.5%" in page and "62.5%" in page and "90.0%" in page and "25.0%" in page and "1.50" in page
-    assert "0 (base)" in page and "8 evaluation row(s) × 2 sampled episode(s)" in page
+    assert "0 (base)" in page and "8 evaluation row(s) × 2 sampled episodes per checkpoint" in page
     assert "tools/failure_frequency" in page and "rewards/tool_args/mean" in page  # last-step table
 
 

@@ -62,8 +62,10 @@ def test_pairs_are_every_better_than_pair():
 
 def test_split_holds_out_whole_prompts_seeded():
     rows = read_rankings(BUNDLED)
+    assert len(rows) == 40  # the bundled rankings: a quarter is 10 whole prompts
     a, held = split_prompts(rows, 0.25, seed=3)
-    assert split_prompts(rows, 0.25, seed=3)[1] == held and len(held) == 3
+    assert split_prompts(rows, 0.25, seed=3)[1] == held and len(held) == 10 and len(a) == 30
+    assert split_prompts(rows, 0.25, seed=4)[1] != held  # the seed decides which
     assert not {r["id"] for r in a} & {r["id"] for r in held}
 
 
@@ -71,7 +73,7 @@ def test_csv_round_trip_keeps_ranks_and_reports_lines(tmp_path):
     unranked = [{**r, "candidates": [{**c, "rank": None} for c in r["candidates"]]} for r in read_rankings(BUNDLED)]
     write_jsonl(tmp_path / "u.jsonl", unranked)
     n = export_csv(tmp_path / "u.jsonl", tmp_path / "r.csv")
-    assert n == 48
+    assert n == 160  # 40 prompts x 4 candidates: one line each
     lines = (tmp_path / "r.csv").read_text().splitlines()
     # a person fills in the rank column (here: the order the candidates were listed in)
     filled, k = [lines[0]], 0
