@@ -30,6 +30,14 @@ def injected(prompts, completions, **_):
     return [_rng.random() for _ in completions]
 
 
+def text_spread(prompts, completions, **_):
+    """A score in [0, 1) from each completion's text (crc32): different texts score differently whatever their
+    length, so a tiny model whose completions all hit the token limit still gets non-zero advantages."""
+    import zlib
+
+    return [zlib.crc32(c.encode()) % 1000 / 1000 for c in completions]
+
+
 def long_length_spread(prompts, completions, **_):
     """Completion length / 100: spread on any text, so the advantages are non-zero and the weights must move."""
     return [min(len(c), 100) / 100 for c in completions]

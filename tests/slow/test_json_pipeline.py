@@ -32,7 +32,7 @@ def test_json_extraction_pipeline_on_a_tiny_model(tmp_path, tiny_model_dir, caps
     # + a shaping reward with spread on random text (tests/reward_fns.py): a tiny model writes no JSON, so the two
     # JSON rewards alone tie every group and nothing would be trained
     shaped = small + ["--set", 'rewards=[{name: json_fields}, {name: json_schema, weight: 0.5}, '
-                      '{name: "reward_fns:length_spread", role: shaping, weight: 0.1}]']
+                      '{name: "reward_fns:text_spread", role: shaping, weight: 0.1}]']
     for name in ("train", "eval"):
         assert main(["data", "check", f"builtin:json/{name}.jsonl", "--task", "json"]) == 0
     assert main(["recipe", "check", RECIPE, *small]) == 0

@@ -100,7 +100,7 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     trained = summary.pop("trainer").model
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
-        return _stopped(run_dir, before, summary, end, t0)
+        return stopped(run_dir, {"before": before.as_dict(), "after": None, "train": summary, "run_end": end}, end, t0)
     if end["note"]:
         console.print(f"[yellow]note:[/] {end['note']}")
     console.print(f"evaluating the trained model (greedy, in {dtype_name(trained)}) ...")
@@ -111,7 +111,7 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end,
               "seconds_total": round(time.time() - t0, 1)}
     write_demo_json(run_dir, result)
-    report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
+    report = write_before_after_report(run_dir, recipe, eval_rows, before, after, summary)
     done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
     console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
                   f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/)")
@@ -119,12 +119,12 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     return result
 
 
-def _stopped(run_dir: Path, before, summary: dict, end: dict, t0: float) -> dict:
-    """The demo stopped by the user during training: the checkpoint is saved, nothing more is evaluated."""
+def stopped(run_dir: Path, result: dict, end: dict, t0: float) -> dict:
+    """The demo stopped by the user during training (`result`: what it has so far): the checkpoint is saved,
+    demo.json written, nothing more is evaluated."""
     from grpokit.console import console
 
-    result = {"before": before.as_dict(), "after": None, "train": summary, "run_end": end,
-              "seconds_total": round(time.time() - t0, 1)}
+    result["seconds_total"] = round(time.time() - t0, 1)
     write_demo_json(run_dir, result)
     console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
                   f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
@@ -133,8 +133,9 @@ def _stopped(run_dir: Path, before, summary: dict, end: dict, t0: float) -> dict
     return result
 
 
-def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> Path:
-    """The before/after evaluation as eval/results.json (steps 0 and last), then report.html."""
+def write_before_after_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> Path:
+    """The before/after evaluation as eval/results.json (steps 0 and last, with what each EvalResult carries: a
+    preference task's win rate), then report.html."""
     from grpokit.evaluation import EvalSets, write_results
     from grpokit.report import write_report
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.demo.common import claim_run_dir, results_table, write_demo_json
+from grpokit.demo.common import claim_run_dir, results_table, stopped, write_before_after_report, write_demo_json
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
-from grpokit.run import RunDir, run_end
+from grpokit.run import run_end
 
 DEMO_RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "smollm2-preference.yaml"
 RANKINGS = "builtin:preference/rankings.jsonl"
@@ -91,7 +91,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     result = {"reward_model": {"path": str(rm_dir), **rm}, "before": before.as_dict(), "after": None,
               "train": summary, "run_end": end}
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
-        return _stopped(run_dir, result, end, t0)
+        return stopped(run_dir, result, end, t0)
     if end["note"]:
         console.print(f"[yellow]note:[/] {end['note']}")
     console.print("evaluating the trained model ...")
@@ -104,7 +104,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
                       f"  [dim]trained:[/] {a['completion']!r}")
     result.update(after=after.as_dict(), **judged, seconds_total=round(time.time() - t0, 1))
     write_demo_json(run_dir, result)
-    report = _write_report(run_dir, recipe, eval_rows, before, after, summary)
+    report = write_before_after_report(run_dir, recipe, eval_rows, before, after, summary)
     done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
     console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
                   f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/); reward model: {rm_dir}")
@@ -162,31 +162,3 @@ def table_rows(task, before, after, wins: dict) -> list[tuple[str, str, str]]:
 
 def _num(x) -> str:
     return "-" if x is None else f"{x:.3f}"
-
-
-def _stopped(run_dir: Path, result: dict, end: dict, t0: float) -> dict:
-    """The demo stopped by the user during training: the checkpoint is saved, nothing more is evaluated."""
-    from grpokit.console import console
-
-    result["seconds_total"] = round(time.time() - t0, 1)
-    write_demo_json(run_dir, result)
-    console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
-                  f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
-    console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint with: "
-                  f"grpokit eval {run_dir}")
-    return result
-
-
-def _write_report(run_dir: Path, recipe, eval_rows, before, after, summary) -> Path:
-    """The before/after evaluation as eval/results.json (steps 0 and last, the win rate with it), then report.html."""
-    from grpokit.evaluation import EvalSets, write_results
-    from grpokit.report import write_report
-
-    last = RunDir(run_dir).latest_checkpoint()
-    entries = [{"step": step, "path": path, "heldout": r.as_dict(), "perturbed": None, "train": None, "gap": None}
-               for step, path, r in ((0, recipe.model.name, before),
-                                     (summary["step"], str(last) if last else "final model", after))]
-    sets = EvalSets("held-out set of the recipe (the demo evaluates the base and the final model; "
-                    "`grpokit eval RUN_DIR` evaluates every checkpoint)", eval_rows)
-    write_results(run_dir, recipe, sets, entries, 0, None)
-    return write_report(run_dir)
