@@ -108,13 +108,22 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     console.print(results_table(metric_rows(before, after), end=end))
     for s in after.samples[:2]:
         console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
-    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end,
-              "seconds_total": round(time.time() - t0, 1)}
+    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end}
+    return finish(run_dir, result, recipe, eval_rows, before, after, t0)
+
+
+def finish(run_dir: Path, result: dict, recipe, eval_rows, before, after, t0: float, also: str = "") -> dict:
+    """A demo that trained to its end: the time, demo.json, the before/after report, and where they are (`also`:
+    what else the demo wrote, after the run directory's files)."""
+    from grpokit.console import console
+
+    result["seconds_total"] = round(time.time() - t0, 1)
     write_demo_json(run_dir, result)
-    report = write_before_after_report(run_dir, recipe, eval_rows, before, after, summary)
+    report = write_before_after_report(run_dir, recipe, eval_rows, before, after, result["train"])
+    end = result["run_end"]
     done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
     console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
-                  f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/)")
+                  f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/){also}")
     console.print(f"report: {report}")
     return result
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.demo.common import claim_run_dir, results_table, stopped, write_before_after_report, write_demo_json
+from grpokit.demo.common import claim_run_dir, finish, results_table, stopped
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.run import run_end
@@ -102,14 +102,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     for b, a in list(zip(before.samples, after.samples))[:2]:
         console.print(f"[dim]Q:[/] {b['question']}\n  [dim]base:[/]    {b['completion']!r}\n"
                       f"  [dim]trained:[/] {a['completion']!r}")
-    result.update(after=after.as_dict(), **judged, seconds_total=round(time.time() - t0, 1))
-    write_demo_json(run_dir, result)
-    report = write_before_after_report(run_dir, recipe, eval_rows, before, after, summary)
-    done = "finished" if end["reached_end"] else f"stopped at step {end['step']} ({end['status']})"
-    console.print(f"demo {done} in {result['seconds_total'] / 60:.1f} min; run directory: {run_dir} "
-                  f"(demo.json, metrics.jsonl, samples.jsonl, checkpoints/); reward model: {rm_dir}")
-    console.print(f"report: {report}")
-    return result
+    result.update(after=after.as_dict(), **judged)
+    return finish(run_dir, result, recipe, eval_rows, before, after, t0, also=f"; reward model: {rm_dir}")
 
 
 def _reward_model_slot(recipe, path: Path) -> int:
