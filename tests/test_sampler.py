@@ -222,6 +222,21 @@ def test_auto_is_bf16_only_where_it_is_native(monkeypatch):
     assert sampler_dtype_of(GenerationConfig(), "bfloat16")[0] == "bfloat16"  # same: the policy's own
 
 
+def test_a_run_says_its_sampling_precision_also_when_the_policy_samples_itself(tmp_path, tiny_model_dir):
+    # The demo's first lines name the precision it sampled in, the default (same) included (issue: "say which
+    # precision it chose and why").
+    from types import SimpleNamespace
+
+    from grpokit.training.sampler import attach_sampler
+
+    said = []
+    trainer = SimpleNamespace(model=None)
+    assert attach_sampler(trainer, load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.sampler_dtype=same"]),
+                          "float32", said.append) is None
+    assert trainer.sampler is None
+    assert said == ["sampling in float32: generation.sampler_dtype: same (the policy samples itself)"]
+
+
 @pytest.mark.parametrize("flags,native", [("fpu avx2 avx512f avx512_bf16", True), ("fpu avx2 amx_bf16", True),
                                           ("fpu sse avx2 fma", False)])
 def test_native_bf16_reads_the_cpu_flags(tmp_path, flags, native):

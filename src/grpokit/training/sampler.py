@@ -126,9 +126,8 @@ def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | Non
     chosen, why = sampler_dtype_of(recipe.generation, policy_dtype)
     trainer.sampler = None
     trainer.sampler_correction = recipe.generation.sampler_correction
-    if chosen == policy_dtype:
-        if recipe.generation.sampler_dtype != "same":
-            log(f"sampling in {chosen}: {why}")
+    if chosen == policy_dtype:  # said on every run too: the precision a run sampled in is never left to guess
+        log(f"sampling in {chosen}: {why}")
         return None
     if getattr(trainer.model, "hf_quantizer", None) is not None:
         raise GrpokitError([Problem("generation.sampler_dtype", f"{chosen}: the policy's base weights are quantized "
