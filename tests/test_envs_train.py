@@ -44,4 +44,7 @@ def test_grpokit_eval_on_a_tool_recipe_reports_success_validity_and_calls(tiny_m
     e = doc["checkpoints"][0]
     assert doc["rows"] == 2 and e["episodes"] == 4 and 0.0 <= e["task_success"] <= 1.0
     assert e["calls_per_episode"] is not None and e["tool_failures"] is not None
+    # The unsolved episodes are listed, each with its score: as many as task_success's mean leaves unsolved.
+    assert len(e["failed"]) == round((1 - e["task_success"]) * e["episodes"])  # the calculator's is 0 or 1
+    assert all({"question", "messages", "task_success"} <= set(f) for f in e["failed"])
     assert "task success" in capsys.readouterr().out

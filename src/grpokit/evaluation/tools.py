@@ -16,8 +16,9 @@ least one tool call), `tool_args` (share of calls with valid arguments, over
 the episodes that call), `tool_failures` (share of calls that raised in the
 environment: undefined tool, bad arguments, budget spent; TRL's
 tools/failure_frequency) and `calls_per_episode` (TRL's tools/call_frequency),
-plus every other reward's mean and the first episodes as played. Results go
-to the run's eval/results-tools.json.
+plus every other reward's mean, the first episodes as played and up to 16
+episodes the task_success reward did not solve (`failed`: what is left to
+learn). Results go to the run's eval/results-tools.json.
 """
 from __future__ import annotations
 
@@ -27,21 +28,32 @@ from pathlib import Path
 
 _EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): see measurements
 _EPISODES_KEPT = 4  # episodes written to the results file per model: what the figures look like
+_FAILED_KEPT = 16  # unsolved episodes written per model (`failed`): what the model still gets wrong
 
 
 class EpisodeLog:
     """A reward function that scores nothing (None, weight 0) and keeps every episode TRL's rollout played: the
-    per-episode figures TRL's averaged metrics do not give (how many episodes call a tool at all)."""
+    per-episode figures TRL's averaged metrics do not give (how many episodes call a tool at all). With `success`
+    (the recipe's task_success reward) each episode also keeps its score, so the unsolved ones can be listed."""
 
     __name__ = "episodes"  # TRL names a reward function by __name__
 
-    def __init__(self):
+    def __init__(self, success=None):
         self.episodes: list[dict] = []
+        self.success = success
 
-    def __call__(self, completions, question=None, **_):
+    def __call__(self, completions, question=None, **kwargs):
+        # The same call TRL makes to the recipe's reward (the batch's columns as keywords), once more: it is cheap
+        # next to the rollout, and TRL keeps no per-episode reward a later reader could take it from.
+        scores = self.success(completions=completions, question=question, **kwargs) if self.success else None
         for i, messages in enumerate(completions):
-            self.episodes.append({"question": question[i] if question else None, "messages": messages})
+            self.episodes.append({"question": question[i] if question else None, "messages": messages,
+                                  **({"task_success": scores[i]} if scores is not None else {})})
         return [None] * len(completions)
+
+    def failed(self) -> list[dict]:
+        """The episodes the task_success reward did not give full marks (a None score counts as failed)."""
+        return [e for e in self.episodes if "task_success" in e and (e["task_success"] or 0.0) < 1.0]
 
     def call_rate(self) -> float | None:
         from grpokit.rewards.tools import tool_calls
@@ -64,7 +76,8 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     model = models.load_recipe_model(recipe.model, checkpoint, on_device=True)
     rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
     dataset, _ = build_prompt_dataset(rows, template_of(recipe), tokenizer, None)
-    log = EpisodeLog()
+    success = next((r for r in recipe.rewards if r.name == "task_success"), None)
+    log = EpisodeLog(build_reward(success.name, success.params) if success else None)  # its own: no shared counts
     with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
         args = grpo_args(recipe, Path(tmp))
         args.num_generations_eval = generations
@@ -94,6 +107,7 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
         "greedy": generations == 1,
         "metrics": out,
         "samples": log.episodes[:_EPISODES_KEPT],
+        "failed": log.failed()[:_FAILED_KEPT],
     }
 
 
