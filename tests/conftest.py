@@ -304,3 +304,15 @@ def pytest_collection_modifyitems(config, items):
     problem = vllm_tier_problem() if marked else None
     for item in marked if problem else []:
         item.add_marker(pytest.mark.skip(reason=problem))
+
+
+def grpokit_run(folder: Path, kind: str = "run") -> Path:
+    """Make `folder` a run grpokit made, by its record (grpokit.run.record): a test that builds a run's files by
+    hand writes it, as training does when it creates the folder; eval, report and export write only into such."""
+    from grpokit.run.layout import own_entries
+    from grpokit.run.record import new_record
+    from grpokit.run.writer import write_record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_record(folder, new_record(kind, own_entries(), lock_token="test"))
+    return folder

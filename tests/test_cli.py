@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import grpokit_run
 
 from grpokit.cli import build_parser, version
 from grpokit.cli.output import print_error
@@ -38,6 +39,7 @@ def _run_in_fresh_python(argv: list[str]) -> tuple[int, list[str], str]:
 @pytest.fixture
 def run_dir(tmp_path) -> Path:
     """A run directory as far as `grpokit doctor` reads it: metrics, samples and the recipe it trained with."""
+    grpokit_run(tmp_path)
     rows = [{"step": s, "loss": 0.01, "reward": 0.1 * s, "rewards/math_correctness/mean": 0.1 * s,
              "completions/mean_length": 40.0, "kl": 0.001} for s in range(1, 6)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -268,8 +268,9 @@ def test_recipe_check_names_own_rewards_by_module_and_function(folder, capsys):
 
 
 def test_the_report_header_names_own_rewards(tmp_path, capsys):
-    run = tmp_path / "run"
-    run.mkdir()
+    from conftest import grpokit_run
+
+    run = grpokit_run(tmp_path / "run")
     (run / "config.yaml").write_text(yaml.safe_dump({"model": {"name": "default"}, "rewards": [
         {"name": None, "path": "/somewhere/my_rewards.py", "function": "dollar_answer", "weight": 1.0},
         {"name": "format", "weight": 0.2}]}))

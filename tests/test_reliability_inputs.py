@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import unprivileged, write_jsonl
+from conftest import unprivileged, write_jsonl, grpokit_run
 
 from grpokit.cli import main
 
@@ -157,7 +157,8 @@ LOCKS = [
 def test_a_lock_that_is_not_a_lock_file(tmp_path, case, make, refused, noted):
     from grpokit.errors import GrpokitError
     from grpokit.run import RunDir
-    from grpokit.run.record import new_record, write_record
+    from grpokit.run.record import new_record
+    from grpokit.run.writer import write_record
 
     thesis = tmp_path / "thesis.txt"
     thesis.write_text("years of work")
@@ -183,8 +184,7 @@ def test_a_lock_that_is_not_a_lock_file(tmp_path, case, make, refused, noted):
 
 # ---------------------------------------------------------------- the report (point 7)
 def _run_folder(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    run.mkdir()
+    run = grpokit_run(tmp_path / "run")
     (run / "config.yaml").write_text(yaml.safe_dump({**BASE, "model": {"name": "default"}}))
     (run / "run.json").write_text(json.dumps({"status": "completed", "step": 2, "seconds": 9.0}))
     write_jsonl(run / "metrics.jsonl", [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.7}])

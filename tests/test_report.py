@@ -6,7 +6,7 @@ import re
 
 import pytest
 import yaml
-from conftest import write_jsonl
+from conftest import write_jsonl, grpokit_run
 
 from grpokit.cli import main
 from grpokit.report import plots as report_plots
@@ -16,8 +16,7 @@ from grpokit.report.plots import CURVES, DPI, FIGSIZE, ema, ema_weight, plot_cur
 
 def _fake_run(tmp_path, beta=0.0, with_kl=False, steps=6):
     """A run directory written by hand: what training and evaluation write, without training."""
-    run = tmp_path / "run"
-    run.mkdir()
+    run = grpokit_run(tmp_path / "run")
     (run / "config.yaml").write_text(yaml.safe_dump({
         "model": {"name": "default"}, "train": {"beta": beta},
         "rewards": [{"name": "math_correctness", "weight": 1.0}, {"name": "format", "weight": 0.5}]}))
@@ -83,8 +82,7 @@ def test_missing_metrics_say_not_logged(tmp_path):
 
 
 def test_report_of_an_empty_run_does_not_crash(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
+    run = grpokit_run(tmp_path / "run")
     (run / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "rew')  # cut by a crash
     page = write_report(run).read_text()
     assert "not logged" in page and "samples.jsonl is missing" in page

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import yaml
-from conftest import write_jsonl
+from conftest import write_jsonl, grpokit_run
 
 from grpokit.cli import main
 from grpokit.report.tools import tool_reward_names
@@ -15,8 +15,7 @@ TOOL_REWARDS = ("task_success", "tool_choice", "tool_args", "tool_shaping")
 
 def _run(tmp_path, tool_metrics=True, steps=5):
     """A run directory as training writes it for a recipe with env: (the keys TRL 1.16 and grpokit log)."""
-    run = tmp_path / "run"
-    run.mkdir()
+    run = grpokit_run(tmp_path / "run")
     (run / "config.yaml").write_text(yaml.safe_dump({
         "model": {"name": "default"}, "train": {"beta": 0.0}, "env": {"name": "calculator"},
         "rewards": [{"name": n, "weight": 1.0} for n in TOOL_REWARDS]}))

@@ -81,13 +81,13 @@ def test_csv_round_trip_keeps_ranks_and_reports_lines(tmp_path):
         filled.append(line + str(k % 4 + 1))
         k += 1
     (tmp_path / "r.csv").write_text("\n".join(filled) + "\n")
-    rows = import_csv(tmp_path / "r.csv", tmp_path / "back.jsonl")
+    rows = import_csv(tmp_path / "r.csv", tmp_path / "back.jsonl", overwrite=True)
     assert [c["rank"] for c in rows[0]["candidates"]] == [1, 2, 3, 4]
     assert read_rankings(tmp_path / "back.jsonl")[3]["question"] == unranked[3]["question"]
     # an empty rank cell is reported with its CSV line
     (tmp_path / "r.csv").write_text("\n".join(filled[:2] + [filled[2].rsplit(",", 1)[0] + ","] + filled[3:]) + "\n")
     with pytest.raises(GrpokitError) as e:
-        import_csv(tmp_path / "r.csv", tmp_path / "back.jsonl")
+        import_csv(tmp_path / "r.csv", tmp_path / "back.jsonl", overwrite=True)
     assert any("r.csv:2" in p.where and "not ranked" in p.message for p in e.value.problems)
 
 

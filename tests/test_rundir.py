@@ -190,7 +190,8 @@ def test_nonfinite_weights_are_found(tiny_model_dir):
 
 # ---------------------------------------------------------------- the lock
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
-    from grpokit.run.record import new_record, write_record
+    from grpokit.run.record import new_record
+    from grpokit.run.writer import write_record
 
     write_record(tmp_path, new_record("run", {}, lock_token="t0"))  # a run's record: its lock token proves its lock
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
@@ -256,8 +257,9 @@ def test_disk_full_message_names_the_path_and_the_space(tmp_path):
 
 # ---------------------------------------------------------------- doctor and report on half-written logs
 def test_doctor_and_report_read_a_run_whose_logs_end_in_half_a_line(tmp_path, capsys):
-    run = tmp_path / "run"
-    run.mkdir()
+    from conftest import grpokit_run
+
+    run = grpokit_run(tmp_path / "run")
     metrics = [{"step": s, "reward": 0.1 * s, "reward_std": 0.2, "frac_reward_zero_std": 0.1, "kl": 0.01,
                 "completions/mean_length": 50.0, "completions/clipped_ratio": 0.0} for s in range(1, 6)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics) + '{"step": 6, "rew')

@@ -152,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _expand_home(args)
+    from grpokit.run.writer import command
+
     try:
-        return int(args.func(args) or 0)
+        with command():  # the files this command reads: no output of it is written over them (grpokit.run.writer)
+            return int(args.func(args) or 0)
     except GrpokitError as e:
         return print_error(e)
     except KeyboardInterrupt:

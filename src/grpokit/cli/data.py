@@ -1,10 +1,10 @@
 """`grpokit data check | generate | perturb | import | mine-failures`: dataset tools."""
 from __future__ import annotations
 
-import json
-import os
-
+from grpokit.cli.output import add_overwrite_option
 from grpokit.errors import GrpokitError, Problem
+
+MAX_GENERATED_ROWS = 1_000_000  # far above any training set generated here; a larger number is a typo
 
 
 def register(sub) -> None:
@@ -30,6 +30,7 @@ def register(sub) -> None:
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
     dg.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE")
+    add_overwrite_option(dg)
     dg.set_defaults(func=cmd_data_generate)
     dp = data.add_parser("perturb", help="redraw the numbers of generated problems and recompute the answers")
     dp.add_argument("file", help="rows from `grpokit data generate arithmetic` (.jsonl)")
@@ -37,10 +38,12 @@ def register(sub) -> None:
     dp.add_argument("--seed", type=int, default=0, help="random seed for the new numbers (default 0)")
     dp.add_argument("--exclude", action="append", metavar="FILE.jsonl",
                     help="never produce questions found in FILE (train)")
+    add_overwrite_option(dp)
     dp.set_defaults(func=cmd_data_perturb)
     di = data.add_parser("import", help="turn a packaged benchmark into grpokit rows")
     di.add_argument("source", choices=["humaneval"], help="which benchmark")
     di.add_argument("out", help="where to write the rows (.jsonl)")
+    add_overwrite_option(di)
     di.set_defaults(func=cmd_data_import)
     dm = data.add_parser("mine-failures", help="rows a run's best checkpoint got wrong (+ failures from use), "
                                                "deduplicated against its training set, for the next round")
@@ -48,6 +51,7 @@ def register(sub) -> None:
     dm.add_argument("--out", required=True, help="where to write the rows (.jsonl)")
     dm.add_argument("--from-file", metavar="FILE", help="failures collected in use, in the same row format")
     dm.add_argument("--results", metavar="FILE", help="eval results to mine (default RUN_DIR/eval/results.json)")
+    add_overwrite_option(dm)
     dm.set_defaults(func=cmd_data_mine_failures)
 
 
@@ -78,15 +82,25 @@ def cmd_data_check(args) -> int:
 def cmd_data_generate(args) -> int:
     from grpokit.data import GENERATORS, question_keys
 
+    from grpokit.run.writer import check_target, reading, write_rows
+
+    if not 1 <= args.rows <= MAX_GENERATED_ROWS:
+        raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
+                                    "e.g. --rows 500 (the default)")])
+    reading(*(args.exclude or []))
+    check_target(args.out, replace=args.overwrite)  # before generating: a link, a hard link, --exclude itself
     rows = GENERATORS[args.task](args.rows, args.seed, question_keys(args.exclude or []))
-    _write_jsonl(args.out, rows)
+    write_rows(args.out, rows, replace=args.overwrite)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0
 
 
 def cmd_data_perturb(args) -> int:
     from grpokit.data import is_generated, load_rows, perturb_rows, question_keys
+    from grpokit.run.writer import check_target, reading, write_rows
 
+    reading(args.file, *(args.exclude or []))
+    check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
     rows = load_rows(args.file)[0]
     bad = [i + 1 for i, r in enumerate(rows) if not is_generated(r)]
     if bad:
@@ -94,7 +108,7 @@ def cmd_data_perturb(args) -> int:
                                     "arithmetic rows (kind/a/b matching the question)",
                                     "perturb only files from `grpokit data generate arithmetic`; for other sets "
                                     "`grpokit eval` reports the train-vs-held-out gap instead")])
-    _write_jsonl(args.out, perturb_rows(rows, args.seed, question_keys(args.exclude or [])))
+    write_rows(args.out, perturb_rows(rows, args.seed, question_keys(args.exclude or [])), replace=args.overwrite)
     print(f"wrote {len(rows)} perturbed rows to {args.out}")
     return 0
 
@@ -102,7 +116,7 @@ def cmd_data_perturb(args) -> int:
 def cmd_data_import(args) -> int:
     from grpokit.data import import_humaneval
 
-    n = import_humaneval(args.out)
+    n = import_humaneval(args.out, args.overwrite)
     print(f"wrote {n} rows to {args.out}")
     return 0
 
@@ -110,16 +124,9 @@ def cmd_data_import(args) -> int:
 def cmd_data_mine_failures(args) -> int:
     from grpokit.evaluation import mine_failures
 
-    r = mine_failures(args.run_dir, args.out, args.from_file, args.results)
+    r = mine_failures(args.run_dir, args.out, args.from_file, args.results, args.overwrite)
     print(f"wrote {r['written']} rows to {r['out']}: {r['from_eval']} failed at eval step {r['step']}, "
           f"{r['from_file']} from --from-file; dropped {r['in_train']} already in training, {r['repeated']} repeats")
     print("note: held-out rows added to training no longer measure generalisation; evaluate the next round on a "
           "fresh held-out set")
     return 0
-
-
-def _write_jsonl(path: str, rows: list[dict]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")

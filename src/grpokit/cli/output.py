@@ -23,6 +23,11 @@ def add_set_option(parser, help: str = "override a recipe value (repeatable), e.
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help=help)
 
 
+def add_overwrite_option(parser, what: str = "the output file") -> None:
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what} if it exists (never a link, a "
+                        "hard-linked file, a file this command reads or a file of a grpokit run)")
+
+
 def print_notes(recipe) -> None:
     """What validation could not check here (a hub id or `hf:` dataset while offline, vLLM/CUDA missing)."""
     for note in getattr(recipe, "notes", None) or []:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpokit.cli.output import add_set_option, err, print_notes
+from grpokit.cli.output import add_overwrite_option, add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
 
 
@@ -16,6 +16,7 @@ def register(sub) -> None:
                    help="write only the judged prompts with a reward spread, easy/hard alternating (keep that order "
                    "in training with --set train.shuffle_dataset=false)")
     p.add_argument("--output", default="preflight.json", help="where to write the report (default ./preflight.json)")
+    add_overwrite_option(p, "--output and --write-filtered")
     add_set_option(p)
     m = p.add_argument_group("memory plan (no model loaded; see grpokit.preflight.memory)")
     m.add_argument("--memory", action="store_true", help="print the per-GPU memory plan from the model config and exit")
@@ -49,11 +50,17 @@ def cmd_preflight(args) -> int:
         raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
                                     "e.g. --prompts 16 --generations 8")])
     recipe = load_recipe(args.recipe, args.set)
+    from grpokit.run.writer import check_target
+
+    for out in (args.output, args.write_filtered):  # before the model loads: never a link, the data or the recipe
+        if out is not None:
+            check_target(out, replace=args.overwrite)
     print_notes(recipe)
-    r, rows = preflight_recipe(recipe, prompts=args.prompts, generations=args.generations, out_file=Path(args.output))
+    r, rows = preflight_recipe(recipe, prompts=args.prompts, generations=args.generations, out_file=Path(args.output),
+                               overwrite=args.overwrite)
     print(render_preflight(r))
     if args.write_filtered:
-        n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered))
+        n, dropped, unjudged = write_filtered(r, rows, Path(args.write_filtered), args.overwrite)
         print(f"wrote {n} rows to {args.write_filtered} (easy/hard alternating): {dropped} no-signal prompt(s) "
               f"dropped, {unjudged} unjudged row(s) left out (--prompts {len(rows)} judges every row); train on "
               "them in this order with train.shuffle_dataset: false")

@@ -1,7 +1,7 @@
 """`grpokit rm candidates | export-csv | import-csv | train | eval`: a reward model from human rankings."""
 from __future__ import annotations
 
-from grpokit.cli.output import add_set_option
+from grpokit.cli.output import add_overwrite_option, add_set_option
 
 
 def register(sub) -> None:
@@ -14,14 +14,17 @@ def register(sub) -> None:
     c.add_argument("--out", required=True, metavar="RANKINGS.jsonl", help="where to write the ranking file")
     c.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     add_set_option(c)
+    add_overwrite_option(c)
     c.set_defaults(func=cmd_candidates)
     e = rm.add_parser("export-csv", help="ranking file -> CSV, one line per candidate, to rank in a spreadsheet")
     e.add_argument("rankings", help="ranking file (.jsonl)")
     e.add_argument("csv", help="CSV to write")
+    add_overwrite_option(e)
     e.set_defaults(func=cmd_export_csv)
     i = rm.add_parser("import-csv", help="ranked CSV -> ranking file (checked: no ties, every rank 1..n)")
     i.add_argument("csv", help="the CSV from export-csv, with its rank column filled in")
     i.add_argument("rankings", help="ranking file to write (.jsonl)")
+    add_overwrite_option(i)
     i.set_defaults(func=cmd_import_csv)
     t = rm.add_parser("train", help="train a reward model on rankings (TRL RewardTrainer); held-out accuracy")
     t.add_argument("rankings", help="ranking file (.jsonl) with every candidate ranked")
@@ -46,7 +49,7 @@ def cmd_candidates(args) -> int:
     from grpokit.rm import write_candidates
 
     recipe = load_recipe(args.recipe, args.set)
-    r = write_candidates(recipe, args.prompts, args.n, args.out, seed=args.seed)
+    r = write_candidates(recipe, args.prompts, args.n, args.out, seed=args.seed, overwrite=args.overwrite)
     dup = f" ({r['dropped_duplicates']} identical answers dropped)" if r["dropped_duplicates"] else ""
     print(f"wrote {r['candidates']} candidates for {r['prompts']} prompts to {args.out}{dup}")
     if r["too_few"]:
@@ -59,7 +62,7 @@ def cmd_candidates(args) -> int:
 def cmd_export_csv(args) -> int:
     from grpokit.rm import export_csv
 
-    n = export_csv(args.rankings, args.csv)
+    n = export_csv(args.rankings, args.csv, args.overwrite)
     print(f"wrote {n} candidates to {args.csv}; fill in the rank column, then "
           f"`grpokit rm import-csv {args.csv} {args.rankings}`")
     return 0
@@ -68,7 +71,7 @@ def cmd_export_csv(args) -> int:
 def cmd_import_csv(args) -> int:
     from grpokit.rm import import_csv, pairs
 
-    rows = import_csv(args.csv, args.rankings)
+    rows = import_csv(args.csv, args.rankings, args.overwrite)
     print(f"wrote {len(rows)} ranked prompts ({len(pairs(rows))} pairs) to {args.rankings}")
     return 0
 

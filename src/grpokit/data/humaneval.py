@@ -65,12 +65,9 @@ def load_problems(path: str | Path | None = None) -> list[dict]:
     return problems
 
 
-def import_humaneval(out_path: str | Path) -> int:
-    """Write every HumanEval problem as a grpokit row to `out_path` (JSONL); returns rows written."""
-    rows = [to_row(p) for p in load_problems()]
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(rows)
+def import_humaneval(out_path: str | Path, overwrite: bool = False) -> int:
+    """Write every HumanEval problem as a grpokit row to `out_path` (JSONL, grpokit.run.writer); rows written."""
+    from grpokit.run.writer import check_target, write_rows
+
+    check_target(out_path, replace=overwrite)
+    return write_rows(out_path, [to_row(p) for p in load_problems()], replace=overwrite)

@@ -22,7 +22,7 @@ from rich.table import Table
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct  # one percentage format for every table
 from grpokit.run import RunDir, run_end
-from grpokit.run.files import atomic_write
+from grpokit.run.writer import write_file
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"  # the demo recipes of a source checkout
 
@@ -56,7 +56,7 @@ def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("befo
 
 
 def write_demo_json(run_dir: Path, result: dict) -> None:
-    atomic_write(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False).encode("utf-8"))
+    write_file(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False), within=run_dir)
 
 
 def metric_rows(before, after) -> list[tuple[str, str, str]]:

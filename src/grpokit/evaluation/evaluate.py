@@ -58,7 +58,7 @@ from grpokit.errors import GrpokitError, Problem
 
 # Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): metrics.py.
 from grpokit.evaluation.metrics import accuracy_gap, pct, sampled_pass_at_k
-from grpokit.evaluation.results import write_results
+from grpokit.evaluation.results import claim_eval_output, eval_names, refuse_eval_output, write_results
 from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, select_steps
 from grpokit.templates import PromptTemplate
@@ -293,6 +293,7 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
                  max_rows: int | None = None, max_new_tokens: int | None = None, log=print) -> dict:
     run = RunDir(run_dir)
     recipe = load_run_recipe(run)
+    refuse_eval_output(run_dir, True, eval_names(data))  # before any model loads
     by_step = run.by_step()
     best = run.read_best()
     steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)
@@ -348,6 +349,8 @@ def evaluate_model(name: str, data: str | None = None, recipe_path: str | None =
     # Without --recipe the built recipe's "train" file is the eval file itself: no train rows, no train gap.
     sets = eval_sets(recipe, data, max_rows, train_rows)
     out_dir = Path(out_dir or Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "_", Path(name).name)))
+    refuse_eval_output(out_dir, False, eval_names(None))  # before any model loads
     log(f"evaluating {name} ({recipe.data.template} template) on {len(sets.heldout)} rows of {sets.name}")
     entries = evaluate_steps(recipe, sets, {0: None}, k_samples, max_new_tokens, log)
+    claim_eval_output(out_dir, False)
     return write_results(out_dir, recipe, sets, entries, k_samples, max_new_tokens, None, record_best=False)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import load_run_recipe
+from grpokit.run.writer import command
 
 
 def eval_failures(run_dir: Path, results_file: Path) -> tuple[list[dict], int]:
@@ -32,28 +33,41 @@ def eval_failures(run_dir: Path, results_file: Path) -> tuple[list[dict], int]:
     if not results_file.is_file():
         raise GrpokitError([Problem(str(results_file), "no evaluation results",
                                     f"run `grpokit eval {run_dir}` first (or pass --results FILE)")])
-    results = json.loads(results_file.read_text())
-    entries = results.get("checkpoints") or []
+    try:
+        results = json.loads(results_file.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise GrpokitError([Problem(str(results_file), f"not readable eval results ({type(e).__name__}: "
+                                    f"{str(e)[:200]})", f"pass --results an eval/results*.json that `grpokit eval "
+                                    f"{run_dir}` wrote")]) from None
+    entries = results.get("checkpoints") if isinstance(results, dict) else None
+    entries = [e for e in entries if isinstance(e, dict) and type(e.get("step")) is int] \
+        if isinstance(entries, list) else []
     if not entries:
         raise GrpokitError([Problem(str(results_file), "no evaluated checkpoint", f"run `grpokit eval {run_dir}`")])
-    best = (results.get("best") or {}).get("step")
+    best = (results.get("best") or {}).get("step") if isinstance(results.get("best"), dict) else None
     entry = next((e for e in entries if e["step"] == best), entries[-1])
-    failed = entry.get("heldout", {}).get("failed")
-    if failed is None:  # results written before per-row verdicts were stored
+    heldout = entry.get("heldout")
+    failed = heldout.get("failed") if isinstance(heldout, dict) else None
+    if not isinstance(failed, list) or not all(isinstance(r, dict) and "question" in r for r in failed):  # results written before per-row verdicts were stored
         raise GrpokitError([Problem(str(results_file), f"step {entry['step']} has no per-row results",
                                     f"re-evaluate it: grpokit eval {run_dir} --checkpoints {entry['step']}")])
     return [{**r, "source": f"eval step {entry['step']}"} for r in failed], entry["step"]
 
 
+@command()
 def mine_failures(run_dir: str | Path, out: str | Path, from_file: str | None = None,
-                  results: str | None = None) -> dict:
-    """Write the rows to `out` (JSONL); returns the counts."""
+                  results: str | None = None, overwrite: bool = False) -> dict:
+    """Write the rows to `out` (JSONL); returns the counts. `out` is never one of the files it reads (the results,
+    --from-file, the run's training file) nor a file of the run (grpokit.run.writer)."""
     from grpokit.data import load_rows, load_train_rows, question_key
     from grpokit.run import RunDir
+    from grpokit.run.writer import check_target, reading, write_rows
 
     run_dir = Path(run_dir)
     recipe = load_run_recipe(run_dir)
     results_file = Path(results) if results else RunDir(run_dir).results_path(None)
+    reading(results_file, from_file, recipe.data.train, recipe.data.eval)
+    check_target(out, replace=overwrite)  # before anything is read: a refusal writes nothing
     rows, step = eval_failures(run_dir, results_file)
     from_eval = len(rows)
     if from_file:
@@ -72,9 +86,6 @@ def mine_failures(run_dir: str | Path, out: str | Path, from_file: str | None = 
         else:
             written.add(key)
             kept.append(r)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
-        for r in kept:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    write_rows(out, kept, replace=overwrite)
     return {"step": step, "from_eval": from_eval, "from_file": len(rows) - from_eval, "in_train": in_train,
             "repeated": repeated, "written": len(kept), "out": str(out)}

@@ -26,13 +26,49 @@ from pathlib import Path
 
 from grpokit.evaluation.metrics import choose_best
 from grpokit.evaluation.preference import against_base
-from grpokit.run import RunDir, read_json, run_end
+from grpokit.run import EVAL_DIR, RunDir, read_json, run_end
+from grpokit.run.ownership import refuse_unproven_run
+from grpokit.run.writer import check_target, claim, refuse_claim, write_file
 
 PARTIAL_SUFFIX = "-partial"  # results.json -> results-partial.json: a narrower comparison's own file
 
 
 def results_path(out_dir: Path, data: str | None) -> Path:
     return RunDir(out_dir).results_path(data)
+
+
+def eval_names(data: str | None) -> list[str]:
+    """The names in eval/ an evaluation may write: its results file, the narrower comparison's, best.json."""
+    main = results_path(Path("."), data)
+    return [main.name, main.stem + PARTIAL_SUFFIX + main.suffix, RunDir(".").best_file.name]
+
+
+def _eval_fix(out_dir: Path, run: bool) -> str:
+    if run:
+        return (f"evaluate its checkpoints as models instead: grpokit eval {out_dir}/checkpoints/checkpoint-N "
+                "--recipe RECIPE.yaml --output-dir NEW_FOLDER")
+    return "pass --output-dir a new folder (or one an earlier `grpokit eval MODEL` wrote)"
+
+
+def refuse_eval_output(out_dir: str | Path, run: bool, names=()) -> None:
+    """Before any model loads: where an evaluation writes. A run's eval/ only when the run's record proves grpokit
+    made it (grpokit.run.ownership.refuse_unproven_run: a folder holding a config.yaml is no run); `grpokit eval
+    MODEL --output-dir D` a new folder or one whose record says eval. Then each of `names` in eval/ (results.json,
+    best.json, ...): never a link, a hard-linked file or a folder (grpokit.run.writer)."""
+    out_dir = Path(out_dir)
+    if run:
+        refuse_unproven_run(out_dir, _eval_fix(out_dir, run))
+    else:
+        refuse_claim(out_dir, "eval", {EVAL_DIR: "dir"}, _eval_fix(out_dir, run))
+    for name in names:
+        check_target(out_dir / EVAL_DIR / name, replace=True, within=out_dir, fix=f"move it out of {out_dir / EVAL_DIR} "
+                     "(grpokit writes its results there), then evaluate again")
+
+
+def claim_eval_output(out_dir: str | Path, run: bool) -> None:
+    """The folder of `grpokit eval MODEL` gets its record (kind eval) before its results are written."""
+    if not run:
+        claim(out_dir, "eval", {EVAL_DIR: "dir"}, _eval_fix(Path(out_dir), run))
 
 
 def _width(results: dict | None) -> tuple[int, int]:
@@ -92,8 +128,7 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
     run = RunDir(out_dir)
     if run.run_json.is_file():  # a run that stopped early: the results say which step the run holds
         results["run_end"] = run_end(run.read_status(), recipe.train.max_steps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    write_file(path, json.dumps(results, indent=2, ensure_ascii=False), within=out_dir)
     if record_best and best is not None and path == main:
         run = RunDir(out_dir)
         held = run.read_best()
@@ -106,6 +141,27 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
     results["path"] = str(path)
     results.update(notes)
     return results
+
+
+def record_tool_best(run: RunDir, doc: dict) -> dict | None:
+    """A tool run's best checkpoint by its primary metric, task_success (ties to the earlier step), written to
+    best.json under the rule above: never from a narrower comparison than the one that chose the one held. The
+    record written, or None (nothing scored, or kept)."""
+    scored = [e for e in doc.get("checkpoints", []) if type(e.get("step")) is int
+              and isinstance(e.get("task_success"), (int, float))]
+    if not scored:
+        return None
+    best = max(scored, key=lambda e: (e["task_success"], -e["step"]))
+    width = (int(doc.get("rows") or 0), len(scored))
+    held = run.read_best()
+    held_width = _width(held) if held and "checkpoints" in held else (0, 0)
+    if width[0] < held_width[0] or width[1] < held_width[1]:
+        return None
+    record = {"step": best["step"], "path": best.get("model"), "accuracy": best["task_success"],
+              "metric": "task_success", "chosen_by": "held-out task_success (greedy episodes); ties go to the "
+              "earlier step", "data": "held-out rows", "rows": width[0], "checkpoints": width[1]}
+    run.write_best(record)
+    return record
 
 
 def _best_record(best: dict, settings: dict, width: tuple[int, int]) -> dict:

@@ -120,8 +120,9 @@ def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict
         results.append({"step": step, "model": str(path), **_model_metrics(recipe, str(path), rows, generations)})
     doc = {"task": recipe.env.name, "rows": len(rows), "generations": generations, "checkpoints": results}
     if out_path is not None:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(doc, indent=2))
+        from grpokit.run.writer import write_file
+
+        write_file(out_path, json.dumps(doc, indent=2), within=out_path.parent.parent)  # the run (or eval) folder
         doc["path"] = str(out_path)
     return doc
 
@@ -150,7 +151,8 @@ def cli_eval(args, recipe, run) -> int:
     from grpokit.data import load_datasets, load_rows
     from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
 
-    rows = load_rows(recipe.resolve_data_path(args.data))[0] if args.data else load_datasets(recipe)[1]
+    rows = load_rows(args.data if args.data.startswith(("builtin:", "hf:")) else str(Path(args.data).resolve()))[0] \
+        if args.data else load_datasets(recipe)[1]  # --data: from the working directory, as every path argument
     if not rows:  # a recipe that holds nothing out (eval_fraction 0): evaluate on its training rows, said below
         rows = load_datasets(recipe)[0]
         print("note: the recipe holds out no rows; evaluating on training rows")
@@ -164,7 +166,16 @@ def cli_eval(args, recipe, run) -> int:
     else:
         targets = [(args.target, models.resolve_model_path(args.target))]
         out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / EVAL_DIR / TOOL_RESULTS_FILE
+    from grpokit.evaluation.results import claim_eval_output, refuse_eval_output
+
+    refuse_eval_output(out.parent.parent, run is not None, [out.name])  # before any model loads
+    claim_eval_output(out.parent.parent, run is not None)
     doc = evaluate_tools(recipe, targets, rows, generations, out)
+    if run is not None and not args.data:  # the best checkpoint by task_success: best.json, as other runs have
+        from grpokit.evaluation.results import record_tool_best
+
+        if (best := record_tool_best(run, doc)) is not None:
+            print(f"best: step {best['step']} (task_success {best['accuracy']:.3f}) -> {run.best_file}")
     print(tools_table(doc))
     print(f"results: {doc['path']}")
     return 0

@@ -53,7 +53,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -70,7 +69,7 @@ from grpokit.export.quantize import CONVERTER_QUANTS, LLAMA_QUANTS, MIN_AGREEMEN
 from grpokit.export.serving import ollama_template, serving_chat_template, write_modelfile
 from grpokit.export.serving_tools import ollama_tool_template, tool_conversations
 from grpokit.recipe import load_run_recipe
-from grpokit.run.files import atomic_write
+from grpokit.run.writer import claim, refuse_claim, remove, remove_made, write_file
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
 TARGETS = ("hf", "gguf", "ollama")
@@ -134,12 +133,11 @@ def export_hf(checkpoint: Path, recipe, out: Path, model=None) -> Path:
     if out.is_symlink() or (out.exists() and not out.is_dir()):  # export() checked hf/ against its record
         raise GrpokitError([Problem(str(out), "is not a folder grpokit exported (a link or a file): nothing was "
                                     "deleted", f"move it out of {out.parent}, or pass --out a new folder")])
-    if out.exists():
-        shutil.rmtree(out)
+    remove(out)  # hf/, an entry of the export's record (export() checked it)
     model.save_pretrained(out)
     tokenizer.chat_template = serving
     tokenizer.save_pretrained(out)
-    (out / "chat_template.jinja").write_text(serving, encoding="utf-8")  # also where --chat-template points
+    write_file(out / "chat_template.jinja", serving, within=out)  # also where --chat-template points
     return out
 
 
@@ -183,7 +181,7 @@ def make_gguf(hf_dir: Path, out: Path, quant: str) -> Path:
     try:
         return quantize_gguf(f16, target, quant)
     finally:
-        f16.unlink(missing_ok=True)
+        remove(f16)
 
 
 def load_gguf(gguf: Path):
@@ -223,13 +221,19 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     run_dir = Path(run_dir).resolve()
     recipe = load_run_recipe(run_dir)
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
+    if out is None:  # into the run's own export/: only a run grpokit's record proves it made
+        from grpokit.run.ownership import refuse_unproven_run
+        from grpokit.run.writer import check_target
+
+        refuse_unproven_run(run_dir, f"export elsewhere: grpokit export {run_dir} --out NEW_FOLDER")
+        check_target(RunDir(run_dir).export_dir(ck), within=run_dir, replace=True)  # export/ no link
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
     created = _open_out(out, _out_entries(to, quant))
     try:
         return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
     except BaseException:
         if created:  # refused or failed: the folder this export made goes with it
-            shutil.rmtree(out, ignore_errors=True)
+            remove_made(out)
         raise
 
 
@@ -246,11 +250,12 @@ def _out_entries(to: str, quant: str) -> dict[str, str]:
 
 
 def _open_out(out: Path, entries: dict[str, str]) -> bool:
-    """Create the export folder and its record (True: created here). Refused, with nothing written: a file, an
-    unwritable place, a folder with content but no export record of grpokit's (a `grpokit.json` proves nothing),
-    and, in an earlier export, a name this export writes that grpokit did not (a link at hf/, a user's file)."""
+    """Create the export folder and its record (True: created here). Refused, with nothing written
+    (grpokit.run.writer.claim): a file or a link, an unwritable place, a folder with content but no export record of
+    grpokit's (a `grpokit.json` proves nothing), and, in an earlier export, a name this export writes that grpokit
+    did not (a link at hf/, a user's file)."""
     from grpokit.run import writable_problem
-    from grpokit.run.record import RECORD_FILE, claim, read_record
+    from grpokit.run.record import RECORD_FILE, read_record
 
     fix = "pass --out a new folder (or an earlier export's), or leave --out out for RUN_DIR/export/checkpoint-N"
     if out.exists() and not out.is_dir():
@@ -261,6 +266,7 @@ def _open_out(out: Path, entries: dict[str, str]) -> bool:
         raise GrpokitError([Problem(f"--out {out}", f"is a folder that is not a grpokit export (no {RECORD_FILE} of "
                                     f"an export){old}; an export replaces hf/ and the GGUF files in it: nothing was "
                                     "deleted", fix)])
+    refuse_claim(out, "export", entries, fix)
     problem = writable_problem(out)
     if problem:
         raise GrpokitError([Problem(f"--out {problem.where}", problem.message, fix)])
@@ -269,7 +275,7 @@ def _open_out(out: Path, entries: dict[str, str]) -> bool:
         claim(out, "export", entries, fix)
     except BaseException:
         if created:
-            shutil.rmtree(out, ignore_errors=True)
+            remove_made(out)
         raise
     return created
 
@@ -387,6 +393,6 @@ def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stop
         "gguf": result.gguf.name if result.gguf else None, "quant": quant if result.gguf else None,
         "checks": [asdict(c) for c in result.checks], "smoke": result.smoke, "commands": result.commands,
     }
-    text = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8")
-    atomic_write(result.out_dir / MANIFEST, text)  # recorded; replaced, never written through
-    atomic_write(result.hf_dir / MANIFEST, text)
+    text = json.dumps(manifest, indent=2, ensure_ascii=False)
+    write_file(result.out_dir / MANIFEST, text, within=result.out_dir)  # recorded; never written through a link
+    write_file(result.hf_dir / MANIFEST, text, within=result.out_dir)

@@ -84,7 +84,9 @@ def write_modelfile(path: Path, gguf_name: str, go_template: str, system: str | 
     if system:
         lines.append(f'SYSTEM """{system}"""')
     lines += [f"PARAMETER stop {json.dumps(s, ensure_ascii=False)}" for s in stops]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from grpokit.run.writer import write_file
+
+    write_file(path, "\n".join(lines) + "\n", within=path.parent)  # the export's folder (its record names it)
 
 
 def read_modelfile(path: Path) -> dict:

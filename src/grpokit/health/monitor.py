@@ -169,7 +169,9 @@ class HealthMonitor:
 
     def record(self, f: Finding, action: str) -> None:
         line = {**f.as_dict(), "action": action}
-        with RunDir(self.run_dir).health.open("a", encoding="utf-8") as fh:
+        from grpokit.run.writer import append_file
+
+        with append_file(RunDir(self.run_dir).health) as fh:  # never through a link
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         # No [brackets] round the code: the live printer is a rich console, whose markup took "[kl_spike]" for a
         # style tag and printed "health warning  step 2" without the code.

@@ -36,6 +36,8 @@ from statistics import mean, pstdev
 
 import torch
 
+from grpokit.run.layout import PREFLIGHT_FILE
+from grpokit.run.writer import write_file, write_rows
 from grpokit.templates import PromptTemplate
 
 LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (Qwen3-0.6B-Base article)
@@ -88,7 +90,7 @@ def _nanmean(xs):
 
 
 def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 16, generations: int | None = None,
-                  out_dir: Path | None = None, out_file: Path | None = None) -> dict:
+                  out_dir: Path | None = None, out_file: Path | None = None, overwrite: bool = False) -> dict:
     """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report.
 
     `recipe` may be a `grpokit.task.Task` (a recipe is turned into one)."""
@@ -150,10 +152,10 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     }
     report["recommendations"] = recommend(task, report)
     report["seconds"] = round(time.time() - t0, 1)
-    target = out_file or (Path(out_dir) / "preflight.json" if out_dir else None)
-    if target is not None:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    target = out_file or (Path(out_dir) / PREFLIGHT_FILE if out_dir else None)
+    if target is not None:  # a run's folder (out_dir: grpokit's), or a file the user named (--output, --overwrite)
+        write_file(target, json.dumps(report, indent=2, ensure_ascii=False), replace=overwrite,
+                   within=None if out_file else out_dir)
         report["path"] = str(target)
     return report
 
@@ -212,22 +214,19 @@ def recommend(recipe, r: dict) -> list[dict]:
     return out
 
 
-def write_filtered(report: dict, rows: list[dict], path: Path) -> tuple[int, int, int]:
+def write_filtered(report: dict, rows: list[dict], path: Path, overwrite: bool = False) -> tuple[int, int, int]:
     """The judged prompts with a reward spread, easy/hard alternating; no-signal and unjudged rows left out.
 
     Returns (written, dropped: judged without signal, unjudged: not sampled, so not written)."""
     judged = {p["index"]: p for p in report["per_prompt"]}
     keep = interleave_easy_hard([p for p in judged.values() if not p["zero_variance"]])
     out = [rows[p["index"]] for p in keep]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with Path(path).open("w", encoding="utf-8") as f:
-        for row in out:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_rows(path, out, replace=overwrite)
     return len(out), len(judged) - len(keep), len(rows) - len(judged)
 
 
 def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = None,
-                     out_file: Path | None = None) -> tuple[dict, list[dict]]:
+                     out_file: Path | None = None, overwrite: bool = False) -> tuple[dict, list[dict]]:
     """Load the recipe's training rows and initial model, then `run_preflight`. Returns the report and the rows."""
     from grpokit import models
     from grpokit.data import load_datasets
@@ -237,7 +236,7 @@ def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = Non
     rows = load_datasets(recipe)[0]
     tokenizer, model = models.load_recipe_tokenizer(recipe.model), models.load_recipe_model(recipe.model, on_device=True)
     return run_preflight(recipe, model, tokenizer, rows, prompts=prompts, generations=generations,
-                         out_file=out_file), rows
+                         out_file=out_file, overwrite=overwrite), rows
 
 
 def render_preflight(r: dict) -> str:

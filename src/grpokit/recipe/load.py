@@ -22,7 +22,7 @@ from grpokit.recipe import checks, data_checks
 from grpokit.recipe.generation_section import GenerationConfig, check_generation
 from grpokit.recipe.health_section import HealthConfig
 from grpokit.recipe.machine import check_generation_machine, sampler_machine_notes
-from grpokit.recipe.schema import DataConfig, ModelConfig, PreflightConfig, Recipe, RewardConfig, TrainConfig
+from grpokit.recipe.schema import DataConfig, EnvConfig, ModelConfig, PreflightConfig, Recipe, RewardConfig, TrainConfig
 from grpokit.recipe.yaml_io import apply_override, line_map, parse_yaml, read_recipe_text
 from grpokit.run import CONFIG_FILE, RunDir
 
@@ -49,6 +49,8 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
         return f"use one of {ctx.get('expected')}"
     if loc == ("output_dir",):
         return "name a folder for the run, e.g. runs/my-run (an empty one would be the current folder)"
+    if loc == ("train", "max_steps"):
+        return "set train.max_steps to the steps to train (at least 1), or -1 to train for train.num_train_epochs"
     allowed = _allowed_range(loc)
     if allowed and kind == "int_parsing_size":  # 1e+23 for an int: too large to even parse
         return f"give {field} a number from {allowed}"
@@ -149,6 +151,20 @@ def _data_formats(data: DataConfig) -> list[tuple[tuple, str, str]]:
 Use = Literal["run", "train", "check", "plan"]
 
 
+def _tools(raw: dict) -> list | None:
+    """The tool schemas a recipe's env: renders into every prompt (grpokit.envs.training_tools); None without one."""
+    if not isinstance(raw.get("env"), dict):
+        return None
+    from types import SimpleNamespace
+
+    from grpokit.envs import training_tools
+
+    try:
+        return training_tools(SimpleNamespace(env=EnvConfig.model_validate(raw["env"])))
+    except (ValidationError, GrpokitError, KeyError, TypeError):
+        return None  # the env check says what is wrong with it
+
+
 def _semantic_problems(raw: dict, base: Path, broken: set[str],
                        use: Use = "run") -> tuple[list[tuple[tuple, str, str]], list[str]]:
     """Build what training will build (grpokit.recipe.checks) from every section that parsed: (problems, notes)."""
@@ -202,6 +218,9 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         notes += sampler_machine_notes(generation)
     if rewards is not None:
         out += checks.check_rewards(rewards, base, data, notes, train_rows)
+    if use in ("check", "train") and not out:  # what training would drop, counted as training counts it
+        found, length_notes = data_checks.check_prompt_lengths(data, model, train, trl, _tools(raw), train_rows)
+        out, notes = out + found, notes + length_notes
     if train is not None and trl is not None and not any(loc[0] in ("train", "trl") for loc, _, _ in out):
         # The GRPOConfig is built last, from the real sections where they parsed (stand-ins otherwise), so
         # its own refusals are reported with the rest.
@@ -256,10 +275,25 @@ def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use =
     # A plan reads sizes only: the schema, not what training builds (rewards, data, GRPOConfig: torch, seconds).
     found, notes = _semantic_problems(raw, base, broken, use) if use != "plan" else ([], [])
     problems += [Problem(at(loc), msg, fix) for loc, msg, fix in found]
+    if recipe is not None and use == "check" and not problems:  # train's own refusal of the folder, the same call
+        problems += _output_dir_problems(recipe, at(("output_dir",)))
     if problems or recipe is None:
         raise GrpokitError(problems, title=f"{where}: {len(problems)} problem(s) in the recipe")
     recipe.notes = notes
     return recipe
+
+
+def _output_dir_problems(recipe: Recipe, where: str) -> list[Problem]:
+    """What `grpokit train` refuses of the recipe's output_dir, with or without --overwrite (the root, home, a git
+    work tree, a folder holding the data or the recipe, a non-empty folder that is no grpokit run): the same
+    function training calls (grpokit.run.ownership.refuse_output_dir), resolved from here as training resolves it."""
+    from grpokit.run.ownership import refuse_output_dir
+
+    try:
+        refuse_output_dir(Path(recipe.output_dir).expanduser().resolve(), None, keep=recipe.read_paths())
+    except GrpokitError as e:
+        return [Problem(f"{where} ({p.where})", p.message, p.fix) for p in e.problems]
+    return []
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use = "run") -> Recipe:
@@ -270,7 +304,13 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
     training, become notes, since a GPU recipe is often checked on a laptop before the GPU job), "plan" (the
     memory plan and dry runs: the schema only, none of the checks that build what training builds)."""
-    path = Path(path)
+    from grpokit.run.writer import reading
+
+    reading(path)  # an input of this command: no output of it is ever written over the recipe
+    return _load_recipe(Path(path), overrides, use)
+
+
+def _load_recipe(path: Path, overrides: list[str] | None, use: Use) -> Recipe:
     text = read_recipe_text(path)
     raw = parse_yaml(text, str(path))
     if raw is None:
@@ -281,7 +321,11 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
             apply_override(raw, o)
             dotted = o.split("=", 1)[0].strip()
             overridden[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = dotted
-    return validate_raw(raw, str(path), text, use, overridden)
+    recipe = validate_raw(raw, str(path), text, use, overridden)
+    from grpokit.run.writer import reading
+
+    reading(*(recipe.resolve_data_path(p) for p in (recipe.data.train, recipe.data.eval) if p))  # its data: inputs
+    return recipe
 
 
 def load_run_recipe(run_dir: str | Path | RunDir, overrides: list[str] | None = None) -> Recipe:
@@ -291,4 +335,4 @@ def load_run_recipe(run_dir: str | Path | RunDir, overrides: list[str] | None = 
     if not run.is_run():
         raise GrpokitError([Problem(str(run.path), f"not a grpokit run directory (no {CONFIG_FILE})",
                                     "pass the output_dir of an earlier `grpokit train`")])
-    return load_recipe(run.config, overrides)
+    return _load_recipe(run.config, overrides, "run")  # the run's own file: --resume records a new end in it

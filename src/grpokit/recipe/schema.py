@@ -46,11 +46,13 @@ MAX_BETA = 100.0  # KL coefficient: 0 to 0.1 in the literature; 100 already pins
 MAX_TEMPERATURE = 10.0  # sampling above ~2 is noise; 10 keeps room for experiments
 MAX_TOKENS = 1 << 20  # prompt and completion lengths: no model grpokit trains reads a longer context
 MAX_BATCH = 65_536  # group size, micro-batch, accumulation: each is a multiplier on memory or time
+MAX_THREADS = 1024  # CPU threads: the largest machines have a few hundred cores; 100,000 crashed torch's pool
+MAX_SEED = 2**32 - 1  # numpy's seeds (transformers' set_seed seeds it too) end here
 
 
 class LoraConfig(Section):
-    r: int = Field(16, ge=1, description="LoRA rank: the adapter's inner dimension.")
-    alpha: int = Field(32, ge=1, description="LoRA scaling numerator (effective scale alpha/r).")
+    r: int = Field(16, ge=1, le=MAX_BATCH, description="LoRA rank: the adapter's inner dimension.")
+    alpha: int = Field(32, ge=1, le=MAX_BATCH, description="LoRA scaling numerator (effective scale alpha/r).")
     dropout: float = Field(0.05, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
     target_modules: list[str] | Literal["all-linear"] = Field(
         "all-linear", description="Module names to adapt, e.g. [q_proj, v_proj], or 'all-linear'."
@@ -103,7 +105,7 @@ class DataConfig(Section):
         None, description="Column holding the gold answer (default: answer, then expected_answer)."
     )
     skip_bad_rows: bool = Field(False, description="Skip unusable rows (and say how many) instead of refusing the file.")
-    shuffle_seed: int = Field(0, description="Seed of the train/eval split.")
+    shuffle_seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of the train/eval split.")
 
 
 class RewardConfig(Section):
@@ -148,7 +150,8 @@ class TrainConfig(Section):
     max_completion_length: int = Field(256, ge=1, le=MAX_TOKENS, description="Most new tokens per completion.")
     per_device_train_batch_size: int = Field(8, ge=1, le=MAX_BATCH, description="Completions per device per micro-batch.")
     gradient_accumulation_steps: int = Field(1, ge=1, le=MAX_BATCH, description="Micro-batches per optimizer step.")
-    max_steps: int = Field(-1, ge=-1, le=MAX_STEPS, description="Optimizer steps; -1 uses num_train_epochs.")
+    max_steps: int = Field(-1, ge=-1, le=MAX_STEPS, description="Optimizer steps (at least 1); -1 uses "
+                           "num_train_epochs.")
     num_train_epochs: float = Field(1.0, gt=0, le=MAX_EPOCHS, description="Passes over the data when max_steps is -1.")
     epsilon: float = Field(0.2, gt=0, lt=1, description="PPO-style ratio clip.")
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
@@ -161,14 +164,17 @@ class TrainConfig(Section):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
     logging_steps: int = Field(1, ge=1, le=MAX_STEPS, description="Write metrics every N steps.")
     save_steps: int = Field(50, ge=1, le=MAX_STEPS, description="Save a checkpoint every N steps.")
-    save_total_limit: int | None = Field(None, ge=1, description="Keep at most N checkpoints (oldest deleted).")
-    seed: int = Field(0, description="Seed for sampling and initialisation.")
-    num_samples_logged: int = Field(4, ge=0, description="Completions written to samples.jsonl each logging step.")
+    save_total_limit: int | None = Field(None, ge=1, le=MAX_STEPS, description="Keep at most N checkpoints (oldest "
+                                         "deleted).")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed for sampling and initialisation.")
+    num_samples_logged: int = Field(4, ge=0, le=MAX_BATCH, description="Completions written to samples.jsonl each "
+                                    "logging step.")
     skip_no_signal: bool = Field(
         True, description="Skip the forward/backward pass on completions with zero advantage (groups that all "
         "scored the same); exact, so only time changes. Applies with beta 0 and loss_type dapo/cispo/vespo "
         "(grpokit.training.no_signal).")
-    torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (default: all cores).")
+    torch_threads: int | None = Field(None, ge=1, le=MAX_THREADS, description="CPU threads for torch (default: all "
+                                      "cores).")
     bf16: Literal["auto", True, False] = Field(
         "auto", description="bfloat16 autocast for the step (TRL's bf16: generation, loss forward and backward "
         "in bf16, fp32 master weights and optimizer). auto: on a GPU that supports bf16 when model.dtype is auto "
@@ -180,6 +186,13 @@ class TrainConfig(Section):
         None, gt=0, description="Entropy guard: when the mean token entropy (nats) falls to this, TRL's adaptive "
         "entropy bonus engages (Skywork-OR1; use_adaptive_entropy). Set it near the entropy logged early in "
         "training; null: off. skip_no_signal stands aside while it is on (the bonus has a gradient everywhere).")
+
+    @field_validator("max_steps")
+    @classmethod
+    def _steps(cls, v: int) -> int:
+        if v == 0:  # TRL would train one step ("step 1/0"): 0 means no training, which is no run
+            raise ValueError("must be at least 1, or -1 to train for num_train_epochs")
+        return v
 
 
 class PreflightConfig(Section):
@@ -217,6 +230,13 @@ class Recipe(Section):
 
     def resolve_data_path(self, spec: str) -> str:
         return resolve_data_path(spec, Path(self.source).parent if self.source else Path.cwd())
+
+    def read_paths(self) -> list[str]:
+        """Files a run of this recipe reads (the recipe, its data, a local model): a folder holding one is never a
+        run directory (grpokit.run.ownership)."""
+        data = [self.resolve_data_path(p) for p in (self.data.train, self.data.eval) if p]
+        paths = [self.source, *data, self.model.name]
+        return [p for p in paths if p and not str(p).startswith(("hf:", "builtin:")) and Path(p).exists()]
 
     def for_run(self, run_dir: str | Path) -> "Recipe":
         """The recipe as a run directory records it (config.yaml): absolute data and reward paths, the run's

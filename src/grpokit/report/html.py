@@ -21,7 +21,10 @@ or zipped as it is and read offline.
 The report folder gets an authorship record (grpokit.run.record, kind report) naming the files a report
 writes (`report_files`). A report replaces only those: `--output-dir U` where U holds a `report.html` (or a
 plot's name) that no grpokit report recorded is refused before anything is drawn. The run's own `report/` is
-a folder of the run's layout, grpokit's whole (a run from before records: its report/ is used as it is).
+a folder of the run's layout, grpokit's whole (a run from before records: its report/ is used as it is), and
+used only when the run's record proves grpokit made the run (a folder that merely holds a `metrics.jsonl` gets
+its report with `--output-dir`); a `report/` that is a link is refused. Every file goes through
+grpokit.run.writer.
 
 Not covered: comparing several runs on one page; interactive plots.
 """
@@ -38,8 +41,8 @@ from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothin
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
 from grpokit.run import read_json, run_end, writable_problem
-from grpokit.run.files import atomic_write
-from grpokit.run.record import claim, new_record, read_record, refuse_foreign, write_record
+from grpokit.run.record import new_record, read_record, refuse_foreign
+from grpokit.run.writer import claim, make_folder, write_file, write_record
 
 SAMPLES_PER_PHASE = 4  # completions shown for each of beginning / middle / end (the table has a search box)
 EVIDENCE_CHARS = 400  # a finding's evidence is cut here: the full object is in health.jsonl
@@ -313,10 +316,15 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     from grpokit.errors import GrpokitError, Problem
     from grpokit.run import RunDir
 
+    from grpokit.run.ownership import refuse_unproven_run
+
     run_dir, rd = Path(run_dir), RunDir(run_dir)
     if not run_dir.is_dir():
         raise GrpokitError([Problem(str(run_dir), "no such run directory", "pass the output_dir of a grpokit train")])
     out = Path(out_dir) if out_dir else rd.report_dir
+    if out_dir is None:
+        refuse_unproven_run(run_dir, f"write the report elsewhere: grpokit report {run_dir} --output-dir DIR (a new "
+                                     "folder)")
     problem = writable_problem(out)  # before any plot is drawn: a read-only run folder is said, with the way out
     if problem:
         raise GrpokitError([Problem(problem.where, problem.message, "write the report elsewhere: grpokit report "
@@ -324,7 +332,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     entries = dict.fromkeys(report_files(), "file")
     try:
         if out.resolve() == rd.report_dir.resolve():  # the run's own report/: grpokit's folder, whole
-            out.mkdir(parents=True, exist_ok=True)
+            make_folder(out, within=run_dir)  # RUN/report a link to a user's folder: refused, nothing written
             # ... its files, but never a link or a hard link at their names (a plot would be written through it)
             refuse_foreign(out, {"entries": entries}, entries, f"move those out of {out}, or pass --output-dir DIR")
             old = read_record(out)
@@ -384,7 +392,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 """
     path = out / "report.html"
     try:
-        atomic_write(path, page.encode("utf-8"))
+        write_file(path, page, within=out)
     except OSError as e:  # a disk that fills up or turns read-only while the plots were written
         raise GrpokitError([Problem(str(path), f"cannot write the report: {e.strerror or e}",
                                     "free space, or pass --output-dir DIR (a folder you can write to)")]) from None

@@ -110,9 +110,15 @@ def _title(ax, title: str) -> None:
 
 
 def _save(plt, fig, path: Path) -> None:
+    import io
+
+    from grpokit.run.writer import write_file
+
     fig.tight_layout()  # after the title wrapped: tight_layout makes room for every line of it
-    fig.savefig(path)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
     plt.close(fig)
+    write_file(path, png.getvalue(), within=path.parent)  # renamed into place, never written through a link
 
 
 def plot_curve(metrics: list[dict], keys: list[str], title: str, ylabel: str, path: Path,

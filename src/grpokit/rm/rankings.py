@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.run.writer import command
 
 QUESTION_KEYS = ("question", "prompt")
 CSV_COLUMNS = ("prompt_id", "question", "candidate_id", "text", "rank")
@@ -131,13 +132,6 @@ def read_rankings(path: str | Path) -> list[dict]:
     return rows
 
 
-def write_jsonl(path: str | Path, rows: list[dict]) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-
-
 # ---------------------------------------------------------------- pairs and split
 def pairs(rankings: list[dict]) -> list[Pair]:
     """Every better-than pair of every prompt: (rank i, rank j) for i < j."""
@@ -164,10 +158,14 @@ def split_prompts(rankings: list[dict], eval_fraction: float, seed: int) -> tupl
 
 
 # ---------------------------------------------------------------- CSV round trip
-def export_csv(rankings_path: str | Path, csv_path: str | Path) -> int:
+@command()
+def export_csv(rankings_path: str | Path, csv_path: str | Path, overwrite: bool = False) -> int:
     """One CSV line per candidate; ranks may still be empty. Returns the number of candidates written."""
     from grpokit.data import read_file
+    from grpokit.run.writer import check_target, new_file, reading
 
+    reading(rankings_path)
+    check_target(csv_path, replace=overwrite)  # before reading: a link, a hard link, the rankings file itself
     raw = read_file(str(rankings_path))
     if raw.file_errors or raw.row_errors:
         raise GrpokitError(raw.file_errors + raw.row_errors, title=f"{rankings_path}: cannot be read")
@@ -180,23 +178,27 @@ def export_csv(rankings_path: str | Path, csv_path: str | Path) -> int:
         for c in obj["candidates"]:
             lines.append([str(obj.get("id", "")), q, str(c.get("id", "")), c.get("text", ""),
                           "" if c.get("rank") is None else c["rank"]])
-    Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(csv_path, "w", encoding="utf-8", newline="") as f:
+    with new_file(csv_path, replace=overwrite) as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         w.writerows(lines)
     return len(lines)
 
 
-def import_csv(csv_path: str | Path, rankings_path: str | Path) -> list[dict]:
+@command()
+def import_csv(csv_path: str | Path, rankings_path: str | Path, overwrite: bool = False) -> list[dict]:
     """Read a ranked CSV back into a ranking file (checked like any ranking file); returns the ranked prompts.
 
     Read with the stdlib `csv` module rather than `datasets`: every cell stays the text the person typed (an id
     "007" is not turned into 7, an empty rank is empty, not NaN), and the line number is exact.
     """
+    from grpokit.run.writer import check_target, reading, write_rows
+
     path = str(csv_path)
     if not Path(path).is_file():
         raise GrpokitError([Problem(path, "no such file", "pass the CSV written by `grpokit rm export-csv`")])
+    reading(path)
+    check_target(rankings_path, replace=overwrite)  # before reading: nothing is written over on a refusal
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -230,7 +232,10 @@ def import_csv(csv_path: str | Path, rankings_path: str | Path) -> list[dict]:
         problems += found
         if row is not None:
             rows.append(row)
+    if not problems and not rows:
+        problems.append(Problem(path, "no ranked prompts (only the header, or empty lines)",
+                                "fill in the CSV from `grpokit rm export-csv`: one candidate per line"))
     if problems:
         raise GrpokitError(problems, title=f"{path}: not a usable ranking file")
-    write_jsonl(rankings_path, rows)
+    write_rows(rankings_path, rows, replace=overwrite)
     return rows

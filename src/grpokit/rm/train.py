@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
+import os
+import tempfile
 import time
 from pathlib import Path
 
 from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
-from grpokit.rm.rankings import pairs, read_rankings, split_prompts, write_jsonl
+from grpokit.rm.rankings import pairs, read_rankings, split_prompts
+from grpokit.run.writer import check_target, command, install, reading, refuse_claim, write_file, write_rows
 
 
 # ---------------------------------------------------------------- candidates
@@ -50,8 +52,9 @@ def read_prompts(path: str) -> list[str | list]:
     return out
 
 
+@command()
 def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens: int | None = None,
-                     seed: int = 0, model=None, tokenizer=None) -> dict:
+                     seed: int = 0, model=None, tokenizer=None, overwrite: bool = False) -> dict:
     """n sampled answers per prompt (the recipe's model, template and temperature), unranked, into `out`."""
     from grpokit import models
     from grpokit.evaluation import sample
@@ -59,6 +62,8 @@ def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens
 
     if n < 2:
         raise GrpokitError([Problem("--n", f"need at least 2 candidates per prompt to rank, got {n}", "pass --n 4")])
+    reading(prompts_path, recipe.source)
+    check_target(out, replace=overwrite)  # before the model loads
     questions = read_prompts(prompts_path)
     tokenizer = tokenizer or models.load_recipe_tokenizer(recipe.model)
     model = model or models.load_recipe_model(recipe.model, on_device=True)
@@ -70,7 +75,7 @@ def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens
         dropped += len(texts) - len(unique)
         rows.append({"id": f"p{i + 1}", "question": q,
                      "candidates": [{"id": f"c{j + 1}", "text": t, "rank": None} for j, t in enumerate(unique)]})
-    write_jsonl(out, rows)
+    write_rows(out, rows, replace=overwrite)
     return {"prompts": len(rows), "candidates": sum(len(r["candidates"]) for r in rows), "dropped_duplicates": dropped,
             "too_few": [r["id"] for r in rows if len(r["candidates"]) < 2], "path": out}
 
@@ -88,6 +93,17 @@ def pairwise_accuracy(scorer: RewardModelScorer, rankings: list[dict]) -> dict:
 
 
 # ---------------------------------------------------------------- training
+_RM_FIX = "pass --out a new folder (or one an earlier `grpokit rm train` wrote: its model is replaced)"
+
+
+def _existing_parent(path: Path) -> str:
+    """The nearest folder of `path` that exists: the model is staged there, on the same disk, and moved in."""
+    here = Path(os.path.abspath(path))
+    while not here.is_dir() and here.parent != here:
+        here = here.parent
+    return str(here)
+
+
 def _pair_dataset(tokenizer, rankings: list[dict], max_length: int):
     from datasets import Dataset
 
@@ -97,6 +113,7 @@ def _pair_dataset(tokenizer, rankings: list[dict], max_length: int):
                               for p in pairs(rankings)])
 
 
+@command()
 def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction: float = 0.2, seed: int = 0,
                        epochs: float = 3.0, max_steps: int = -1, learning_rate: float = 2e-5, batch_size: int = 8,
                        max_length: int = DEFAULT_MAX_LENGTH, log=print) -> dict:
@@ -109,12 +126,11 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
     from grpokit.data import resolve_data_path
 
     rankings_path = resolve_data_path(rankings_path, Path.cwd())  # builtin:preference/rankings.jsonl works too
+    reading(rankings_path, base)
+    out_dir = Path(out)
+    refuse_claim(out_dir, "rm", {RM_FILE: "file"}, _RM_FIX)  # a folder by its record only: an rm.json proves nothing
     rankings = read_rankings(rankings_path)
     train_rows, held = split_prompts(rankings, eval_fraction, seed)
-    out_dir = Path(out)
-    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / RM_FILE).is_file():
-        raise GrpokitError([Problem(str(out_dir), "exists and is not a reward model folder",
-                                    "pick another --out (an earlier reward model folder is replaced)")])
     base_path = models.resolve_model_path(base)
     tokenizer = models.load_tokenizer(base_path)
     try:
@@ -125,8 +141,9 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
                                     "use 'default', a local model folder, or a hub id with network access")]) from None
     model.config.pad_token_id = tokenizer.pad_token_id
     on_gpu = torch.cuda.is_available()
+    scratch = tempfile.TemporaryDirectory(prefix="grpokit-rm-")  # the trainer's folder: saves nothing, left nowhere
     args = RewardConfig(
-        output_dir=str(out_dir / "trainer"), num_train_epochs=epochs, max_steps=max_steps, learning_rate=learning_rate,
+        output_dir=scratch.name, num_train_epochs=epochs, max_steps=max_steps, learning_rate=learning_rate,
         per_device_train_batch_size=batch_size, logging_steps=1, save_strategy="no", report_to="none",
         disable_tqdm=True, seed=seed, use_cpu=not on_gpu, bf16=False, max_length=None, dataset_num_proc=None,
         lr_scheduler_type="linear",
@@ -139,33 +156,41 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
     t0 = time.time()
     trainer = RewardTrainer(model=model, args=args, train_dataset=_pair_dataset(tokenizer, train_rows, max_length),
                             processing_class=tokenizer)
-    trainer.train()
-    shutil.rmtree(args.output_dir, ignore_errors=True)  # save_strategy "no": only an empty trainer folder is left
+    with scratch:
+        trainer.train()
     train_acc = [x["accuracy"] for x in trainer.state.log_history if "accuracy" in x]
-    out_dir.mkdir(parents=True, exist_ok=True)
     trainer.model.config.pad_token_id = tokenizer.pad_token_id
-    trainer.model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    with tempfile.TemporaryDirectory(prefix=".grpokit-rm-", dir=_existing_parent(out_dir.parent)) as staging:
+        model_dir = Path(staging) / "model"
+        trainer.model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        install(model_dir, out_dir, "rm", _RM_FIX, also={RM_FILE: "file", "eval": "dir"})  # each name claimed; an earlier model's files replaced
     info = {"base": base, "rankings": str(Path(rankings_path).resolve()), "max_length": max_length,
             "eval_fraction": eval_fraction, "seed": seed, "train_prompts": len(train_rows), "train_pairs": n_train,
             "heldout_prompts": [r["id"] for r in held], "heldout_pairs": len(pairs(held)),
             "steps": trainer.state.global_step, "seconds": round(time.time() - t0, 1),
             "train_accuracy_last_step": train_acc[-1] if train_acc else None}
-    (out_dir / RM_FILE).write_text(json.dumps(info, indent=2))  # before scoring: the scorer reads max_length here
+    write_file(out_dir / RM_FILE, json.dumps(info, indent=2), within=out_dir)  # before scoring: max_length
     scorer = RewardModelScorer(out_dir, device="cuda" if on_gpu else "cpu")
     scorer.model, scorer.tokenizer, scorer.max_length = trainer.model.eval(), tokenizer, max_length
     info["heldout"] = pairwise_accuracy(scorer, held) if held else {"pairs": 0, "accuracy": None, "mean_margin": None}
     info["train"] = pairwise_accuracy(scorer, train_rows)
-    (out_dir / RM_FILE).write_text(json.dumps(info, indent=2))
+    write_file(out_dir / RM_FILE, json.dumps(info, indent=2), within=out_dir)
     return info
 
 
+@command()
 def evaluate_reward_model(rm_dir: str, rankings_path: str) -> dict:
     """Pairwise accuracy of a trained reward model on a ranking file; written to RM_DIR/eval/<stem>.json."""
     from grpokit.data import resolve_data_path
 
+    from grpokit.run.ownership import refuse_unproven
+
     info = read_rm_info(rm_dir)
+    refuse_unproven(rm_dir, ("rm",), "retrain it with `grpokit rm train RANKINGS --out NEW_FOLDER` (a reward model "
+                    "folder from a grpokit before records has no record to prove it)")
     rankings_path = resolve_data_path(rankings_path, Path.cwd())
+    reading(rankings_path)
     rankings = read_rankings(rankings_path)
     scorer = RewardModelScorer(rm_dir)
     result = {"rankings": str(rankings_path), "prompts": len(rankings), **pairwise_accuracy(scorer, rankings)}
@@ -173,8 +198,7 @@ def evaluate_reward_model(rm_dir: str, rankings_path: str) -> dict:
     if info.get("rankings") == str(Path(rankings_path).resolve()):  # the same file it trained on: only the held-out prompts measure generalisation
         result["heldout"] = pairwise_accuracy(scorer, [r for r in rankings if r["id"] in held])
     path = Path(rm_dir) / "eval" / f"{Path(rankings_path).stem}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2))
+    write_file(path, json.dumps(result, indent=2), within=rm_dir)
     result["path"] = str(path)
     return result
 

@@ -52,11 +52,35 @@ def checkpoint_damage(ck: Path, for_resume: bool = False) -> str | None:
         except Exception as e:  # SafetensorError, OSError: the message says truncated / header corrupt
             return f"{f.name} is unreadable ({str(e).splitlines()[0][:120]})"
     if for_resume:
-        if read_json(ck / "trainer_state.json", note=lambda _: None) is None:
+        state = read_json(ck / "trainer_state.json", note=lambda _: None)
+        if state is None:
             return "trainer_state.json is missing or corrupt"
-        opt = ck / "optimizer.pt"
-        if opt.is_file() and not zipfile.is_zipfile(opt):  # torch.save writes a zip; a cut one lacks its end record
-            return "optimizer.pt is truncated"
+        why = _trainer_state_damage(state)
+        if why:
+            return why
+        for f in sorted([*ck.glob("*.pt"), *ck.glob("*.pth")]):  # optimizer, scheduler, rng states: torch.save zips
+            if not zipfile.is_zipfile(f):  # a cut or foreign one lacks the zip's end record
+                return f"{f.name} is truncated or not a file torch wrote"
+    return None
+
+
+# What transformers' TrainerState.load_from_json needs to resume: these typed fields (the rest have defaults).
+_STATE_FIELDS = {"global_step": int, "max_steps": int, "log_history": list}
+
+
+def _trainer_state_damage(state: dict) -> str | None:
+    """Why transformers could not resume from this trainer_state.json (a field missing or of another type, a key
+    TrainerState does not take), or None."""
+    for key, kind in _STATE_FIELDS.items():
+        if type(state.get(key)) is not kind:
+            return f"trainer_state.json has no {kind.__name__} {key} (not a state transformers wrote)"
+    from dataclasses import fields
+
+    from transformers import TrainerState
+
+    unknown = sorted(set(state) - {f.name for f in fields(TrainerState)})
+    if unknown:
+        return f"trainer_state.json holds keys transformers does not read ({', '.join(unknown[:3])})"
     return None
 
 

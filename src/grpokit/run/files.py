@@ -4,7 +4,6 @@ metrics grpokit itself records.
     read_jsonl(path)                   # every whole record; a cut or corrupt line is skipped with one note
     split_jsonl(path, step)            # keep records up to `step` (atomically), return the later lines
     read_json(path)                    # None for a missing or unreadable file, with a note
-    atomic_write(path, data)           # the old file or the new one, never half of either
 
 JSONL files are appended one record per line while training runs, so a crash can leave half a line at the
 end: every reader goes through `read_jsonl`, which skips such lines with one note per file instead of failing.
@@ -16,6 +15,8 @@ import math
 import sys
 from pathlib import Path
 from typing import Callable
+
+from grpokit.run.writer import write_file
 
 # Peak memory per logging step (GiB), written by the training run's RunLogger, plotted by the report: the
 # GPU's allocator peak when training on one, else the process's peak resident size.
@@ -29,9 +30,6 @@ SAMPLER_KEYS = (SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX, SAMPLER_CLIPPED)
 
 def note(line: str) -> None:
     print(f"note: {line}", file=sys.stderr)
-
-
-
 
 
 # ---------------------------------------------------------------- crash-tolerant JSONL
@@ -78,19 +76,12 @@ def split_jsonl(path: str | Path, max_step: int, note: Callable[[str], None] = n
     _bad_note(path, bad, note)
     kept = [raw for raw, rec in good if _step(rec.get("step")) <= max_step]
     dropped = [raw for raw, rec in good if _step(rec.get("step")) > max_step]
-    atomic_write(path, b"".join(raw + b"\n" for raw in kept))
+    write_file(path, b"".join(raw + b"\n" for raw in kept), within=path.parent)
     return dropped
 
 
 def _step(v) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """The old file or the new one, never half of either; never written through a link (grpokit.run.record)."""
-    from grpokit.run.record import write_bytes
-
-    write_bytes(Path(path), data)
 
 
 def read_json(path: str | Path, note: Callable[[str], None] = note) -> dict | None:

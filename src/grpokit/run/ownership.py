@@ -30,23 +30,12 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run import layout
 from grpokit.run.layout import LOCK_FILE
-from grpokit.run.record import RECORD_FILE, read_record, remove_entries
+from grpokit.run.record import RECORD_FILE, read_record, record_problem
+from grpokit.run.writer import remove_entries
 
 _MAX_CONFIG_BYTES = 1 << 20  # a run's config.yaml is a few KB; a larger one is not grpokit's (and not worth parsing)
 _NEW_DIR_FIX = "pick a new --output-dir (a folder that does not exist yet, or an earlier grpokit run directory)"
 RUN_KINDS = ("run", "demo")
-
-
-def own_entries() -> dict[str, str]:
-    """The entries grpokit writes at the top of a run directory (name -> "file" | "dir"): a run's record reserves
-    them when the run is created, and --overwrite removes these and nothing else."""
-    r = layout
-    logs = (r.METRICS_FILE, r.SAMPLES_FILE, r.HEALTH_FILE)
-    files = {r.CONFIG_FILE, r.RUN_FILE, r.DEMO_FILE, r.PREFLIGHT_FILE, *logs,
-             *(log.replace(".jsonl", ".rolled_back.jsonl") for log in logs)}
-    folders = {r.CHECKPOINTS_DIR, r.EVAL_DIR, r.REPORT_DIR, r.EXPORT_DIR, r.REFERENCE_DIR, f"{r.REFERENCE_DIR}.tmp",
-               r.SET_ASIDE_DIR, "tensorboard"}  # tensorboard/: grpokit.training.tracking's event files
-    return {**dict.fromkeys(files, "file"), **dict.fromkeys(folders, "dir")}
 
 
 def _recipe_config(path: Path) -> bool:
@@ -78,8 +67,30 @@ def legacy_run(path: str | Path) -> bool:
     """A run written before records: a recipe's config.yaml and a run.json of grpokit's, no record. Usable (resume,
     eval, report, export); never cleared, since nothing proves which of its files grpokit wrote."""
     path = Path(path)
-    return (path.is_dir() and read_record(path) is None and _recipe_config(path / layout.CONFIG_FILE)
+    return (path.is_dir() and not os.path.lexists(path / RECORD_FILE) and _recipe_config(path / layout.CONFIG_FILE)
             and _run_status(path / layout.RUN_FILE))
+
+
+def refuse_unproven(path: str | Path, kinds, fix: str) -> None:
+    """Before a command writes into a folder it did not just make (a run's eval/, report/ or export/, a reward
+    model's eval/): refused unless its record says it is of one of `kinds` (a run from before records,
+    `legacy_run`, counts as a run). A folder that only holds the right file names (a `config.yaml`, a
+    `metrics.jsonl`, an `rm.json`) is not grpokit's."""
+    path = Path(path)
+    record = read_record(path) if path.is_dir() else None
+    if (record is not None and record["kind"] in kinds) or (set(kinds) & set(RUN_KINDS) and legacy_run(path)):
+        return
+    what = "a grpokit run" if set(kinds) & set(RUN_KINDS) else f"a grpokit {' or '.join(kinds)} folder"
+    why = record_problem(path) or (f"its {RECORD_FILE} says kind {record['kind']}" if record else
+                                   f"no {RECORD_FILE}; the names of its files prove nothing")
+    raise GrpokitError([Problem(str(path), f"is not {what} ({why}): grpokit writes into a folder it did not just "
+                                "make only when its record proves grpokit made it, so nothing was written", fix)],
+                       title=f"not {what}")
+
+
+def refuse_unproven_run(path: str | Path, fix: str) -> None:
+    """`refuse_unproven` for a run (or a demo) before eval, report or export write into its own folders."""
+    refuse_unproven(path, RUN_KINDS, fix)
 
 
 def _holds(folder: Path, item: Path) -> bool:
@@ -129,6 +140,9 @@ def _not_replaceable(path: Path, kinds) -> str | None:
     if record is not None and record["kind"] in RUN_KINDS:  # the demo, meeting a training run
         return (f"is a grpokit training run (its {RECORD_FILE} says kind {record['kind']}), and the demo replaces "
                 "only an earlier demo: nothing was deleted")
+    damaged = record_problem(path)
+    if damaged:
+        return f"{damaged}, so --overwrite deletes nothing there"
     if legacy_run(path):
         return (f"is a run of a grpokit from before authorship records (no {RECORD_FILE}): nothing proves which "
                 f"of its files grpokit wrote, so --overwrite deletes none of them (resume, eval, report and export "
@@ -137,11 +151,12 @@ def _not_replaceable(path: Path, kinds) -> str | None:
             "written by grpokit): nothing was deleted")
 
 
-def refuse_output_dir(path: str | Path, overwrite: bool, keep: list[str | Path] = (), kinds=RUN_KINDS) -> None:
+def refuse_output_dir(path: str | Path, overwrite: bool | None, keep: list[str | Path] = (), kinds=RUN_KINDS) -> None:
     """Refuse a run directory that training may not use, before anything loads (nothing is created or deleted).
 
     `keep`: files the run reads (the recipe, the data); a folder that holds one is never a run directory.
-    `kinds`: the records --overwrite may replace (the demo: only a demo).
+    `kinds`: the records --overwrite may replace (the demo: only a demo). `overwrite` None: not known yet
+    (`recipe check`): what train refuses with and without --overwrite is refused; a grpokit run there is not.
     """
     raw = str(path)
     if not raw.strip():
@@ -158,7 +173,7 @@ def refuse_output_dir(path: str | Path, overwrite: bool, keep: list[str | Path] 
         raise GrpokitError([problem])
     if not path.is_dir() or not any(p.name != LOCK_FILE for p in path.iterdir()):
         return
-    if not overwrite:
+    if overwrite is False:
         raise GrpokitError([Problem(str(path), "run directory already exists and is not empty",
                                     f"continue it with `grpokit train --resume {path}`, pick another "
                                     "--output-dir, or pass --overwrite to start again")])

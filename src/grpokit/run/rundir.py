@@ -31,13 +31,16 @@ from typing import Callable
 from grpokit.distributed import is_main_process
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, RunLock, checkpoint_damage, damaged, step_of
-from grpokit.run.files import atomic_write, note, read_json, read_jsonl, split_jsonl
+from grpokit.run.files import note, read_json, read_jsonl, split_jsonl
 from grpokit.run.files import note as files_note
 from grpokit.run.layout import (BEST_FILE, CHECKPOINTS_DIR, CONFIG_FILE, DEMO_FILE, EVAL_DIR, EXPORT_DIR, HEALTH_FILE,
                                 LOCK_FILE, METRICS_FILE, PREFLIGHT_FILE, REFERENCE_DIR, REPORT_DIR, RUN_FILE,
                                 SAMPLES_FILE, SET_ASIDE_DIR, STATUSES, TOOL_RESULTS_FILE)
-from grpokit.run.ownership import _NEW_DIR_FIX, RUN_KINDS, clear_run, own_entries, refuse_output_dir
-from grpokit.run.record import new_record, read_record, refuse_foreign, write_record
+from grpokit.run.layout import own_entries
+from grpokit.run.ownership import _NEW_DIR_FIX, RUN_KINDS, clear_run, refuse_output_dir
+from grpokit.run.record import new_record, read_record, refuse_foreign
+from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file,
+                                write_record)
 
 CHECKPOINT_SPECS = "all|best|last|auto|N"
 
@@ -119,7 +122,7 @@ class RunDir:
         return data if isinstance(data, dict) else None
 
     def write_config(self, recipe) -> None:
-        atomic_write(self.config, recipe.to_yaml().encode("utf-8"))
+        write_file(self.config, recipe.to_yaml(), within=self.path)
 
     def read_status(self) -> dict:
         return read_json(self.run_json) or {}
@@ -143,11 +146,16 @@ class RunDir:
         note(f"{self.run_json}: {status['reason']} (status {status['status']}, step {status['step']})")
         return status
 
-    def write_status(self, summary: dict) -> None:
+    def write_status(self, summary: dict, in_place: bool = False) -> None:
+        """run.json (main process only). `in_place`: over the old file's own blocks, for a disk too full for a new
+        file (grpokit.run.safety.fail_run records a failure so)."""
         if not is_main_process():  # with N processes (grpokit.training.launch) the main one alone writes run.json
             return
         data = {k: v for k, v in summary.items() if k != "trainer"}
-        atomic_write(self.run_json, json.dumps(data, indent=2, default=str).encode("utf-8"))
+        if in_place:
+            rewrite_in_place(self.run_json, json.dumps(data, default=str), within=self.path)
+        else:
+            write_file(self.run_json, json.dumps(data, indent=2, default=str), within=self.path)
 
     # -- logs
     def read_metrics(self) -> list[dict]:
@@ -164,8 +172,8 @@ class RunDir:
         for log in (self.metrics, self.samples):
             dropped = split_jsonl(log, step)
             if dropped and keep_dropped:
-                with self.rolled_back(log).open("ab") as f:
-                    f.writelines(raw + b"\n" for raw in dropped)
+                with append_file(self.rolled_back(log), within=self.path) as f:
+                    f.writelines(raw.decode("utf-8") + "\n" for raw in dropped)
 
     # -- checkpoints
     def checkpoint_path(self, step: int) -> Path:
@@ -201,14 +209,14 @@ class RunDir:
     def mark_complete(self, step: int) -> None:
         ck = self.checkpoint_path(step)
         if ck.is_dir():
-            (ck / COMPLETE_MARKER).write_text(json.dumps({"step": step, "time": time.time()}))
+            write_file(ck / COMPLETE_MARKER, json.dumps({"step": step, "time": time.time()}), within=self.path)
 
     def _contradiction(self, ck: Path) -> None:
         """Stop when a checkpoint's trainer_state.json names another step than its folder: resuming from it would
         train from that step (-5: steps -4, -3, ... written as checkpoint--4)."""
         state = read_json(ck / "trainer_state.json", note=lambda _: None)
         step = state.get("global_step") if state else None
-        if state is None or (type(step) is int and step == step_of(ck)):
+        if type(step) is not int or step == step_of(ck):  # none at all: damage, passed over (checkpoint_damage)
             return
         recorded = self.read_status().get("step")
         record = f"; run.json records step {recorded}" if type(recorded) is int else ""
@@ -246,8 +254,7 @@ class RunDir:
         dest, n = base, 1
         while dest.exists():
             dest, n = base.with_name(f"{base.name}-{n}"), n + 1
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        ck.rename(dest)
+        move(ck, dest, within=self.path)
         note(f"set aside {ck} ({why}) -> {dest}: delete it yourself once you no longer need it")
         return dest
 
@@ -276,7 +283,7 @@ class RunDir:
         evidence of its finding, not a guess."""
         for p in self._all_checkpoints():
             if step_of(p) > step:
-                shutil.rmtree(p)
+                remove(p)
 
     def checked(self, ck: Path | None) -> Path | None:
         """`ck` if its files look whole, else a GrpokitError naming what is damaged (None passes: the base model)."""
@@ -288,11 +295,20 @@ class RunDir:
 
     # -- eval results and the best checkpoint
     def read_best(self) -> dict | None:
-        return read_json(self.best_file)
+        """eval/best.json, or None: none yet, or one without a whole step (said once, with the fix that works:
+        `grpokit eval RUN` chooses again and writes a new one)."""
+        best = read_json(self.best_file)
+        if best is None:
+            return None
+        step = best.get("step")
+        if type(step) is int and step >= 0:
+            return best
+        note(f"{self.best_file}: no whole step (step: {str(step)[:40]}): ignored; `grpokit eval {self.path}` "
+             "chooses the best checkpoint again and writes a new one")
+        return None
 
     def write_best(self, best: dict) -> None:
-        self.eval_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.best_file, json.dumps(best, indent=2).encode("utf-8"))
+        write_file(self.best_file, json.dumps(best, indent=2), within=self.path)
 
     def resolve_checkpoint(self, spec: str) -> Path | None:
         """`best`, `last`, `auto` (best if `grpokit eval` recorded one, else last) or a step -> its folder.
@@ -343,7 +359,7 @@ class RunDir:
         """Create (with --overwrite: clear the recorded entries of) the folder of a run that can start, and write its
         record (kind `self.kind`, the layout's entries reserved, the lock's token); (the held lock, created by us)."""
         created = not self.path.exists()
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path)
         lock = lock or self.lock(note).acquire()  # refused: another run started here meanwhile, its folder
         try:
             self.refuse_existing(overwrite)  # again under the lock: another run may have started here meanwhile
@@ -357,7 +373,7 @@ class RunDir:
         except BaseException:
             lock.release()
             if created:
-                shutil.rmtree(self.path, ignore_errors=True)
+                remove_made(self.path)
             raise
         return lock, created
 

@@ -27,13 +27,26 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    """ENOSPC anywhere in the exception chain (a C++ writer may wrap it as "basic_ios::clear: iostream error")."""
-    seen = 0
+# What torch's zip writer says when a write comes up short ("PytorchStreamWriter failed writing file ...: file
+# write failed", "unexpected pos 1536 vs 1472"): the errno is lost in C++, so a full disk is told by its free space.
+_SHORT_WRITE_WORDS = ("unexpected pos", "file write failed", "iostream error")
+_NEARLY_FULL_BYTES = 64 << 20  # less than this free after a failed save: the disk filled up
+
+
+def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
+    """ENOSPC (or EDQUOT) anywhere in the exception chain, or a short write of torch's (its C++ writer drops the
+    errno) on a disk with almost nothing free at `where`."""
+    seen, words = 0, False
     while exc is not None and seen < 10:
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
+        words = words or any(w in str(exc) for w in _SHORT_WRITE_WORDS)
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    if words and where is not None:
+        try:
+            return shutil.disk_usage(where if where.exists() else where.parent).free < _NEARLY_FULL_BYTES
+        except OSError:
+            return False
     return False
 
 
@@ -125,25 +138,48 @@ def fail_run(run: RunDir, summary: dict, exc: BaseException, step: int, need_byt
     """Record a training failure in run.json (status failed, error, last complete checkpoint), set half-written
     checkpoints aside (RUN/set-aside/, named on stderr: never deleted on a guess), and return the error to show:
     what happened and how to continue."""
-    set_aside = run.set_aside_incomplete()
+    extra = []
+    try:
+        set_aside = run.set_aside_incomplete()
+    except (GrpokitError, OSError) as e:  # RUN/set-aside a file or a link: said, the failure still recorded
+        set_aside = []
+        extra = e.problems if isinstance(e, GrpokitError) else [Problem(str(run.path), f"set-aside: {e}")]
     last = run.latest_checkpoint()
+    full = is_disk_full(exc, run.path)
     message = str(exc).strip() or repr(exc)
     summary.update(status="failed", step=step, last_checkpoint=str(last) if last else None,
                    error={"class": type(exc).__name__, "message": message[:2000],
+                          "cause": "no space left on device" if full else None,
                           "traceback": "".join(traceback.format_exception(exc))[-8000:]},
                    set_aside=set_aside)
-    try:
-        run.write_status(summary)
-    except OSError:
-        pass  # a full disk may refuse even run.json; the terminal still gets the message
+    recorded = _record(run, summary)
     resume = (f"continue from {last.name} with `grpokit train --resume {run.path}`" if last else
               "no complete checkpoint was saved: start again with `grpokit train RECIPE --overwrite`")
-    if is_disk_full(exc):
+    said = "run.json records it as failed" if recorded else f"{run.run_json} could not be written"
+    if full:
         problem = disk_full_problem(run.path, need_bytes)
         problem = Problem(problem.where, problem.message, f"{problem.fix}; then {resume}")
     elif isinstance(exc, GrpokitError):
-        return exc
+        return GrpokitError([*exc.problems, *extra], exit_code=exc.exit_code, title=exc.title)
     else:
         hint = next((h for k, h in _HINTS if k in message.lower()), "the traceback is in run.json (error.traceback)")
         problem = Problem(type(exc).__name__, message.splitlines()[0][:300] if message else "", f"{hint}; then {resume}")
-    return GrpokitError([problem], exit_code=1, title=f"training failed at step {step}; run.json records it as failed")
+    return GrpokitError([problem, *extra], exit_code=1, title=f"training failed at step {step}; {said}")
+
+
+def _record(run: RunDir, summary: dict) -> bool:
+    """run.json says failed; on a disk too full for a new file, over the old one's own blocks. Whether it does."""
+    try:
+        run.write_status(summary)
+        return True
+    except OSError as e:
+        if not is_disk_full(e):
+            return False
+    except GrpokitError:  # a link put at run.json's name: refused, never written through
+        return False
+    try:
+        run.write_status({k: v for k, v in summary.items() if k not in ("notes", "rollbacks")} | {
+            "error": {k: v for k, v in summary["error"].items() if k != "traceback"}}, in_place=True)
+        return True
+    except (OSError, GrpokitError):
+        return False

@@ -14,6 +14,7 @@ from transformers import TrainerCallback
 from grpokit.console import console
 from grpokit.distributed import any_rank, barrier
 from grpokit.run import MEMORY_KEYS, RunDir, jsonable
+from grpokit.run.writer import append_file
 from grpokit.training.tracking import Progress
 
 
@@ -31,7 +32,7 @@ class RunLogger(TrainerCallback):
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:  # one writer over N processes
             return
         record = {"step": state.global_step, **{k: jsonable(v) for k, v in logs.items()}, **peak_memory()}
-        with self.path.open("a") as f:
+        with append_file(self.path) as f:  # never through a link (grpokit.run.writer)
             f.write(json.dumps(record) + "\n")
         now = self.progress.clock()
         per_step = (now - self.t_last) / max(1, args.logging_steps)

@@ -36,6 +36,7 @@ from grpokit.generation import warpers
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_recipe, refuse_vllm_training_here
 from grpokit.run import RunDir, disk_space_guard, jsonable, step_of, writable_problem
+from grpokit.run.writer import append_file
 from grpokit.task import Task, template_of
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
 from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, decide_for_this_machine, load_inputs, note,
@@ -82,7 +83,7 @@ def _trainer_class():
             idx += [i for i in range(len(completions)) if i not in idx][: self.num_samples_logged - len(idx)]
             written = [{"step": self.state.global_step, "prompt": prompts[i], "completion": completions[i],
                         "rewards": {k: jsonable(v[i]) for k, v in rewards.items() if i < len(v)}} for i in idx]
-            with self.samples_path.open("a") as f:
+            with append_file(self.samples_path) as f:  # never through a link (grpokit.run.writer)
                 for line in written:
                     f.write(json.dumps(line, ensure_ascii=False) + "\n")
             return written
@@ -357,6 +358,6 @@ def _preflight_warnings(job: _Job) -> None:
 
     recipe, inputs = job.recipe, job.inputs
     report = run_preflight(recipe, inputs.model, inputs.tokenizer, inputs.train_rows, prompts=recipe.preflight.prompts,
-                           generations=recipe.preflight.generations, out_file=job.run.preflight_file)
+                           generations=recipe.preflight.generations, out_dir=job.run.path)
     for rec in report["recommendations"]:
         console.print(f"[yellow]preflight:[/] {rec['setting']}: {rec['reason']}")

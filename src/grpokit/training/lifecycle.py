@@ -18,7 +18,6 @@ Not covered: what a run directory holds (grpokit.run.RunDir) and what may be cle
 """
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from grpokit.console import console
 from grpokit.distributed import broadcast, is_main_process
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run import RunDir, disk_problem, fail_run
+from grpokit.run.writer import remove_made
 
 
 def note(line: str) -> None:
@@ -48,8 +48,7 @@ def run_folder(recipe, run_dir: str | Path | None, kind: str = "run") -> RunDir:
 
 def read_paths(recipe) -> list[str]:
     """Files the run reads (recipe, data, a local model): a folder holding one is never cleared by --overwrite."""
-    paths = [recipe.source, recipe.data.train, recipe.data.eval, recipe.model.name]
-    return [p for p in paths if p and not str(p).startswith("hf:") and Path(p).exists()]
+    return recipe.read_paths()
 
 
 class LockHolder:
@@ -188,7 +187,7 @@ class RunRecord:
         if not isinstance(exc, Exception):
             return
         if self.created and not self.started:  # refused before training began: leave no folder behind
-            shutil.rmtree(self.run.path, ignore_errors=True)
+            remove_made(self.run.path)
             return
         self.summary.update(self._clock())
         raise fail_run(self.run, self.summary, exc, self.step, self.need_bytes()) from None

@@ -111,19 +111,21 @@ def set_reference(run: RunDir, checkpoint: Path | None) -> None:
     import os
     import shutil
 
-    shutil.rmtree(run.reference_dir, ignore_errors=True)
+    from grpokit.run.writer import make_folder, move, remove
+
+    remove(run.reference_dir)
     files = _weight_files(checkpoint) if checkpoint is not None else []
     if not files:
         return
     tmp = run.reference_dir.with_name(run.reference_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    remove(tmp)
+    make_folder(tmp, within=run.path)
     for f in files:
         try:
             os.link(f, tmp / f.name)
         except OSError:  # another file system, or links not allowed
             shutil.copy2(f, tmp / f.name)
-    tmp.rename(run.reference_dir)  # whole or absent: a crash leaves no half reference
+    move(tmp, run.reference_dir, within=run.path)  # whole or absent: a crash leaves no half reference
 
 
 def load_reference(trainer, run: RunDir, log=print) -> bool:

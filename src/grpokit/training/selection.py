@@ -198,8 +198,10 @@ class Selector:
         return random.Random(":".join(str(p) for p in (self.seed, *parts)))
 
     def save(self, folder: Path) -> None:
-        (Path(folder) / STATE_FILE).write_text(json.dumps({**self.rates.state(), "best_total": self.best_total,
-                                                                "worst_total": self.worst_total}))
+        from grpokit.run.writer import write_file
+
+        write_file(Path(folder) / STATE_FILE, json.dumps({**self.rates.state(), "best_total": self.best_total,
+                                                          "worst_total": self.worst_total}), within=folder)
 
     def load(self, folder: Path) -> bool:
         path = Path(folder) / STATE_FILE

@@ -183,7 +183,9 @@ class SftLogger(TrainerCallback):
 
         if not logs or "train_runtime" in logs:
             return
-        with self.path.open("a") as f:
+        from grpokit.run.writer import append_file
+
+        with append_file(self.path) as f:  # never through a link
             f.write(json.dumps({"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}) + "\n")
         acc = logs.get("mean_token_accuracy")
         self.print_line(f"step {state.global_step}/{state.max_steps} | loss {logs.get('loss', float('nan')):.4f}"

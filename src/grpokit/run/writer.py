@@ -1,0 +1,407 @@
+"""The one writer: every file and folder a grpokit command writes, appends to or removes goes through here.
+
+    with command():                                    # cli.main: one command's inputs, forgotten after it
+    reading(recipe, data, exclude)                     # the files this command reads: never written over
+    write_file(path, data, within=run.path)            # a new file renamed into place (a folder grpokit made)
+    with new_file(out, replace=args.overwrite) as f:   # a file the user named, streamed, renamed at the end
+    write_rows(out, rows, replace=args.overwrite)      # JSON lines, the same way
+    with append_file(run.metrics) as f: ...            # a run's logs: appended, never through a link
+    make_folder(path, within=run.path)                 # folders, none of them through a link
+    remove(path)                                       # a file, or a folder with all it holds, never a link's target
+    claim(folder, "report", entries, fix)              # a folder by proof: its record (grpokit.run.record) first
+
+What every write refuses, with where / what / fix (a GrpokitError, exit 2), before a byte is written:
+- at the name: a symbolic link (one to nowhere too), a file with another hard link, a folder, a FIFO or a device;
+- a file this command reads: the same resolved path, or the same file (device and inode, looked up again at the
+  write), as one given to `reading` (the recipe, the data, `--exclude`, `--results`, a run's training file);
+- an existing file, unless `replace`: a command's `--overwrite`, or `within` (a folder grpokit's record proves
+  it made, whose files grpokit writes again and again: run.json, eval/results.json);
+- for a name the user gave (no `within`): a name inside a folder grpokit's record says it made (a run's
+  `metrics.jsonl`, its `checkpoints/`): those files are the run's, and written by the run alone;
+- with `within`: a folder between `within` and the name that is a link or not a folder (`RUN/report` a link
+  to a user's folder), so nothing is written into a folder grpokit did not make.
+A file is written to a new file of its own beside the name (O_EXCL), flushed, given the mode the user's umask
+gives a new file, and renamed over the name: a crash, a full disk or an error leaves the old file or the new
+one, never half of either, and no temporary file.
+
+Not covered: another process that puts a link at the name between the check and the rename (the rename replaces
+the name itself, so that link is replaced, never followed); files libraries write into folders grpokit made
+for them (transformers' save_pretrained into a checkpoint or an export's hf/).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from grpokit.errors import GrpokitError, Problem
+from grpokit.run.record import RECORD_FILE, describe, foreign, kind_on_disk, new_record, read_record, record_problem
+
+_NEW_NAME_FIX = "name a new file for the output (one that is not a link and that this command does not read)"
+_EXISTS_FIX = "name a new file, or pass --overwrite to replace it"
+_inputs: list[Path] = []  # the files the current command reads (`reading`), while a `command()` is open
+_open = [0]  # how many `command()` blocks are open (nested ones share the outermost's inputs)
+
+
+# ---------------------------------------------------------------- what this command reads
+@contextlib.contextmanager
+def command():
+    """One command's scope: the inputs `reading` records inside it are forgotten when the outermost ends (a
+    library function with inputs of its own opens one too; inside a command it joins the command's)."""
+    if not _open[0]:
+        _inputs.clear()
+    _open[0] += 1
+    try:
+        yield
+    finally:
+        _open[0] -= 1
+        if not _open[0]:
+            _inputs.clear()
+
+
+def reading(*paths) -> None:
+    """Record files this command reads (None and `hf:` / `builtin:` names are skipped): no write goes over them.
+    Outside a `command()` nothing is recorded (a long-lived process would otherwise collect every file it read)."""
+    if not _open[0]:
+        return
+    for p in paths:
+        if p is None or not str(p).strip() or str(p).startswith(("hf:", "builtin:")):
+            continue
+        path = Path(os.path.abspath(os.path.expanduser(str(p))))
+        if path not in _inputs:
+            _inputs.append(path)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def read_by_this_command(path: str | Path) -> Path | None:
+    """The input (`reading`) that `path` is, by resolved path or by device and inode; None."""
+    return next((p for p in _inputs if _same_file(Path(path), p)), None)
+
+
+# ---------------------------------------------------------------- the checks
+def _refused(path, what: str, fix: str) -> GrpokitError:
+    return GrpokitError([Problem(str(path), what, fix)], title="nothing was written")
+
+
+def _kind(st: os.stat_result) -> str | None:
+    """Why a name cannot be written over (a link, a folder, ...), or None for a file with one link."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link: grpokit never writes through a link (the file it points at would change)"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, a socket or a device)"
+    if st.st_nlink > 1:
+        return (f"is a file with {st.st_nlink - 1} other hard link(s): grpokit never writes a file that has another "
+                "name (the other names would change too)")
+    return None
+
+
+def _owner(path: Path) -> tuple[Path, str, dict] | None:
+    """(folder, entry, record) when `path` is an entry of a folder grpokit's record says it made, or inside one."""
+    parts = path.parts
+    for i in range(len(parts) - 1, 0, -1):
+        folder = Path(*parts[:i])
+        if os.path.lexists(folder / RECORD_FILE):
+            record = read_record(folder)
+            entry = parts[i]
+            if record is not None and (entry in record["entries"] or entry == RECORD_FILE):
+                return folder, entry, record
+            return None
+    return None
+
+
+def _inside(path: Path, within: str | Path, fix: str) -> tuple[Path, Path]:
+    """(the folder `within`, resolved: a link the user named it by is followed, and `path` in it), or refused
+    when `path` is not inside it."""
+    w_abs, w_real = Path(os.path.abspath(within)), Path(os.path.realpath(within))
+    for base in (w_abs, w_real):
+        if path == base or base in path.parents:
+            return w_real, w_real / path.relative_to(base)
+    raise _refused(path, f"is outside {w_abs}, the folder grpokit made for it", fix)
+
+
+def _check_folders(path: Path, within: Path, fix: str) -> None:
+    """Every folder below `within` (resolved) down to `path` that exists is a real folder, not a link to one."""
+    here = within
+    for part in path.relative_to(within).parts:
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise _refused(here, "is a symbolic link where grpokit made a folder: nothing is written through it",
+                           f"move it out of {within} (it is not grpokit's), then run the command again")
+        if not stat.S_ISDIR(st.st_mode):
+            raise _refused(here, "is a file where grpokit writes a folder",
+                           f"move it out of {within} (it is not grpokit's), then run the command again")
+
+
+def check_target(path: str | Path, *, replace: bool = False, within: str | Path | None = None,
+                 fix: str = _NEW_NAME_FIX) -> Path:
+    """`path` as it will be written, or a GrpokitError saying why nothing may be written there (module docstring).
+    Nothing is created or changed."""
+    raw = str(path)
+    if not raw.strip():
+        raise _refused("''", "an empty path (it would mean the current folder)", fix)
+    path = Path(os.path.abspath(os.path.expanduser(raw)))
+    if within is not None:
+        folder, path = _inside(path, within, fix)
+        _check_folders(path.parent, folder, fix)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise _refused(path, f"cannot be looked at: {e.strerror or e}", fix) from None
+    if st is not None:
+        why = _kind(st)
+        if why:
+            raise _refused(path, why, fix)
+    source = read_by_this_command(path)
+    if source is not None:
+        same = "" if source == path else f" ({source})"
+        raise _refused(path, f"is a file this command reads{same}: writing it would replace its own input", fix)
+    if within is None:
+        owner = _owner(path)
+        if owner is not None:
+            folder, entry, record = owner
+            raise _refused(path, f"is inside {folder}, a grpokit {record['kind']} folder ({entry} is grpokit's, "
+                                 f"by its {RECORD_FILE}): its files are written by grpokit alone", fix)
+        parent = path.parent
+        while not parent.exists() and parent.parent != parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise _refused(path, f"{parent} is not a folder", fix)
+    if st is not None and not replace:
+        raise _refused(path, "already exists: grpokit replaces a file only when told to",
+                       _EXISTS_FIX if fix == _NEW_NAME_FIX else fix)
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# ---------------------------------------------------------------- writing
+def make_folder(path: str | Path, *, within: str | Path | None = None) -> Path:
+    """Create `path` and its missing parents; with `within`, none of the folders from there on may be a link."""
+    path = Path(os.path.abspath(os.path.expanduser(str(path))))
+    if within is not None:
+        folder, path = _inside(path, within, "")
+        _check_folders(path, folder, "")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        raise _refused(path, "is a file, not a folder", "name a folder, or move that file away") from None
+    return path
+
+
+@contextlib.contextmanager
+def new_file(path: str | Path, *, replace: bool = False, within: str | Path | None = None, text: bool = True,
+             fix: str = _NEW_NAME_FIX):
+    """A file handle to a new file beside `path` (checked by `check_target`), renamed over `path` when the block
+    ends without an error; on an error the new file is removed and `path` is as it was."""
+    path = check_target(path, replace=replace, within=within, fix=fix)
+    make_folder(path.parent, within=within)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8", "newline": ""} if text else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        check_target(path, replace=replace, within=within, fix=fix)  # again: a link put there meanwhile is refused
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_file(path: str | Path, data: bytes | str, *, replace: bool = False, within: str | Path | None = None,
+               fix: str = _NEW_NAME_FIX) -> Path:
+    """Put `data` at `path` as a new file (`new_file`); `within` a folder grpokit made, the name is replaced."""
+    with new_file(path, replace=replace or within is not None, within=within, text=isinstance(data, str),
+                  fix=fix) as f:
+        f.write(data)
+    return Path(os.path.abspath(path))
+
+
+def write_rows(path: str | Path, rows, *, replace: bool = False, fix: str = _NEW_NAME_FIX) -> int:
+    """Rows as JSON lines at a path the user named (`new_file`: `replace` is the command's --overwrite); how many."""
+    import json
+
+    n = 0
+    with new_file(path, replace=replace, fix=fix) as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def append_file(path: str | Path, *, within: str | Path | None = None):
+    """A log of a run opened to append (created with the umask's mode if missing): never through a link, never a
+    file with another hard link (O_NOFOLLOW, then checked on the open file)."""
+    path = Path(path)
+    if within is not None:
+        folder, path = _inside(Path(os.path.abspath(path)), within, "")
+        _check_folders(path.parent, folder, "")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError:
+        if os.path.islink(path):
+            raise _refused(path, _kind(os.lstat(path)), f"move it out of {path.parent} (it is not grpokit's)") from None
+        raise
+    try:
+        why = _kind(os.fstat(fd))
+        if why:
+            raise _refused(path, why, f"move it out of {path.parent} (it is not grpokit's)")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        yield f
+
+
+def rewrite_in_place(path: str | Path, data: str, *, within: str | Path) -> None:
+    """The one write that is not a rename: for a disk so full that no new file fits (a failure recorded in run.json),
+    the file's own blocks are reused: opened without following a link, refused unless it is a file with one link,
+    then truncated and written. A crash in between leaves a cut file (read crash-tolerantly, RunDir.repair_status)."""
+    path = Path(path)
+    folder, path = _inside(Path(os.path.abspath(path)), within, "")
+    _check_folders(path.parent, folder, "")
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        why = _kind(os.fstat(fd))
+        if why:
+            raise _refused(path, why, f"move it out of {path.parent} (it is not grpokit's)")
+        os.ftruncate(fd, 0)
+        os.write(fd, data.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove(path: str | Path) -> bool:
+    """Delete a file, or a folder with all it holds (links inside it are removed, never followed); a link at `path`
+    itself is refused. Whether anything was there."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise _refused(path, "is a symbolic link: grpokit removes only what it made", f"move it out of {path.parent}")
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)  # rmtree removes links inside a folder, never what they point at
+    else:
+        path.unlink()
+    return True
+
+
+def remove_made(path: str | Path) -> None:
+    """Remove a folder this very command made (a refused or failed start), quietly: nothing to tell."""
+    with contextlib.suppress(OSError, GrpokitError):
+        remove(path)
+
+
+def move(src: str | Path, dest: str | Path, *, within: str | Path) -> Path:
+    """Move a file or folder of grpokit's to a new name in a folder of its own (never over anything)."""
+    dest = Path(dest)
+    if os.path.lexists(dest):
+        raise _refused(dest, "already exists", "move it away, then run the command again")
+    make_folder(dest.parent, within=within)
+    os.rename(src, dest)
+    return dest
+
+
+# ---------------------------------------------------------------- folders by proof
+def write_record(folder: str | Path, record: dict) -> None:
+    import json
+
+    write_file(Path(folder) / RECORD_FILE, json.dumps(record, indent=1), within=folder)
+
+
+def refuse_claim(folder: str | Path, kind: str, entries: dict[str, str], fix: str) -> dict | None:
+    """What `claim` refuses, checked without writing anything (before any model loads); the folder's record (None:
+    a new or empty folder)."""
+    folder = Path(os.path.abspath(folder))
+    if os.path.islink(folder) or (folder.exists() and not folder.is_dir()):
+        raise _refused(folder, "is not a folder grpokit made (a symbolic link or a file)", fix)
+    if read_by_this_command(folder) is not None:
+        raise _refused(folder, "is a file this command reads", fix)
+    record = read_record(folder) if folder.is_dir() else None
+    if record is not None and record["kind"] != kind:
+        raise _refused(folder, f"is a grpokit {record['kind']} folder (its {RECORD_FILE} says so), not a {kind} "
+                               "folder", fix)
+    bad = foreign(folder, record, entries)
+    if bad:  # the names it would replace first: the most telling reason
+        raise GrpokitError([Problem(str(folder / n), f"is {describe(folder / n)} grpokit did not write (it is not "
+                                    f"in {folder / RECORD_FILE}): grpokit would replace it, so nothing was written",
+                                    fix) for n in bad], title="nothing was written")
+    if folder.is_dir() and record is None and any(folder.iterdir()):
+        why = record_problem(folder) or f"has content but no {RECORD_FILE} of grpokit's"
+        raise _refused(folder, f"{why}: grpokit writes only into a folder it made, so nothing was written", fix)
+    return record
+
+
+def claim(folder: str | Path, kind: str, entries: dict[str, str], fix: str, **extra) -> dict:
+    """The record of `folder`, a folder of `kind` about to get `entries`: an existing record of that kind gains
+    them; an empty (or new) folder gets a new record. Refused, with nothing written (`refuse_claim`): `folder` a
+    link or a file, a folder with content but no record (or a record that is damaged or names something that is
+    no plain name), another kind's record, a name of `entries` that grpokit did not write there."""
+    record = refuse_claim(folder, kind, entries, fix)
+    if record is None:
+        record = new_record(kind, entries, **extra)
+    else:
+        record = {**record, "entries": dict(sorted({**record["entries"], **entries}.items())), **extra}
+    make_folder(folder)
+    write_record(folder, record)
+    return record
+
+
+def install(staging: str | Path, folder: str | Path, kind: str, fix: str, also: dict[str, str] | None = None,
+            **extra) -> dict:
+    """Move what a library wrote into `staging` (a folder of grpokit's own, e.g. transformers' save_pretrained) into
+    `folder`, a folder of `kind` by proof: each name is claimed first (refused if a user's file is there), an older
+    entry of grpokit's at that name is replaced, and `staging` is removed. `also`: names grpokit writes there
+    itself afterwards (recorded with the rest). The record."""
+    staging, folder = Path(staging), Path(folder)
+    entries = {p.name: kind_on_disk(p) for p in staging.iterdir()}
+    record = claim(folder, kind, {**(also or {}), **entries}, fix, **extra)
+    for name in entries:
+        remove(folder / name)
+        os.rename(staging / name, folder / name)
+    remove(staging)
+    return record
+
+
+def remove_entries(folder: str | Path, record: dict, keep=()) -> list[str]:
+    """Delete the entries of `record` that are in `folder` (a file, or a folder with all it holds; never through a
+    link); their names. An entry whose kind changed since grpokit wrote it is refused before anything goes."""
+    folder = Path(folder)
+    names = [n for n in record["entries"] if n not in keep]
+    changed = [n for n in names if kind_on_disk(folder / n) not in (None, record["entries"][n])]
+    if changed:
+        raise GrpokitError([Problem(str(folder / n), f"is {describe(folder / n)}, not the {record['entries'][n]} "
+                                    "grpokit wrote there: nothing was deleted",
+                                    f"move it out of {folder} (it is not grpokit's), then run the command again")
+                            for n in changed])
+    return [n for n in names if remove(folder / n)]
