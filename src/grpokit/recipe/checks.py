@@ -281,6 +281,12 @@ def check_model(m, d) -> tuple[Found, list[str]]:
     out += check_init_kwargs(m)
     problems, notes = check_model_source(m.name)
     out += [(("model", "name"), what, fix) for what, fix in problems]
+    if m.lora is not None and not problems:
+        from grpokit.models import lora_target_problem
+
+        found = lora_target_problem(m.name, m.lora.target_modules)
+        if found:
+            out.append((("model", "lora", "target_modules"), *found))
     return out, notes
 
 

@@ -35,6 +35,43 @@ def check_data(d, base: Path, rewards=None) -> Found:
     return out
 
 
+def check_prompt_lengths(d, m, t, trl: dict | None, tools, report) -> tuple[Found, list[str]]:
+    """train.max_prompt_length against the prompts training builds from data.train's rows, counted with the model's
+    tokenizer as training counts them (grpokit.recipe.trl_args.prompt_tokens), on the rows it trains on (the
+    eval share split off as training splits it): an error when fewer than one generation round fit (TRL would
+    make no step; the run would "complete" at step 0), a note with how many survive when some are dropped."""
+    if report is None or not report.rows or t is None or m is None or d is None:
+        return [], []
+    from grpokit.data import split_rows
+    from grpokit.errors import GrpokitError
+    from grpokit.models import load_recipe_tokenizer
+    from grpokit.recipe.trl_args import prompt_tokens
+    from grpokit.templates import PromptTemplate
+
+    try:
+        tokenizer = load_recipe_tokenizer(m)
+    except (GrpokitError, OSError, ValueError):
+        return [], []  # the model check says why it cannot be read
+    template = PromptTemplate(d.template, d.system_prompt, m.enable_thinking)
+    rows = report.rows
+    if d.eval is None and d.eval_fraction > 0:
+        rows = split_rows(rows, d.eval_fraction, d.shuffle_seed)[0]
+    fit = sum(prompt_tokens(template, tokenizer, template.build(r["question"]), tools) <= t.max_prompt_length
+              for r in rows)
+    need = prompts_per_step(t, trl or {})
+    dropped = len(rows) - fit
+    if fit < need:
+        return [(("train", "max_prompt_length"), f"{dropped} of the {len(rows)} training prompts are longer than "
+                 f"{t.max_prompt_length} tokens, so {fit} remain: fewer than one generation round takes ({need}); "
+                 "TRL would make no step of them",
+                 "raise train.max_prompt_length (the longest prompt is in `grpokit data check`), or shorten the "
+                 "questions")], []
+    if dropped:
+        return [], [f"train.max_prompt_length: {dropped} of {len(rows)} training prompts are longer than "
+                    f"{t.max_prompt_length} tokens and are dropped; {fit} remain"]
+    return [], []
+
+
 _MAX_DATA_PROBLEMS = 5  # grouped already ("40 rows: missing question"); `grpokit data check` lists every one
 
 

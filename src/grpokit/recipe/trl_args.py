@@ -19,6 +19,12 @@ from grpokit.task import template_of
 from grpokit.templates import PromptTemplate
 
 
+def prompt_tokens(template: PromptTemplate, tokenizer, prompt, tools: list | None = None) -> int:
+    """A built prompt's length in tokens as TRL counts it against max_prompt_length (tool schemas included): the
+    one count training drops prompts by and `recipe check` reports."""
+    return len(template.encode(tokenizer, prompt, tools))
+
+
 def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, max_prompt_length: int | None,
                          tools: list | None = None):
     """The TRL dataset: each row plus its `prompt`; over-long prompts dropped and counted. `tools`: the schemas TRL
@@ -28,7 +34,7 @@ def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, 
     out, dropped = [], 0
     for row in rows:
         prompt = template.build(row["question"])
-        if max_prompt_length and len(template.encode(tokenizer, prompt, tools)) > max_prompt_length:
+        if max_prompt_length and prompt_tokens(template, tokenizer, prompt, tools) > max_prompt_length:
             dropped += 1
             continue
         out.append({**row, "prompt": prompt})
