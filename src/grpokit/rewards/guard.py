@@ -12,6 +12,11 @@ Training, the recipe check, evaluation and `grpokit rewards score` all call the 
   wrong length, not a hang);
 - every score must be None or a finite number: a string, an int too large for a float (10**400), nan or inf
   is an error naming the function, its module and its line;
+- the working directory is restored after every call (a reward's `os.chdir` must not move where the run
+  folder and the data resolve), what it prints goes to stderr (never into `rewards score`'s JSON lines on
+  stdout), and `os._exit()` called during it is an error naming the function, not a silent exit 0;
+- a score times the reward's weight must stay within `WEIGHTED_LIMIT` (1e308 at weight 2 is finite but sums
+  to inf, and float32, which TRL sums in, overflows long before);
 - a call can have a deadline (`limit_s`): past it the call is stopped and `OwnRewardTimeout` names the function.
   In the main thread (where training, the check and `rewards score` call rewards) a timer thread sends the
   main thread SIGUSR2, whose handler raises inside the user's code: that also interrupts a `time.sleep` or a
@@ -23,10 +28,13 @@ file and line (`where_of`), which the registry's error lines show.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
+import os
 import signal
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -35,6 +43,9 @@ from typing import Any, Callable
 _ATOMS = (str, int, float, bool, bytes, type(None))
 _GRPOKIT = str(Path(__file__).resolve().parents[1])  # the grpokit package: frames here are not the user's
 _RESEND_S = 1.0  # a deadline signal the user's code swallowed (`except BaseException`) is sent again this often
+# The largest |score x weight| an own reward may give: rewards live in [-10, 10]; past 1e12 the summed reward
+# overflows float32 (TRL's dtype) or the advantages lose every digit, and training learns from inf.
+WEIGHTED_LIMIT = 1e12
 
 
 class OwnRewardCallError(Exception):
@@ -55,6 +66,34 @@ class OwnRewardTimeout(OwnRewardCallError):
 
 class _Deadline(BaseException):
     """Raised inside the user's code at its deadline; a BaseException so that `except Exception` lets it pass."""
+
+
+class _Exited(BaseException):
+    """Raised by `os._exit` while an own reward runs: the process is not ended by the user's code."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _short_leash():
+    """Around one call of the user's code: the working directory put back, prints sent to stderr, os._exit caught
+    (a reward that imported `_exit` itself still ends the process: not covered)."""
+    cwd = os.getcwd()
+    real_exit = os._exit
+
+    def _exit(code=0):
+        raise _Exited(code)
+
+    os._exit = _exit
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        os._exit = real_exit
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
 
 
 def function_title(fn: Callable) -> str:
@@ -121,11 +160,17 @@ def guarded_call(fn: Callable, call: Callable[[], Any], n: int, limit_s: float |
 
     title = function_title(fn)
     try:
-        return _with_deadline(run, limit_s)
+        with _short_leash():
+            return _with_deadline(run, limit_s)
     except _Deadline:
         raise OwnRewardTimeout(f"{title} ran past its time limit of {limit_s:g} s on {n} completion(s) and was "
                                "stopped", "make it faster (or find where it hangs: a network call, a loop that "
                                "never ends), or raise timeout_s on its rewards: entry") from None
+    except _Exited as e:
+        raise OwnRewardCallError(f"{title} called os._exit({e.code!r}){user_line(e, fn)} instead of returning "
+                                 "scores: that would end training (or the check) without a word",
+                                 "return one score (or None) per completion; raise an exception for a real error, "
+                                 "never end the process") from None
     except SystemExit as e:
         raise OwnRewardCallError(f"{title} called sys.exit({e.code!r}){user_line(e, fn)} instead of returning "
                                  "scores", "return one score (or None) per completion; raise an exception "
@@ -145,8 +190,10 @@ def guarded_call(fn: Callable, call: Callable[[], Any], n: int, limit_s: float |
         raise
 
 
-def scores_of(fn: Callable, out: Any, items: list | None, texts: list[str]) -> list[float | None]:
-    """The scores in what the function returned (see guarded_call), or OwnRewardCallError saying what is wrong."""
+def scores_of(fn: Callable, out: Any, items: list | None, texts: list[str], weight: float = 1.0
+              ) -> list[float | None]:
+    """The scores in what the function returned (see guarded_call), or OwnRewardCallError saying what is wrong;
+    `weight`: the reward's weight in the recipe (a score times it must stay within WEIGHTED_LIMIT)."""
     name, title, n = getattr(fn, "__name__", "the function"), function_title(fn), len(texts)
     at = f" [{title}]"
     if items is None:
@@ -172,6 +219,12 @@ def scores_of(fn: Callable, out: Any, items: list | None, texts: list[str]) -> l
                                      "return a finite number, or None where the reward does not apply (TRL then "
                                      "averages over the other rewards): inf/nan would poison the summed reward and "
                                      "the advantages")
+        if abs(number * weight) > WEIGHTED_LIMIT:
+            raise OwnRewardCallError(f"{name}() returned {number:g} for completion {i}, which at weight {weight:g} "
+                                     f"is past ±{WEIGHTED_LIMIT:g}: the summed reward would overflow (inf) or the "
+                                     f"advantages lose every digit{at}",
+                                     "return scores on a small scale (rewards are usually 0 to 1) and set the "
+                                     "reward's share with weight")
         scores.append(number)
     return scores
 

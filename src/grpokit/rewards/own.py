@@ -166,7 +166,7 @@ def _takes_kwargs(params: dict[str, inspect.Parameter] | None) -> bool:
     return params is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def own_scorer(fn: Callable, params: dict[str, Any], timeout_s: float | None = None) -> Callable:
+def own_scorer(fn: Callable, params: dict[str, Any], timeout_s: float | None = None, weight: float = 1.0) -> Callable:
     """The user's function as a registry scorer (rows re-scored one by one on error, as for built-ins).
 
     A function with `**kwargs` gets every argument TRL passes; one without gets only those it names, so
@@ -198,9 +198,10 @@ def own_scorer(fn: Callable, params: dict[str, Any], timeout_s: float | None = N
               trainer_state=None, log_metric=None, log_extra=None, environments=None, **columns):
         out, items = collect(completions, prompts, completion_ids, trainer_state, log_metric, log_extra,
                              environments, **columns)
-        return scores_of(fn, out, items, list(completions))
+        return scores_of(fn, out, items, list(completions), weight)
 
     score.collect = collect
+    score.weight = weight
     return score
 
 
@@ -254,9 +255,10 @@ def build_own(rc, base_dir: Path | None, where: str) -> RewardFunction:
     label = reward_label(rc)
     doc = (inspect.getdoc(fn) or "the recipe's own reward function").splitlines()[0]
     timeout_s = getattr(rc, "timeout_s", None)
-    spec = RewardSpec(label, lambda **_: own_scorer(fn, rc.params, timeout_s), doc, required_columns(fn, rc.params),
-                      {}, rc.role or DEFAULT_ROLE)
-    built = RewardFunction(label, own_scorer(fn, rc.params, timeout_s), dict(rc.params), spec)
+    weight = getattr(rc, "weight", 1.0)
+    spec = RewardSpec(label, lambda **_: own_scorer(fn, rc.params, timeout_s, weight), doc,
+                      required_columns(fn, rc.params), {}, rc.role or DEFAULT_ROLE)
+    built = RewardFunction(label, own_scorer(fn, rc.params, timeout_s, weight), dict(rc.params), spec)
     built.function = fn  # the user's own function, for the recipe check's signature and trial call
     return built
 
@@ -283,7 +285,7 @@ def trial_problems(rf: RewardFunction, texts: list[str], columns: dict[str, list
     try:
         out, items = rf.scorer.collect(texts, prompts=prompts, completion_ids=completion_ids, limit_s=limit_s,
                                        **context, **columns)
-        scores_of(fn, out, items, texts)
+        scores_of(fn, out, items, texts, getattr(rf.scorer, "weight", 1.0))
     except OwnRewardCallError as e:
         return [(str(e), e.fix)]
     except Exception as e:  # noqa: BLE001 - the user's code: reported with its own line, never a traceback
