@@ -255,3 +255,33 @@ def test_a_users_file_named_after_a_run_file_is_no_reason_to_refuse(world, capsy
     assert len(out.read_text().splitlines()) == 4
     assert main(["rm", "import-csv", str(world.csv), str(world.tmp / "back.jsonl")]) == 0
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------- hostile arguments
+HOSTILE = {  # name -> (set-up in the world, argv, words)
+    "--rows -3": (None, lambda w: ["data", "generate", "arithmetic", "x.jsonl", "--rows", "-3"], "must be 1 to"),
+    "--rows 10**12": (None, lambda w: ["data", "generate", "arithmetic", "x.jsonl", "--rows", str(10**12)],
+                      "must be 1 to"),
+    "into .": (None, lambda w: ["data", "generate", "arithmetic", ".", "--rows", "3"], "is a folder"),
+    "into ''": (None, lambda w: ["data", "generate", "arithmetic", "", "--rows", "3"], "an empty path"),
+    "into /dev/full": (None, lambda w: ["data", "generate", "arithmetic", "/dev/full", "--rows", "3", "--overwrite"],
+                       "not a regular file"),
+    "into a FIFO": (lambda w: os.mkfifo(w.tmp / "fifo"), lambda w: ["data", "generate", "arithmetic", "fifo", "--rows",
+                                                                     "3", "--overwrite"], "not a regular file"),
+    "import-csv of latin-1": (lambda w: (w.tmp / "l.csv").write_bytes("id,question\xe9\n".encode("latin-1")),
+                              lambda w: ["rm", "import-csv", "l.csv", "r.jsonl"], "not UTF-8 text"),
+    "import-csv of a binary file": (lambda w: (w.tmp / "b.csv").write_bytes(bytes(range(256)) * 4),
+                                    lambda w: ["rm", "import-csv", "b.csv", "r.jsonl"], "not UTF-8 text"),
+    "import-csv of a header only": (lambda w: (w.tmp / "h.csv").write_text(w.csv.read_text().splitlines()[0] + "\n"),
+                                    lambda w: ["rm", "import-csv", "h.csv", "r.jsonl"], "no ranked prompts"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_arguments_are_errors_that_write_nothing(world, capsys, loads, case):
+    setup, argv, words = HOSTILE[case]
+    if setup:
+        setup(world)
+    err = _refused(capsys, argv(world), world, loads)
+    assert words in err, err
+    assert not (world.tmp / "r.jsonl").exists() and not (world.tmp / "x.jsonl").exists()

@@ -29,6 +29,7 @@ Not covered: partial rankings (rank some, leave others null) and ties.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from dataclasses import dataclass
@@ -199,7 +200,18 @@ def import_csv(csv_path: str | Path, rankings_path: str | Path, overwrite: bool 
         raise GrpokitError([Problem(path, "no such file", "pass the CSV written by `grpokit rm export-csv`")])
     reading(path)
     check_target(rankings_path, replace=overwrite)  # before reading: nothing is written over on a refusal
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise GrpokitError([Problem(f"{path}:{line}", "not UTF-8 text (a binary file, or "
+                                    "a CSV saved as latin-1?)", "save the CSV as UTF-8 (spreadsheets: \"CSV UTF-8\"), "
+                                    "or pass the CSV `grpokit rm export-csv` wrote")]) from None
+    if "\0" in text:
+        raise GrpokitError([Problem(f"{path}:{text.count(chr(10), 0, text.index(chr(0))) + 1}", "holds a NUL byte: "
+                                    "not a CSV file", "pass the CSV `grpokit rm export-csv` wrote")])
+    with io.StringIO(text, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None or [h.strip() for h in header] != list(CSV_COLUMNS):
