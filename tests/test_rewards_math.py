@@ -153,6 +153,28 @@ CASES = [
     ("", "72", 0.0, "no_answer"),  # empty
     (R + "The answer is 72.", "72", 0.0, "no_answer"),  # no marker, no box
     (R + "Final answer: " + "9" * 300, "72", 0.0, "too_long"),  # a paragraph is not an answer
+    # --- issue 44: honest answers with units written as symbols, conversions with "=", scientific notation, and
+    # Roman numerals read as numbers (a second candidate in them is a hedge)
+    (R + "Final answer: 25 °C", "25", 1.0, "correct"),  # a degree sign is a unit
+    (R + "Final answer: 25°", "25", 1.0, "correct"),
+    (R + "Final answer: 90^\\circ", "90", 1.0, "correct"),
+    (R + "Final answer: 12 m/s", "12", 1.0, "correct"),  # a slash between unit symbols is "per"
+    (R + "Final answer: 3 €/kg", "3", 1.0, "correct"),
+    (R + "Final answer: 60 km/h", "60", 1.0, "correct"),
+    (R + "Final answer: 25 °C (77 °F)", "25", 1.0, "correct"),  # a temperature converted (with its offset)
+    (R + "Final answer: 25 °C, though 26 °F", "25", 0.0, "hedge"),  # ... or another one offered
+    (R + "Final answer: 2 km = 2000 m", "2", 1.0, "correct"),  # a conversion with "=": the value comes first
+    (R + "Final answer: 2 km = 3000 m", "2", 0.0, "hedge"),  # a false conversion offers another value
+    (R + "Final answer: 12 = 3 × 4", "12", 1.0, "correct"),  # the value, then how it is made
+    (R + "Final answer: 12 = 13", "12", 0.0, "hedge"),
+    (R + "Final answer: 100 (= 10²)", "100", 1.0, "correct"),  # a restated power
+    (R + "Final answer: 100 (= 10^{3})", "100", 0.0, "hedge"),
+    (R + "Final answer: 1.5e3", "1500", 1.0, "correct"),  # scientific notation is one number
+    (R + "Final answer: 1.5 × 10^3", "1500", 1.0, "correct"),
+    (R + "Final answer: 2.5 \\times 10^{-3}", "0.0025", 1.0, "correct"),
+    (R + "Final answer: 100, i.e. 1e2", "100", 1.0, "correct"),
+    (R + "Final answer: 12 (XII)", "12", 1.0, "correct"),  # a Roman numeral restating the value
+    (R + "Final answer: 12 (or XIII)", "12", 0.0, "hedge"),  # ... or offering another: not paid
     # --- gold answers that cannot be parsed: not applicable
     (R + "Final answer: 72", "", None, "gold_unparseable"),
     (R + "Final answer: 72", None, None, "gold_unparseable"),

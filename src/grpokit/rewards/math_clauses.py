@@ -42,6 +42,7 @@ import ast
 import itertools
 import re
 from fractions import Fraction
+from typing import Callable
 
 NUMBER_TOKEN = re.compile(r"(?:\d+(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+(?:\.\d+)?)?")  # 72, 2.5, .5, 1/2
 
@@ -123,6 +124,24 @@ def unit_at(text: str, start: int, end: int) -> Unit:
         w = word.group(1).lower()
         return tuple(_UNITS.get(w) or _UNITS.get(w.rstrip(".")) or ())
     return ()
+
+
+# Temperatures convert with an offset as well as a factor, so they are read apart: (scale, offset) to kelvin,
+# K = (x + offset) x scale. "25 °C (77 °F)" restates 25 °C; "25 °C, though 26 °F" offers another.
+_TEMPERATURES = {"c": (Fraction(1), Fraction(27315, 100)), "celsius": (Fraction(1), Fraction(27315, 100)),
+                 "f": (Fraction(5, 9), Fraction(45967, 100)), "fahrenheit": (Fraction(5, 9), Fraction(45967, 100)),
+                 "kelvin": (Fraction(1), Fraction(0))}
+_TEMPERATURE_AFTER = re.compile(r"\s*(?:°\s*([cfCF])(?![^\W\d_])|(?:degrees?\s+)?(celsius|fahrenheit|kelvin)\b)",
+                                re.IGNORECASE)
+
+
+def temperature_at(text: str, end: int) -> Callable[[Fraction], Fraction] | None:
+    """The number ending at text[:end] is a temperature: a function of it to kelvin's scale, else None."""
+    m = _TEMPERATURE_AFTER.match(text[end:end + 24])
+    if not m:
+        return None
+    scale, offset = _TEMPERATURES[(m.group(1) or m.group(2)).lower()]
+    return lambda n: (n + offset) * scale
 
 
 # ---------------------------------------------------------------- calculations written out in the clause
@@ -231,9 +250,11 @@ def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
         return True  # no single value to account for: any number in the clause competes with the head
     m = NUMBER_TOKEN.search(head)
     value_unit = unit_at(head, m.start(), m.end()) if m else ()
+    value_temperature = temperature_at(head, m.end()) if m else None
     required: list[Fraction] = []
     optional: list[Fraction] = []
     calc_view = re.sub(r"[$€£¥￥₽]", " ", clause)  # "9 × $2 = $18" is a calculation
+    calc_view = re.sub(r"\^\s*\{\s*(-?\d+)\s*\}", lambda p: "^" + p.group(1).ljust(len(p.group(0)) - 1), calc_view)
     for c in _CALC.finditer(calc_view):
         text = c.group(0)
         start, end = c.start(), c.end()
@@ -256,7 +277,11 @@ def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
         unit = unit_at(clause, start, end)
         if any(d == "clock" for d, _ in unit) and re.match(r"\s*p\.?m", clause[end:end + 6], re.IGNORECASE):
             n = n % 12 + 12  # 4 pm is hour 16 of the day: "from 9 am to 4 pm" is 7 hours
-        same = _same_quantity(n, unit, value, value_unit)
+        temperature = temperature_at(clause, end)
+        if temperature is not None and value_temperature is not None:  # "25 °C (77 °F)": converted, or not
+            same = True if temperature(n) == value_temperature(value) else None
+        else:
+            same = _same_quantity(n, unit, value, value_unit)
         if same is None:
             required.append(n)
         elif same is False:

@@ -90,8 +90,32 @@ def _superscripts(m: re.Match) -> str:
         return base  # "m²": the unit's exponent, not a number of the answer
     return f"{base}^{{{exp}}}"
 # What may surround a lone number and still leave it a lone number: words (units,
-# measure words, "x ="), currency, percent. Anything else (\sqrt, ^, +, ...) goes symbolic.
-_WORDY = re.compile(r"[\w\s%=:'’¥￥€£]*")
+# measure words, "x ="), currency, percent, degrees. Anything else (\sqrt, ^, +, ...) goes symbolic.
+_WORDY = re.compile(r"[\w\s%=:'’¥￥€£°·]*")
+# A slash between unit symbols is "per" ("12 m/s", "3 €/kg", "60 km/h"), not a division of the number.
+_UNIT_SLASH = re.compile(r"(?<=[^\W\d_]|[€£¥$%°])\s*/\s*(?=[^\W\d_])")
+# Scientific notation, read as the number it writes: "1.5e3", "1.5 × 10^3", "1.5 \times 10^{3}" (superscripts are
+# "^{3}" by then). Exponents are bounded: 10^999 is not an answer, and its digits are not written out.
+_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*[eE]\s*([+-]?\d{1,2})|\s*(?:×|\\times|\\cdot|·|\*|x)\s*10\s*"
+                         r"\^\s*\{?\s*([+-]?\d{1,2})\s*\}?)(?![\w.])")
+# "12 (or XIII)": a Roman numeral in what follows the value is a number too (two letters or more, a valid one).
+_ROMAN = re.compile(r"(?<![\w])(?=[MDCLXVI]{2,}(?![\w]))M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
+                    r"(?![\w])")
+_ROMAN_VALUES = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
+
+
+def _roman(m: re.Match) -> str:
+    digits = [_ROMAN_VALUES[c] for c in m.group(0)]
+    return str(sum(-d if i + 1 < len(digits) and d < digits[i + 1] else d for i, d in enumerate(digits)))
+
+
+def _scientific(m: re.Match) -> str:
+    exp = int(m.group(2) if m.group(2) is not None else m.group(3))
+    value = Fraction(m.group(1)) * Fraction(10) ** exp
+    if value.denominator == 1:
+        return str(value.numerator)
+    text = f"{float(value):.15g}"
+    return text if Fraction(text) == value else m.group(0)  # a decimal that is not exact stays as it was
 _GLUED_VARIABLE = re.compile(r"[xyzabcnijke]\b")  # "3x" is an expression; "3 x" or "5m" stay units
 _OPERATOR = re.compile(r"[-+*/×÷^()\[\]{}\\=]")
 
@@ -122,6 +146,9 @@ def _split_clause(t: str) -> tuple[str, str]:
     Only the value is compared; what the explanation may not hold is `_clause_hedges`' job. The split
     depends on the text alone, never on the gold answer, so a line cannot be read two ways until one matches.
     """
+    lhs, eq, rhs = t.partition("=")
+    if eq and rhs.strip() and _lone_number(_numeric_text(lhs)) is not None:  # "2 km = 2000 m", "12 = 3 × 4"
+        return lhs.strip(), "= " + rhs.strip()  # the value first, the rest restates it (or offers another)
     m = _CLAUSE_START.search(t)
     if m is None or m.start() == 0:
         return t, ""
@@ -136,7 +163,7 @@ def _clause_hedges(head: str, clause: str) -> bool:
     value forward: a number that is not the value restated, converted or derived (math_clauses, by shape)."""
     if not clause:
         return False
-    cleaned = _clean(clause)
+    cleaned = _ROMAN.sub(_roman, _clean(clause))
     clause = cleaned.lower()
     if _CLAUSE_DOUBT.search(clause):
         return True
@@ -166,12 +193,14 @@ def _clean(value: str) -> str:
         inner = boxed_values(t, 1)
         if inner:
             t = inner[0][1] + t[t.index("{") + len(inner[0][1]) + 2:]
-    t = _DEGREE.sub("", t)
+    t = _DEGREE.sub("°", t)
+    t = _UNIT_SLASH.sub(" per ", t) if "/" in t else t
     t = _EMPHASIS.sub(r" \1 ", t) if "*" in t else t
     t = _LATEX_WRAPPERS.sub(r" \1", t)
     t = t.replace("\\%", "%")
     t = _LATEX_NOISE.sub(" ", t)
     t = " ".join(t.split())
+    t = _SCIENTIFIC.sub(_scientific, t) if ("e" in t or "E" in t or "10" in t) else t
     return t.strip(TRAILING_PUNCT)
 
 
