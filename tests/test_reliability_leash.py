@@ -101,15 +101,23 @@ def ends(completions, **kw):
 
 def huge(completions, **kw):
     return [1e308] * len(completions)
+
+def stubborn(completions, **kw):
+    import time
+    while True:
+        try:
+            time.sleep(10)
+        except BaseException:
+            pass
 '''
 
 
-def _score(tmp_path: Path, fn: str, weight: float | None = None) -> subprocess.CompletedProcess:
+def _score(tmp_path: Path, fn: str, *extra: str) -> subprocess.CompletedProcess:
     (tmp_path / "mine.py").write_text(REWARDS)
     write_jsonl(tmp_path / "rows.jsonl", [{"completion": "Final answer: 2", "answer": "2"}] * 2)
     env = {**os.environ, "PYTHONPATH": str(Path(grpokit.__file__).parents[1])}
     return subprocess.run([sys.executable, "-m", "grpokit", "rewards", "score", "--reward", f"mine.py:{fn}",
-                           "--input", "rows.jsonl"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                           "--input", "rows.jsonl", *extra], cwd=tmp_path, capture_output=True, text=True, env=env,
                           timeout=120)
 
 
@@ -137,6 +145,15 @@ def test_a_reward_that_ends_the_process_is_an_error_naming_it(tmp_path):
     assert done.returncode == 1 and "mine.py:ends" in done.stderr, (done.returncode, done.stderr)
     assert all("called os._exit(0)" in json.loads(line)["error"] for line in done.stdout.splitlines()), done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_a_reward_that_swallows_its_deadline_ends_the_command_naming_it(tmp_path):
+    from grpokit.rewards.guard import HARD_GRACE_S
+
+    done = _score(tmp_path, "stubborn", "--timeout", "1")
+    assert done.returncode == 2 and "stubborn" in done.stderr and "caught every interrupt" in done.stderr, done.stderr
+    assert "fix: " in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
+    assert HARD_GRACE_S <= 10  # the command ends within seconds of the deadline, not never
 
 
 def test_a_score_too_large_for_its_weight_is_an_error():

@@ -254,6 +254,8 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
 def cmd_score(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise GrpokitError([Problem(f"--timeout {args.timeout:g}", "must be more than 0 seconds", "e.g. --timeout 60")])
+    from grpokit.rewards.guard import hard_deadlines
+
     fn = _build(args.reward, parse_params(args.param), args.timeout)
     fields = {k: v for k, v in (("answer", args.answer_field), ("question", args.question_field)) if v}
     rows = read_rows(args.input, fn.spec.columns, fields)
@@ -261,7 +263,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     from grpokit.rewards.guard import OwnRewardTimeout
 
     for i, row in enumerate(rows):
-        out = score_row(fn, row)
+        with hard_deadlines():  # a function that swallows the interrupt at its deadline ends the command, named
+            out = score_row(fn, row)
         exc = getattr(out.pop("exception", None), "exc", None)
         if isinstance(exc, OwnRewardTimeout):  # the next rows would wait as long: stop here, and say so
             raise GrpokitError([Problem(f"{args.input} row {i + 1}", str(exc), exc.fix.replace(

@@ -21,7 +21,10 @@ Training, the recipe check, evaluation and `grpokit rewards score` all call the 
   In the main thread (where training, the check and `rewards score` call rewards) a timer thread sends the
   main thread SIGUSR2, whose handler raises inside the user's code: that also interrupts a `time.sleep` or a
   blocking read, and leaves SIGALRM to the user's code (math-verify's own timeout uses it). Elsewhere the call
-  runs in a daemon thread that is abandoned at the deadline (nothing can stop a thread in Python).
+  runs in a daemon thread that is abandoned at the deadline (nothing can stop a thread in Python). Inside
+  `hard_deadlines()` (the trial calls of `recipe check` and `train`'s check, and `rewards score`: commands
+  that score nothing else), a call that catches the interrupt and keeps running HARD_GRACE_S past its deadline
+  ends the process with exit 2 and an error naming the function: nothing else can stop it.
 
 Errors raised by the user's code itself keep their type (a KeyError stays a KeyError) and carry the user's
 file and line (`where_of`), which the registry's error lines show.
@@ -46,6 +49,9 @@ _RESEND_S = 1.0  # a deadline signal the user's code swallowed (`except BaseExce
 # The largest |score x weight| an own reward may give: rewards live in [-10, 10]; past 1e12 the summed reward
 # overflows float32 (TRL's dtype) or the advantages lose every digit, and training learns from inf.
 WEIGHTED_LIMIT = 1e12
+HARD_GRACE_S = 5.0  # past its deadline by this much, a call that swallowed every interrupt ends a trial command
+_REAL_EXIT = os._exit  # the leash replaces os._exit while the user's code runs; grpokit's own exit is this one
+_HARD = [0]  # open hard_deadlines() blocks
 
 
 class OwnRewardCallError(Exception):
@@ -94,6 +100,17 @@ def _short_leash():
         os._exit = real_exit
         if os.getcwd() != cwd:
             os.chdir(cwd)
+
+
+@contextlib.contextmanager
+def hard_deadlines():
+    """Calls inside this block that outlive their deadline by HARD_GRACE_S, catching every interrupt, end the
+    process with exit 2 and an error naming the function (the trial calls of a check, `rewards score`)."""
+    _HARD[0] += 1
+    try:
+        yield
+    finally:
+        _HARD[0] -= 1
 
 
 def function_title(fn: Callable) -> str:
@@ -161,7 +178,7 @@ def guarded_call(fn: Callable, call: Callable[[], Any], n: int, limit_s: float |
     title = function_title(fn)
     try:
         with _short_leash():
-            return _with_deadline(run, limit_s)
+            return _with_deadline(run, limit_s, title)
     except _Deadline:
         raise OwnRewardTimeout(f"{title} ran past its time limit of {limit_s:g} s on {n} completion(s) and was "
                                "stopped", "make it faster (or find where it hangs: a network call, a loop that "
@@ -251,15 +268,25 @@ def _short(value: object, limit: int = 40) -> str:
 
 
 # ---------------------------------------------------------------- deadlines
-def _with_deadline(run: Callable[[], Any], limit_s: float | None) -> Any:
+def _with_deadline(run: Callable[[], Any], limit_s: float | None, title: str = "") -> Any:
     if not limit_s:
         return run()
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_kill"):
-        return _in_main_thread(run, limit_s)
+        return _in_main_thread(run, limit_s, title)
     return _in_daemon_thread(run, limit_s)
 
 
-def _in_main_thread(run: Callable[[], Any], limit_s: float) -> Any:
+def _end_the_process(title: str, limit_s: float) -> None:
+    """A trial call that caught every interrupt past its deadline: said with where/what/fix, then exit 2."""
+    sys.__stderr__.write(f"error: own reward stopped\n  - {title}: ran {HARD_GRACE_S:g} s past its time limit of "
+                         f"{limit_s:g} s and caught every interrupt sent to stop it (an `except BaseException` that "
+                         "retries?)\n      fix: let KeyboardInterrupt and other BaseExceptions pass (catch Exception), "
+                         "and make the function return within its timeout_s\n")
+    sys.__stderr__.flush()
+    _REAL_EXIT(2)
+
+
+def _in_main_thread(run: Callable[[], Any], limit_s: float, title: str = "") -> Any:
     state = {"inside": True}
     done = threading.Event()
     main = threading.main_thread().ident
@@ -268,12 +295,18 @@ def _in_main_thread(run: Callable[[], Any], limit_s: float) -> Any:
         if state["inside"]:
             raise _Deadline()
 
+    hard = _HARD[0] > 0
+
     def watch():
         if done.wait(limit_s):
             return
+        waited = 0.0
         while not done.is_set():
+            if hard and waited >= HARD_GRACE_S:
+                _end_the_process(title, limit_s)
             signal.pthread_kill(main, signal.SIGUSR2)
             done.wait(_RESEND_S)
+            waited += _RESEND_S
 
     previous = signal.signal(signal.SIGUSR2, handler)
     watcher = threading.Thread(target=watch, name="grpokit-reward-deadline", daemon=True)

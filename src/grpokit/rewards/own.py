@@ -277,14 +277,15 @@ def trial_problems(rf: RewardFunction, texts: list[str], columns: dict[str, list
 
     An exception (with the line of the user's file it came from), an exit, a call past `limit_s`, a return value
     that is not one number (or None) per completion, a wrong length, and a non-finite score are each one problem."""
-    from grpokit.rewards.guard import OwnRewardCallError, scores_of, user_line
+    from grpokit.rewards.guard import OwnRewardCallError, hard_deadlines, scores_of, user_line
 
     fn = getattr(rf, "function", rf.scorer)
     name = getattr(fn, "__name__", rf.name)
     n = len(texts)
     try:
-        out, items = rf.scorer.collect(texts, prompts=prompts, completion_ids=completion_ids, limit_s=limit_s,
-                                       **context, **columns)
+        with hard_deadlines():  # a trial call that swallows its interrupts ends the check, naming it
+            out, items = rf.scorer.collect(texts, prompts=prompts, completion_ids=completion_ids, limit_s=limit_s,
+                                           **context, **columns)
         scores_of(fn, out, items, texts, getattr(rf.scorer, "weight", 1.0))
     except OwnRewardCallError as e:
         return [(str(e), e.fix)]
