@@ -9,6 +9,8 @@
     make_folder(path, within=run.path)                 # folders, none of them through a link
     remove(path)                                       # a file, or a folder with all it holds, never a link's target
     claim(folder, "report", entries, fix)              # a folder by proof: its record (grpokit.run.record) first
+    install(staging, folder, "rm", fix)                # what a library saved elsewhere, moved in name by name
+    rewrite_in_place(run.run_json, text, within=...)   # a full disk only: run.json over its own blocks
 
 What every write refuses, with where / what / fix (a GrpokitError, exit 2), before a byte is written:
 - at the name: a symbolic link (one to nowhere too), a file with another hard link, a folder, a FIFO or a device;
