@@ -49,7 +49,7 @@ def _fix_for(err: dict, model_fields: list[str]) -> str:
         return f"use one of {ctx.get('expected')}"
     if loc == ("output_dir",):
         return "name a folder for the run, e.g. runs/my-run (an empty one would be the current folder)"
-    if loc == ("train", "max_steps"):
+    if loc == ("train", "max_steps") and kind == "value_error":
         return "set train.max_steps to the steps to train (at least 1), or -1 to train for train.num_train_epochs"
     allowed = _allowed_range(loc)
     if allowed and kind == "int_parsing_size":  # 1e+23 for an int: too large to even parse
