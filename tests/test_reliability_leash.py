@@ -171,7 +171,8 @@ def _fake_run(tmp_path: Path, tiny_model_dir: Path, steps=(1, 2)) -> Path:
     for s in steps:
         ck = run / "checkpoints" / f"checkpoint-{s}"
         shutil.copytree(tiny_model_dir, ck)
-        (ck / "trainer_state.json").write_text(json.dumps({"global_step": s, "max_steps": 2, "log_history": []}))
+        (ck / "trainer_state.json").write_text(json.dumps({"global_step": s, "max_steps": 2, "train_batch_size": 4,
+                                                           "log_history": []}))
         (ck / "COMPLETE").write_text("{}")
     return run
 
@@ -188,9 +189,11 @@ def test_a_best_json_without_a_step_is_passed_over_with_a_fix_that_works(tmp_pat
 
 
 @pytest.mark.parametrize("damage,words", [
-    (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2})), "no int max_steps"),
-    (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2, "max_steps": 2,
-                                                                   "log_history": [], "mine": 1})), "keys transformers"),
+    (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2})), "no int train_batch_size"),
+    (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2, "train_batch_size": 4,
+                                                                   "log_history": "x"})), "log_history is not a list"),
+    (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2, "train_batch_size": 4,
+                                                                   "mine": 1})), "keys transformers"),
     (lambda ck: (ck / "rng_state.pth").write_bytes(b"garbage"), "rng_state.pth is truncated or not a file torch"),
 ])
 def test_a_checkpoint_resume_cannot_use_is_passed_over_not_retried(tmp_path, tiny_model_dir, damage, words):

@@ -159,7 +159,8 @@ def fake_checkpoint(tmp_path, tiny_model_dir) -> Path:
     ck = tmp_path / "checkpoints" / "checkpoint-3"
     shutil.copytree(tiny_model_dir, ck)
     torch.save({"state": {}}, ck / "optimizer.pt")
-    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 3, "max_steps": 3, "train_batch_size": 4,
+                                                       "log_history": []}))
     return ck
 
 

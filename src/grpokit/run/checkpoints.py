@@ -64,16 +64,21 @@ def checkpoint_damage(ck: Path, for_resume: bool = False) -> str | None:
     return None
 
 
-# What transformers' TrainerState.load_from_json needs to resume: these typed fields (the rest have defaults).
-_STATE_FIELDS = {"global_step": int, "max_steps": int, "log_history": list}
+# What transformers' resume reads from trainer_state.json without a default: the step, and the batch size that
+# compare_trainer_and_checkpoint_args divides (missing, it raised a TypeError on every --resume, for ever).
+_STATE_FIELDS = {"global_step": int, "train_batch_size": int}
+_STATE_TYPES = {"max_steps": int, "log_history": list, "epoch": (int, float)}  # when present: of this type
 
 
 def _trainer_state_damage(state: dict) -> str | None:
-    """Why transformers could not resume from this trainer_state.json (a field missing or of another type, a key
-    TrainerState does not take), or None."""
+    """Why transformers could not resume from this trainer_state.json (a field it needs missing or of another
+    type, a key TrainerState does not take), or None."""
     for key, kind in _STATE_FIELDS.items():
         if type(state.get(key)) is not kind:
             return f"trainer_state.json has no {kind.__name__} {key} (not a state transformers wrote)"
+    for key, kind in _STATE_TYPES.items():
+        if state.get(key) is not None and not isinstance(state[key], kind):
+            return f"trainer_state.json's {key} is not a {getattr(kind, '__name__', 'number')}"
     from dataclasses import fields
 
     from transformers import TrainerState
