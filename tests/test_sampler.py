@@ -1,4 +1,4 @@
-"""A sampler in another precision (grpokit.training.sampler): its copy tracks the trained weights, its log-probs
+"""A sampler in another precision (grpokit.training.sampling): its copy tracks the trained weights, its log-probs
 are the drawn tokens' from raw logits / temperature, and the correction gives TRL's own losses.
 
 Tiny real models and a real trainer throughout; the arithmetic against TRL's own `_compute_loss`.
@@ -22,7 +22,8 @@ from grpokit.generation import SampledLogprobs
 from grpokit.recipe import GenerationConfig, load_recipe, sampler_dtype_of
 from grpokit.recipe import machine
 from grpokit.training.grpo import _trainer_class
-from grpokit.training.sampler import SamplerCopy, fold_into_advantages, importance_ratio
+from grpokit.training.logps import fold_into_advantages, importance_ratio
+from grpokit.training.sampling import SamplerCopy
 
 PAD = 0
 MODES = ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
@@ -227,7 +228,7 @@ def test_a_run_says_its_sampling_precision_also_when_the_policy_samples_itself(t
     # precision it chose and why").
     from types import SimpleNamespace
 
-    from grpokit.training.sampler import attach_sampler
+    from grpokit.training.sampling import attach_sampler
 
     said = []
     trainer = SimpleNamespace(model=None)
@@ -293,7 +294,7 @@ def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(
     # forward; a deep copy keeps that closure, so without drop_foreign_forwards the bf16 copy ran the float32 policy.
     from trl.trainer.utils import add_fused_lm_head
 
-    from grpokit.training.sampler import drop_foreign_forwards
+    from grpokit.training.sampling import drop_foreign_forwards
 
     policy = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     add_fused_lm_head(policy)

@@ -17,7 +17,7 @@ bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = process
     reference   P x b when beta > 0 and every weight trains (/N under zero3, fsdp); LoRA: 0 (the base
                 model with the adapter switched off is the reference)
     sampler     a copy of the policy in generation.sampler_dtype when it is not the weights' own (P x its
-                bytes, + T for LoRA's adapter; grpokit.training.sampler), else 0
+                bytes, + T for LoRA's adapter; grpokit.training.sampling), else 0
     then the larger of the two phases of a step:
     training    activations of one micro-batch of m sequences of s = prompt + completion tokens, as the meta
                 forward saved them; with gradient checkpointing each layer's input (L x m x s x hidden x b) plus
