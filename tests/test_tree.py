@@ -18,7 +18,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 
-from conftest import make_recipe
+from conftest import REPO, make_recipe
 from grpokit.cli import main
 from grpokit.generation.tree import Tree, TreeCost, pack, refusal
 from grpokit.training.grpo import _trainer_class
@@ -30,10 +30,10 @@ PAD = 0
 # ---------------------------------------------------------------- the tree itself
 def test_a_shared_prefix_is_one_set_of_positions_and_each_extra_branch_one_anchor():
     tree = Tree()
-    tree.add(0, [5, 6, 7, 8, 9], scored_from=3)  # prompt 5 6 7, completion 8 9
-    tree.add(1, [5, 6, 7, 8, 4], scored_from=3)  # same prompt, completion 8 4: shares 8, branches after it
-    tree.add(2, [5, 6, 7, 3], scored_from=3)  # same prompt, completion 3: 7 already scores 8 -> an anchor
-    tree.add(3, [5, 6, 2], scored_from=2)  # another prompt sharing 5 6
+    tree.add(0, [5, 6, 7, 8, 9], 3)  # prompt 5 6 7, completion 8 9
+    tree.add(1, [5, 6, 7, 8, 4], 3)  # same prompt, completion 8 4: shares 8, branches after it
+    tree.add(2, [5, 6, 7, 3], 3)  # same prompt, completion 3: 7 already scores 8 -> an anchor
+    tree.add(3, [5, 6, 2], 2)  # another prompt sharing 5 6
     # positions: 5 6 7 8 9 | an anchor of 8 scoring 4, then 4 | an anchor of 7 scoring 3, then 3 | 2 (6 scores it)
     assert tree.tokens == [5, 6, 7, 8, 9, 8, 4, 7, 3, 2]
     assert [tree.tokens[p] for p in tree.paths[1]] == [5, 6, 7, 8, 4]
@@ -280,3 +280,26 @@ def test_shared_prefix_false_is_trls_layout_everywhere(tmp_path, tiny_model_dir,
     assert "log-probs: TRL's layout (train.shared_prefix: false)" in said.out + said.err
     for m in _metrics(tmp_path / "run"):
         assert m["grpokit/positions/computed"] == m["grpokit/positions/trl_layout"]
+
+
+def test_sft_on_tool_demonstrations_shares_the_tool_block_and_learns_the_same(tmp_path, tiny_tool_model_dir, capsys):
+    # The calculator demonstrations share their ~570-token prompt of tool schemas: the tree computes it once a
+    # micro-batch, and the losses of two SFT steps are TRL's layout's (to float rounding: the first step's weights
+    # are the same, the second's differ by it).
+    losses, positions = {}, {}
+    for shared in (True, False):
+        run = tmp_path / f"sft-{shared}"
+        assert main(["sft", str(REPO / "recipes" / "smollm2-calculator-sft.yaml"), "--output-dir", str(run),
+                     "--set", f"model.name={tiny_tool_model_dir}", "--set", "model.gradient_checkpointing=false",
+                     "--set", "train.max_steps=2", "--set", "train.logging_steps=1", "--set",
+                     "train.per_device_train_batch_size=4", "--set", "train.num_generations=2", "--set", f"train.shared_prefix={str(shared).lower()}",
+                     "--set", "train.save_steps=2"]) == 0
+        metrics = _metrics(run)
+        losses[shared] = [m["loss"] for m in metrics if "loss" in m]
+        positions[shared] = [(m["grpokit/positions/computed"], m["grpokit/positions/trl_layout"]) for m in metrics
+                             if "grpokit/positions/computed" in m]
+    said = capsys.readouterr()
+    assert "SFT loss: each distinct prefix computed once" in said.out + said.err
+    assert len(losses[True]) == 2 and losses[True] == pytest.approx(losses[False], rel=1e-4)
+    assert positions[True] and all(c < t / 2 for c, t in positions[True])  # 4 episodes share the tool block
+    assert not positions[False]

@@ -387,3 +387,15 @@ class captured_logps:
             setattr(self.trainer, self._NAME, self._shadowed)
         else:
             self.trainer.__dict__.pop(self._NAME, None)
+
+
+def fused_output(**fields):
+    """The output TRL's fused LM head returns (`model(..., fused_lm_head=True)`), built from its per-token fields
+    (grpokit.training.logps answers SFTTrainer's call over the tree).
+
+    Maintenance note: relies on trl.trainer.utils.FusedCausalLMOutput (TRL 1.16) and on SFTTrainer.compute_loss
+    reading log_probs, entropy, is_top1 and label_mask from it; if TRL reads another field, SFT with
+    train.shared_prefix fails on it at the first step (tests/test_tree.py runs SFT both ways)."""
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    return FusedCausalLMOutput(loss=None, **fields)

@@ -52,7 +52,7 @@ class Tree:
     labels: list[int] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)  # the caller's row indices packed here
     paths: dict[int, list[int]] = field(default_factory=dict)  # row -> the position of each of its tokens
-    scored: dict[int, list[int]] = field(default_factory=dict)  # row -> the position scoring each scored token
+    scored: dict[int, list[int]] = field(default_factory=dict)  # row -> the positions scoring its scored tokens
     _children: list[dict[int, int]] = field(default_factory=list)
     _roots: dict[int, int] = field(default_factory=dict)
     _anchors: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -60,12 +60,13 @@ class Tree:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def cost_to_add(self, ids: Sequence[int], scored_from: int) -> int:
+    def cost_to_add(self, ids: Sequence[int], scored: int | Sequence[bool]) -> int:
         """Positions `add` would create for `ids`: its tokens past the prefix already here, and the anchors its
         scored tokens need (what sharing saves is the rest)."""
+        flags = scored_flags(scored, len(ids))
         node, added = -1, 0
         for i, token in enumerate(ids):
-            if i >= scored_from and node >= 0 and self._needs_anchor(node, token):
+            if flags[i] and node >= 0 and self._needs_anchor(node, token):
                 added += 1
             child = (self._roots if node < 0 else self._children[node]).get(token)
             if child is None:
@@ -76,12 +77,14 @@ class Tree:
     def _needs_anchor(self, node: int, token: int) -> bool:
         return self.labels[node] not in (IGNORE, token) and (node, int(token)) not in self._anchors
 
-    def add(self, row: int, ids: Sequence[int], scored_from: int) -> None:
-        """Insert row `row`: its tokens, and for each token from `scored_from` on the position that scores it."""
-        node, path, scored = -1, [], []
+    def add(self, row: int, ids: Sequence[int], scored: int | Sequence[bool]) -> None:
+        """Insert row `row`: its tokens, and for each scored token (every token from index `scored` on, or those
+        flagged True; never the first) the position that scores it, in order."""
+        flags = scored_flags(scored, len(ids))
+        node, path, scorers = -1, [], []
         for i, token in enumerate(ids):
-            if i >= scored_from and node >= 0:
-                scored.append(self._scorer(node, token))
+            if flags[i] and node >= 0:
+                scorers.append(self._scorer(node, token))
             kids = self._roots if node < 0 else self._children[node]
             child = kids.get(token)
             if child is None:
@@ -90,7 +93,7 @@ class Tree:
             node = child
             path.append(node)
         self.rows.append(row)
-        self.paths[row], self.scored[row] = path, scored
+        self.paths[row], self.scored[row] = path, scorers
 
     def _new(self, token: int, depth: int, parent: int) -> int:
         self.tokens.append(int(token))
@@ -162,10 +165,17 @@ class TreeCost:
         return self.per_position * positions + self.per_pair * positions * positions
 
 
-def pack(sequences: Sequence[Sequence[int]], scored_from: Sequence[int], cost: TreeCost | None = None) -> list[Tree]:
-    """The trees that compute `sequences` (token ids, each scored from its own `scored_from` on), every row in
-    one tree, rows in sorted order so shared prefixes meet; a new tree starts where adding to the current one would
-    cost more than computing the row alone (`cost`; None: everything in one tree)."""
+def scored_flags(scored: int | Sequence[bool], n: int) -> list[bool]:
+    """Which of n tokens are scored: every token from index `scored` on, or the given flags (the first never is:
+    nothing before it predicts it)."""
+    flags = [i >= scored for i in range(n)] if isinstance(scored, int) else [bool(f) for f in scored]
+    return [False, *flags[1:]] if flags else flags
+
+
+def pack(sequences: Sequence[Sequence[int]], scored_from: Sequence, cost: TreeCost | None = None) -> list[Tree]:
+    """The trees that compute `sequences` (token ids; each row's scored tokens: from index `scored_from[r]` on, or
+    its flags), every row in one tree, rows in sorted order so shared prefixes meet; a new tree starts where adding
+    to the current one would cost more than computing the row alone (`cost`; None: everything in one tree)."""
     order = sorted(range(len(sequences)), key=lambda r: list(sequences[r]))
     trees: list[Tree] = []
     for row in order:

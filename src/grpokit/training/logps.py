@@ -36,13 +36,14 @@ prompts and right-padded completions. Not covered: sequence parallelism (TRL's s
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable, Sequence
 
 import torch
 
 from grpokit import internals
-from grpokit.generation.tree import TreeCost, mask_form, pack, positions, refusal
+from grpokit.generation.tree import IGNORE, TreeCost, mask_form, pack, positions, refusal
 from grpokit.run import POSITIONS_COMPUTED, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN
 
 
@@ -63,49 +64,46 @@ def rows_of(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_kee
     return sequences, p_len.tolist(), c_len.tolist()
 
 
-def tree_logps(model, sequences: Sequence[Sequence[int]], scored_from: Sequence[int], width: int,
-               compute_entropy: bool = False, cost: TreeCost | None = None, form: str = "bool",
-               autocast: Callable | None = None):
-    """(log-probs, entropies or None, positions computed): (rows, width) tensors with row r's scored tokens
-    (sequences[r][scored_from[r]:]) from column 0, zeros after, through `model`'s fused LM head (TRL's
-    `add_fused_lm_head`: `shift_labels` scored, nothing else)."""
+def tree_outputs(model, sequences: Sequence[Sequence[int]], scored: Sequence, columns: Sequence[Sequence[int]],
+                 shape: tuple[int, int], fields: Sequence[str] = ("log_probs",), cost: TreeCost | None = None,
+                 form: str = "bool", autocast: Callable | None = None) -> tuple[dict, int]:
+    """The fused LM head's per-token `fields` (TRL's `add_fused_lm_head`: log_probs, entropy, is_top1, ...) of each
+    row's scored tokens, computed over the tree (grpokit.generation.tree.pack: `scored[r]` an index or flags),
+    placed in `shape` tensors at row r, columns `columns[r]` (one per scored token), zeros elsewhere; and the
+    positions the tree computed. A field the head did not compute is None."""
     device = next(model.parameters()).device
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-    trees = pack(sequences, scored_from, cost)
-    logps = entropies = None
+    trees = pack(sequences, scored, cost)
+    placed: dict = {f: None for f in fields}
     for tree in trees:
-        with (autocast() if autocast else _nothing()):
+        with (autocast() if autocast else contextlib.nullcontext()):
             out = model(**tree.inputs(form, device, dtype), fused_lm_head=True)
         rows = [r for r in tree.rows if tree.scored[r]]
         if not rows:
             continue
         index = torch.tensor([p for r in rows for p in tree.scored[r]], device=device)
         row_of = torch.tensor([r for r in rows for _ in tree.scored[r]], device=device)
-        col_of = torch.tensor([c for r in rows for c in range(len(tree.scored[r]))], device=device)
-        logps = _place(logps, out.log_probs[0, index], row_of, col_of, len(sequences), width)
-        if compute_entropy and out.entropy is not None:
-            entropies = _place(entropies, out.entropy[0, index], row_of, col_of, len(sequences), width)
-    return logps, entropies, positions(trees)
+        col_of = torch.tensor([c for r in rows for c in columns[r]], device=device)
+        for f in fields:
+            values = getattr(out, f, None)
+            if values is not None:
+                base = values.new_zeros(shape) if placed[f] is None else placed[f]
+                placed[f] = base.index_put((row_of, col_of), values[0, index])
+    return placed, positions(trees)
 
 
-def _place(into, values, rows, cols, n_rows: int, width: int):
-    base = values.new_zeros(n_rows, width) if into is None else into
-    return base.index_put((rows, cols), values)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
+def _cost_of(trainer, inner) -> TreeCost:
+    """The model's TreeCost, computed once per model (it counts the parameters)."""
+    costs = trainer.__dict__.setdefault("_tree_costs", {})
+    if id(inner) not in costs:
+        costs[id(inner)] = TreeCost.of(inner)
+    return costs[id(inner)]
 
 
 class TreeLogps:
     """Trainer mixin: TRL's per-token log-probs over the tree of shared prefixes (the module docstring)."""
 
     shared_prefix: bool = True
-    _tree_costs: dict | None = None
 
     def grpokit_logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps, batch_size=None,
                       compute_entropy=False, compute_aux_loss=False, **extra):
@@ -120,17 +118,16 @@ class TreeLogps:
             out = trl()
             self._count(model, input_ids.numel(), input_ids.numel())
             return out
-        sequences, scored_from, _ = rows
-        logps, entropies, computed = tree_logps(model, sequences, scored_from, logits_to_keep, compute_entropy,
-                                                self._cost(inner), mask_form(inner), self.accelerator.autocast)
+        sequences, scored_from, lengths = rows
+        fields = ("log_probs", "entropy") if compute_entropy else ("log_probs",)
+        out, computed = tree_outputs(model, sequences, scored_from, [range(n) for n in lengths],
+                                     (len(sequences), logits_to_keep), fields, self._tree_cost(inner), mask_form(inner),
+                                     self.accelerator.autocast)
         self._count(model, computed, input_ids.numel())
-        return logps, entropies, None
+        return out["log_probs"], out.get("entropy"), None
 
-    def _cost(self, inner) -> TreeCost:
-        self._tree_costs = self._tree_costs or {}
-        if id(inner) not in self._tree_costs:
-            self._tree_costs[id(inner)] = TreeCost.of(inner)
-        return self._tree_costs[id(inner)]
+    def _tree_cost(self, inner) -> TreeCost:
+        return _cost_of(self, inner)
 
     def _count(self, model, computed: int, trl_layout: int) -> None:
         """The positions of the policy's loss pass (the pass with gradients), summed over the step's micro-batches."""
@@ -145,14 +142,85 @@ class TreeLogps:
         internals.set_metric(self, POSITIONS_TRL, float(self._positions[1]))
 
 
-def decision(model, longest: int, enabled: bool = True) -> str:
-    """The run's line about how its loss computes log-probs (said once, before training)."""
+class TreeSFT:
+    """SFTTrainer mixin: TRL's SFT loss with its fused LM head computed over the tree, so demonstrations that share a
+    prompt, a system prompt or a tool block (the tools recipes' ~390-token tool schemas) compute it once.
+
+    TRL 1.16's SFTTrainer.compute_loss calls `model(input_ids, attention_mask, labels, fused_lm_head=True)` and reads
+    the output's per-token log_probs, entropy, is_top1 and label_mask, each (B, T - 1) and aligned with labels[:, 1:].
+    The model it is handed is wrapped (`_TreeForward`) so that call runs over the tree and returns those fields in
+    that shape; every other call (a compute_loss_func, label smoothing, padding-free batches) goes to the model as
+    it is."""
+
+    shared_prefix: bool = True
+
+    def _tree_cost(self, inner) -> TreeCost:
+        return _cost_of(self, inner)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        inner = self.accelerator.unwrap_model(model)
+        plain = self.compute_loss_func is not None or self.label_smoother is not None or \
+            getattr(self, "aux_loss_enabled", False)
+        if self.shared_prefix and not plain and refusal(inner, longest=inputs["input_ids"].size(1)) is None:
+            model = _TreeForward(model, self, inner)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
+
+
+class _TreeForward:
+    """The model as SFTTrainer.compute_loss calls it, its fused-head call answered over the tree (TreeSFT)."""
+
+    KEYS = {"input_ids", "attention_mask", "labels", "use_cache", "fused_lm_head"}
+
+    def __init__(self, model, trainer, inner):
+        self.model, self.trainer, self.inner = model, trainer, inner
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **kwargs):
+        rows = self._rows(kwargs) if kwargs.get("fused_lm_head") and set(kwargs) <= self.KEYS else None
+        if rows is None:
+            return self.model(**kwargs)
+        sequences, flags, columns = rows
+        labels = kwargs["labels"]
+        shape = (labels.size(0), labels.size(1) - 1)
+        out, computed = tree_outputs(self.model, sequences, flags, columns, shape, ("log_probs", "entropy", "is_top1"),
+                                     self.trainer._tree_cost(self.inner), mask_form(self.inner),
+                                     self.trainer.accelerator.autocast)
+        internals.log_metric(self.trainer, POSITIONS_COMPUTED, float(computed))
+        internals.log_metric(self.trainer, POSITIONS_TRL, float(kwargs["input_ids"].numel()))
+        return internals.fused_output(log_probs=out["log_probs"], entropy=out["entropy"], is_top1=out["is_top1"],
+                                      label_mask=labels[:, 1:] != IGNORE)
+
+    @staticmethod
+    def _rows(kwargs):
+        """Each row's tokens, which are scored (labels not ignored) and the column each lands in (t - 1); None
+        unless the rows are right-padded and something is scored."""
+        ids, mask, labels = kwargs["input_ids"], kwargs.get("attention_mask"), kwargs.get("labels")
+        if mask is None or labels is None or mask.dim() != 2:
+            return None
+        lengths = mask.sum(dim=1)
+        cols = torch.arange(mask.size(1), device=mask.device)
+        if not torch.equal(mask.bool(), cols[None] < lengths[:, None]):
+            return None
+        sequences, flags, columns = [], [], []
+        for row, lab, n in zip(ids.tolist(), labels.tolist(), lengths.tolist()):
+            scored = [t > 0 and lab[t] != IGNORE for t in range(n)]
+            sequences.append(row[:n])
+            flags.append(scored)
+            columns.append([t - 1 for t in range(n) if scored[t]])
+        return (sequences, flags, columns) if any(columns) else None
+
+
+def decision(model, longest: int, enabled: bool = True, what: str = "log-probs") -> str:
+    """The run's line about how its loss computes `what` (said once, before training)."""
     if not enabled:
-        return "log-probs: TRL's layout (train.shared_prefix: false)"
+        return f"{what}: TRL's layout (train.shared_prefix: false)"
     why = refusal(model, longest=longest)
     if why is not None:
-        return f"log-probs: TRL's layout, one row per completion: {why}"
-    return "log-probs: each distinct prefix computed once (a group's prompt once, completions to their own length)"
+        return f"{what}: TRL's layout, one row per completion: {why}"
+    return f"{what}: each distinct prefix computed once (a shared prompt once, each completion to its own length)"
 
 
 def expected_ratio(prompt_lengths: Sequence[Sequence[int]], shared: Sequence[int], generations: int,
