@@ -28,6 +28,7 @@ SAMPLER_KEYS = (SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX, SAMPLER_CLIPPED)
 # Token positions the policy's loss pass computed in a step, and what TRL's padded layout (one row per completion,
 # the prompt before each, padded to the longest) would have computed for the same rows (grpokit.training.logps).
 POSITIONS_COMPUTED, POSITIONS_TRL = "grpokit/positions/computed", "grpokit/positions/trl_layout"
+POSITIONS_RATIO = "grpokit/positions/ratio"  # computed / trl_layout, the report's curve
 
 
 def note(line: str) -> None:

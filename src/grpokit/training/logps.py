@@ -11,8 +11,9 @@ Every caller of that method goes through it: the policy's forward and backward i
 reference log-probs, and the sampler correction's trainer log-probs (below). Tool episodes
 are rows like any other (their tool results are completion tokens the loss masks, as in TRL's layout).
 
-Per step, metrics.jsonl gets `grpokit/positions/computed` (positions the policy's loss pass ran) and
-`grpokit/positions/trl_layout` (what TRL's rectangle would have run for the same rows); the report plots the ratio.
+Per step, metrics.jsonl gets `grpokit/positions/computed` (positions the policy's loss pass ran),
+`grpokit/positions/trl_layout` (what TRL's rectangle would have run for the same rows) and their `ratio`, which
+the report plots (SFT logs the same three, averaged over its micro-batches).
 `train --dry-run` prints the ratio to expect for the recipe (`expected_ratio`).
 
 The sampler's correction (`SamplerCorrection`, a trainer mixin through internals.LossHook's `grpokit_loss`), for
@@ -44,7 +45,7 @@ import torch
 
 from grpokit import internals
 from grpokit.generation.tree import IGNORE, TreeCost, mask_form, pack, positions, refusal
-from grpokit.run import POSITIONS_COMPUTED, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN
+from grpokit.run import POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN
 
 
 def rows_of(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int):
@@ -140,6 +141,7 @@ class TreeLogps:
         self._positions[1] += trl_layout
         internals.set_metric(self, POSITIONS_COMPUTED, float(self._positions[0]))
         internals.set_metric(self, POSITIONS_TRL, float(self._positions[1]))
+        internals.set_metric(self, POSITIONS_RATIO, self._positions[0] / max(1, self._positions[1]))
 
 
 class TreeSFT:
@@ -188,8 +190,10 @@ class _TreeForward:
         out, computed = tree_outputs(self.model, sequences, flags, columns, shape, ("log_probs", "entropy", "is_top1"),
                                      self.trainer._tree_cost(self.inner), mask_form(self.inner),
                                      self.trainer.accelerator.autocast)
+        trl_layout = kwargs["input_ids"].numel()
         internals.log_metric(self.trainer, POSITIONS_COMPUTED, float(computed))
-        internals.log_metric(self.trainer, POSITIONS_TRL, float(kwargs["input_ids"].numel()))
+        internals.log_metric(self.trainer, POSITIONS_TRL, float(trl_layout))
+        internals.log_metric(self.trainer, POSITIONS_RATIO, computed / max(1, trl_layout))
         return internals.fused_output(log_probs=out["log_probs"], entropy=out["entropy"], is_top1=out["is_top1"],
                                       label_mask=labels[:, 1:] != IGNORE)
 
@@ -221,6 +225,53 @@ def decision(model, longest: int, enabled: bool = True, what: str = "log-probs")
     if why is not None:
         return f"{what}: TRL's layout, one row per completion: {why}"
     return f"{what}: each distinct prefix computed once (a shared prompt once, each completion to its own length)"
+
+
+def expected_layout(recipe, micro_batches: int = 32) -> str:
+    """`grpokit train --dry-run`'s line about the loss's layout: TRL's (and why), or the most the tree computes as a
+    share of TRL's layout, from the prompts of `micro_batches` micro-batches of the recipe's own rows (drawn with
+    its seed), every completion at max_completion_length. Loads the tokenizer, the rows and the model's config
+    (an empty model on the meta device for its modules), no weights."""
+    import random
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from grpokit import models
+    from grpokit.data import load_datasets
+    from grpokit.envs import tool_setup, training_tools
+    from grpokit.task import template_of
+
+    t = recipe.train
+    if not t.shared_prefix:
+        return "TRL's layout, one row per completion (train.shared_prefix: false)"
+    path = models.resolve_model_path(recipe.model.name)
+    config = AutoConfig.from_pretrained(path, **{k: v for k, v in recipe.model.init_kwargs.items()
+                                                  if k == "attn_implementation"})
+    with torch.device("meta"):
+        empty = AutoModelForCausalLM.from_config(config)
+    why = refusal(empty, longest=(t.max_prompt_length or 0) + t.max_completion_length)
+    if why is not None:
+        return f"TRL's layout, one row per completion: {why}"
+    tokenizer, template = models.load_recipe_tokenizer(recipe.model), template_of(recipe)
+    rows, _ = tool_setup(recipe, tokenizer, load_datasets(recipe)[0])  # a tool recipe's template, as training sets it
+    per_micro = max(1, t.per_device_train_batch_size // t.num_generations)
+    drawn = random.Random(t.seed).sample(rows, min(len(rows), per_micro * micro_batches))
+    prompts = [template.encode(tokenizer, template.build(r["question"]), training_tools(recipe)) for r in drawn]
+    steps = [prompts[i:i + per_micro] for i in range(0, len(prompts), per_micro)]
+    shared = [len(_common_prefix(step)) for step in steps]
+    ratio = expected_ratio([[len(p) for p in step] for step in steps], shared, t.num_generations,
+                           t.max_completion_length)
+    return (f"each distinct prefix once: at most {ratio:.2f}x the positions of TRL's layout in the loss "
+            f"({len(steps)} micro-batches of this recipe's prompts, every completion at {t.max_completion_length} "
+            "tokens; shorter or alike completions cost less)")
+
+
+def _common_prefix(sequences: Sequence[Sequence[int]]) -> Sequence[int]:
+    first = sequences[0]
+    n = len(first)
+    for other in sequences[1:]:
+        n = next((i for i, (a, b) in enumerate(zip(first[:n], other)) if a != b), min(n, len(other)))
+    return first[:n]
 
 
 def expected_ratio(prompt_lengths: Sequence[Sequence[int]], shared: Sequence[int], generations: int,
