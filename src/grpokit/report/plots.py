@@ -50,7 +50,7 @@ CURVES = (
      ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"), "fraction", True),
     ("sampler_gap", "sampler vs trainer: |log-prob gap| per token (mean, max) and share of tokens the correction "
      "clipped or masked (generation.sampler_dtype)", SAMPLER_KEYS, "nats / fraction", True),
-    ("positions", "token positions the loss computed, as a share of TRL's layout (each prompt once per group, "
+    ("positions", "token positions the loss computed, as a share of the padded layout TRL uses (each prompt once per group, "
      "completions unpadded: train.shared_prefix)", (POSITIONS_RATIO,), "fraction", False),
     ("loss", "training loss (GRPO objective)", ("loss",), "loss", True),
     ("grad_norm", "gradient norm (before clipping)", ("grad_norm",), "L2 norm", True),
