@@ -325,3 +325,39 @@ def test_after_training_the_model_generates_as_itself_not_through_the_sampler(tm
     with torch.no_grad():
         mine, theirs = (m.generate(ids, do_sample=False, max_new_tokens=6, pad_token_id=0) for m in (model, saved))
     assert torch.equal(mine, theirs)  # the trained weights in float32, as the checkpoint holds them
+
+
+# ---------------------------------------------------------------- LoRA: a merged copy samples without adapter matmuls
+def test_a_lora_policy_is_copied_merged_and_tracks_the_trained_adapter(tiny_model_dir, tokenizer):
+    from peft import LoraConfig, get_peft_model
+
+    from grpokit.training.sampling import merged_layers
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    policy = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    assert merged_layers(policy) and merged_layers(base) is None  # full fine-tuning is copied as it is
+    copy = SamplerCopy(policy, torch.float32)
+    assert copy.merged and not any("lora" in n for n, _ in copy.model.named_parameters())
+    ids = tokenizer(["12 + 7 =", "3 - 1 ="], return_tensors="pt", padding=True)
+    for step in range(2):
+        with torch.no_grad():  # train the adapter a little: B is zero at first, so the delta starts at 0
+            for n, p in policy.named_parameters():
+                if p.requires_grad:
+                    p.add_(0.05 * torch.randn_like(p))
+        copy.refresh(policy, step)
+        with torch.no_grad():
+            want, got = policy(**ids).logits, copy.model(**ids).logits
+        assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+def test_lora_with_a_sampler_dtype_trains_from_the_merged_copy(tmp_path, tiny_model_dir, capsys):
+    recipe = _recipe(tmp_path, tiny_model_dir)
+    raw = yaml.safe_load(recipe.read_text())
+    raw["generation"] = {"sampler_dtype": "float32"}
+    raw["model"]["lora"] = {"r": 4, "alpha": 8, "target_modules": "all-linear"}
+    recipe.write_text(yaml.safe_dump(raw))
+    assert main(["train", str(recipe), "--skip-audit"]) == 0
+    out = capsys.readouterr().out
+    assert "sampling in float32 from a copy with the LoRA adapter merged in" in out, out
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["sampling/sampling_logp_difference/max"] < 1e-3 for m in metrics), metrics  # the same model

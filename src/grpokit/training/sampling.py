@@ -46,29 +46,47 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 class SamplerCopy:
-    """The policy's weights in the sampler's dtype; see the module docstring."""
+    """The policy's weights in the sampler's dtype; see the module docstring. A LoRA policy whose only trained
+    weights are its adapters is copied *merged* (`merged`): a plain model whose adapted weights are base + B A x
+    scale, recomputed at each refresh, so decoding runs no adapter matmuls (TRL merges adapters for vLLM the
+    same way)."""
 
     def __init__(self, policy, dtype: torch.dtype):
         self.dtype = dtype
+        self.adapted = merged_layers(policy)  # (the policy's LoRA module, its name in the merged copy), or None
         self.model = copy.deepcopy(policy)
+        if self.adapted is not None:
+            self.model = self.model.merge_and_unload()
         drop_foreign_forwards(self.model)
         self.model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
             p.data = p.data.to(dtype)
+        if self.adapted is not None:
+            weights = dict(self.model.named_modules())
+            self.adapted = [(module, weights[name].weight) for module, name in self.adapted]
         self.synced_step: int | None = None  # None: not yet copied from the trained weights
         self.refreshes = 0
         self.pending = None  # the last call's recorded log-probs: (rows, tokens) tensor, or one list per row
 
+    @property
+    def merged(self) -> bool:
+        return self.adapted is not None
+
     def refresh(self, policy, step: int) -> None:
-        """Copy the trained weights (cast) when the optimizer step moved since the last copy."""
+        """Copy the trained weights (cast; merged for LoRA) when the optimizer step moved since the last copy."""
         if step == self.synced_step:
             return
         with torch.no_grad():
-            for (name, mine), (_, theirs) in zip(self.model.named_parameters(), policy.named_parameters(),
-                                                 strict=True):
-                if self.synced_step is None or theirs.requires_grad:
-                    mine.copy_(theirs)
+            if self.adapted is not None:
+                for module, weight in self.adapted:
+                    adapter = module.active_adapters[0]
+                    weight.copy_(module.base_layer.weight + module.get_delta_weight(adapter))
+            else:
+                for (name, mine), (_, theirs) in zip(self.model.named_parameters(), policy.named_parameters(),
+                                                     strict=True):
+                    if self.synced_step is None or theirs.requires_grad:
+                        mine.copy_(theirs)
         self.synced_step = step
         self.refreshes += 1
 
@@ -90,6 +108,26 @@ class SamplerCopy:
             return None
         rows = pending.cpu().tolist() if isinstance(pending, torch.Tensor) else pending
         return [list(row[:len(ids)]) for row, ids in zip(rows, completion_ids)]
+
+
+def merged_layers(policy) -> list[tuple] | None:
+    """For a LoRA policy whose trained weights are all LoRA adapters of linear layers: each adapted module with its
+    name in the merged model (peft's names without the PeftModel prefix); None for anything else (full fine-tuning,
+    trained modules_to_save, several active adapters, other adapter kinds), which is copied as it is."""
+    if not hasattr(policy, "merge_and_unload") or not hasattr(policy, "get_base_model"):
+        return None
+    prefix = "base_model.model."
+    adapted, covered = [], set()
+    for name, module in policy.named_modules():
+        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer") and name.startswith(prefix):
+            if len(getattr(module, "active_adapters", [])) != 1 or not hasattr(module.base_layer, "weight"):
+                return None
+            adapted.append((module, name[len(prefix):]))
+            covered |= {id(p) for p in module.parameters()}
+    trained = [p for p in policy.parameters() if p.requires_grad]
+    if not adapted or any(id(p) not in covered for p in trained):
+        return None
+    return adapted
 
 
 def drop_foreign_forwards(model) -> list[str]:
@@ -127,7 +165,8 @@ def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | Non
     chosen, why = sampler_dtype_of(recipe.generation, policy_dtype)
     trainer.sampler = None
     trainer.sampler_correction = recipe.generation.sampler_correction
-    if chosen == policy_dtype:  # said on every run too: the precision a run sampled in is never left to guess
+    merge = recipe.generation.sampler_dtype != "same" and merged_layers(trainer.model) is not None
+    if chosen == policy_dtype and not merge:  # said on every run too: the precision a run sampled in is never left to guess
         log(f"sampling in {chosen}: {why}")
         return None
     if getattr(trainer.model, "hf_quantizer", None) is not None:
@@ -139,7 +178,8 @@ def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | Non
                                     "ZeRO-3), and a whole copy of them would gather every weight on each process",
                                     "set generation.sampler_dtype: same, or train without weight sharding")])
     trainer.sampler = SamplerCopy(trainer.model, DTYPES[chosen])
-    log(f"sampling in {chosen} (the trainer in {policy_dtype}), corrected by "
+    merged = " from a copy with the LoRA adapter merged in (no adapter matmuls while decoding)" if merge else ""
+    log(f"sampling in {chosen}{merged} (the trainer in {policy_dtype}), corrected by "
         f"{recipe.generation.sampler_correction}: {why}")
     return trainer.sampler
 
