@@ -12,8 +12,11 @@ the recipe's training prompts and initial model, through `grpokit.generation.com
 stop ids and decoding for every variant). Variants (`--backends`, comma-separated):
 
   hf-warper          transformers' generate with its own top_p warper (sorts the vocabulary every token)
-  hf                 the default: top_p over the 256 most likely candidates (grpokit.generation.sampling)
-  hf-static          + generation.cache: static
+  hf-generate        transformers' generate, top_p over the 256 most likely candidates (grpokit.generation.sampling;
+                     the default until 2026-12-04, now train.shared_prefix: false)
+  hf                 the default: grpokit's decoding loop (grpokit.generation.decode: each distinct prompt prefix
+                     prefilled once, finished rows out of the batch), the same top_p
+  hf-static          generate + generation.cache: static
   hf-static-compile  + generation.compile (torch.compile of the decode step)
   hf-bf16            the default on a bfloat16 copy of the weights (generation only), SDPA attention
   hf-bf16-eager      + eager attention (transformers' matmul + softmax; on some bf16 CPUs faster than SDPA's
@@ -41,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this che
 
 
 VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention implementation: None = the model's)
-    "hf-warper": ("hf", {"top_p_candidates": 0}, False, None),
+    "hf-warper": ("hf", {"top_p_candidates": 0, "shared_prefix": False}, False, None),
+    "hf-generate": ("hf", {"shared_prefix": False}, False, None),
     "hf": ("hf", {}, False, None),
     "hf-static": ("hf", {"cache": "static"}, False, None),
     "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False, None),
@@ -86,7 +90,7 @@ def logprob_gaps(trainer_model, sampler_model, tokenizer, prompt_ids, groups, pa
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recipe")
-    p.add_argument("--backends", default="hf-warper,hf,hf-static,hf-bf16,continuous",
+    p.add_argument("--backends", default="hf-warper,hf-generate,hf,hf-static,hf-bf16,continuous",
                    help="variants, comma-separated (the first is the reference); see the module docstring "
                    "(hf-static-compile is left out by default: on a CPU it recompiles for every prompt length)")
     p.add_argument("--repeats", type=int, default=3)

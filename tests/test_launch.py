@@ -126,7 +126,7 @@ def test_a_one_process_dry_run_prints_what_training_would_use(capsys, tmp_path):
     for expected in ("8 completions per step = 1 prompt(s) x 8 generations", "gradient_accumulation_steps 4 x 1 process",
                      "learning_rate 3e-06, cosine schedule", "beta 0.01 (a reference model", "loss        dapo",
                      "temperature 0.9", "prompt <= 512 tokens, completion <= 2048", "model.dtype bfloat16",
-                     "gradient checkpointing on (model.gradient_checkpointing: auto; the memory plan without it,", "LoRA r=16", "generation  hf (model.generate)",
+                     "gradient checkpointing on (model.gradient_checkpointing: auto; the memory plan without it,", "LoRA r=16", "generation  hf (grpokit's decoding loop or model.generate)", "layout      ",
                      "1 epoch(s) of data.train", "plan        1 x 24 GiB GPU", f"output      {tmp_path / 'run'}"):
         assert expected in err, expected
     assert not (tmp_path / "run").exists()

@@ -169,6 +169,7 @@ OPTIONAL_CURVES = [
     ("entropy", "entropy"),
     ("refill", "grpokit/refill/discarded_tokens"),
     ("sampler_gap", "sampling/sampling_logp_difference/mean"),
+    ("positions", "grpokit/positions/ratio"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""A sampler in another precision (grpokit.training.sampler): its copy tracks the trained weights, its log-probs
+"""A sampler in another precision (grpokit.training.sampling): its copy tracks the trained weights, its log-probs
 are the drawn tokens' from raw logits / temperature, and the correction gives TRL's own losses.
 
 Tiny real models and a real trainer throughout; the arithmetic against TRL's own `_compute_loss`.
@@ -22,7 +22,8 @@ from grpokit.generation import SampledLogprobs
 from grpokit.recipe import GenerationConfig, load_recipe, sampler_dtype_of
 from grpokit.recipe import machine
 from grpokit.training.grpo import _trainer_class
-from grpokit.training.sampler import SamplerCopy, fold_into_advantages, importance_ratio
+from grpokit.training.logps import fold_into_advantages, importance_ratio
+from grpokit.training.sampling import SamplerCopy
 
 PAD = 0
 MODES = ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
@@ -227,7 +228,7 @@ def test_a_run_says_its_sampling_precision_also_when_the_policy_samples_itself(t
     # precision it chose and why").
     from types import SimpleNamespace
 
-    from grpokit.training.sampler import attach_sampler
+    from grpokit.training.sampling import attach_sampler
 
     said = []
     trainer = SimpleNamespace(model=None)
@@ -293,7 +294,7 @@ def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(
     # forward; a deep copy keeps that closure, so without drop_foreign_forwards the bf16 copy ran the float32 policy.
     from trl.trainer.utils import add_fused_lm_head
 
-    from grpokit.training.sampler import drop_foreign_forwards
+    from grpokit.training.sampling import drop_foreign_forwards
 
     policy = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     add_fused_lm_head(policy)
@@ -324,3 +325,39 @@ def test_after_training_the_model_generates_as_itself_not_through_the_sampler(tm
     with torch.no_grad():
         mine, theirs = (m.generate(ids, do_sample=False, max_new_tokens=6, pad_token_id=0) for m in (model, saved))
     assert torch.equal(mine, theirs)  # the trained weights in float32, as the checkpoint holds them
+
+
+# ---------------------------------------------------------------- LoRA: a merged copy samples without adapter matmuls
+def test_a_lora_policy_is_copied_merged_and_tracks_the_trained_adapter(tiny_model_dir, tokenizer):
+    from peft import LoraConfig, get_peft_model
+
+    from grpokit.training.sampling import merged_layers
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    policy = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    assert merged_layers(policy) and merged_layers(base) is None  # full fine-tuning is copied as it is
+    copy = SamplerCopy(policy, torch.float32)
+    assert copy.merged and not any("lora" in n for n, _ in copy.model.named_parameters())
+    ids = tokenizer(["12 + 7 =", "3 - 1 ="], return_tensors="pt", padding=True)
+    for step in range(2):
+        with torch.no_grad():  # train the adapter a little: B is zero at first, so the delta starts at 0
+            for n, p in policy.named_parameters():
+                if p.requires_grad:
+                    p.add_(0.05 * torch.randn_like(p))
+        copy.refresh(policy, step)
+        with torch.no_grad():
+            want, got = policy(**ids).logits, copy.model(**ids).logits
+        assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+def test_lora_with_a_sampler_dtype_trains_from_the_merged_copy(tmp_path, tiny_model_dir, capsys):
+    recipe = _recipe(tmp_path, tiny_model_dir)
+    raw = yaml.safe_load(recipe.read_text())
+    raw["generation"] = {"sampler_dtype": "float32"}
+    raw["model"]["lora"] = {"r": 4, "alpha": 8, "target_modules": "all-linear"}
+    recipe.write_text(yaml.safe_dump(raw))
+    assert main(["train", str(recipe), "--skip-audit"]) == 0
+    out = capsys.readouterr().out
+    assert "sampling in float32 from a copy with the LoRA adapter merged in" in out, out
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["sampling/sampling_logp_difference/max"] < 1e-3 for m in metrics), metrics  # the same model

@@ -99,3 +99,70 @@ def scale_learning_rate(optimizer, lr_scheduler, factor: float) -> None:
         group["lr"] *= factor
         if "initial_lr" in group:
             group["initial_lr"] *= factor
+
+
+# ---------------------------------------------------------------- what a tree of shared prefixes needs of a model
+def attention_implementation(model) -> str:
+    """The attention implementation the model runs ("sdpa", "eager", "flash_attention_2", ...).
+
+    Maintenance note: transformers keeps the resolved choice in the config's private `_attn_implementation`
+    (what `attn_implementation=` at loading sets); a PeftModel forwards `.config` to its base model. If it is
+    renamed, this answers "unknown" and grpokit.generation.tree refuses the tree layout (TRL's layout is used)."""
+    config = getattr(model, "config", None)
+    return str(getattr(config, "_attn_implementation", None) or "unknown")
+
+
+def has_rotary_positions(model) -> bool:
+    """The model encodes positions with rotary embeddings (a `...RotaryEmbedding` module, transformers' naming for
+    every RoPE family: Llama, Qwen2/3, Mistral, Gemma, Phi-3, ...).
+
+    Maintenance note: relies on transformers' class naming; a RoPE model whose module is named otherwise is
+    refused the tree layout (computed in TRL's layout, said in one line), never computed wrongly."""
+    return any(type(m).__name__.endswith("RotaryEmbedding") for m in model.modules())
+
+
+def sliding_window(model) -> int | None:
+    """The sliding attention window a model applies in some layer (None: every layer attends to all tokens).
+
+    Maintenance note: transformers 5 lists each layer's kind in `config.layer_types` ("sliding_attention"); older
+    configs say it with `use_sliding_window` (Qwen2) or a bare `sliding_window` (Mistral). If a family names it
+    otherwise, its window is not seen here."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    window = getattr(config, "sliding_window", None)
+    kinds = getattr(config, "layer_types", None)
+    if kinds is not None:
+        return window if any("sliding" in str(k) for k in kinds) else None
+    if hasattr(config, "use_sliding_window"):
+        return window if config.use_sliding_window else None
+    return window
+
+
+def cache_tensors(cache) -> list:
+    """(keys, values) of every layer of a filled DynamicCache, each (batch, kv_heads, positions, head_dim).
+
+    Maintenance note: transformers 5 keeps a cache as `cache.layers`, each with `.keys` and `.values`; if that
+    changes, grpokit.generation.decode's prefill fails at once with an AttributeError (tests/test_decode.py)."""
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def cache_of(tensors) -> object:
+    """A DynamicCache holding these (keys, values) per layer, as if a forward pass had filled it."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for i, (keys, values) in enumerate(tensors):
+        cache.update(keys, values, i)
+    return cache
+
+
+def cache_keyword(model) -> str:
+    """The forward keyword a KV cache is passed in: `cache` (transformers 5.25 on) or `past_key_values` (before,
+    deprecated from 5.25).
+
+    Maintenance note: read from the model class's forward signature (a PeftModel's base model); if a release
+    names it otherwise, the cache is ignored and decoding recomputes nothing it should: tests/test_decode.py's
+    comparison with `generate` fails."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"

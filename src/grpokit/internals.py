@@ -4,9 +4,13 @@ maintenance note saying what it relies on and what breaks if it changes.
 
 grpokit uses TRL's GRPOTrainer through its public API (GRPOConfig, reward functions, callbacks) and, where
 no public API exists, through these private parts (each overridden method goes through a hook below, so a
-grpokit mixin implements `grpokit_loss`, `grpokit_generate`, `grpokit_sampler`, `grpokit_saved`):
+grpokit mixin implements `grpokit_loss`, `grpokit_logps`, `grpokit_generate`, `grpokit_sampler`, `grpokit_saved`):
 
   GRPOTrainer._compute_loss(model, inputs)          train.skip_no_signal filters the micro-batch first (`LossHook`)
+  GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep)
+                                                    computed over the tree of shared prefixes (`grpokit_logps`,
+                                                    grpokit.training.logps)
+  model.generate as TRL's HF path calls it           answered by grpokit's decoding loop (`generate_through`)
   GRPOTrainer._get_train_sampler(dataset)           selection.enabled swaps in its sampler (`sampler_layout`: the
                                                     RepeatSampler layout it must keep)
   GRPOTrainer._generate_and_score_completions(inputs)  pass rates updated from each batch; selection.refill
@@ -86,8 +90,9 @@ class TrainerHooks(LossHook):
 
     Maintenance note: relies on GRPOTrainer._get_train_sampler(dataset), _generate_and_score_completions(inputs)
     (returning the batch dict of BATCH_KEYS), _generate_single_turn(prompt_ids, ...) (returning (completion_ids,
-    logprobs), the logprobs becoming the batch's `sampling_per_token_logps`) and Trainer._save_checkpoint(model,
-    trial) keeping those names and leading parameters (grpokit.trl_compat.problems() checks them); if one changes, selection, refill or their saved state stop
+    logprobs), the logprobs becoming the batch's `sampling_per_token_logps`), _get_per_token_logps_and_entropies(
+    model, input_ids, attention_mask, logits_to_keep, ...) (returning (logps, entropies, aux_loss), each (B, C)
+    for the last C columns) and Trainer._save_checkpoint(model, trial) keeping those names and leading parameters (grpokit.trl_compat.problems() checks them); if one changes, selection, refill or their saved state stop
     working, and trl_compat.trainer_base() refuses the TRL before training starts instead.
     """
 
@@ -118,6 +123,15 @@ class TrainerHooks(LossHook):
 
     def grpokit_saved(self, folder: str) -> None:
         """Called after TRL wrote a checkpoint folder (on every rank)."""
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        trl_logps = super(TrainerHooks, self)._get_per_token_logps_and_entropies
+        return self.grpokit_logps(model, input_ids, attention_mask, logits_to_keep, trl_logps, *args, **kwargs)
+
+    def grpokit_logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps: Callable, *args, **kwargs):
+        """Per-token (log-probs, entropies or None, aux loss or None) of the completions, TRL's (B, C) layout: every
+        caller's (the loss, the old-policy and reference passes); by default TRL's own computation."""
+        return trl_logps(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
 
 
 def log_metric(trainer, name: str, value: float, mode: str = "train") -> None:
@@ -227,36 +241,34 @@ def logps_input_ids(args: tuple, kwargs: dict):
 NEUTRAL_SAMPLING = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": None}
 
 
-def sample_through(trainer, processors, sampler=None) -> None:
-    """TRL's HF generation samples through `processors` (grpokit.generation.sampling.warpers: transformers'
-    temperature / top_k / top_p / min_p warpers, top_p without the full sort) instead of transformers' own.
+def generate_through(trainer, replacement: Callable) -> None:
+    """TRL's HF generation calls `replacement(generate, *args, **kwargs)` instead of the policy's `generate(*args,
+    **kwargs)` (grpokit.training.sampling: grpokit's decoding loop, or `generate` itself through other warpers or
+    on a sampler's copy).
 
-    Maintenance note: relies on TRL 1.16's HF path calling `unwrapped_model.generate(**inputs,
-    generation_config=self.generation_config)` on the model `accelerator.unwrap_model` returns (the trainer's
-    `model`, a PeftModel for LoRA, which passes keyword arguments on), with `self.generation_kwargs`
-    overriding the model's own generation config (unwrap_model_for_generation); transformers appends a
-    caller's `logits_processor` before its own warpers, so those are switched off (NEUTRAL_SAMPLING) in both
-    places.
-    If TRL stops passing through `model.generate`, the wrapper is simply not called: sampling falls back to
-    transformers' own warpers with the recipe's values, which a test (tests/test_internals.py) would catch as a
-    changed sample.
-
-    `sampler` (grpokit.training.sampler.SamplerCopy): the call goes to the sampler's copy of the policy instead,
-    which records the drawn tokens' log-probs (`processors` None: transformers' own warpers stay on)."""
+    Maintenance note: relies on TRL 1.16's HF path calling `unwrapped_model.generate(input_ids=..., attention_mask=...,
+    generation_config=self.generation_config)` on the model `accelerator.unwrap_model` returns (the trainer's `model`,
+    a PeftModel for LoRA), inside `unwrap_model_for_generation` (which switches gradient checkpointing off and
+    applies `self.generation_kwargs` to the model's own generation config) and `torch.no_grad()`, and taking the
+    returned tensor as prompt + completion ids (cut after the first eos id). If TRL stops passing through
+    `model.generate`, the replacement is simply not called: TRL samples with transformers' own generate, which a
+    test (tests/test_internals.py) would catch as a changed sample."""
     model = trainer.model
     original = model.generate
 
     def generate(*args, **kwargs):
-        if processors is not None:
-            kwargs.setdefault("logits_processor", processors)
-        if sampler is not None:
-            return sampler.generate(trainer, *args, **kwargs)
-        return original(*args, **kwargs)
+        return replacement(original, *args, **kwargs)
 
-    generate.grpokit_sampling = True  # stop_sampling_through removes this wrapper, and only this one
+    generate.grpokit_sampling = True  # stop_generating_through removes this wrapper, and only this one
     model.generate = generate
-    if processors is None:
-        return
+
+
+def neutral_sampling(trainer) -> None:
+    """transformers' own sampling warpers off in TRL's generation config (NEUTRAL_SAMPLING), for a caller that passes
+    its own as `logits_processor` (transformers appends a caller's processors before its own warpers).
+
+    Maintenance note: relies on TRL 1.16 keeping its GenerationConfig as `generation_config` and the values it applies
+    to the model's own config (unwrap_model_for_generation) as `generation_kwargs`: both are set."""
     for key, value in NEUTRAL_SAMPLING.items():
         setattr(trainer.generation_config, key, value)
         if isinstance(getattr(trainer, "generation_kwargs", None), dict):
@@ -298,8 +310,8 @@ def score_labelled_positions_only() -> None:
     setattr(module, FUSED_HEAD_SWITCH, compact_here)
 
 
-def stop_sampling_through(trainer) -> None:
-    """Undo `sample_through` on the trained model when training ends: whoever uses the model afterwards (the
+def stop_generating_through(trainer) -> None:
+    """Undo `generate_through` on the trained model when training ends: whoever uses the model afterwards (the
     demo's evaluation, an in-process caller) generates with the model itself, in its own precision, not through
     the training sampler's copy and warpers."""
     if getattr(trainer.model.__dict__.get("generate"), "grpokit_sampling", False):
@@ -375,3 +387,15 @@ class captured_logps:
             setattr(self.trainer, self._NAME, self._shadowed)
         else:
             self.trainer.__dict__.pop(self._NAME, None)
+
+
+def fused_output(**fields):
+    """The output TRL's fused LM head returns (`model(..., fused_lm_head=True)`), built from its per-token fields
+    (grpokit.training.logps answers SFTTrainer's call over the tree).
+
+    Maintenance note: relies on trl.trainer.utils.FusedCausalLMOutput (TRL 1.16) and on SFTTrainer.compute_loss
+    reading log_probs, entropy, is_top1 and label_mask from it; if TRL reads another field, SFT with
+    train.shared_prefix fails on it at the first step (tests/test_tree.py runs SFT both ways)."""
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    return FusedCausalLMOutput(loss=None, **fields)

@@ -1,7 +1,7 @@
 """The generation backends, one row each: everything grpokit knows about a backend, read by both sides of it.
 
     BACKENDS["continuous"].engine           # the class that generates ("module:Class", imported when chosen)
-    BACKENDS["continuous"].options(g)       # its settings for evaluation and preflight, from the recipe's generation:
+    BACKENDS["continuous"].options(g, train)  # its settings for evaluation and preflight, from the recipe
     BACKENDS["continuous"].trl(g)           # the TRL GRPOConfig fields it sets for training
     BACKENDS["continuous"].owns             # generation: fields only it reads (another backend refuses them)
     BACKENDS["continuous"].checks(g, train) # what is wrong with its own settings, on any machine
@@ -48,7 +48,7 @@ class Owned:
 class BackendRow:
     engine: type | str  # the class (grpokit.generation.core.Backend), or "module:Class" imported only when chosen
     help: str  # what it is, for the recipe's `generation.backend` (the reference page shows it)
-    options: Callable[[Any], dict] = _nothing  # its constructor settings from the generation: section (backend_of)
+    options: Callable[[Any, Any], dict] = _nothing  # its constructor settings from generation: and train: (backend_of)
     trl: Callable[[Any], dict] = _nothing  # the GRPOConfig fields training sets for it (none: TRL's defaults)
     owns: tuple[Owned, ...] = ()
     checks: Callable[[Any, Any], list[RecipeProblem]] = _no_problems  # its own settings, before any model loads
@@ -100,11 +100,12 @@ def _vllm_checks(g, train=None) -> list[RecipeProblem]:
 BACKENDS: dict[str, BackendRow] = {
     "hf": BackendRow(
         "grpokit.generation.core:HFBackend",
-        "transformers' model.generate in the training process (rows finished early keep their slot until the "
-        "longest ends)",
-        options=lambda g: {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile},
+        "in the training process: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows "
+        "out of the batch; train.shared_prefix) or transformers' model.generate",
+        options=lambda g, train: {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile,
+                                  "shared_prefix": train.shared_prefix},
         trl=_hf_trl,
-        summary=lambda g: "hf (model.generate)",
+        summary=lambda g: "hf (grpokit's decoding loop or model.generate)",
         owns=(Owned(("cache", "compile"), "{key} is an option of the hf backend; {backend} manages its own cache",
                     "remove generation.{key}, or set generation.backend: hf"),
               Owned(("sampler_dtype",), "a sampler copy in another precision is an option of the hf backend; "
@@ -114,7 +115,7 @@ BACKENDS: dict[str, BackendRow] = {
         "grpokit.generation.core:ContinuousBackend",
         "transformers' continuous batching with paged attention (TRL's use_transformers_continuous_batching: a "
         "finished row frees its slot)",
-        options=lambda g: {"continuous_config": dict(g.continuous_config)},
+        options=lambda g, _train: {"continuous_config": dict(g.continuous_config)},
         summary=lambda g: "continuous (transformers' continuous batching)",
         trl=_continuous_trl,
         owns=(Owned(("continuous_config",), "continuous_config applies to the continuous backend, not {backend}",
@@ -122,7 +123,7 @@ BACKENDS: dict[str, BackendRow] = {
     "vllm": BackendRow(
         "grpokit.generation.vllm_backend:VLLMBackend",  # vLLM must not be imported by the other paths
         "TRL's vLLM integration (pip install vllm on the GPU machines)",
-        options=lambda g: dict(gpu_memory_utilization=g.gpu_memory_utilization,
+        options=lambda g, _train: dict(gpu_memory_utilization=g.gpu_memory_utilization,
                                tensor_parallel_size=g.tensor_parallel_size, max_model_len=g.max_model_len),
         trl=_vllm_trl,
         checks=_vllm_checks,

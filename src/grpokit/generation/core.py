@@ -134,15 +134,19 @@ class Backend(Protocol):
 
 
 class HFBackend:
-    """transformers `generate`: batches of whole prompts (n completions each), left-padded, on the model's device."""
+    """Generation in this process, batches of whole prompts (n completions each): grpokit's decoding loop
+    (grpokit.generation.decode: each distinct prompt prefix prefilled once, finished rows out of the batch, the
+    tokens `generate` gives) where the model can take it, else transformers' `generate` on left-padded rows."""
 
     name = "hf"
 
     def __init__(self, model, pad_token_id: int, batch_size: int | None = DEFAULT_BATCH_SIZE,
-                 top_p_candidates: int = CANDIDATES, cache: str = "dynamic", compile: bool = False):
+                 top_p_candidates: int = CANDIDATES, cache: str = "dynamic", compile: bool = False,
+                 shared_prefix: bool = True):
         self.model, self.pad_token_id, self.batch_size = model, pad_token_id, batch_size
         self.top_p_candidates = top_p_candidates  # grpokit.generation.sampling: 0 = transformers' own top_p
         self.cache, self.compile = cache, compile  # the recipe's generation.cache / generation.compile
+        self.shared_prefix = shared_prefix  # the recipe's train.shared_prefix
 
     def generate(self, prompt_ids, params, advance):
         import torch
@@ -164,7 +168,40 @@ class HFBackend:
             if was_training:
                 model.train()
 
+    def decodes(self) -> str | None:
+        """Why this backend uses transformers' `generate` rather than grpokit's decoding loop (None: the loop)."""
+        from grpokit.generation.tree import refusal
+
+        if not self.shared_prefix:
+            return "train.shared_prefix: false"
+        if self.cache != "dynamic" or self.compile:
+            return "generation.cache / generation.compile ask for transformers' generate"
+        return refusal(self.model)
+
     def _generate(self, prompt_ids, params, advance, device):
+        if self.decodes() is None:
+            return self._decode(prompt_ids, params, advance)
+        return self._generate_hf(prompt_ids, params, advance, device)
+
+    def _decode(self, prompt_ids, params, advance):
+        from grpokit.generation.decode import Decoding, decode
+        from grpokit.generation.tree import TreeCost
+
+        n = params.n
+        decoding = Decoding(max_new_tokens=params.max_tokens, stop_ids=tuple(params.stop_token_ids),
+                            pad_id=self.pad_token_id, sample=not params.greedy, temperature=params.temperature,
+                            top_k=params.top_k, top_p=params.top_p, top_p_candidates=self.top_p_candidates)
+        size = self.batch_size or rows_per_call(len(prompt_ids) * n, max(map(len, prompt_ids)), params.max_tokens)
+        per_batch = max(1, size // n)
+        cost, out = TreeCost.of(self.model), []
+        for start in range(0, len(prompt_ids), per_batch):
+            rows = [list(p) for p in prompt_ids[start:start + per_batch] for _ in range(n)]
+            done = decode(self.model, rows, decoding, cost).ids
+            out += [done[i:i + n] for i in range(0, len(done), n)]
+            advance(len(done))
+        return out
+
+    def _generate_hf(self, prompt_ids, params, advance, device):
         import torch
 
         n, pad = params.n, self.pad_token_id
@@ -249,7 +286,7 @@ def backend_of(recipe) -> tuple[str, dict]:
     """The backend eval and preflight use for `recipe`: its name and its row's settings from the recipe's
     `generation:` section (whose vllm_mode is training's, TRL's, not eval's)."""
     g = recipe.generation
-    return g.backend, BACKENDS[g.backend].options(g)
+    return g.backend, BACKENDS[g.backend].options(g, recipe.train)
 
 
 def finish(raw: list[int], params: SamplingParams, tokenizer=None) -> Completion:

@@ -95,7 +95,7 @@ def detect_nothing_learned(metrics, samples, config, context) -> Finding | None:
 
 
 def detect_sampler_mismatch(metrics, samples, config, context) -> Finding | None:
-    # A sampler in another precision (grpokit.training.sampler): its gap to the trainer, over the last `window`
+    # A sampler in another precision (grpokit.training.sampling): its gap to the trainer, over the last `window`
     # logged steps (threshold and why: HealthConfig.sampler_gap_max).
     n = config.window
     window = latest_window(metrics, SAMPLER_GAP_MEAN, n)

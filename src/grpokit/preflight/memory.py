@@ -17,10 +17,12 @@ bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = process
     reference   P x b when beta > 0 and every weight trains (/N under zero3, fsdp); LoRA: 0 (the base
                 model with the adapter switched off is the reference)
     sampler     a copy of the policy in generation.sampler_dtype when it is not the weights' own (P x its
-                bytes, + T for LoRA's adapter; grpokit.training.sampler), else 0
+                bytes; grpokit.training.sampling), else 0; LoRA with any sampler_dtype but same: a copy with the
+                adapter merged in, P x its bytes even in the weights' own precision
     then the larger of the two phases of a step:
     training    activations of one micro-batch of m sequences of s = prompt + completion tokens, as the meta
-                forward saved them; with gradient checkpointing each layer's input (L x m x s x hidden x b) plus
+                forward saved them (train.shared_prefix: one sequence of (m / G) x prompt + m x completion
+                positions, each prompt once, grpokit.generation.tree); with gradient checkpointing each layer's input (L x m x s x hidden x b) plus
                 one layer's saved tensors, recomputed in the backward pass. The attention probabilities
                 (m x heads x s x s per layer) are counted only on the CPU: CUDA's fused SDPA kernels do not keep
                 them, the CPU's masked SDPA does
@@ -29,7 +31,7 @@ bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = process
                 min(vocab, 32768) in the compute dtype (float32 on the CPU), one on CUDA (Triton folds each tile in
                 place), HEAD_TILES_CPU on the CPU (its torch fallback makes temporaries; measured), plus, when the
                 head's weight trains (full fine-tuning), its float32 gradient accumulator vocab x hidden x 4;
-                positions = m x s on the CPU (every position is scored there), m x completion on CUDA;
+                positions = m x completion with train.shared_prefix or on CUDA, m x s on the CPU in TRL's layout;
                 the head's backward runs first and frees its tiles, so the larger of lm_head and
               + gradients T x (b or 4) (/N under zero2, zero3, fsdp), which build up layer by layer after it
     generation  KV cache 2 x L x kv_heads x head_dim x s x g x b for the g = per_device_train_batch_size x
@@ -100,10 +102,17 @@ def sampler_bytes_per_weight(sampler_dtype: str, weight_b: int, device: str) -> 
     return 0 if want == weight_b else want
 
 
+def _sampler_bytes(sampler_dtype: str, weight_b: int, device: str, lora: bool) -> int:
+    """Bytes per weight of the sampler copy: another precision's; a LoRA policy's merged copy even in its own."""
+    copy_b = sampler_bytes_per_weight(sampler_dtype, weight_b, device)
+    return copy_b or (weight_b if lora and sampler_dtype != "same" else 0)
+
+
 def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float, micro_batch: int,
          generation_batch: int, prompt_len: int, completion_len: int, gradient_checkpointing: bool,
-         device: str = "cuda", sampler_dtype: str = "same") -> Plan:
-    """Per-GPU bytes by the rules in the module docstring (`device`: where it trains, cuda or cpu)."""
+         device: str = "cuda", sampler_dtype: str = "same", generations: int | None = None) -> Plan:
+    """Per-GPU bytes by the rules in the module docstring (`device`: where it trains, cuda or cpu; `generations`:
+    the group size when the loss computes the tree of shared prefixes, train.shared_prefix, else None)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}")
     b = weight_bytes(dtype, device)
@@ -115,13 +124,16 @@ def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float,
     s_div = n if strategy in SHARDS_STATES else 1
     opt_per_param = MASTER_OPTIMIZER_BYTES if strategy in SHARDS_STATES else 2 * tb
     s = prompt_len + completion_len
-    per_seq = (shape.act_per_token * s + (shape.act_per_token_sq * s * s if device != "cuda" else 0.0)) \
+    # TRL's layout: micro_batch sequences of s; the tree: one sequence holding each prompt once (grpokit.generation.tree)
+    seq, sequences = (s, micro_batch) if generations is None else (tree_positions(micro_batch, generations, prompt_len,
+                                                                                   completion_len), 1)
+    per_seq = (shape.act_per_token * seq + (shape.act_per_token_sq * seq * seq if device != "cuda" else 0.0)) \
         * b / shape.act_dtype_bytes  # measured at the shape's dtype
     if gradient_checkpointing:
-        acts = shape.layers * s * shape.hidden * b + per_seq / max(1, shape.layers)
+        acts = shape.layers * seq * shape.hidden * b + per_seq / max(1, shape.layers)
     else:
         acts = per_seq
-    positions = micro_batch * (s if device != "cuda" else completion_len)
+    positions = micro_batch * (s if device != "cuda" and generations is None else completion_len)
     compute = b if device == "cuda" else 4  # the head's tiles: autocast dtype on a GPU, float32 on the CPU
     tile = min(positions, HEAD_TOKENS) * min(shape.vocab, HEAD_VOCAB) * compute
     head = tile * (1 if device == "cuda" else HEAD_TILES_CPU) + positions * shape.hidden * 4  # + grad of the hidden
@@ -132,12 +144,18 @@ def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float,
         weights=(shape.params * b + (trained * tb if lora else 0)) // w_div,
         optimizer=trained * opt_per_param // s_div,
         reference=0 if (lora or beta <= 0) else shape.params * b // w_div,
-        sampler=(shape.params + (trained if lora else 0)) * sampler_bytes_per_weight(sampler_dtype, b, device),
+        sampler=shape.params * _sampler_bytes(sampler_dtype, b, device, lora),
         gradients=trained * tb // s_div,
-        activations=int(micro_batch * acts),
+        activations=int(sequences * acts),
         lm_head=head,
         kv_cache=2 * shape.layers * shape.kv_heads * shape.head_dim * s * generation_batch * b,
     )
+
+
+def tree_positions(micro_batch: int, generations: int, prompt_len: int, completion_len: int) -> int:
+    """Positions of one micro-batch's tree: each prompt once, every completion, an anchor per further completion."""
+    prompts = max(1, micro_batch // max(1, generations))
+    return prompts * prompt_len + micro_batch * completion_len + (micro_batch - prompts)
 
 
 def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None,
@@ -150,7 +168,8 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
                 generation_batch=t.per_device_train_batch_size * t.gradient_accumulation_steps,
                 prompt_len=t.max_prompt_length or 512, completion_len=t.max_completion_length,
                 gradient_checkpointing=gc, device=device,
-                sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same")
+                sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same",
+                generations=t.num_generations if t.shared_prefix else None)
 
 
 def device_memory(device: str) -> tuple[int, str]:

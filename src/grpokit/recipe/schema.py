@@ -173,6 +173,12 @@ class TrainConfig(Section):
         True, description="Skip the forward/backward pass on completions with zero advantage (groups that all "
         "scored the same); exact, so only time changes. Applies with beta 0 and loss_type dapo/cispo/vespo "
         "(grpokit.training.no_signal).")
+    shared_prefix: bool = Field(
+        True, description="Compute every distinct token prefix once: a group's prompt once (not once per "
+        "completion) and each completion to its own length, in sampling, in the loss's log-probs and in SFT "
+        "(grpokit.generation.tree); exact, so only time changes. Models it cannot be exact on (attention other "
+        "than eager/SDPA, no rotary positions, sliding windows) use TRL's layout, said in one line. false: TRL's "
+        "layout and transformers' generate everywhere.")
     torch_threads: int | None = Field(None, ge=1, le=MAX_THREADS, description="CPU threads for torch (default: all "
                                       "cores).")
     bf16: Literal["auto", True, False] = Field(

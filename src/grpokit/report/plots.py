@@ -22,7 +22,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from grpokit.run import MEMORY_KEYS, SAMPLER_KEYS  # written by the training run
+from grpokit.run import MEMORY_KEYS, POSITIONS_RATIO, SAMPLER_KEYS  # written by the training run
 
 SPAN_DIVISOR = 12  # span = 1/12 of the run: a 108-step run averages over ~9 steps (weight 0.8)
 SPAN_RANGE = (3, 40)  # at least 3 points (weight 0.5), at most 40 (0.95): beyond that a trend lags by too much
@@ -50,6 +50,8 @@ CURVES = (
      ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"), "fraction", True),
     ("sampler_gap", "sampler vs trainer: |log-prob gap| per token (mean, max) and share of tokens the correction "
      "clipped or masked (generation.sampler_dtype)", SAMPLER_KEYS, "nats / fraction", True),
+    ("positions", "token positions the loss computed, as a share of the padded layout TRL uses (each prompt once per group, "
+     "completions unpadded: train.shared_prefix)", (POSITIONS_RATIO,), "fraction", False),
     ("loss", "training loss (GRPO objective)", ("loss",), "loss", True),
     ("grad_norm", "gradient norm (before clipping)", ("grad_norm",), "L2 norm", True),
     ("learning_rate", "learning rate (the schedule)", ("learning_rate",), "learning rate", False),

@@ -21,11 +21,15 @@ from grpokit.run.writer import write_file
 # Peak memory per logging step (GiB), written by the training run's RunLogger, plotted by the report: the
 # GPU's allocator peak when training on one, else the process's peak resident size.
 MEMORY_KEYS = ("grpokit/peak_memory_gib", "grpokit/peak_rss_gib")
-# A sampler in another precision (grpokit.training.sampler): |log pi_trainer - log pi_sampler| per completion token,
+# A sampler in another precision (grpokit.training.sampling): |log pi_trainer - log pi_sampler| per completion token,
 # mean and max (TRL's own names on its vLLM path), and the share of tokens the correction clipped or masked.
 SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX = "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max"
 SAMPLER_CLIPPED = "sampling/clipped_frac"
 SAMPLER_KEYS = (SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX, SAMPLER_CLIPPED)
+# Token positions the policy's loss pass computed in a step, and what TRL's padded layout (one row per completion,
+# the prompt before each, padded to the longest) would have computed for the same rows (grpokit.training.logps).
+POSITIONS_COMPUTED, POSITIONS_TRL = "grpokit/positions/computed", "grpokit/positions/trl_layout"
+POSITIONS_RATIO = "grpokit/positions/ratio"  # computed / trl_layout, the report's curve
 
 
 def note(line: str) -> None:

@@ -32,7 +32,6 @@ from grpokit.console import console
 from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.envs import tool_setup, training_tools
 from grpokit.errors import GrpokitError
-from grpokit.generation import warpers
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, build_prompt_dataset, grpo_args, load_run_recipe, refuse_vllm_training_here
 from grpokit.run import RunDir, disk_space_guard, jsonable, step_of, writable_problem
@@ -42,18 +41,20 @@ from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
 from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, decide_for_this_machine, load_inputs, note,
                                         open_run, read_paths,
                                         refuse_short_disk, run_folder)
+from grpokit.training.logps import SamplerCorrection, TreeLogps, decision
 from grpokit.training.no_signal import SkipNoSignalRows
 from grpokit.training.refill import SignalAware
 from grpokit.training.rollback import LearningRateOverride, Rollbacks, load_reference
-from grpokit.training.sampler import SamplerCorrection, attach_sampler
+from grpokit.training.sampling import attach_sampling
 from grpokit.training.tracking import Progress, route_trackers
 
 
 def _trainer_class():
-    class GrpokitTrainer(SamplerCorrection, SkipNoSignalRows, SignalAware, trl_compat.trainer_base()):
+    class GrpokitTrainer(SamplerCorrection, TreeLogps, SkipNoSignalRows, SignalAware, trl_compat.trainer_base()):
         """GRPOTrainer that writes samples.jsonl, runs the health monitor at each logging step, trains on the
         completions with a learning signal only (train.skip_no_signal), chooses prompts (grpokit.training.refill)
-        and corrects for a sampler in another precision (grpokit.training.sampler)."""
+        corrects for a sampler in another precision and computes log-probs over the tree of shared prefixes
+        (grpokit.training.logps)."""
 
         samples_path: Path | None = None
         num_samples_logged: int = 4
@@ -298,7 +299,10 @@ def _build_trainer(job: _Job, model, monitor: HealthMonitor | None, extra_callba
     trainer.skip_no_signal = recipe.train.skip_no_signal
     trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
     load_reference(trainer, run, log=note)  # after a health rollback: KL against the restored weights
-    _generation_settings(trainer, recipe)
+    attach_sampling(trainer, recipe, note)  # grpokit.training.sampling: what answers TRL's generate call
+    trainer.shared_prefix = recipe.train.shared_prefix
+    note(decision(trainer.model, (recipe.train.max_prompt_length or 0) + recipe.train.max_completion_length,
+                  recipe.train.shared_prefix))
     trainer.progress = progress
     return trainer, stopper
 
@@ -310,7 +314,7 @@ def _train_until_stopped(trainer, stopper: GracefulStop, resume_from: Path | Non
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     finally:
         stopper.uninstall()
-        internals.stop_sampling_through(trainer)  # the trained model generates as itself from here on
+        internals.stop_generating_through(trainer)  # the trained model generates as itself from here on
         trainer.progress.close()  # a live progress bar must not outlive an exception
 
 
@@ -332,25 +336,6 @@ def _finish(record: RunRecord, run: RunDir, stopper: GracefulStop, rollbacks: Ro
         console.print(f"see {run.health} (or `grpokit doctor {run.path}`) for the finding and its fix")
     summary["trainer"] = record.trainer  # for in-process callers (demo); not written to disk
     return summary
-
-
-def _generation_settings(trainer, recipe: Recipe) -> None:
-    """What the generation: section sets on a built trainer that GRPOConfig cannot: compile of the decode step,
-    a sampler in another precision (grpokit.training.sampler, generation.sampler_dtype), and HF sampling through
-    grpokit.generation.sampling's warpers (top_p without sorting the vocabulary; the same samples as
-    transformers' own), as evaluation and preflight sample."""
-    g, args = recipe.generation, trainer.args
-    if g.backend != "hf":
-        return
-    if g.compile:
-        internals.compile_generation(trainer)
-    policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
-    sampler = attach_sampler(trainer, recipe, policy_dtype, note)  # before generate is wrapped: the copy is plain
-    fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
-    if not fast_top_p and sampler is None:
-        return  # nothing to change: transformers' warpers run as they are, on the policy
-    internals.sample_through(trainer, warpers(args.temperature, args.top_k, args.top_p, args.min_p,
-                                              candidates=g.top_p_candidates) if fast_top_p else None, sampler)
 
 
 def _preflight_warnings(job: _Job) -> None:

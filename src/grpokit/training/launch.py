@@ -207,9 +207,20 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
         + (f", LoRA r={recipe.model.lora.r} ({recipe.model.lora.target_modules})" if recipe.model.lora else
            ", every weight trained"),
         f"  generation  {BACKENDS[recipe.generation.backend].describe(recipe.generation)}",
+        f"  layout      {_layout(recipe)}",
         f"  device      {'cuda' if cuda else 'cpu (no CUDA GPU here)'}",
         f"  plan        {_plan(recipe, n, strategy)}",
     ]
+
+
+def _layout(recipe) -> str:
+    """How the loss lays the step out (grpokit.training.logps.expected_layout), or why it is not estimated here."""
+    from grpokit.training.logps import expected_layout
+
+    try:
+        return expected_layout(recipe)
+    except (GrpokitError, OSError, ValueError) as e:  # no config.json or data here: the dry run still answers
+        return f"not estimated here: {getattr(e, 'problems', [e])[0]}"
 
 
 def _checkpointing(recipe, n: int, cuda: bool) -> str:

@@ -31,7 +31,9 @@ built-in reward that reads answer lines: math_correctness, format), else `最终
 The run directory has the GRPO layout (config.yaml, run.json with
 `kind: sft`, metrics.jsonl, checkpoints/checkpoint-N with the COMPLETE
 marker), so `grpokit eval`, `report`, `export` and `--init-from` work on it.
-Not covered: packing, multi-turn conversations as targets other than tool demonstrations, resume.
+Rows that share a prefix (a system prompt, the tools recipes' tool block) compute it once (train.shared_prefix,
+grpokit.training.logps.TreeSFT). Not covered: packing, multi-turn conversations as targets other than tool
+demonstrations, resume.
 """
 from __future__ import annotations
 
@@ -261,11 +263,17 @@ def _sft_trainer(recipe: Recipe, run: RunDir, inputs, dataset, log):
 
     from grpokit import models
     from grpokit.training.callbacks import CheckpointMarker
+    from grpokit.training.logps import TreeSFT, decision
 
-    trainer = SFTTrainer(model=inputs.model, args=sft_args(recipe, run), train_dataset=dataset,
-                         processing_class=inputs.tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                         callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
+    class GrpokitSFTTrainer(TreeSFT, SFTTrainer):
+        """TRL's SFTTrainer, its loss computed over the tree of shared prefixes (grpokit.training.logps)."""
+
+    trainer = GrpokitSFTTrainer(model=inputs.model, args=sft_args(recipe, run), train_dataset=dataset,
+                                processing_class=inputs.tokenizer, peft_config=models.peft_config(recipe.model.lora),
+                                callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
     trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
+    trainer.shared_prefix = recipe.train.shared_prefix
+    log(f"note: {decision(trainer.model, trainer.args.max_length or 0, recipe.train.shared_prefix, 'SFT loss')}")
     return trainer
 
 

@@ -1,0 +1,221 @@
+"""grpokit's decoding loop: each distinct prompt prefix computed once, finished rows out of the batch, and the same
+tokens transformers' `generate` draws for the same seed.
+
+    decoding = Decoding(max_new_tokens=48, stop_ids=(2,), pad_id=2, temperature=0.7, top_p=0.9)
+    done = decode(model, prompt_ids, decoding)      # prompt_ids: one list per row (a group's prompt repeated)
+    done.ids[i]                                      # row i's generated ids, up to and including its stop id
+
+Why not `model.generate`: transformers' `generate` prefills every row's prompt (8 times for a group of 8) and keeps
+decoding rows that have finished (as padding) until the last one does; on a CPU a training step's generation is
+bound by the model's weights at every token step, so both cost in full. Here:
+
+- **prefill**: the prompts are packed as a tree of shared prefixes (grpokit.generation.tree): a group's prompt and a
+  system prompt or tool block shared across prompts are computed once, and each row's KV cache is gathered from
+  the tree's (exact: a position's keys and values depend only on the tokens before it);
+- **decode**: a row leaves the batch (and its cache) at its stop id;
+- **the same samples**: the logits processors are transformers' own classes in `generate`'s order (repetition
+  penalty, min_new_tokens, suppressed tokens, then the sampling warpers of grpokit.generation.sampling), and every
+  token step draws `torch.multinomial` over all rows, finished ones given a certain token, so the random stream is
+  consumed exactly as `generate` consumes it (torch's multinomial draws one exponential number per row and token,
+  whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix products can change a draw (measured:
+  docs/measurements.md "Every token once").
+
+`Decoding.from_generation_config` reads a transformers GenerationConfig (what TRL passes to `generate`) and
+answers why not for anything this loop does not do (beam search, n-gram bans, constraints, ...): the caller then
+uses `generate` itself. `refusal(model)` (grpokit.generation.tree) says which models cannot take the tree.
+
+Not covered: encoder-decoder and multimodal models, static caches and torch.compile (transformers' `generate`
+does those: `generation.cache: static` / `generation.compile` keep it), stop strings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grpokit import hf_internals
+from grpokit.generation.sampling import CANDIDATES, warpers
+from grpokit.generation.tree import TreeCost, mask_form, pack, positions
+
+# GenerationConfig fields this loop reads; any other field set away from its default sends the call to `generate`.
+READS = frozenset({"max_new_tokens", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p", "min_p",
+                   "repetition_penalty", "eos_token_id", "pad_token_id", "bos_token_id", "suppress_tokens",
+                   "use_cache", "disable_compile", "transformers_version", "_from_model_config", "num_return_sequences",
+                   "max_length", "return_dict_in_generate", "output_scores", "output_logits"})
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """What to decode: transformers' generation settings that this loop honours, with vLLM-like names kept out."""
+
+    max_new_tokens: int
+    stop_ids: tuple[int, ...]
+    pad_id: int
+    sample: bool = True
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+    min_new_tokens: int = 0
+    suppress_tokens: tuple[int, ...] = ()
+    top_p_candidates: int = CANDIDATES  # grpokit.generation.sampling; 0: transformers' own TopPLogitsWarper
+    record_logprobs: bool = False  # each drawn token's log-prob under log_softmax(raw logits / temperature)
+
+    @classmethod
+    def from_generation_config(cls, config, top_p_candidates: int = CANDIDATES,
+                               record_logprobs: bool = False) -> Decoding | str:
+        """The decoding a transformers GenerationConfig asks for, or why this loop cannot do it (a string)."""
+        set_fields = set(config.to_diff_dict())
+        unread = sorted(k for k in set_fields - READS if getattr(config, k, None) not in (None, False, 0, 1.0, [], {}))
+        if unread:
+            return f"generation settings grpokit's decoding loop does not read: {', '.join(unread)}"
+        if (config.num_return_sequences or 1) > 1:
+            return "num_return_sequences > 1 (the rows are passed repeated instead)"
+        if getattr(config, "cache_implementation", None) not in (None, "dynamic"):
+            return f"cache_implementation {config.cache_implementation!r}"
+        if getattr(config, "disable_compile", True) is False:
+            return "torch.compile of the decode step (generation.compile)"
+        if config.max_new_tokens is None:
+            return "no max_new_tokens"
+        stops = config.eos_token_id
+        stops = () if stops is None else (stops,) if isinstance(stops, int) else tuple(stops)
+        pad = config.pad_token_id if config.pad_token_id is not None else (stops[0] if stops else None)
+        if pad is None:
+            return "neither pad_token_id nor eos_token_id"
+        return cls(max_new_tokens=int(config.max_new_tokens), stop_ids=tuple(int(s) for s in stops), pad_id=int(pad),
+                   sample=bool(config.do_sample), temperature=float(config.temperature or 1.0),
+                   top_k=int(config.top_k or 0), top_p=float(config.top_p if config.top_p is not None else 1.0),
+                   min_p=config.min_p, repetition_penalty=float(config.repetition_penalty or 1.0),
+                   min_new_tokens=int(config.min_new_tokens or 0),
+                   suppress_tokens=tuple(config.suppress_tokens or ()), top_p_candidates=top_p_candidates,
+                   record_logprobs=record_logprobs)
+
+    def processors(self, prompt_width: int):
+        """transformers' processors for these settings, in `generate`'s order (`_get_logits_processor`: the
+        penalties and length rules first, the sampling warpers last)."""
+        from transformers import (LogitsProcessorList, MinNewTokensLengthLogitsProcessor,
+                                  RepetitionPenaltyLogitsProcessor, SuppressTokensLogitsProcessor)
+
+        out = LogitsProcessorList()
+        if self.repetition_penalty != 1.0:
+            out.append(RepetitionPenaltyLogitsProcessor(penalty=self.repetition_penalty))
+        if self.min_new_tokens and self.stop_ids:
+            out.append(MinNewTokensLengthLogitsProcessor(prompt_width, self.min_new_tokens, list(self.stop_ids)))
+        if self.suppress_tokens:
+            out.append(SuppressTokensLogitsProcessor(list(self.suppress_tokens)))
+        if self.sample:
+            out.extend(warpers(self.temperature, self.top_k, self.top_p, self.min_p, candidates=self.top_p_candidates))
+        return out
+
+
+@dataclass
+class Decoded:
+    ids: list[list[int]]  # per row: generated ids up to and including the first stop id (or max_new_tokens of them)
+    logprobs: list[list[float]] | None = None  # per row, per generated id (Decoding.record_logprobs)
+    prefill_positions: int = 0  # positions the prefill computed (the tree's)
+    padded_prefill_positions: int = 0  # what prefilling every row left-padded (generate's layout) computes
+    steps: int = 0  # token steps run
+    row_steps: int = 0  # rows decoded, summed over the steps (generate's: rows x steps)
+    extra: dict = field(default_factory=dict)
+
+
+def prefill(model, prompts: list[list[int]], cost: TreeCost | None = None):
+    """Every row's prompt in a KV cache, left-padded to the longest, and the logits after each prompt, from a
+    forward pass over the tree of the prompts' shared prefixes. Returns (cache, logits (rows, vocab) float32,
+    attention mask (rows, width), positions computed)."""
+    import torch
+
+    device = next(model.parameters()).device
+    dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
+    rows, width = len(prompts), max(map(len, prompts))
+    trees = pack(prompts, [len(p) for p in prompts], cost)  # nothing scored: prefixes only
+    layers, logits = None, None
+    for tree in trees:
+        inputs = tree.inputs(mask_form(model), device, dtype)
+        inputs.pop("shift_labels")
+        ends = sorted({tree.paths[r][-1] for r in tree.rows})
+        cache = hf_internals.cache_of([])
+        out = model(**inputs, **{hf_internals.cache_keyword(model): cache}, use_cache=True,
+                    logits_to_keep=torch.tensor(ends, device=device))
+        at = {node: i for i, node in enumerate(ends)}
+        here = torch.tensor(tree.rows, device=device)
+        # each row's path through the tree, left-padded (pads point at position 0 and are masked out)
+        index = torch.tensor([[0] * (width - len(tree.paths[r])) + tree.paths[r] for r in tree.rows], device=device)
+        kv = hf_internals.cache_tensors(cache)
+        if layers is None:
+            layers = [(k.new_empty(rows, k.size(1), width, k.size(3)), v.new_empty(rows, v.size(1), width, v.size(3)))
+                      for k, v in kv]
+            logits = torch.empty(rows, out.logits.size(-1), dtype=torch.float32, device=device)
+        for (k_all, v_all), (k, v) in zip(layers, kv):
+            k_all[here] = k[0][:, index].permute(1, 0, 2, 3)
+            v_all[here] = v[0][:, index].permute(1, 0, 2, 3)
+        logits[here] = out.logits[0, [at[tree.paths[r][-1]] for r in tree.rows]].float()
+    lengths = torch.tensor([len(p) for p in prompts], device=device)
+    mask = (torch.arange(width, device=device)[None] >= (width - lengths)[:, None]).long()
+    return hf_internals.cache_of(layers), logits, mask, positions(trees)
+
+
+def decode(model, prompts: list[list[int]], decoding: Decoding, cost: TreeCost | None = None) -> Decoded:
+    """Generate for each row of `prompts` (see the module docstring). Runs under torch.no_grad(); the caller sets
+    the seed (and the model's eval mode, as `generate` expects)."""
+    import torch
+
+    with torch.no_grad():
+        return _decode(model, prompts, decoding, cost)
+
+
+def _decode(model, prompts, decoding: Decoding, cost) -> Decoded:
+    import torch
+
+    device = next(model.parameters()).device
+    rows, width = len(prompts), max(map(len, prompts))
+    cache, logits, mask, computed = prefill(model, prompts, cost)
+    done = Decoded([[] for _ in prompts], [[] for _ in prompts] if decoding.record_logprobs else None,
+                   prefill_positions=computed, padded_prefill_positions=rows * width)
+    seq = torch.tensor([[decoding.pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    position = mask.sum(dim=1)  # the next token's position: generate's cumsum of the mask
+    active = torch.arange(rows, device=device)
+    stops = torch.tensor(decoding.stop_ids or (-1,), device=device)
+    processors = decoding.processors(width)
+    keyword = hf_internals.cache_keyword(model)
+    for step in range(decoding.max_new_tokens):
+        scores = processors(seq, logits)
+        token = _choose(scores, decoding, active, rows)
+        if decoding.record_logprobs:
+            drawn = torch.log_softmax(logits / (decoding.temperature or 1.0), dim=-1).gather(1, token[:, None])
+            for i, lp in zip(active.tolist(), drawn.squeeze(1).tolist()):
+                done.logprobs[i].append(lp)
+        for i, t in zip(active.tolist(), token.tolist()):
+            done.ids[i].append(t)
+        done.steps, done.row_steps = step + 1, done.row_steps + len(active)
+        if step + 1 == decoding.max_new_tokens:
+            break
+        going = ~torch.isin(token, stops)
+        if not bool(going.all()):  # finished rows leave the batch, their cache with them
+            keep = going.nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            cache.batch_select_indices(keep)
+            active, token, seq, mask, position = active[keep], token[keep], seq[keep], mask[keep], position[keep]
+        seq = torch.cat([seq, token[:, None]], dim=1)
+        mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=position[:, None],
+                    **{keyword: cache}, use_cache=True)
+        position = position + 1
+        logits = out.logits[:, -1].float()
+    return done
+
+
+def _choose(scores, decoding: Decoding, active, rows: int):
+    """The next token of each active row: argmax, or one multinomial draw over all `rows` (finished rows given a
+    certain token) so the random stream advances exactly as in `generate` (module docstring)."""
+    import torch
+
+    if not decoding.sample:
+        return scores.argmax(dim=-1)
+    probs = torch.softmax(scores, dim=-1)
+    if len(active) == rows:
+        return torch.multinomial(probs, num_samples=1).squeeze(1)
+    full = probs.new_zeros(rows, probs.size(1))
+    full[:, decoding.pad_id] = 1.0
+    full[active] = probs
+    return torch.multinomial(full, num_samples=1).squeeze(1)[active]

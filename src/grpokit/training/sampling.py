@@ -1,0 +1,259 @@
+"""How training samples: TRL's HF generation call answered by grpokit's decoding loop, on the policy or on a copy
+of it in another precision.
+
+    train: {shared_prefix: true}                                          # the default
+    generation: {sampler_dtype: bfloat16, sampler_correction: bypass}     # or same (default), auto, float32
+
+TRL 1.16's HF path calls `model.generate(input_ids, attention_mask, generation_config)` with every prompt repeated
+once per completion. `attach_sampling` (called once per trainer) chooses what answers that call and says it in
+the run's first lines:
+
+- **grpokit's decoding loop** (grpokit.generation.decode), when train.shared_prefix is on and the model can take
+  the tree (grpokit.generation.tree.refusal): each distinct prompt prefix prefilled once, finished rows out of
+  the batch, the same tokens `generate` draws for the seed (the sampling warpers of grpokit.generation.sampling,
+  top_p over `generation.top_p_candidates`). A call whose generation settings the loop does not read (a user's
+  `trl.generation_kwargs` with beam search, n-gram bans, ...) goes to `generate` as it is, said once.
+- **transformers' `generate`** otherwise (train.shared_prefix: false, a static cache or compile asked for, a model
+  the tree cannot be exact on), through grpokit's exact top-p warpers when top_p < 1 (internals.NEUTRAL_SAMPLING
+  switches transformers' own off).
+
+A sampler in another precision: sampling is half of a CPU step and bfloat16 roughly halves its arithmetic, but a
+bf16 copy's log-probs are not the float32 trainer's (docs/measurements.md "Generation choices on the CPU"), and
+TRL corrects that gap only when vLLM samples. `SamplerCopy` is the policy's weights cast to the sampler's dtype
+(buffers such as rotary frequencies stay as they are), refreshed from the trained weights before each generation
+whose optimizer step moved: after every step, after a rollback (a new trainer builds a new copy) and on resume
+(the first refresh copies every weight, later ones only the trainable ones, the LoRA adapter for LoRA). It
+samples the same way and records each drawn token's log-prob from its raw logits / temperature; TRL carries them
+in the batch as `sampling_per_token_logps`, and grpokit.training.logps corrects the loss with them.
+
+Not covered: sharded models with a copy (FSDP / ZeRO-3: the copy would gather every weight; refused), the
+continuous and vLLM backends (TRL's own calls; they sample in their own precision).
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from grpokit import hf_internals, internals
+from grpokit.errors import GrpokitError, Problem
+from grpokit.generation import SampledLogprobs, warpers
+from grpokit.generation.decode import Decoding, decode
+from grpokit.generation.tree import TreeCost, refusal
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class SamplerCopy:
+    """The policy's weights in the sampler's dtype; see the module docstring. A LoRA policy whose only trained
+    weights are its adapters is copied *merged* (`merged`): a plain model whose adapted weights are base + B A x
+    scale, recomputed at each refresh, so decoding runs no adapter matmuls (TRL merges adapters for vLLM the
+    same way)."""
+
+    def __init__(self, policy, dtype: torch.dtype):
+        self.dtype = dtype
+        self.adapted = merged_layers(policy)  # (the policy's LoRA module, its name in the merged copy), or None
+        self.model = copy.deepcopy(policy)
+        if self.adapted is not None:
+            self.model = self.model.merge_and_unload()
+        drop_foreign_forwards(self.model)
+        self.model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+            p.data = p.data.to(dtype)
+        if self.adapted is not None:
+            weights = dict(self.model.named_modules())
+            self.adapted = [(module, weights[name].weight) for module, name in self.adapted]
+        self.synced_step: int | None = None  # None: not yet copied from the trained weights
+        self.refreshes = 0
+        self.pending = None  # the last call's recorded log-probs: (rows, tokens) tensor, or one list per row
+
+    @property
+    def merged(self) -> bool:
+        return self.adapted is not None
+
+    def refresh(self, policy, step: int) -> None:
+        """Copy the trained weights (cast; merged for LoRA) when the optimizer step moved since the last copy."""
+        if step == self.synced_step:
+            return
+        with torch.no_grad():
+            if self.adapted is not None:
+                for module, weight in self.adapted:
+                    adapter = module.active_adapters[0]
+                    weight.copy_(module.base_layer.weight + module.get_delta_weight(adapter))
+            else:
+                for (name, mine), (_, theirs) in zip(self.model.named_parameters(), policy.named_parameters(),
+                                                     strict=True):
+                    if self.synced_step is None or theirs.requires_grad:
+                        mine.copy_(theirs)
+        self.synced_step = step
+        self.refreshes += 1
+
+    def generate(self, trainer, *args, **kwargs):
+        """The policy's `generate` call made on the copy, recording the drawn tokens' log-probs."""
+        self.refresh(trainer.model, trainer.state.global_step)
+        recorder = SampledLogprobs(trainer.args.temperature)
+        kwargs["logits_processor"] = [recorder, *(kwargs.get("logits_processor") or [])]
+        with torch.no_grad():
+            out = self.model.generate(*args, **kwargs)
+        sequences = out if isinstance(out, torch.Tensor) else out.sequences
+        self.pending = recorder.finish(sequences)
+        return out
+
+    def take_logprobs(self, completion_ids: list[list[int]]) -> list[list[float]] | None:
+        """The recorded log-probs of the last generate call, cut to each completion as TRL cut it (after EOS)."""
+        pending, self.pending = self.pending, None
+        if pending is None or len(pending) != len(completion_ids):
+            return None
+        rows = pending.cpu().tolist() if isinstance(pending, torch.Tensor) else pending
+        return [list(row[:len(ids)]) for row, ids in zip(rows, completion_ids)]
+
+
+def merged_layers(policy) -> list[tuple] | None:
+    """For a LoRA policy whose trained weights are all LoRA adapters of linear layers: each adapted module with its
+    name in the merged model (peft's names without the PeftModel prefix); None for anything else (full fine-tuning,
+    trained modules_to_save, several active adapters, other adapter kinds), which is copied as it is."""
+    if not hasattr(policy, "merge_and_unload") or not hasattr(policy, "get_base_model"):
+        return None
+    prefix = "base_model.model."
+    adapted, covered = [], set()
+    for name, module in policy.named_modules():
+        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer") and name.startswith(prefix):
+            if len(getattr(module, "active_adapters", [])) != 1 or not hasattr(module.base_layer, "weight"):
+                return None
+            adapted.append((module, name[len(prefix):]))
+            covered |= {id(p) for p in module.parameters()}
+    trained = [p for p in policy.parameters() if p.requires_grad]
+    if not adapted or any(id(p) not in covered for p in trained):
+        return None
+    return adapted
+
+
+def drop_foreign_forwards(model) -> list[str]:
+    """Remove the per-instance `forward` patches of a deep copy that still call another model's forward; returns
+    the names of the modules they were on.
+
+    TRL 1.16's GRPOTrainer patches the policy's `forward` for its fused LM head (trl.trainer.utils, a closure
+    over `original_forward`, the policy's bound method). `copy.deepcopy` copies modules but not functions, so
+    the copy's patched forward still runs the *policy's* forward, in the policy's precision: the copy's weights
+    would never be used (every sampled log-prob equal to the trainer's, no speed-up). Without the patch the copy
+    runs its class's own forward, which is what the patch does anyway when not asked for the fused head
+    (generation never asks). A patch that closes over nothing outside the copy (accelerate's device hooks)
+    is kept."""
+    own = {id(m) for m in model.modules()}
+    dropped = []
+    for name, module in model.named_modules():
+        patched = module.__dict__.get("forward")
+        cells = getattr(getattr(patched, "__func__", patched), "__closure__", None) or ()
+        for cell in cells:
+            try:
+                owner = getattr(cell.cell_contents, "__self__", None)
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(owner, torch.nn.Module) and id(owner) not in own:
+                del module.__dict__["forward"]
+                dropped.append(name)
+                break
+    return dropped
+
+
+def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | None:
+    """The trainer's sampler for generation.sampler_dtype (None: the policy samples itself), said in one line."""
+    from grpokit.recipe import sampler_dtype_of
+
+    chosen, why = sampler_dtype_of(recipe.generation, policy_dtype)
+    trainer.sampler = None
+    trainer.sampler_correction = recipe.generation.sampler_correction
+    merge = recipe.generation.sampler_dtype != "same" and merged_layers(trainer.model) is not None
+    if chosen == policy_dtype and not merge:  # said on every run too: the precision a run sampled in is never left to guess
+        log(f"sampling in {chosen}: {why}")
+        return None
+    if getattr(trainer.model, "hf_quantizer", None) is not None:
+        raise GrpokitError([Problem("generation.sampler_dtype", f"{chosen}: the policy's base weights are quantized "
+                                    "(model.init_kwargs.quantization_config); a cast copy of them is no sampler",
+                                    "set generation.sampler_dtype: same for a QLoRA recipe")])
+    if hf_internals.reference_is_sharded(trainer):
+        raise GrpokitError([Problem("generation.sampler_dtype", f"{chosen}: the policy's weights are sharded (FSDP / "
+                                    "ZeRO-3), and a whole copy of them would gather every weight on each process",
+                                    "set generation.sampler_dtype: same, or train without weight sharding")])
+    trainer.sampler = SamplerCopy(trainer.model, DTYPES[chosen])
+    merged = " from a copy with the LoRA adapter merged in (no adapter matmuls while decoding)" if merge else ""
+    log(f"sampling in {chosen}{merged} (the trainer in {policy_dtype}), corrected by "
+        f"{recipe.generation.sampler_correction}: {why}")
+    return trainer.sampler
+
+
+class TrainingGeneration:
+    """What TRL's HF generation call runs instead of the policy's `generate` (internals.generate_through): grpokit's
+    decoding loop when `tree` (the module docstring), else `generate` with the fast top-p `processors`; on the
+    sampler's copy when there is one."""
+
+    def __init__(self, trainer, sampler: SamplerCopy | None, tree: bool, candidates: int, processors, log):
+        self.trainer, self.sampler, self.tree = trainer, sampler, tree
+        self.candidates, self.processors, self.log = candidates, processors, log
+        self.refused: str | None = None  # the settings the loop could not read, said once
+        self._cost: TreeCost | None = None
+
+    def __call__(self, generate, *args, **kwargs):
+        config = kwargs.get("generation_config")
+        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None) \
+            if self.tree and config is not None and not args else "not called as TRL calls it"
+        if isinstance(decoding, str):
+            if self.tree and self.refused is None:
+                self.refused = decoding
+                self.log(f"sampling: transformers' generate for this call: {decoding}")
+            return self._generate(generate, *args, **kwargs)
+        model = self.trainer.model
+        if self.sampler is not None:
+            self.sampler.refresh(model, self.trainer.state.global_step)
+            model = self.sampler.model
+        input_ids, mask = kwargs["input_ids"], kwargs["attention_mask"]
+        prompts = [row[m.bool()].tolist() for row, m in zip(input_ids, mask)]
+        self._cost = self._cost or TreeCost.of(model)
+        done = decode(model, prompts, decoding, self._cost)
+        if self.sampler is not None:
+            self.sampler.pending = done.logprobs
+        width = max(map(len, done.ids))
+        completions = torch.full((len(prompts), width), decoding.pad_id, dtype=input_ids.dtype, device=input_ids.device)
+        for i, ids in enumerate(done.ids):
+            completions[i, :len(ids)] = torch.tensor(ids, dtype=input_ids.dtype)
+        return torch.cat([input_ids, completions], dim=1)
+
+    def _generate(self, generate, *args, **kwargs):
+        """transformers' generate, through grpokit's warpers when they replace transformers' own (NEUTRAL)."""
+        if self.processors is not None and not self.tree:
+            kwargs.setdefault("logits_processor", self.processors)
+        if self.sampler is not None:
+            return self.sampler.generate(self.trainer, *args, **kwargs)
+        return generate(*args, **kwargs)
+
+
+def attach_sampling(trainer, recipe, log) -> TrainingGeneration | None:
+    """Decide how this trainer samples (the module docstring) and say it; None for the continuous and vLLM
+    backends (TRL's own generation)."""
+    g, args = recipe.generation, trainer.args
+    if g.backend != "hf":
+        return None
+    policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+    sampler = attach_sampler(trainer, recipe, policy_dtype, log)  # before generate is replaced: the copy is plain
+    longest = (recipe.train.max_prompt_length or 0) + recipe.train.max_completion_length
+    why = "train.shared_prefix: false" if not recipe.train.shared_prefix else \
+        "generation.compile" if g.compile else "generation.cache: static" if g.cache != "dynamic" else \
+        refusal(trainer.model, longest or None)
+    if g.compile:
+        internals.compile_generation(trainer)
+    fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
+    processors = None
+    if why is None:
+        log("sampling: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows out of "
+            "the batch, transformers' samples for the seed)")
+    else:
+        log(f"sampling: transformers' generate: {why}")
+        if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
+            processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p, candidates=g.top_p_candidates)
+            internals.neutral_sampling(trainer)
+    generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
+                                    processors, log)
+    internals.generate_through(trainer, generation)
+    return generation
