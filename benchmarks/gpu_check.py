@@ -16,7 +16,10 @@ For each model, each generation variant trains `--steps` steps (default 3) of `-
 (default 64 = 8 prompts x 8) x `--max-tokens` new tokens (default 256) in its own process, through grpokit's
 recipe translation (grpokit.recipe.grpo_args: the recipe's generation: section mapped onto TRL's fields) and
 TRL's GRPOTrainer, bfloat16 on CUDA (float32 on the CPU):
-  hf               transformers' generate, dynamic KV cache (the default)
+  hf               the default: grpokit's decoding loop (each prompt prefilled once, finished rows out of the batch)
+                   and the loss over the tree of shared prefixes (train.shared_prefix)
+  trl-layout       train.shared_prefix: false: transformers' generate and TRL's padded rows in the loss (the
+                   step TRL itself takes; hf's step time over this one is the tree's ratio)
   continuous       generation.backend: continuous (transformers' continuous batching, paged attention)
   static           generation.cache: static
   static-compile   generation.cache: static + generation.compile (torch.compile of the decode step)
@@ -54,8 +57,8 @@ SHAPES = {
     "tiny": dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=512),
 }
-VARIANTS = {"hf": {}, "continuous": {"backend": "continuous"}, "static": {"cache": "static"},
-            "static-compile": {"cache": "static", "compile": True}}
+VARIANTS = {"hf": {}, "trl-layout": {"train": {"shared_prefix": False}}, "continuous": {"backend": "continuous"},
+            "static": {"cache": "static"}, "static-compile": {"cache": "static", "compile": True}}
 MEMORY_RUNS = {"full": None, "lora": {"r": 16, "alpha": 32}}
 PROMPT = "Add {a} and {b}, then multiply the result by {c}. Explain each step before the final answer."
 GIB = 1024 ** 3
@@ -128,8 +131,8 @@ def recipe_for(job: dict, model_dir: Path, data: Path):
                      **({"lora": job["lora"]} if job.get("lora") else {})},
            "data": {"train": str(data), "eval_fraction": 0.0, "template": "chat"},
            "rewards": [{"name": "length", "params": {"min_chars": 1}}],
-           "generation": job["generation"],
-           "train": {"learning_rate": 1e-6, "num_generations": job["generations"], "temperature": 1.0, "top_p": 1.0,
+           "generation": {k: v for k, v in job["generation"].items() if k != "train"},
+           "train": {**job["generation"].get("train", {}), "learning_rate": 1e-6, "num_generations": job["generations"], "temperature": 1.0, "top_p": 1.0,
                      "per_device_train_batch_size": job["completions"], "max_completion_length": job["max_tokens"],
                      "max_steps": job["steps"], "save_steps": 100000, "logging_steps": 1, "seed": 0,
                      "skip_no_signal": False},
@@ -300,6 +303,7 @@ def main(argv=None) -> int:
         for variant, r in runs.items():
             if variant != "hf" and "error" not in r and "error" not in hf:
                 r["tokens_per_s_vs_hf"] = r["generated_tokens_per_s"] / hf["generated_tokens_per_s"]
+                r["hf_step_over_this"] = hf["mean_step_s"] / r["mean_step_s"] if r.get("mean_step_s") else None
         for kind in [m for m in args.memory.split(",") if m]:
             job = {**base, "model": name, "generation": {}, "lora": MEMORY_RUNS[kind]}
             r = (runs["hf"] if kind == "full" and "error" not in runs.get("hf", {"error": 1}) else

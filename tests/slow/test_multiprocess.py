@@ -142,3 +142,22 @@ def test_refill_on_two_processes_agrees_on_its_rounds(tmp_path, tiny_model_dir, 
     assert all(m["grpokit/refill/rounds"] == 2 for m in metrics)  # no group of any process had a spread
     assert all(m["grpokit/refill/extra_groups"] == 2 * 2 for m in metrics)  # 2 groups a process, 2 rounds
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
+
+
+def test_two_processes_train_the_same_with_the_tree_as_in_trls_layout(tmp_path, tiny_model_dir, monkeypatch):
+    # Each process computes its own micro-batch over the tree (grpokit.training.logps); DDP averages the
+    # gradients as before. The same seed with and without the tree: the same samples and rewards at every step
+    # (the decoding loop draws generate's tokens), losses equal to float rounding, and the positions recorded.
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    metrics = {}
+    for shared in (True, False):
+        run = tmp_path / f"run-{shared}"
+        recipe = _recipe(tmp_path, tiny_model_dir, max_steps=2)
+        assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit",
+                     "--set", f"train.shared_prefix={str(shared).lower()}"]) == 0
+        metrics[shared] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for tree, trl in zip(metrics[True], metrics[False], strict=True):
+        assert tree["reward"] == trl["reward"] and tree["completions/mean_length"] == trl["completions/mean_length"]
+        assert tree["loss"] == pytest.approx(trl["loss"], rel=1e-3, abs=1e-6)
+        assert tree["grpokit/positions/computed"] < tree["grpokit/positions/trl_layout"]
+        assert trl["grpokit/positions/computed"] == trl["grpokit/positions/trl_layout"]
