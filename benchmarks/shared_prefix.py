@@ -14,7 +14,8 @@ model gets TRL's fused LM head scoring only the completion positions, as in trai
 
   trl     TRL's layout: one row per completion, the prompt before each, padded to the longest
   cached  the prompt once with use_cache, its cache repeated to the group (DynamicCache.batch_repeat_interleave),
-          then the completions on top, still padded to the longest (issue 42's second candidate; not in grpokit)
+          then the completions on top, still padded to the longest (issue 42's second candidate; not in grpokit;
+          left out with --checkpointing: transformers turns the cache off under gradient checkpointing)
   tree    grpokit's: every distinct prefix once, completions to their own length (grpokit.generation.tree)
 
 Prints one JSON line per layout: positions computed, forward and backward seconds (median), the ratio to trl's
@@ -163,6 +164,9 @@ def main(argv=None) -> int:
                       "completion_tokens": int(scored.sum()), "checkpointing": args.checkpointing}), flush=True)
     reference = None
     for name in args.layouts.split(","):
+        if name == "cached" and args.checkpointing:
+            print(json.dumps({"layout": name, "skipped": "no KV cache under gradient checkpointing"}), flush=True)
+            continue
         logps, grads, positions, fwd, bwd = timed(model, runs[name], args.repeats)
         row = {"layout": name, "positions": positions, "forward_s": round(fwd, 3), "backward_s": round(bwd, 3)}
         if reference is None:
