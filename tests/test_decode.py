@@ -135,3 +135,26 @@ def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
         assert main(["train", str(recipe), "--output-dir", str(folder / "run"), "--skip-audit"]) == 0
         samples[shared] = [json.loads(line)["completion"] for line in (folder / "run" / "samples.jsonl").open()]
     assert samples[True] == samples[False] and samples[True]
+
+
+@pytest.mark.parametrize("samples", [1, 2])
+def test_tool_evaluation_plays_the_same_episodes_through_the_loop(tiny_tool_model_dir, tmp_path, samples):
+    # grpokit eval on a tool recipe plays episodes through TRL's evaluate(); its generate calls (one per turn,
+    # each re-prefilling the episode so far) go to the decoding loop: the same episodes as through generate.
+    import json
+
+    from conftest import REPO
+
+    import yaml
+
+    episodes = {}
+    for shared in (True, False):
+        raw = yaml.safe_load((REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text())
+        raw["train"].update(max_completion_length=24, shared_prefix=shared)
+        recipe, out = tmp_path / f"calc-{shared}.yaml", tmp_path / str(shared)
+        recipe.write_text(yaml.safe_dump(raw))
+        assert main(["eval", str(tiny_tool_model_dir), "--recipe", str(recipe), "--max-rows", "2",
+                     "--samples", str(samples), "--output-dir", str(out)]) == 0
+        doc = json.loads((out / "eval" / "results-tools.json").read_text())
+        episodes[shared] = [(s["question"], s["messages"]) for s in doc["checkpoints"][0]["samples"]]
+    assert episodes[True] == episodes[False] and episodes[True]

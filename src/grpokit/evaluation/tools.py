@@ -67,6 +67,7 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
 
     from grpokit import internals, models
     from grpokit.envs import tool_setup
+    from grpokit.generation.decode import replacing_generate
     from grpokit.recipe import build_prompt_dataset, grpo_args
     from grpokit.rewards import build_reward
     from grpokit.task import template_of
@@ -93,6 +94,8 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
+        if recipe.train.shared_prefix and recipe.generation.backend == "hf":  # each prompt prefilled once
+            internals.generate_through(trainer, replacing_generate(trainer.model, recipe.generation.top_p_candidates))
         internals.evaluate_episodes(trainer)  # TRL's evaluate() without the GRPO loss nobody reads
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
     out = {k[len("eval_"):]: v for k, v in logged.items()

@@ -205,6 +205,43 @@ def _decode(model, prompts, decoding: Decoding, cost) -> Decoded:
     return done
 
 
+def answer_generate(model, input_ids, attention_mask, decoding: Decoding, cost: TreeCost | None = None):
+    """What `model.generate(input_ids=..., attention_mask=...)` returns (the left-padded prompts, then each row's
+    completion padded with pad_id), computed by `decode`; and the Decoded record (recorded log-probs, positions)."""
+    import torch
+
+    prompts = [row[m.bool()].tolist() for row, m in zip(input_ids, attention_mask)]
+    done = decode(model, prompts, decoding, cost)
+    width = max(map(len, done.ids))
+    completions = torch.full((len(prompts), width), decoding.pad_id, dtype=input_ids.dtype, device=input_ids.device)
+    for i, ids in enumerate(done.ids):
+        completions[i, :len(ids)] = torch.tensor(ids, dtype=input_ids.dtype)
+    return torch.cat([input_ids, completions], dim=1), done
+
+
+def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
+    """A replacement for `model.generate` calls made as TRL makes them (keywords input_ids, attention_mask,
+    generation_config): answered by `decode` when the settings and the model allow, else by `generate` itself
+    (`log` says why, once). For grpokit.internals.generate_through: `replacement(generate, *args, **kwargs)`."""
+    from grpokit.generation.tree import refusal
+
+    said, cost = [], []
+
+    def replacement(generate, *args, **kwargs):
+        config = kwargs.get("generation_config")
+        why = refusal(model) or ("not called as TRL calls it" if args or config is None else None)
+        decoding = why or Decoding.from_generation_config(config, top_p_candidates)
+        if isinstance(decoding, str):
+            if log is not None and not said:
+                said.append(decoding)
+                log(f"generation: transformers' generate: {decoding}")
+            return generate(*args, **kwargs)
+        cost[:] = cost or [TreeCost.of(model)]
+        return answer_generate(model, kwargs["input_ids"], kwargs["attention_mask"], decoding, cost[0])[0]
+
+    return replacement
+
+
 def _choose(scores, decoding: Decoding, active, rows: int):
     """The next token of each active row: argmax, or one multinomial draw over all `rows` (finished rows given a
     certain token) so the random stream advances exactly as in `generate` (module docstring)."""

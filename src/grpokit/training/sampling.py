@@ -38,7 +38,7 @@ import torch
 from grpokit import hf_internals, internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.generation import SampledLogprobs, warpers
-from grpokit.generation.decode import Decoding, decode
+from grpokit.generation.decode import Decoding, answer_generate
 from grpokit.generation.tree import TreeCost, refusal
 
 
@@ -208,17 +208,11 @@ class TrainingGeneration:
         if self.sampler is not None:
             self.sampler.refresh(model, self.trainer.state.global_step)
             model = self.sampler.model
-        input_ids, mask = kwargs["input_ids"], kwargs["attention_mask"]
-        prompts = [row[m.bool()].tolist() for row, m in zip(input_ids, mask)]
         self._cost = self._cost or TreeCost.of(model)
-        done = decode(model, prompts, decoding, self._cost)
+        out, done = answer_generate(model, kwargs["input_ids"], kwargs["attention_mask"], decoding, self._cost)
         if self.sampler is not None:
             self.sampler.pending = done.logprobs
-        width = max(map(len, done.ids))
-        completions = torch.full((len(prompts), width), decoding.pad_id, dtype=input_ids.dtype, device=input_ids.device)
-        for i, ids in enumerate(done.ids):
-            completions[i, :len(ids)] = torch.tensor(ids, dtype=input_ids.dtype)
-        return torch.cat([input_ids, completions], dim=1)
+        return out
 
     def _generate(self, generate, *args, **kwargs):
         """transformers' generate, through grpokit's warpers when they replace transformers' own (NEUTRAL)."""
