@@ -303,3 +303,22 @@ def test_sft_on_tool_demonstrations_shares_the_tool_block_and_learns_the_same(tm
     assert len(losses[True]) == 2 and losses[True] == pytest.approx(losses[False], rel=1e-4)
     assert positions[True] and all(c < t / 2 for c, t in positions[True])  # 4 episodes share the tool block
     assert not positions[False]
+
+
+def test_a_long_group_splits_into_trees_each_with_its_prompt_and_groups_join_only_when_sharing_pays():
+    # GPU-sized: 64 completions of 256 tokens on one 512-token prompt, Qwen3-0.6B's costs. One tree of ~17k
+    # positions would spend most of its time on attention over the dense mask: the group splits.
+    qwen = TreeCost(per_position=4.4e8, per_pair=2 * 28 * 16 * 128 / 0.74)
+    prompt = list(range(1000, 1512))
+    rows = [prompt + [r] * 256 for r in range(64)]
+    trees = pack(rows, [512] * 64, qwen)
+    assert 4 <= len(trees) <= 32 and all(t.tokens[:512] == prompt for t in trees)
+    assert sorted(r for t in trees for r in t.rows) == list(range(64))
+    # Two groups of the demo's shape sharing a short system prompt: apart (attention over one tree of both would
+    # cost more than the 50 shared positions save); sharing a long tool block: together.
+    demo = TreeCost(per_position=1.06e8, per_pair=2 * 30 * 9 * 64 / 0.74)
+    for shared, together in ((50, False), (550, True)):
+        head = list(range(2000, 2000 + shared))
+        rows = [head + [g] * 18 + [g * 100 + r] * 48 for g in (1, 2) for r in range(8)]
+        starts = [shared + 18] * 16
+        assert (len(pack(rows, starts, demo)) == 1) is together, shared

@@ -40,6 +40,9 @@ from grpokit import hf_internals
 
 IGNORE = -100  # the label of a position whose output is not scored (transformers' and TRL's convention)
 TREE_ATTENTION = ("eager", "sdpa")  # attention implementations that take a 4-D mask as given
+# Masked SDPA's multiply-adds ran at this share of the linear layers' rate (the embedded model on the CPU, forward and
+# backward of a tree: docs/measurements.md "Every token once"); it makes long trees split sooner.
+ATTENTION_EFFICIENCY = 0.74
 
 
 @dataclass
@@ -146,7 +149,8 @@ class Tree:
 @dataclass(frozen=True)
 class TreeCost:
     """What one forward pass over a tree of L positions costs, in multiply-adds: per_position * L + per_pair * L^2
-    (the weights at every position; attention over the dense mask at every pair). Only the ratio matters."""
+    (the weights at every position; attention over the dense mask at every pair: QK and AV, 2 x heads x head_dim
+    a layer, divided by ATTENTION_EFFICIENCY). Only the ratio matters."""
 
     per_position: float
     per_pair: float
@@ -159,7 +163,7 @@ class TreeCost:
         width = int(getattr(config, "head_dim", None) or getattr(config, "hidden_size", 64) // heads)
         embeddings = sum(m.weight.numel() for m in (model.get_input_embeddings(),) if m is not None)
         weights = max(1, sum(p.numel() for p in model.parameters()) - embeddings)
-        return cls(per_position=float(weights), per_pair=2.0 * layers * heads * width)
+        return cls(per_position=float(weights), per_pair=2.0 * layers * heads * width / ATTENTION_EFFICIENCY)
 
     def of_tree(self, positions: int) -> float:
         return self.per_position * positions + self.per_pair * positions * positions
@@ -174,21 +178,71 @@ def scored_flags(scored: int | Sequence[bool], n: int) -> list[bool]:
 
 def pack(sequences: Sequence[Sequence[int]], scored_from: Sequence, cost: TreeCost | None = None) -> list[Tree]:
     """The trees that compute `sequences` (token ids; each row's scored tokens: from index `scored_from[r]` on, or
-    its flags), every row in one tree, rows in sorted order so shared prefixes meet; a new tree starts where adding
-    to the current one would cost more than computing the row alone (`cost`; None: everything in one tree)."""
+    its flags), rows in sorted order so shared prefixes meet. Rows with the same prompt (the tokens before the first
+    scored one) form a group; with a `cost`, a group goes into as many trees as make it cheapest (its prompt in each:
+    a long group's attention over one dense mask would cost more than computing the prompt again), and a group joins
+    the previous group's tree when sharing a prefix with it saves more than the longer tree's attention costs.
+    Without a cost everything is one tree."""
     order = sorted(range(len(sequences)), key=lambda r: list(sequences[r]))
     trees: list[Tree] = []
-    for row in order:
-        ids, start = sequences[row], scored_from[row]
-        if trees and cost is not None:
-            here, added = len(trees[-1]), trees[-1].cost_to_add(ids, start)
-            joined = cost.of_tree(here + added) - cost.of_tree(here)
-            if joined > cost.of_tree(len(ids)):
+    for group in _groups(order, sequences, scored_from):
+        parts = _split(group, sequences, scored_from, cost)
+        for i, part in enumerate(parts):
+            if not trees or (cost is not None and not (i == 0 and _joins(trees[-1], part, sequences, scored_from,
+                                                                         cost))):
                 trees.append(Tree())
-        elif not trees:
-            trees.append(Tree())
-        trees[-1].add(row, ids, start)
+            for row in part:
+                trees[-1].add(row, sequences[row], scored_from[row])
     return trees
+
+
+def _prompt(ids: Sequence[int], scored) -> tuple[int, ...]:
+    flags = scored_flags(scored, len(ids))
+    return tuple(ids[:next((i for i, f in enumerate(flags) if f), len(ids))])
+
+
+def _groups(order, sequences, scored_from) -> list[list[int]]:
+    groups: list[list[int]] = []
+    last = None
+    for row in order:
+        prompt = _prompt(sequences[row], scored_from[row])
+        if prompt != last:
+            groups.append([])
+            last = prompt
+        groups[-1].append(row)
+    return groups
+
+
+def _alone(rows, sequences, scored_from) -> int:
+    tree = Tree()
+    for row in rows:
+        tree.add(row, sequences[row], scored_from[row])
+    return len(tree)
+
+
+def _split(group: list[int], sequences, scored_from, cost: TreeCost | None) -> list[list[int]]:
+    """The group's rows in k consecutive parts, k the cheapest by `cost` (1 without one)."""
+    if cost is None or len(group) == 1:
+        return [group]
+    best, best_cost = [group], cost.of_tree(_alone(group, sequences, scored_from))
+    for k in range(2, len(group) + 1):
+        size = -(-len(group) // k)
+        parts = [group[i:i + size] for i in range(0, len(group), size)]
+        total = sum(cost.of_tree(_alone(part, sequences, scored_from)) for part in parts)
+        if total < best_cost:
+            best, best_cost = parts, total
+        elif total > best_cost * 1.5:  # the costs grow past the best once the prompt repeats too often
+            break
+    return best
+
+
+def _joins(tree: Tree, part: list[int], sequences, scored_from, cost: TreeCost) -> bool:
+    """Whether adding `part` to `tree` costs less than computing it in a tree of its own."""
+    alone = _alone(part, sequences, scored_from)
+    added = tree.cost_to_add(sequences[part[0]], scored_from[part[0]])
+    added += alone - len(sequences[part[0]])  # the part's other rows share its first row's prompt
+    here = len(tree)
+    return cost.of_tree(here + added) - cost.of_tree(here) < cost.of_tree(alone)
 
 
 def positions(trees: Sequence[Tree]) -> int:
