@@ -93,7 +93,7 @@ def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], sections: 
     of the recipe (health:, preflight:, ...)."""
     import yaml
 
-    from grpokit.data.arithmetic import generate
+    from grpokit.families.math import generate
 
     data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
     recipe = {

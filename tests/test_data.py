@@ -7,7 +7,7 @@ import pytest
 from conftest import write_jsonl
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate, perturb_row
+from grpokit.families.math import generate, perturb_row
 from grpokit.data.io import check_file, check_jsonl, load_rows, overlapping_questions, split_rows
 from grpokit.errors import GrpokitError
 from grpokit.rewards.math import parse_gold

@@ -18,7 +18,7 @@ import yaml
 from conftest import make_recipe, unprivileged, write_jsonl
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.errors import GrpokitError
 from grpokit.run import RunDir
 

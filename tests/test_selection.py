@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 from trl.trainer.utils import RepeatSampler
 
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.errors import GrpokitError
 from grpokit.internals import metric_values
 from grpokit.recipe.load import load_recipe

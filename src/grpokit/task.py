@@ -6,6 +6,7 @@
     task.primary_metric     # "accuracy" (math), "pass@1" (code_tests), "valid rate", "execution match", ...
     task.metric_values(s)   # {metric: per-row values} of every correctness reward, the primary first
     task.generation         # max_new_tokens, temperature, top_p
+    task.family             # its task family (grpokit.families): what its rows need, its tricks, its columns
     task.rows()             # (train rows, held-out rows, notes), loaded on first use
 
 Train, preflight, evaluation, the reward audit and the report read rewards
@@ -139,12 +140,13 @@ class Task:
                 f"checkpoint. Fix: add a correctness reward ({', '.join(names_with_role('correctness'))}) "
                 "or give your own reward `role: correctness`")
 
-    def audit_skip_reason(self) -> str | None:
-        """Why the reward audit's answer-line tricks do not apply to this task; None when they do."""
-        other = sorted({r.name for r in self.rewards if r.spec.reads not in ("answer_line", "any")})
-        if other:
-            return f"its tricks target answer-line rewards, not {', '.join(other)}"
-        return None
+    @property
+    def family(self):
+        """The task family its correctness (else preference) reward reads (grpokit.families.Family), None for an
+        own reward."""
+        from grpokit.families import family_of
+
+        return family_of(self.recipe.rewards)
 
     # ------------------------------------------------------------ data and scoring
     def rows(self) -> tuple[list[dict], list[dict], list[str]]:

@@ -9,19 +9,15 @@ from pathlib import Path
 
 from grpokit.recipe.checks import Found
 
-# The command that makes a missing data file, by the answers its correctness reward reads (`Builtin.reads` in
-# grpokit.rewards.registry; the set-up lines of README.md "Set-up on a fresh machine").
-_MAKE_DATA = {"code": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
-              "answer_line": "`grpokit data generate arithmetic FILE` (generated arithmetic)",
-              "json": "`grpokit data generate json FILE` (generated extraction rows)"}
-
 
 def check_data(d, base: Path, rewards=None) -> Found:
+    """The data files exist; a missing one's fix names the command that makes one for the recipe's task family
+    (`Family.make_data`; the set-up lines of README.md "Set-up on a fresh machine")."""
     from grpokit.data import resolve_data_path
-    from grpokit.rewards import BUILTIN
+    from grpokit.families import family_of
 
-    forms = [b.reads for r in rewards or [] if (b := BUILTIN.get(r.name)) is not None and b.role == "correctness"]
-    make = next((_MAKE_DATA[f] for f in forms if f in _MAKE_DATA), None)
+    family = family_of(rewards or [])
+    make = family.make_data if family is not None else None
     out: Found = []
     for key in ("train", "eval"):
         spec = getattr(d, key)
