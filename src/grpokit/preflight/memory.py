@@ -143,11 +143,13 @@ def plan(shape: Shape, *, strategy: str, num_gpus: int, dtype: str, beta: float,
 def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None,
                 device: str = "cuda") -> Plan:
     """The plan of `recipe` (model.gradient_checkpointing auto: planned off, what auto tries first)."""
+    from grpokit.recipe import batch_geometry
+
     t = recipe.train
     gc = recipe.model.gradient_checkpointing is True if gradient_checkpointing is None else gradient_checkpointing
     return plan(shape, strategy=strategy, num_gpus=num_gpus, dtype=recipe.model.dtype, beta=t.beta,
                 micro_batch=t.per_device_train_batch_size,
-                generation_batch=t.per_device_train_batch_size * t.gradient_accumulation_steps,
+                generation_batch=batch_geometry(t, recipe.trl, num_gpus).per_process,
                 prompt_len=t.max_prompt_length or 512, completion_len=t.max_completion_length,
                 gradient_checkpointing=gc, device=device,
                 sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same")
@@ -231,13 +233,15 @@ def memory_report(recipe, num_gpus: int = 1, strategy: str | None = None, gpu_gi
 
 
 def render_memory_plan(report: dict, recipe) -> str:
+    from grpokit.recipe import batch_geometry
+
     sh: Shape = report["shape"]
     t = recipe.train
     lora = f", LoRA r={recipe.model.lora.r}: {sh.lora_params / 1e6:.1f}M trained" if sh.lora_params is not None else ""
     lines = [f"memory plan for {report['model']}: {sh.params / 1e6:.1f}M parameters{lora}, "
              f"{sh.layers} layers, hidden {sh.hidden}, {sh.kv_heads} kv heads x {sh.head_dim}, vocab {sh.vocab}",
              f"dtype {recipe.model.dtype}, beta {t.beta}, micro-batch {t.per_device_train_batch_size}, "
-             f"{t.per_device_train_batch_size * t.gradient_accumulation_steps} sequences generated per GPU per step "
+             f"{batch_geometry(t, recipe.trl).per_process} sequences generated per GPU per step "
              f"of {(t.max_prompt_length or 512)} + {t.max_completion_length} tokens",
              "GiB per GPU:"]
     cols = [f.name for f in fields(Plan) if f.name not in ("strategy", "num_gpus", "gradient_checkpointing")]

@@ -34,16 +34,6 @@ def check_data(d, base: Path, rewards=None) -> Found:
 _MAX_DATA_PROBLEMS = 5  # grouped already ("40 rows: missing question"); `grpokit data check` lists every one
 
 
-def prompts_per_step(t, trl: dict) -> int:
-    """Distinct prompts one generation round takes on one process, as TRL's RepeatSampler counts them: the
-    generation batch (per_device_train_batch_size x steps_per_generation, which defaults to
-    gradient_accumulation_steps; or trl.generation_batch_size) over num_generations. The sampler drops a last
-    chunk smaller than this, so a dataset with fewer rows gives no step at all."""
-    batch = trl.get("generation_batch_size") or t.per_device_train_batch_size * trl.get(
-        "steps_per_generation", t.gradient_accumulation_steps)
-    return max(1, int(batch) // t.num_generations)
-
-
 def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
     """The rows training will read, read as training reads them (grpokit.data.load.read_args), and whether one
     step can be made of them: (problems, the report of data.train's rows or None when it is not read here)."""
@@ -51,6 +41,7 @@ def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
 
     from grpokit.data import check_file, grouped, resolve_data_path
     from grpokit.data.load import read_args
+    from grpokit.recipe.trl_args import batch_geometry
 
     args = read_args(SimpleNamespace(data=d, rewards=rewards or []))
     out: Found = []
@@ -82,16 +73,12 @@ def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
     held = 0
     if d.eval is None and d.eval_fraction > 0:  # the eval share is split off data.train (grpokit.data.split_rows)
         held = max(1, int(round(n * d.eval_fraction)))
-    need = prompts_per_step(t, trl or {})
-    if n - held < need:
-        batch = (f"trl.generation_batch_size {trl['generation_batch_size']}" if (trl or {}).get("generation_batch_size")
-                 else f"per_device_train_batch_size {t.per_device_train_batch_size} x "
-                      f"{'steps_per_generation' if 'steps_per_generation' in (trl or {}) else 'gradient_accumulation_steps'} "
-                      f"{(trl or {}).get('steps_per_generation', t.gradient_accumulation_steps)}")
+    g = batch_geometry(t, trl)  # TRL's RepeatSampler drops a last chunk smaller than a round: no step at all
+    if n - held < g.prompts_per_round:
         split = f" ({n} usable, {held} held out for eval by data.eval_fraction {d.eval_fraction})" if held else ""
         out.append((("data", "train"), f"{n - held} usable row(s) to train on{split}, fewer than one step needs: "
-                    f"{need} prompts ({batch} / num_generations {t.num_generations}, on one process; N processes "
-                    "need N times as many); TRL would make no step of them",
+                    f"{g.prompts_per_round} prompts ({g.round_source()} / num_generations {t.num_generations}, on "
+                    "one process; N processes need N times as many); TRL would make no step of them",
                     "add rows, or lower train.per_device_train_batch_size or gradient_accumulation_steps (keeping "
                     "their product a multiple of num_generations)" + (", or give data.eval" if held else "")))
     return out, train_report
