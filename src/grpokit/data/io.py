@@ -224,8 +224,6 @@ def check_file(path: str | Path, question_field: str | None = None, answer_field
     return check_rows(raw.rows, spec, question_field, answer_field, report, template, family)
 
 
-check_jsonl = check_file  # the name from when JSONL was the only format
-
 
 def load_rows(path_or_spec: str, *, question_field=None, answer_field=None, skip_bad_rows=False,
               hf_config=None, split="train", template: str | None = None,

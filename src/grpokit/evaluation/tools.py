@@ -28,7 +28,8 @@ import json
 import tempfile
 from pathlib import Path
 
-_EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): see measurements
+_EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): docs/measurements.md
+# "Evaluation batching" (more rows a call cost little more time until the matrix products fill the cores)
 _EPISODES_KEPT = 4  # episodes written to the results file per model: what the figures look like
 _FAILED_KEPT = 16  # unsolved episodes written per model (`failed`): what the model still gets wrong
 

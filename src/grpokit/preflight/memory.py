@@ -27,7 +27,7 @@ bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = process
               + lm_head: TRL 1.16 scores log-probabilities through a fused LM head (trl.kernels.chunked_logprob)
                 that never holds the [positions, vocab] logits: it works on tiles of min(positions, 4096) x
                 min(vocab, 32768) in the compute dtype (float32 on the CPU), one on CUDA (Triton folds each tile in
-                place), HEAD_TILES_CPU on the CPU (its torch fallback makes temporaries; measured), plus, when the
+                place), HEAD_TILES_CPU on the CPU (its torch fallback makes temporaries), plus, when the
                 head's weight trains (full fine-tuning), its float32 gradient accumulator vocab x hidden x 4;
                 positions = m x s on the CPU (every position is scored there), m x completion on CUDA;
                 the head's backward runs first and frees its tiles, so the larger of lm_head and
@@ -44,7 +44,7 @@ agree on every shipped recipe and on small configs of each family (rerun it afte
 Any other architecture, or LoRA on a subset of the linear layers, takes the meta forward.
 
 Checked against measured peaks (benchmarks/memory_plan.py writes benchmarks/results/memory_*.json, which
-tests/test_memory.py reads). Not covered: allocator fragmentation and the CUDA context (~1-2 GiB: the
+tests/test_memory.py reads; docs/measurements.md "Memory planner against measured peaks"). Not covered: allocator fragmentation and the CUDA context (~1-2 GiB: the
 recommendation keeps 15% headroom), DeepSpeed/FSDP communication buffers, the gathered layer under
 zero3/fsdp, vLLM's own weight copy and cache (it takes `gpu_memory_utilization` of the GPU when colocated).
 """
@@ -59,7 +59,7 @@ GIB = 1024 ** 3
 MASTER_OPTIMIZER_BYTES = 12  # zero2/zero3/fsdp mixed precision: fp32 master copy + two fp32 Adam moments
 HEAD_TOKENS, HEAD_VOCAB = 4096, 32768  # TRL 1.16's fused LM head tile: TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
 # Tiles live at once in the backward pass of that head on the CPU, where torch ops fold each tile (Triton, one):
-# 6 fits benchmarks/memory_plan.py's measured peaks on this project's 2-core CPU (2026-12-01).
+# 6 fits benchmarks/memory_plan.py's measured peaks (docs/measurements.md "Memory planner against measured peaks").
 HEAD_TILES_CPU = 6
 STRATEGIES = ("ddp", "zero2", "zero3", "fsdp")
 SHARDS_STATES = {"zero2", "zero3", "fsdp"}   # gradients + optimizer state split over the GPUs
@@ -157,9 +157,9 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
 
 def device_memory(device: str) -> tuple[int, str]:
     """(bytes, what they are) of the memory one training process may fill now: the first GPU's free memory, or
-    the RAM the kernel says is available (MemAvailable). Free, not total: the machine may be shared, and a
-    135M-parameter SFT planned at 16.8 GiB without checkpointing against 23.5 GiB of total RAM was killed by the
-    kernel's OOM killer beside a test run (docs/measurements.md "Tool calling: SFT warm start, then GRPO")."""
+    the RAM the kernel says is available (MemAvailable). Free, not total: the machine may be shared, and an SFT
+    of the embedded model planned to fit the total RAM without checkpointing was killed by the kernel's OOM killer
+    beside a test run (docs/measurements.md "Tool calling: SFT warm start, then GRPO")."""
     if device == "cuda":
         import torch
 

@@ -104,8 +104,8 @@ def bf16_of(recipe) -> bool:
         return recipe.train.bf16
     if recipe.model.dtype not in ("auto", "bfloat16"):
         return False
-    # On a CPU `auto` stays float32 even with bf16 instructions: there the demo's steps ran 1.5x faster but one of
-    # its two seeds learned nothing in 30 steps (docs/measurements.md, "Generation choices on the CPU").
+    # On a CPU `auto` stays float32 even with bf16 instructions: bf16 training steps ran faster, but the demo learned
+    # less reliably across seeds (docs/measurements.md "Generation choices on the CPU").
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
