@@ -133,7 +133,7 @@ def test_bundled_demo_data_is_clean_and_disjoint():
     assert not overlapping_questions(train.rows, ev.rows)
 
 
-# ---------------------------------------------------------------- issue 35 item 5: your own columns
+# ---------------------------------------------------------------- your own columns
 UNIT_ROWS = [{"problem": f"{i} m in cm?", "target": str(i * 100), "unit": "cm"} for i in range(40)]
 
 

@@ -126,9 +126,9 @@ def test_a_pointer_to_the_measurement_log_names_its_heading():
 DATE = re.compile(r"\b20\d\d-[01]\d(?:-[0-3]\d)?\b")
 
 
-@pytest.mark.parametrize("path", _sources() + _recipes(), ids=lambda p: p.name)
-def test_no_date_in_the_code_or_the_recipes(path):
+def test_no_date_in_the_code_or_the_recipes():
     # A dated figure belongs to the measurement log; a date beside code ages silently (`2026-12-01` beside a constant
     # the log has since re-measured).
-    dates = [m.group(0) for m in DATE.finditer(path.read_text(encoding="utf-8"))]
-    assert not dates, f"{path.name}: {dates}: move the dated fact to docs/measurements.md and point at its heading"
+    dated = {path.name: DATE.findall(path.read_text(encoding="utf-8")) for path in _sources() + _recipes()}
+    dated = {name: dates for name, dates in dated.items() if dates}
+    assert not dated, f"move each dated fact to docs/measurements.md and point at its heading: {dated}"
