@@ -19,8 +19,10 @@ def register(sub) -> None:
 
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
+    checked = {n: f.check for n, f in FAMILIES.items() if f.check}
     dc.add_argument("--task", choices=list(FAMILIES), help="the task family the rows are for, which adds its own "
-                    "checks: " + "; ".join(f"{n}: {f.check}" for n, f in FAMILIES.items()))
+                    "checks: " + "; ".join(f"{n}: {c}" for n, c in checked.items()) + "; "
+                    + ", ".join(n for n in FAMILIES if n not in checked) + ": none beyond every row's")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
     dg.add_argument("task", choices=list(generators()), help="which task to generate: " + ", ".join(

@@ -84,7 +84,8 @@ class Variant(NamedTuple):
 class Column:
     """A figure evaluation reports per checkpoint beside the correctness rewards' metrics, and the report shows.
     It is the mean, over the rows where it is not None, of `per_row(completion, row)` (a completion is text, or a
-    tool episode's messages); or the mean of the task's reward with `role`; or a metric TRL logs (`logged`)."""
+    tool episode's messages). A tool family's evaluation (grpokit.evaluation.tools: episodes played by TRL) also
+    takes the mean of the task's reward with `role`, or a metric TRL logs (`logged`)."""
 
     key: str  # its key in the results file
     title: str  # its header in the table and the report
@@ -111,7 +112,7 @@ class Demo(NamedTuple):
 class Family:
     name: str  # its name everywhere: `data check --task NAME`, `Builtin.reads`, the audit's kind
     what: str  # what its answers are, one line
-    check: str = "no checks of its own beyond every row's"  # what `data check --task NAME` adds (its --help)
+    check: str = ""  # what `data check --task NAME` adds to every row's checks (its --help); "": nothing
     row_problems: Callable[[dict, str, str | None], list[Problem]] | None = None  # (raw row, where, answer column)
     answer_problem: Callable[[object, str], Problem | None] | None = None  # (a usable row's answer, where)
     answer_note: str = "are flagged"  # the load note on answers answer_problem warns about: "N answer(s) of FILE ..."

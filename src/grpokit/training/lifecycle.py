@@ -2,7 +2,7 @@
 
 Each trainer's entry function reads as the same steps, in the order a run goes through them:
 
-    run = run_for(recipe, run_dir)                   # prepare: the folder is refused before anything loads
+    run = run_for(recipe, run_dir)                      # prepare: the folder is refused before anything loads
     with LockHolder(run) as held:                       # one writer: the lock, once taken, is held to the end
         inputs = load_inputs(recipe, model, tokenizer)  # data, threads, tokenizer and model (grpokit.models)
         refuse_short_disk(run, recipe, inputs.model)    # the checkpoints it keeps fit on the disk
