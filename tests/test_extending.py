@@ -5,10 +5,12 @@ the example adds a row to) fails here, not in a user's checkout.
 
 Every ```python block of the page carries a title that says what to do with it:
   "src/PATH"                      a new file, written whole (it must not exist yet);
-  "src/PATH, a row of TABLE"      lines added at the end of that table (opened by the line `TABLE... = {`);
+  "PATH, a row of TABLE"          lines added at the end of that table (a dict or list: the line `TABLE... = {` or
+                                  `TABLE... = [`), in src/ or tests/;
   "src/PATH, above NAME"          code added above the first line that starts with NAME;
   "src/PATH, an import"           a line added above the module's first `from grpokit` import;
   "tests/PATH"                    a test, run with pytest in the copy (with this folder's conftest.py).
+Then, as the page's "Before a pull request" says, `scripts/recipe_reference.py` rewrites the schema reference.
 
 Cost: the examples' own tests and lint-imports take about a minute; the fast tier in the copy as long as the fast
 tier itself (docs/tests.md), which is why that test is in the slow tier.
@@ -32,7 +34,7 @@ EXAMPLES = {"reward": "tests/test_exact_word.py", "task family": "tests/test_wor
             "health detector": "tests/test_grad_norm_spike.py", "generation backend": "tests/test_one_by_one.py",
             "demo": "tests/test_arithmetic_quick.py"}
 # What the copy holds: what the suite reads (the code, its tests, the docs and recipes they check, the config).
-COPIED = ("src", "tests", "docs", "recipes", "scripts", "benchmarks", "pyproject.toml", "mkdocs.yml", "README.md")
+COPIED = ("src", "tests", "docs", "recipes", "scripts", "benchmarks", ".ci", "pyproject.toml", "mkdocs.yml", "README.md")
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -50,8 +52,9 @@ def apply(root: Path, title: str, code: str) -> None:
     lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
     if where.startswith("a row of "):
         table = where.removeprefix("a row of ")
-        start = next(i for i, line in enumerate(lines) if re.match(rf"{table}\b.*= \{{$", line))
-        at = next(i for i, line in enumerate(lines) if i > start and line.rstrip() == "}")  # the last row's place
+        start = next(i for i, line in enumerate(lines) if re.match(rf"{table}\b.*= [{{\[]$", line))
+        close = "}" if lines[start].rstrip().endswith("{") else "]"
+        at = next(i for i, line in enumerate(lines) if i > start and line.rstrip() == close)  # the last row's place
         new = ["    " + line if line.strip() else line for line in code.splitlines(keepends=True)]
     elif where.startswith("above "):
         at = next(i for i, line in enumerate(lines) if line.startswith(where.removeprefix("above ")))
@@ -76,6 +79,9 @@ def copy(tmp_path_factory) -> Path:
             shutil.copy(source, root / name)
     for title, code in blocks():
         apply(root, title, code)
+    # ... and the page's "Before a pull request": the schema reference rewritten (a health code's thresholds are on it)
+    subprocess.run([sys.executable, "scripts/recipe_reference.py"], cwd=root, check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(root / "src")}, timeout=120)
     return root
 
 
