@@ -53,7 +53,7 @@ HELD_OUT_SEED = 12345  # the generated held-out rows beyond eval.jsonl's 100 (an
 def held_out_file(rows: int, tmp: Path) -> Path:
     """The bundled 100 held-out rows, then (for --eval-rows above 100) problems generated with a fixed seed that are
     in neither train.jsonl nor eval.jsonl, so both sides evaluate the same rows and none was trained on."""
-    from grpokit.data import generate
+    from grpokit.families.math import generate
 
     held = trl_plain.read_jsonl(trl_plain.EVAL)
     if rows > len(held):

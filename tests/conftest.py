@@ -16,6 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 # Tests never reach the Hugging Face hub (CI has no network): hub ids are only looked up in the local cache.
 # Set before transformers/huggingface_hub are imported, which read it once.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# How long past its limit a stopped piece of work may take to come back, in the tests that check a deadline stops
+# something that would otherwise run for minutes or forever (a loop, a 60 s sleep, 2^24 schema branches): far below
+# that, and far above what it takes even on a machine running two jobs (benchmarks/deadlines.py;
+# docs/measurements.md "Deadlines under load"). A deadline that slips by this much is broken, not slow.
+DEADLINE_SLACK_S = 30.0
 
 # Qwen3's chat template reduced to what matters here: system/user turns, the
 # generation prompt, and `enable_thinking=False` pre-filling an empty think block.
@@ -93,7 +98,7 @@ def make_recipe(tmp_path: Path, model_dir: Path, rewards: list[dict], sections: 
     of the recipe (health:, preflight:, ...)."""
     import yaml
 
-    from grpokit.data.arithmetic import generate
+    from grpokit.families.math import generate
 
     data = write_jsonl(tmp_path / "train.jsonl", generate(24, seed=7))
     recipe = {

@@ -58,3 +58,8 @@ def loose_fields(prompts, completions, answer, **_):
         got = got if isinstance(got, dict) else {}
         out.append(sum(str(got.get(k)) == str(v) for k, v in gold.items()) / len(gold))
     return out
+
+
+def partial_credit(prompts, completions, **_):
+    """0.25 for every completion (a tool episode's text too): an own goal check whose mean says it was the one used."""
+    return [0.25] * len(completions)

@@ -7,8 +7,8 @@ import pytest
 from conftest import write_jsonl
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate, perturb_row
-from grpokit.data.io import check_file, check_jsonl, load_rows, overlapping_questions, split_rows
+from grpokit.families.math import generate, perturb_row
+from grpokit.data.io import check_file, load_rows, overlapping_questions, split_rows
 from grpokit.errors import GrpokitError
 from grpokit.rewards.math import parse_gold
 
@@ -33,7 +33,7 @@ ROW_CASES = [
 @pytest.mark.parametrize("line,expected", [c[1:] for c in ROW_CASES], ids=[c[0] for c in ROW_CASES])
 def test_each_row_problem_names_line_and_field(tmp_path, line, expected):
     path = write_jsonl(tmp_path / "d.jsonl", [{"question": "first", "answer": "1"}, line])
-    report = check_jsonl(path)
+    report = check_file(path)
     if expected is None:
         assert report.ok and len(report.rows) == 2
     else:
@@ -45,7 +45,7 @@ def test_each_row_problem_names_line_and_field(tmp_path, line, expected):
 def test_warnings_do_not_make_rows_unusable(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"question": "a", "answer": "1"}\n\n{"question": "a", "answer": "1"}\n')
-    report = check_jsonl(path)
+    report = check_file(path)
     assert report.ok and len(report.rows) == 2 and report.duplicates == 1
     text = " ".join(str(w) for w in report.warnings)
     assert "BOM" in text and "blank line" in text and "duplicate question (first at" in text
@@ -53,7 +53,7 @@ def test_warnings_do_not_make_rows_unusable(tmp_path):
 
 def test_rows_are_normalised_and_extra_columns_pass_through(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q?", "expected_answer": 3.0, "schema": {"type": "x"}}])
-    (row,) = check_jsonl(path).rows
+    (row,) = check_file(path).rows
     # the task's names, and the file's own (issue 35 item 5: a reward may read `expected_answer`); `prompt` is
     # TRL's rendered-prompt column, never passed through raw
     assert row == {"question": "q?", "answer": "3", "expected_answer": 3.0, "schema": {"type": "x"}}
@@ -69,7 +69,7 @@ def test_real_gsm8k_file_checks_clean():
     path = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
     if not path.is_file():
         pytest.skip("shared GSM8K copy not present")
-    report = check_jsonl(path)
+    report = check_file(path)
     assert report.ok and len(report.rows) == 1319 and report.answer_types["gsm8k"] == 1319
 
 
@@ -127,13 +127,13 @@ def test_perturbed_row_keeps_the_answer_correct():
 def test_bundled_demo_data_is_clean_and_disjoint():
     from grpokit.datasets import BUILTIN_DATA
 
-    train = check_jsonl(BUILTIN_DATA / "arithmetic" / "train.jsonl")
-    ev = check_jsonl(BUILTIN_DATA / "arithmetic" / "eval.jsonl")
+    train = check_file(BUILTIN_DATA / "arithmetic" / "train.jsonl")
+    ev = check_file(BUILTIN_DATA / "arithmetic" / "eval.jsonl")
     assert train.ok and ev.ok and not train.duplicates
     assert not overlapping_questions(train.rows, ev.rows)
 
 
-# ---------------------------------------------------------------- issue 35 item 5: your own columns
+# ---------------------------------------------------------------- your own columns
 UNIT_ROWS = [{"problem": f"{i} m in cm?", "target": str(i * 100), "unit": "cm"} for i in range(40)]
 
 

@@ -9,6 +9,7 @@ from conftest import write_jsonl
 
 from grpokit.cli import main
 from grpokit.data.io import check_file, load_rows
+from grpokit.families import FAMILIES
 from grpokit.errors import GrpokitError
 from grpokit.templates import PromptTemplate
 
@@ -112,9 +113,9 @@ NUMERIC_CASES = [
 @pytest.mark.parametrize("numeric,answer,warned", [c[1:] for c in NUMERIC_CASES], ids=[c[0] for c in NUMERIC_CASES])
 def test_non_numeric_answers_warned_on_numeric_tasks(tmp_path, numeric, answer, warned):
     path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q1", "answer": "1"}, {"question": "q2", "answer": answer}])
-    report = check_file(path, numeric=numeric)
+    report = check_file(path, family=FAMILIES["math"] if numeric else None)
     assert report.ok and len(report.rows) == 2
-    assert report.non_numeric == ([f"{path}:2"] if warned else [])
+    assert report.flagged_answers == ([f"{path}:2"] if warned else [])
     assert any("not a number" in w.message for w in report.warnings) == warned
 
 
@@ -313,7 +314,7 @@ def test_served_chat_template_gives_conversations_their_training_ids(tmp_path, t
 def test_exclude_accepts_any_format_and_conversations(tmp_path):
     import pandas as pd
 
-    from grpokit.data.arithmetic import generate
+    from grpokit.families.math import generate
 
     first = generate(20, seed=5)
     csv_path = tmp_path / "train.csv"

@@ -123,9 +123,11 @@ def test_humaneval_rows_as_humaneval_writes_them_are_evaluated(tmp_path, tiny_mo
 def test_the_reference_of_humaneval_rows_passes_their_tests(tmp_path):
     # HumanEval's own layout, loaded as training loads it, is scored by code_tests like the imported layout
     from grpokit.data import load_rows
+    from grpokit.families import FAMILIES
     from grpokit.rewards import build_reward
 
-    rows, _ = load_rows(str(write_jsonl(tmp_path / "he.jsonl", _humaneval(2, drop_references=False))), code=True)
+    rows, _ = load_rows(str(write_jsonl(tmp_path / "he.jsonl", _humaneval(2, drop_references=False))),
+                        family=FAMILIES["code"])
     assert {"question", "humaneval_prompt", "test", "entry_point", "answer"} <= set(rows[0]) and "prompt" not in rows[0]
     reward = build_reward("code_tests", {"sandbox": SANDBOX, "timeout_s": 5})
     texts = [f"```python\n{r['humaneval_prompt']}{r['answer']}```" for r in rows]

@@ -89,3 +89,20 @@ def test_no_help_text_sends_the_reader_to_the_readme_for_a_docs_page():
     assert len(texts) > 20 and not [t for t in texts if "see README" in t]
     export = next(t for t in texts if "--quant" in t)
     assert "docs/export.md" in " ".join(export.split())
+
+
+def test_the_suites_size_on_the_tests_page_is_the_suites_own_count():
+    """docs/tests.md gives the suite's size and the slow tier's; here pytest counts them (one collection, no test
+    run), and the page must be within a tenth of both: a page that said 1,605 tests of a 2,300-test suite fails."""
+    import re
+
+    page = " ".join((REPO / "docs" / "tests.md").read_text(encoding="utf-8").split())
+    said = re.search(r"holds about ([\d,]+) tests, about (\d+) of them in the slow tier", page)
+    assert said, "docs/tests.md: say the suite's size as 'holds about N tests, about M of them in the slow tier'"
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "slow",
+                          str(REPO / "tests")], capture_output=True, text=True, cwd=REPO, timeout=600)
+    counted = re.search(r"(\d+)/(\d+) tests collected", res.stdout)
+    assert counted, res.stdout[-2000:] + res.stderr[-2000:]
+    slow, total = int(counted.group(1)), int(counted.group(2))
+    for figure, count in ((int(said.group(1).replace(",", "")), total), (int(said.group(2)), slow)):
+        assert abs(figure - count) <= count / 10, f"docs/tests.md says about {figure}; the suite has {count}: update it"

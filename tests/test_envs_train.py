@@ -48,3 +48,23 @@ def test_grpokit_eval_on_a_tool_recipe_reports_success_validity_and_calls(tiny_m
     assert len(e["failed"]) == round((1 - e["task_success"]) * e["episodes"])  # the calculator's is 0 or 1
     assert all({"question", "messages", "task_success"} <= set(f) for f in e["failed"])
     assert "task success" in capsys.readouterr().out
+
+
+def test_tool_evaluation_scores_with_the_recipes_own_correctness_reward(tiny_model_dir, tmp_path, capsys):
+    # An own reward is built as training builds it (grpokit.task.Task) and found by its role: task success is its
+    # mean (0.25 on every episode: no built-in gives that), and every episode it did not give full marks is listed.
+    import yaml
+
+    from grpokit.cli import main
+
+    raw = yaml.safe_load((REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text())
+    raw["train"]["max_completion_length"] = 12
+    raw["rewards"] = [{"name": "reward_fns:partial_credit", "role": "correctness"}, {"name": "tool_args", "weight": 0.25}]
+    recipe = tmp_path / "own.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    assert main(["eval", str(tiny_model_dir), "--recipe", str(recipe), "--max-rows", "2",
+                 "--output-dir", str(tmp_path / "ev")]) == 0
+    e = json.loads((tmp_path / "ev" / "eval" / "results-tools.json").read_text())["checkpoints"][0]
+    assert e["task_success"] == 0.25 and e["episodes"] == 2
+    assert [f["task_success"] for f in e["failed"]] == [0.25, 0.25]
+    assert "task success" in capsys.readouterr().out

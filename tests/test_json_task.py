@@ -12,8 +12,9 @@ import yaml
 from conftest import REPO, write_jsonl
 
 from grpokit.cli import main
-from grpokit.data import GENERATORS, BUILTIN_DATA, load_rows
-from grpokit.data.json_extraction import KINDS, field_list, generate
+from grpokit.data import BUILTIN_DATA, load_rows
+from grpokit.families import generators
+from grpokit.families.json import KINDS, field_list, generate
 from grpokit.evaluation.evaluate import score
 from grpokit.evaluation.metrics import results_legend, results_table, sampled_pass_at_k
 from grpokit.recipe.load import validate_raw
@@ -66,7 +67,7 @@ def test_the_generate_command_offers_every_generator(capsys):
     with pytest.raises(SystemExit):
         main(["data", "generate", "poetry", "x.jsonl"])
     offered = capsys.readouterr().err.split("choose from", 1)[1]
-    assert sorted(name.strip(" '\n)") for name in offered.split(",")) == sorted(GENERATORS)
+    assert sorted(name.strip(" '\n)") for name in offered.split(",")) == sorted(generators())
 
 
 # ---------------------------------------------------------------- bad rows of a JSON task: where / what / fix

@@ -214,3 +214,23 @@ def test_a_dry_run_without_the_models_config_still_answers(monkeypatch):
     (plan,) = [line for line in lines if line.strip().startswith("plan ")]
     assert "none here: its config.json is not on this machine" in plan  # (was an AttributeError)
     assert any("sampler bfloat16, corrected by bypass" in line for line in lines)
+
+
+@pytest.mark.parametrize("train, trl", [
+    ({"per_device_train_batch_size": 8, "num_generations": 4}, {}),
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_generations": 4}, {}),
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_generations": 4},
+     {"steps_per_generation": 4}),  # one generation round serves two optimizer steps
+    ({"per_device_train_batch_size": 4, "num_generations": 4}, {"generation_batch_size": 16}),
+])
+def test_the_batch_geometry_is_what_trls_grpoconfig_derives(train, trl, tmp_path):
+    # Every caller (recipe check, a launch's refill check, --dry-run, the memory plan) reads batch_geometry: here it
+    # is checked against TRL's own arithmetic, the GRPOConfig training builds (one process, as on this machine).
+    from grpokit.recipe import batch_geometry, grpo_args, validate_raw
+
+    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}],
+                           "train": train, "trl": trl})
+    args, g = grpo_args(recipe, tmp_path), batch_geometry(recipe.train, recipe.trl)
+    assert (g.generation_batch, g.steps_per_generation) == (args.generation_batch_size, args.steps_per_generation)
+    assert g.step_completions == args.per_device_train_batch_size * args.gradient_accumulation_steps
+    assert g.prompts_per_round == args.generation_batch_size // args.num_generations

@@ -11,7 +11,7 @@ import json
 
 import pytest
 import yaml
-from conftest import write_jsonl
+from conftest import DEADLINE_SLACK_S, write_jsonl
 
 from grpokit.cli import main
 
@@ -95,8 +95,12 @@ def huge(completions, **kwargs):
     return [10 ** 400 for _ in completions]
 
 
+SLEPT = []  # each call's batch size
+
+
 def sleeps(completions, **kwargs):
     import time
+    SLEPT.append(len(completions))
     time.sleep(60)
     return [0.0 for _ in completions]
 
@@ -280,7 +284,7 @@ def test_the_report_header_names_own_rewards(tmp_path, capsys):
     assert "my_rewards.py:dollar_answer ×1.0, format ×0.2" in page and "None ×" not in page
 
 
-# ---------------------------------------------------------------- issue 34 item 5: user code is contained
+# ---------------------------------------------------------------- user code is contained
 def _training_fns(folder, *entries):
     """The rewards as training builds them (grpokit.rewards.build_own), without the recipe check's trial call."""
     from grpokit.recipe import RewardConfig
@@ -304,20 +308,19 @@ def test_a_hanging_trial_call_is_stopped_with_the_functions_name(folder, capsys)
 
     start = time.monotonic()
     assert main(["recipe", "check", str(_recipe(folder, {"name": "my_rewards:sleeps", "timeout_s": 1}))]) == 2
-    assert time.monotonic() - start < 30  # stopped at its 1 s, not after the 60 s sleep
+    assert time.monotonic() - start < DEADLINE_SLACK_S  # stopped at its 1 s, not after the 60 s sleep
     err = capsys.readouterr().err
     assert "ran past its time limit of 1 s on 8 completion(s) and was stopped" in err and "Traceback" not in err
 
 
 def test_in_training_a_deadline_fails_the_whole_batch_at_once_naming_the_function(folder):
-    import time
+    import my_rewards
 
     (fn,) = _training_fns(folder, {"name": "my_rewards:sleeps", "timeout_s": 1})
-    start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"my_rewards:sleeps \(my_rewards.py:\d+\) ran past its time limit of 1 s "
                        "on 3 completion"):
         fn(prompts=["p"] * 3, completions=["a", "b", "c"], answer=["1", "2", "3"])
-    assert time.monotonic() - start < 10  # not re-scored row by row (3 more seconds each)
+    assert my_rewards.SLEPT == [3]  # called once on the batch, not re-scored row by row (a deadline per row)
 
 
 @pytest.mark.parametrize("function, message", [
@@ -395,7 +398,7 @@ def test_off_the_main_thread_a_deadline_still_returns_control():
     thread = threading.Thread(target=run)
     thread.start()
     thread.join(20)
-    assert time.monotonic() - start < 10 and caught and "ran past its time limit of 0.5 s" in caught[0]
+    assert time.monotonic() - start < DEADLINE_SLACK_S and caught and "ran past its time limit of 0.5 s" in caught[0]
 
 
 def test_the_deadline_leaves_sigalrm_to_the_users_code(folder):

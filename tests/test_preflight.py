@@ -9,7 +9,7 @@ import yaml
 from conftest import write_jsonl
 
 from grpokit.cli import build_parser
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.preflight.sample import interleave_easy_hard, quantile, recommend, write_filtered
 from grpokit.recipe.load import load_recipe
 

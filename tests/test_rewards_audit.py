@@ -149,7 +149,7 @@ def test_no_numeric_rows_is_an_error():
         audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[3]])
 
 
-# ---------------------------------------------------------------- issue 35 item 2: an audit that says what it saw
+# ---------------------------------------------------------------- an audit that says what it saw
 def _raises_on_hedges(completions, **_):
     return [{"no": 0.0}["or" if " or " in c else "no"] for c in completions]
 

@@ -147,7 +147,7 @@ def test_subprocess_score_and_bad_file(tmp_path):
     assert ko.returncode == 2 and "bad.jsonl:1" in ko.stderr and "Traceback" not in ko.stderr
 
 
-# ---------------------------------------------------------------- issue 35 item 5: your own column names
+# ---------------------------------------------------------------- your own column names
 UNIT_ROWS = [{"completion": "Final answer: 300", "target": "300", "unit": "cm"},
              {"completion": "Final answer: 30", "target": "300", "unit": "cm"}]
 

@@ -1,6 +1,6 @@
 """The run directory type: crash-tolerant JSONL, checkpoint discovery and specs, the lock, damaged checkpoints.
 
-No training here (tests/test_reliability.py trains tiny runs); files are written by hand as a crash leaves them.
+No training here (tests/test_crash_safety.py trains tiny runs); files are written by hand as a crash leaves them.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import yaml
 from transformers import AutoModelForCausalLM, TopPLogitsWarper
 
 from grpokit.cli import main
-from grpokit.data import generate as arithmetic
+from grpokit.families.math import generate as arithmetic
 from grpokit.generation import CANDIDATES, SamplingParams, TopPCandidates, complete, warpers
 from grpokit.generation.sampling import NEUTRAL
 

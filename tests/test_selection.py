@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 from trl.trainer.utils import RepeatSampler
 
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.errors import GrpokitError
 from grpokit.internals import metric_values
 from grpokit.recipe.load import load_recipe
@@ -275,17 +275,15 @@ def test_refill_on_several_processes_needs_whole_groups_per_process(tmp_path, ti
     trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie)
     monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
     attach(trainer, recipe, trainer.train_dataset)
-    # groups of 4 with 2 completions per process (steps_per_generation 1): a group would span two processes
-    odd = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie)
-    # the args TRL computes for generation_batch_size 4 over 2 processes, per_device 2, groups of 4: each process
-    # generates 2 completions per step, half a group
-    monkeypatch.setattr(odd.args, "num_generations", 4)
-    monkeypatch.setattr(odd.args, "steps_per_generation", 1)
-    monkeypatch.setattr(odd.args, "per_device_train_batch_size", 2)
+    # groups of 4, trl.generation_batch_size 4 over 2 processes (per_device 2): each process generates 2 completions
+    # per round, half a group (the batch geometry is the recipe's: grpokit.recipe.batch_geometry)
+    odd = recipe.model_copy(update={"train": recipe.train.model_copy(update={"per_device_train_batch_size": 2,
+                                                                            "num_generations": 4}),
+                                    "trl": {"generation_batch_size": 4}})
     with pytest.raises(GrpokitError) as err:
-        attach(odd, recipe, odd.train_dataset)
+        attach(trainer, odd, trainer.train_dataset)
     assert "would span two processes" in str(err.value) and "multiple of 4" in err.value.problems[0].fix
-    attach(odd, recipe.model_copy(update={"selection": SelectionConfig(enabled=True)}), odd.train_dataset)
+    attach(trainer, odd.model_copy(update={"selection": SelectionConfig(enabled=True)}), trainer.train_dataset)
 
 
 @pytest.mark.parametrize("setting, expected", [("true", True), ("false", False)])

@@ -28,17 +28,18 @@ def _recipe(path, model_dir, *more):
 
 # ------------------------------------------------------------------ the generated rows
 def test_the_bundled_calculator_rows_are_the_generators_and_the_held_out_ones_are_disjoint():
-    from grpokit.data import generate_tool_rows, question_keys
+    from grpokit.data import question_keys
+    from grpokit.families.tools import generate_tool_rows
 
     held_out, train = _bundled("calculator-eval.jsonl"), _bundled("calculator.jsonl")
-    # the commands in grpokit.data.calculator's docstring (and docs/tools.md) rebuild both files exactly
+    # the commands in grpokit.families.tools's docstring (and docs/tools.md) rebuild both files exactly
     assert held_out == generate_tool_rows(64, 101)
     assert train == generate_tool_rows(320, 102, question_keys([str(TOOLS / "calculator-eval.jsonl")]))
     assert not {r["question"] for r in held_out} & {r["question"] for r in train}
 
 
 def test_every_generated_row_is_a_valid_tool_row_whose_call_gives_its_answer():
-    from grpokit.data import generate_tool_rows
+    from grpokit.families.tools import generate_tool_rows
     from grpokit.envs import check_tool_row
     from grpokit.envs.calculator import CalculatorEnv
 

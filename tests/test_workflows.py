@@ -12,7 +12,7 @@ from conftest import REPO, write_jsonl
 from safetensors.torch import load_file
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.health.detectors import detect_reward_hacking
 from grpokit.health.findings import Context
 from grpokit.recipe.health_section import HealthConfig

@@ -20,7 +20,7 @@ from grpokit.distributed import is_rank_zero
 
 
 class MainConsole(Console):
-    """A rich Console that prints on the main process only (grpokit.training.launch.is_rank_zero).
+    """A rich Console that prints on the main process only (grpokit.distributed.is_rank_zero).
 
     With N processes every rank runs the same training code, so each status line (training ..., notes,
     completed at step ..., a signal's message) would otherwise appear N times. Errors are not printed here:
@@ -41,7 +41,8 @@ console = MainConsole(highlight=False, soft_wrap=True)
 
 # ---------------------------------------------------------------- progress where no bar can be drawn
 # Where output is not a terminal (a log file, CI, nohup) a rich bar draws nothing; a plain status line at least
-# this often says the work is alive and how far it is (issue 27 measured silences of 100-175 s).
+# this often says the work is alive and how far it is (the audit, preflight and evaluation can each be silent
+# for minutes: docs/measurements.md "Offline, the audit and progress").
 PLAIN_STATUS_EVERY_S = 30.0
 
 

@@ -67,3 +67,11 @@ class GrpokitError(Exception):
     def render(self) -> str:
         head = self.title or f"{len(self.problems)} problem(s) found"
         return head + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+class UnusableData(GrpokitError):
+    """Data that cannot be used as it is (a file, or rows not skipped): exit status 1, as against 2 for a bad recipe
+    or argument."""
+
+    def __init__(self, problems: list[Problem] | str, *, title: str = ""):
+        super().__init__(problems, exit_code=1, title=title)

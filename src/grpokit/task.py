@@ -6,6 +6,7 @@
     task.primary_metric     # "accuracy" (math), "pass@1" (code_tests), "valid rate", "execution match", ...
     task.metric_values(s)   # {metric: per-row values} of every correctness reward, the primary first
     task.generation         # max_new_tokens, temperature, top_p
+    task.family             # its task family (grpokit.families): what its rows need, its tricks, its columns
     task.rows()             # (train rows, held-out rows, notes), loaded on first use
 
 Train, preflight, evaluation, the reward audit and the report read rewards
@@ -26,15 +27,20 @@ PASS_SCORE = 1.0  # a correctness reward's "right": 1.0 (code_tests: every test 
 _EPS = 1e-9
 
 
-def reward_roles(reward_configs) -> dict[str, str]:
-    """{logged name: role} of a recipe's reward entries, without building them (health and doctor read this)."""
-    from grpokit.rewards import BUILTIN, DEFAULT_ROLE, is_own, reward_label
+def reward_role(rc) -> str:
+    """A recipe reward entry's role: a built-in's is its row's in the reward table, an own function's its entry's
+    `role` (default DEFAULT_ROLE). The one rule: a built task (Task.from_recipe) and reward_roles both use it."""
+    from grpokit.rewards import DEFAULT_ROLE, builtin_of
 
-    out = {}
-    for rc in reward_configs:
-        builtin = BUILTIN.get(rc.name) if rc.path is None and not is_own(rc.name) else None
-        out[reward_label(rc)] = builtin.role if builtin else (rc.role or DEFAULT_ROLE)
-    return out
+    builtin = builtin_of(rc)
+    return builtin.role if builtin is not None else (rc.role or DEFAULT_ROLE)
+
+
+def reward_roles(reward_configs) -> dict[str, str]:
+    """{logged name: role} of a recipe's reward entries, without building them (health, doctor, refill)."""
+    from grpokit.rewards import reward_label
+
+    return {reward_label(rc): reward_role(rc) for rc in reward_configs}
 
 
 def template_of(recipe) -> PromptTemplate:
@@ -81,7 +87,7 @@ class Task:
 
     @classmethod
     def from_recipe(cls, recipe) -> "Task":
-        from grpokit.rewards import DEFAULT_ROLE, OwnRewardError, build_own, is_own
+        from grpokit.rewards import OwnRewardError, build_own, is_own
 
         base = Path(recipe.source).parent if recipe.source else Path.cwd()
         rewards = []
@@ -91,10 +97,9 @@ class Task:
                     fn = build_own(rc, base, f"rewards.{i}")
                 except OwnRewardError as e:
                     raise GrpokitError([e.problem]) from None
-                rewards.append(TaskReward(fn.name, fn, rc.weight, rc.role or DEFAULT_ROLE, fn.spec))
             else:
                 fn = build_reward(rc.name, rc.params)
-                rewards.append(TaskReward(rc.name, fn, rc.weight, fn.spec.role, fn.spec))
+            rewards.append(TaskReward(fn.name, fn, rc.weight, reward_role(rc), fn.spec))
         t = recipe.train
         return cls(recipe, template_of(recipe), rewards, Generation(t.max_completion_length, t.temperature, t.top_p))
 
@@ -139,12 +144,13 @@ class Task:
                 f"checkpoint. Fix: add a correctness reward ({', '.join(names_with_role('correctness'))}) "
                 "or give your own reward `role: correctness`")
 
-    def audit_skip_reason(self) -> str | None:
-        """Why the reward audit's answer-line tricks do not apply to this task; None when they do."""
-        other = sorted({r.name for r in self.rewards if r.spec.reads not in ("answer_line", "any")})
-        if other:
-            return f"its tricks target answer-line rewards, not {', '.join(other)}"
-        return None
+    @property
+    def family(self):
+        """The task family its correctness (else preference) reward reads (grpokit.families.Family), None for an
+        own reward."""
+        from grpokit.families import family_of
+
+        return family_of(self.recipe.rewards)
 
     # ------------------------------------------------------------ data and scoring
     def rows(self) -> tuple[list[dict], list[dict], list[str]]:

@@ -19,7 +19,7 @@ import yaml
 from conftest import write_jsonl
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.run.checkpoints import COMPLETE_MARKER
 
 pytestmark = pytest.mark.slow

@@ -3,8 +3,9 @@
     result = audit_recipe(recipe)       # the tricks that fit the task: answer lines, code, JSON, SQL
     audit_warnings(recipe)              # one line per loophole, for `grpokit train`
 
-rewards (the audit of answer-line rewards), tricks (the tricks, built from each row), by_task (code_tricks,
-json_tricks, sql_tricks: the tricks for code, JSON and SQL tasks), tools (scripted tool hacks for tool tasks). A stage of its own: the scorers in grpokit.rewards stay pure.
+rewards (the audit of answer-line rewards), tricks (the answer-line tricks, built from each row), by_task (the
+tricks of the task's family: code, JSON and SQL, declared in grpokit.families), tools (scripted tool hacks for
+tool tasks). A stage of its own: the scorers in grpokit.rewards stay pure.
 """
 from grpokit.audit.by_task import audit_progress
 from grpokit.audit.recipe import audit_recipe, audit_warnings

@@ -1,16 +1,15 @@
-"""The reward audit by task: the tricks that fit what the recipe's correctness reward reads.
+"""The reward audit by task: the tricks of the task's family, when its family has its own (an answer form).
 
-    kind = task_kind(task)                  # answer_line | code | json | sql | episode | any
-    result = audit_task(task, kind)         # the forms of FORMS (code, json, sql): their own tricks, scored as
-                                            # training scores them
+    family = audit_family(task)              # the task's family (grpokit.families), None: the answer-line audit
+    result = audit_task(task, family)        # the family's tricks, scored as training scores them
 
-A recipe's correctness reward says what an answer is (`Builtin.reads` in grpokit.rewards.registry): answer
-lines (math: grpokit.audit.rewards with grpokit.audit.tricks), code (`code_tests`: grpokit.audit.code_tricks),
-JSON (`json_schema`: json_tricks), SQL (`sql_exec`: sql_tricks), or tool episodes (grpokit.audit.tools). Code,
-JSON and SQL are rows of `FORMS`, each an `AnswerForm` its module declares (its tricks, what a row needs, the
-honest answers), so a new form is a module and a row (docs/extending.md). Each
-row gets an honest right answer (where the row has one), an honest wrong answer and the tricks, all scored by
-the weighted sum of every reward of the recipe, with the row's columns and prompt as training gives them.
+A recipe's family is the one its correctness reward reads (grpokit.families.family_of). Code (`code_tests`),
+JSON (`json_schema`) and SQL (`sql_exec`) each declare an `AnswerForm` in their family module (its tricks, what
+a row needs, the honest answers), so a new form is part of a new family (docs/extending.md). Answer lines (the
+math family, and a task judged by an own reward) get the answer-line audit (grpokit.audit.rewards with
+grpokit.audit.tricks: its tricks read the recipe's markers), tool episodes the tool hacks (grpokit.audit.tools).
+Each row gets an honest right answer (where the row has one), an honest wrong answer and the tricks, all scored
+by the weighted sum of every reward of the recipe, with the row's columns and prompt as training gives them.
 
 For these tasks a trick is a loophole when it scores MORE than the honest wrong answer: their correctness
 reward gives a failed attempt and a failed trick the same score (0, or the compile penalty), so a tie earns a
@@ -28,28 +27,26 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from grpokit.audit import code_tricks, json_tricks, sql_tricks
 from grpokit.audit.rewards import TIE, AuditResult, TrickResult, score_all
-from grpokit.audit.tricks import AnswerForm
 from grpokit.console import Heartbeat, hms
+from grpokit.families import AnswerForm, Family
 
-# The forms audited here, one row each under the name a correctness reward's `Builtin.reads` gives it, declared by
-# their modules (an AnswerForm: its tricks, what a row needs, the honest answers). answer_line is
-# grpokit.audit.rewards (its tricks need the recipe's markers), episode grpokit.audit.tools.
-FORMS: dict[str, AnswerForm] = {
-    "code": code_tricks.FORM,
-    "json": json_tricks.FORM,
-    "sql": sql_tricks.FORM,
-}
+ANSWER_LINES = "math"  # the family whose tricks are the answer-line ones (grpokit.audit.tricks)
 
 
-def task_kind(task) -> str:
-    """What the task's answers are, by its correctness reward (else its first reward that reads a form)."""
-    c = task.correctness
-    if c is not None and c.spec.reads != "any":
-        return c.spec.reads
-    forms = [r.spec.reads for r in task.rewards if r.spec.reads != "any"]
-    return forms[0] if forms else "answer_line"
+def audit_family(task) -> Family | None:
+    """The task's family when it has tricks of its own (an answer form); None: the answer-line audit's task."""
+    family = task.family
+    return family if family is not None and family.audit is not None else None
+
+
+def no_tricks(task) -> str | None:
+    """Why no trick fits the task (a family without tricks of its own that does not answer in lines: tool episodes
+    outside an environment); None when some do."""
+    family = task.family
+    if family is None or family.audit is not None or family.name == ANSWER_LINES:
+        return None
+    return f"no tricks for {family.name} answers outside a tool environment (env:)"
 
 
 @dataclass
@@ -78,7 +75,7 @@ class TaskAuditResult(AuditResult):
     """The audit of a code, JSON or SQL task: grpokit.audit.rewards.AuditResult with its form and correctness
     reward. A flagged trick scores more than an honest wrong answer (the module docstring says why)."""
 
-    kind: str = ""  # the form's name (a key of FORMS)
+    kind: str = ""  # the family's name (a key of grpokit.families.FAMILIES)
     form: AnswerForm | None = None
     reward: str = ""  # the correctness reward's name
     notes: list[str] = field(default_factory=list)
@@ -114,11 +111,12 @@ def _think(rewards) -> bool:
     return any(fn.params.get("require_think") for fn, _ in rewards)
 
 
-def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | None = None) -> TaskAuditResult:
-    """Score the form's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
+def audit_task(task, family: Family, max_rows: int = 8, log: Callable[[str], None] | None = None
+               ) -> TaskAuditResult:
+    """Score the family's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
     from grpokit.task import recipe_rewards
 
-    form = FORMS[kind]
+    form = family.audit
     rewards = recipe_rewards(task)
     prepared, skipped = [], 0
     for row in task.rows()[0]:
@@ -166,4 +164,4 @@ def audit_task(task, kind: str, max_rows: int = 8, log: Callable[[str], None] | 
     c = task.correctness
     return TaskAuditResult([r for r in results.values() if r.rows], len(prepared), rights, wrongs, errors, skipped,
                            first_errors=first, completions=len(texts), weights={fn.name: w for fn, w in rewards},
-                           kind=kind, form=form, reward=c.name if c is not None else names)
+                           kind=family.name, form=form, reward=c.name if c is not None else names)

@@ -3,15 +3,15 @@
     result = audit_recipe(recipe)     # answer-line tricks (grpokit.audit.rewards) or the task's own (by_task)
     audit_warnings(recipe)            # one line per finding, for `grpokit train`'s pre-flight
 
-`audit_recipe` picks the tricks that fit the task (grpokit.audit.by_task): answer-line tricks for math answers,
-code, schema and query tricks for `code_tests`, `json_schema` and `sql_exec` recipes; tool recipes get the tool
-hacks (grpokit.audit.tools). Not covered: the tricks themselves (their own modules).
+`audit_recipe` picks the tricks that fit the task (grpokit.audit.by_task): the task family's own (code, schema
+and query tricks for `code_tests`, `json_schema` and `sql_exec` recipes: grpokit.families), else answer-line
+tricks; tool recipes get the tool hacks (grpokit.audit.tools). Not covered: the tricks themselves.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from grpokit.audit.by_task import FORMS, audit_progress, audit_task, task_kind
+from grpokit.audit.by_task import audit_family, audit_progress, audit_task, no_tricks
 from grpokit.audit.rewards import DEFAULT_AUDIT_ROWS, audit_rewards
 from grpokit.audit.tools import audit_recipe_tools
 from grpokit.rewards import LEARNED_REWARDS
@@ -22,9 +22,9 @@ def audit_recipe(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str]
     """The audit whose tricks fit the task (grpokit.audit.by_task): answer-line tricks here, code, JSON and SQL
     tricks there. `log` gets a start line; a status line follows every 30 s where no terminal shows the work."""
     task = Task.of(recipe)
-    kind = task_kind(task)
-    if kind in FORMS:
-        return audit_task(task, kind, max_rows, log)
+    family = audit_family(task)
+    if family is not None:
+        return audit_task(task, family, max_rows, log)
     rewards = recipe_rewards(task)
     with audit_progress(f"answer-line tricks on up to {max_rows} row(s), scored by "
                         f"{', '.join(fn.name for fn, _ in rewards)}", log):
@@ -43,9 +43,9 @@ def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[st
         return [f"tool-hack audit: {r.case!r} ({r.description}) scores {r.score:.2f}, an honest failure "
                 f"{r.honest:.2f}; run `grpokit rewards audit`" for r in audit_recipe_tools(recipe) if not r.ok]
     task = Task.of(recipe)
-    kind = task_kind(task)  # each task gets the tricks that fit it: answer lines, code, JSON, SQL
-    if kind not in (*FORMS, "answer_line"):
-        return [f"reward audit skipped: no tricks for {kind} answers outside a tool environment (env:)"]
+    skipped = no_tricks(task)  # each task gets the tricks that fit it: answer lines, code, JSON, SQL
+    if skipped:
+        return [f"reward audit skipped: {skipped}"]
     try:
         result = audit_recipe(task, max_rows, log)
     except ValueError as e:

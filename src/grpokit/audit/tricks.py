@@ -3,7 +3,9 @@
 `prepare_row` turns a training row (and the prompt training gives it) into an `AuditRow`: the gold value,
 honest reasoning in the row's language, the recipe's answer marker. `TRICKS` maps each trick's name to a
 builder of one adversarial completion from an `AuditRow` (None: the trick does not apply to that row);
-register a new one with `@trick(name, description)`. Scoring them is `grpokit.audit`'s job.
+register a new one with `@trick(name, description)`. Scoring them is `grpokit.audit`'s job. These are the
+answer-line tricks (the math family's, and the audit's for any task whose family has no tricks of its own:
+an own correctness reward); the other families declare theirs in their module (grpokit.families).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
+from grpokit.families import Trick, registrar
 from grpokit.rewards import extract_final_answer, parse_gold, parse_number, worked_example
 
 _PADDING_CHARS = 100_000  # the issue's "very long" case; also exercises each reward's time bound
@@ -61,43 +64,6 @@ class AuditRow:
 
 def _fmt(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
-
-
-@dataclass(frozen=True)
-class Trick:
-    name: str
-    description: str
-    build: Callable[[Any], str | None]  # a row of its task -> the completion; None: the trick does not apply
-
-
-@dataclass(frozen=True)
-class AnswerForm:
-    """One answer form the task audit tries (a row of grpokit.audit.by_task.FORMS, under the form's name as a
-    correctness reward's `Builtin.reads` gives it): the tricks that fit answers of that form and the honest answers
-    they are measured against. Its module (code_tricks, json_tricks, sql_tricks)
-    declares it once; docs/extending.md walks through adding one."""
-
-    what: str  # its tricks as the audit table names them, e.g. "code tricks"
-    needs: str  # what a training row must carry for them, e.g. "a `schema`"
-    tricks: dict[str, Trick]
-    prepare: Callable[[dict], Any]  # a training row -> the row the tricks read; None: it lacks `needs`
-    honest: Callable[[Any], tuple[str | None, list[str]]]  # -> (the right answer or None, wrong ones to try in order)
-
-
-def registrar(table: dict[str, Trick], kind: str):
-    """A decorator factory: `register(name, description)(build)` files an adversarial completion builder in
-    `table` (one table per kind of task: these answer-line tricks, code_tricks, json_tricks, sql_tricks)."""
-
-    def register(name: str, description: str):
-        def deco(build: Callable[[Any], str | None]):
-            if name in table:
-                raise ValueError(f"{kind} {name!r} registered twice")
-            table[name] = Trick(name, description, build)
-            return build
-
-        return deco
-
-    return register
 
 
 TRICKS: dict[str, Trick] = {}

@@ -14,18 +14,19 @@ def register(sub) -> None:
     dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, builtin:<bundled file>, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
-    from grpokit.templates import TEMPLATE_NAMES  # a light module: the CLI still starts fast
+    from grpokit.families import FAMILIES, generators  # light modules: the CLI still starts fast
+    from grpokit.templates import TEMPLATE_NAMES
 
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
-    dc.add_argument("--task", choices=["math", "code", "json"], help="math: warn about answers the math reward does "
-                    "not read as numbers; code: every row needs tests (HumanEval's test + entry_point, or a tests "
-                    "list); json: every row needs a valid `schema`, and its gold answer must match it")
+    checked = {n: f.check for n, f in FAMILIES.items() if f.check}
+    dc.add_argument("--task", choices=list(FAMILIES), help="the task family the rows are for, which adds its own "
+                    "checks: " + "; ".join(f"{n}: {c}" for n, c in checked.items()) + "; "
+                    + ", ".join(n for n in FAMILIES if n not in checked) + ": none beyond every row's")
     dc.set_defaults(func=cmd_data_check)
     dg = data.add_parser("generate", help="generate a task dataset")
-    dg.add_argument("task", choices=["arithmetic", "json", "calculator"], help="which task to generate: arithmetic (additions and "
-                    "subtractions), json (short texts -> JSON objects with typed fields, a schema per row), calculator "
-                    "(the arithmetic problems as tool rows for env: calculator)")
+    dg.add_argument("task", choices=list(generators()), help="which task to generate: " + ", ".join(
+        f"{n} ({g.what})" for n, g in generators().items()))
     dg.add_argument("out", help="where to write the rows (.jsonl)")
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
@@ -58,6 +59,7 @@ def register(sub) -> None:
 def cmd_data_check(args) -> int:
     from grpokit.cli.output import err
     from grpokit.data import check_file
+    from grpokit.families import FAMILIES
 
     if args.file.startswith("hf:"):
         from grpokit.hub_access import hub_reachable, offline_reason
@@ -66,7 +68,7 @@ def cmd_data_check(args) -> int:
             err.print(f"[yellow]note:[/] offline ({offline_reason()}): {args.file} is read from the datasets "
                       "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
-                        numeric=args.task == "math", code=args.task == "code", json_task=args.task == "json")
+                        family=FAMILIES[args.task] if args.task else None)
     from grpokit.data import grouped
 
     if report.columns:
@@ -80,8 +82,8 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data import GENERATORS, question_keys
-
+    from grpokit.data import question_keys
+    from grpokit.families import generators
     from grpokit.run.writer import check_target, reading, write_rows
 
     if not 1 <= args.rows <= MAX_GENERATED_ROWS:
@@ -89,14 +91,15 @@ def cmd_data_generate(args) -> int:
                                     "e.g. --rows 500 (the default)")])
     reading(*(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before generating: a link, a hard link, --exclude itself
-    rows = GENERATORS[args.task](args.rows, args.seed, question_keys(args.exclude or []))
+    rows = generators()[args.task].make(args.rows, args.seed, question_keys(args.exclude or []))
     write_rows(args.out, rows, replace=args.overwrite)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0
 
 
 def cmd_data_perturb(args) -> int:
-    from grpokit.data import is_generated, load_rows, perturb_rows, question_keys
+    from grpokit.data import load_rows, question_keys
+    from grpokit.families.math import is_generated, perturb_rows
     from grpokit.run.writer import check_target, reading, write_rows
 
     reading(args.file, *(args.exclude or []))

@@ -1,6 +1,7 @@
 """`grpokit demo` and `grpokit train`: the training commands."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from grpokit.cli.output import add_set_option, err, print_notes
@@ -12,7 +13,7 @@ def register(sub) -> None:
     from grpokit.demo import DEFAULT_TASK, TASKS
 
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task "
-                                       f"({DEMO_TIME} on a 2-core CPU, docs/measurements.md)")
+                                       f"({DEMO_TIME} on a 2-core CPU, docs/measurements.md 'The demo recipe')")
     demo.add_argument("--task", choices=list(TASKS), default=DEFAULT_TASK,
                       help="the task family: " + "; ".join(f"{k}: {t.what}" for k, t in TASKS.items()))
     demo.add_argument("--output-dir", help="run directory (default: the task's, runs/demo for arithmetic; an "
@@ -55,107 +56,124 @@ def cmd_demo(args) -> int:
     return 0
 
 
+@dataclass
+class TrainRequest:
+    """One `grpokit train` command, resolved once: the recipe (a resumed run's own, or the file's with --set and
+    --init-from), where the run goes, and the arguments that make `grpokit train` do the same again (each process
+    of a launch runs them; a dry run prints them)."""
+
+    recipe: object
+    run_dir: str  # --resume RUN_DIR, --output-dir, or the recipe's output_dir, as given
+    argv: list[str]
+    resume: bool
+    lineage: dict | None = None  # --init-from's record (a new run here), or the resumed run's own
+
+
 def cmd_train(args) -> int:
-    from grpokit.distributed import is_rank_zero
-    from grpokit.recipe import load_recipe, load_run_recipe
+    from grpokit.recipe import batch_geometry
+    from grpokit.training import check_processes
+
+    _refuse_conflicts(args)
+    opts = _launch_options(args)  # a bad layout is refused before the recipe loads
+    request = _request(args, here=opts is None and not args.dry_run)
+    if opts is not None:  # refill keeps whole groups on each process (a dry run says it too)
+        g = batch_geometry(request.recipe.train, request.recipe.trl, opts.num_processes)
+        check_processes(request.recipe.selection, g.processes, g.per_process, g.group)
+    if args.dry_run:
+        return _dry_run(args, request, opts)
+    if not request.resume and not args.skip_audit:
+        from grpokit.run import RunDir
+
+        # A taken run folder is refused before the audit's seconds to minutes (training refuses it again, locked).
+        RunDir(Path(request.run_dir).resolve()).refuse_existing(args.overwrite)
+        _audit_warnings(request.recipe)
+    if opts is not None:
+        return _launch(request, opts)
     from grpokit.training import train
 
+    if request.resume:
+        train(request.recipe, run_dir=args.resume, resume=True, init_from=request.lineage)
+    else:
+        train(request.recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=request.lineage)
+    return 0
+
+
+def _refuse_conflicts(args) -> None:
     if args.init_from and args.resume:
         raise GrpokitError([Problem("--init-from", "a resumed run continues from its own checkpoint",
                                     "drop --init-from (the run keeps the lineage it started with)")])
     if args.resume and args.recipe:
         raise GrpokitError([Problem("grpokit train", "give either RECIPE or --resume RUN_DIR, not both",
                                     "--resume reads the recipe saved in the run directory")])
-    if args.num_processes is not None or args.dry_run:
-        return _launch(args)
+
+
+def _launch_options(args):
+    """The layout of `--num-processes N` (checked here, before anything loads), or None: training runs in this
+    process."""
+    if args.num_processes is None:
+        return None
+    import torch
+
+    from grpokit.training import LaunchOptions, check_options
+
+    opts = LaunchOptions(args.num_processes, args.accelerate_config, args.num_machines, args.machine_rank,
+                         args.main_process_ip, args.main_process_port)
+    check_options(opts, need_modules=not args.dry_run, cuda=torch.cuda.is_available())
+    return opts
+
+
+def _request(args, here: bool) -> TrainRequest:
+    """The command's recipe and run, read once. `here`: this process trains (not a launch, not a dry run), so
+    --init-from is applied here; a launch hands it on to each process."""
+    from grpokit.distributed import is_rank_zero
+    from grpokit.recipe import load_recipe, load_run_recipe
+
     if args.resume:
-        recipe = load_run_recipe(args.resume, _resume_overrides(args.set))
-        train(recipe, run_dir=args.resume, resume=True, init_from=_earlier_lineage(args.resume))
-        return 0
+        sets = _resume_overrides(args.set)
+        recipe = load_run_recipe(args.resume, sets)  # a bad run directory fails here, not in N processes
+        if args.num_processes is not None and not args.dry_run:
+            from grpokit.recipe import refuse_vllm_training_here
+            from grpokit.run import RunDir
+
+            refuse_vllm_training_here(recipe.generation, str(RunDir(args.resume).config))
+        return TrainRequest(recipe, args.resume, ["--resume", args.resume, *_sets(sets)], True,
+                            _earlier_lineage(args.resume) if here else None)
     if not args.recipe:
         raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
-    recipe = load_recipe(args.recipe, args.set, use="train")  # e.g. vLLM training on a CPU: refused here
+    # A dry run only prints (often on another machine than the one that runs it); training refuses here what this
+    # machine cannot run (e.g. vLLM training on a CPU).
+    recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
     main_process = is_rank_zero()  # under `--num-processes N` every rank runs this: print once, not N times
-    for note in recipe.notes if main_process else []:  # what validation could not check (a hub id while offline)
-        err.print(f"[yellow]note:[/] {note}")
+    if main_process:
+        print_notes(recipe)  # what validation could not check (a hub id while offline)
+    argv = [args.recipe, *_sets(args.set), *(["--output-dir", args.output_dir] if args.output_dir else []),
+            *(["--overwrite"] if args.overwrite else []), *(["--init-from", args.init_from] if args.init_from else [])]
     lineage = None
-    if args.init_from:
+    if here and args.init_from:
         from grpokit.run import describe_lineage
         from grpokit.training import apply_init_from
 
         recipe, lineage = apply_init_from(recipe, args.init_from)
         if main_process:
             print(describe_lineage(lineage))
-    if not args.skip_audit:
-        from grpokit.run import RunDir
-
-        # A taken run folder is refused before the audit's seconds to minutes (training refuses it again, locked).
-        RunDir(Path(args.output_dir or recipe.output_dir).resolve()).refuse_existing(args.overwrite)
-        _audit_warnings(recipe)
-    train(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage)
-    return 0
+    return TrainRequest(recipe, args.output_dir or recipe.output_dir, argv, False, lineage)
 
 
-def _launch(args) -> int:
-    """Validate here once, then run `grpokit train` in every process through accelerate."""
-    from grpokit.recipe import load_recipe, refuse_vllm_training_here
-    from grpokit.training import (LaunchOptions, accelerate_command, check_options, format_command, missing_here,
-                                  mixed_precision_of, run_launch)
+def _sets(sets: list[str] | None) -> list[str]:
+    return [x for s in sets or [] for x in ("--set", s)]
 
-    if args.num_processes is None:  # a dry run of one process (training itself runs in this process)
-        return _dry_run_here(args)
-    opts = LaunchOptions(args.num_processes, args.accelerate_config, args.num_machines, args.machine_rank,
-                         args.main_process_ip, args.main_process_port)
+
+def _launch(request: TrainRequest, opts) -> int:
+    """Run `grpokit train` in every process through accelerate (validated here once: the processes skip the
+    audit), and say how to continue when a signal stopped it."""
     import torch
 
-    cuda = torch.cuda.is_available()
-    check_options(opts, need_modules=not args.dry_run, cuda=cuda)
-    if args.resume:
-        from grpokit.recipe import load_run_recipe
-
-        sets = _resume_overrides(args.set)
-        recipe = load_run_recipe(args.resume, sets)  # a bad run directory fails here, not in N processes
-        argv = ["--resume", args.resume, *[x for s in sets for x in ("--set", s)]]
-        if not args.dry_run:
-            from grpokit.run import RunDir
-
-            refuse_vllm_training_here(recipe.generation, str(RunDir(args.resume).config))
-    elif args.recipe:
-        # A dry run only prints the command (often on another machine than the one that runs it).
-        recipe = load_recipe(args.recipe, args.set, use="check" if args.dry_run else "train")
-        print_notes(recipe)
-        if not args.skip_audit and not args.dry_run:
-            from grpokit.run import RunDir
-
-            RunDir(Path(args.output_dir or recipe.output_dir).resolve()).refuse_existing(args.overwrite)
-            _audit_warnings(recipe)
-        argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
-        argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
-        argv += ["--init-from", args.init_from] if args.init_from else []
-    else:
-        raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
-    from grpokit.training import check_processes
-
-    t, trl = recipe.train, recipe.trl  # each process's completions per step, as TRL will split them
-    rows = trl["generation_batch_size"] // opts.num_processes if trl.get("generation_batch_size") else \
-        t.per_device_train_batch_size * trl.get("steps_per_generation", t.gradient_accumulation_steps)
-    check_processes(recipe.selection, opts.num_processes, rows, t.num_generations)  # a dry run says it too
-    # A dry run prints the command for the machines the recipe is for (its precision on GPUs), not for this one.
-    precision = mixed_precision_of(recipe.model.dtype) if (cuda or args.dry_run) else "no"
-    cmd = accelerate_command([*argv, "--skip-audit"], opts, mixed_precision=precision)
-    if args.dry_run:
-        from grpokit.training.launch import resolved_settings
-
-        for line in resolved_settings(recipe, opts.num_processes, opts.accelerate_config):  # stdout: the command
-            err.print(line, markup=False, highlight=False)
-        print(format_command(cmd))
-        for line in missing_here(opts):
-            err.print(f"[yellow]note:[/] {line}")
-        return 0
-    code, signalled = run_launch(cmd)
-    run_dir = Path(args.resume or args.output_dir or recipe.output_dir)
     from grpokit.run import RunDir
+    from grpokit.training import accelerate_command, mixed_precision_of, run_launch
 
+    precision = mixed_precision_of(request.recipe.model.dtype) if torch.cuda.is_available() else "no"
+    code, signalled = run_launch(accelerate_command([*request.argv, "--skip-audit"], opts, mixed_precision=precision))
+    run_dir = Path(request.run_dir)
     status = str(RunDir(run_dir).read_status().get("status", ""))  # crash-tolerant: a cut run.json reads as {}
     if code and signalled and status.startswith("interrupted"):
         print(f"{signalled}: every process saved a checkpoint and stopped (the launcher's SignalException above "
@@ -164,31 +182,26 @@ def _launch(args) -> int:
     return code
 
 
-def _dry_run_here(args) -> int:
-    """`grpokit train RECIPE --dry-run` on one process: the settings training would use (stderr) and the command
-    that runs it (stdout), with the checks a launch makes; no model is loaded, nothing is written."""
-    from grpokit.recipe import load_recipe, load_run_recipe
-    from grpokit.training.launch import format_command, resolved_settings
-    from grpokit.training.selection import check_processes
+def _dry_run(args, request: TrainRequest, opts) -> int:
+    """`grpokit train ... --dry-run`: the settings training would use (stderr) and the command that runs it
+    (stdout), with the checks a launch makes; no model is loaded, nothing is written. The command is for the
+    machines the recipe is for (its precision on GPUs), not for this one."""
+    from grpokit.training.launch import accelerate_command, format_command, missing_here, resolved_settings
 
-    if args.resume:
-        recipe = load_run_recipe(args.resume, _resume_overrides(args.set))
-        argv = ["--resume", args.resume, *[x for s in args.set or [] for x in ("--set", s)]]
-    elif args.recipe:
-        recipe = load_recipe(args.recipe, args.set, use="check")  # often printed on another machine than the GPUs'
-        print_notes(recipe)
-        argv = [args.recipe, *[x for s in args.set or [] for x in ("--set", s)]]
-        argv += (["--output-dir", args.output_dir] if args.output_dir else []) + (["--overwrite"] if args.overwrite else [])
-        argv += ["--init-from", args.init_from] if args.init_from else []
-        argv += ["--skip-audit"] if args.skip_audit else []
-    else:
-        raise GrpokitError([Problem("grpokit train", "no recipe given", "grpokit train RECIPE.yaml (see recipes/)")])
-    t = recipe.train
-    check_processes(recipe.selection, 1, t.per_device_train_batch_size * t.gradient_accumulation_steps, t.num_generations)
-    for line in resolved_settings(recipe, 1):
+    n = 1 if opts is None else opts.num_processes
+    for line in resolved_settings(request.recipe, n, None if opts is None else opts.accelerate_config):
         err.print(line, markup=False, highlight=False)
-    err.print(f"  output      {args.resume or args.output_dir or recipe.output_dir}", markup=False, highlight=False)
-    print(format_command(["grpokit", "train", *argv]))
+    if opts is None:
+        err.print(f"  output      {request.run_dir}", markup=False, highlight=False)
+        skip = ["--skip-audit"] if args.skip_audit and not request.resume else []
+        print(format_command(["grpokit", "train", *request.argv, *skip]))
+        return 0
+    from grpokit.training import mixed_precision_of
+
+    print(format_command(accelerate_command([*request.argv, "--skip-audit"], opts,
+                                            mixed_precision=mixed_precision_of(request.recipe.model.dtype))))
+    for line in missing_here(opts):
+        err.print(f"[yellow]note:[/] {line}")
     return 0
 
 

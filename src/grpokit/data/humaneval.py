@@ -22,9 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
-
-INSTRUCTION = ("Complete the following Python function. Reply with the complete function, "
-               "including its signature, in a single ```python code block.")
+from grpokit.families.code import INSTRUCTION
 _FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 
 

@@ -1,6 +1,6 @@
 """Load and check question/answer datasets.
 
-    grpokit data check train.jsonl [--template chat] [--task math]
+    grpokit data check train.jsonl [--template chat] [--task math|code|json|...]
 
 Rows are objects `{question, answer}`; `prompt` / `expected_answer` (the
 articles' names) are accepted too, and the recipe can name other columns.
@@ -9,16 +9,15 @@ Every other column passes through to the rewards. GSM8K answers
 Files: .jsonl, .json, .csv, .parquet, `builtin:...` (a bundled file, as
 recipes name them) or hf:ID (see `formats`).
 
-Rows of a code task (grpokit.data.code_rows) are valid as HumanEval writes
+Rows of a code task (grpokit.families.code) are valid as HumanEval writes
 them (`prompt`, `test`, `entry_point`), as `grpokit data import humaneval`
 writes them, or with a `tests` list of assert lines; they need no answer (the
-reference solution is optional); so do JSON rows with a `schema`. On a JSON
-task (grpokit.data.json_rows) every row needs a schema json_schema can use,
-and a gold answer, where there is one, that validates against it.
+reference solution is optional); so do JSON rows with a `schema`.
 
-What counts as a number on a numeric task is the math reward's own reading
-(`is_numeric_answer`: `parse_gold` + `parse_number`), so `data check` and
-`math_correctness` agree on "18元", "1,225 stamps", "$3.50" and "1/2".
+A task family (grpokit.families: a recipe's, or `--task`) adds its own row
+check: a code task refuses rows without tests, a JSON task rows without a
+usable schema or with a gold answer that breaks it, and a math task warns
+about gold answers its reward does not read as numbers.
 
 The question may be TRL's conversational form: a list of messages
 `{"role": ..., "content": ...}` (roles system/user/assistant/tool, string
@@ -28,10 +27,10 @@ contents, the last one from the user). Such rows need the chat template.
 rows (invalid JSON, a line that is not UTF-8, not an object, a missing /
 empty / non-string question, a bad message list, a missing or empty answer,
 an answer that is a list, object, boolean, NaN or infinite; a code row's
-broken tests) make the file
+broken tests, a family's row check) make the file
 unusable unless the caller skips them; an empty file, an unreadable table or
 a missing column cannot be skipped. Blank lines, a BOM, duplicate questions
-and, on a numeric task, answers that are not numbers are warnings. Numeric
+and a family's answer warnings are warnings. Numeric
 answers are accepted and turned into strings. A row with several problems
 counts once.
 """
@@ -43,14 +42,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpokit.data.code_rows import is_code_row
 from grpokit.data.formats import RawData, read_file, read_hf
-from grpokit.data.json_rows import json_row_problems
 from grpokit.data.paths import resolve_data_path
-from grpokit.data.rows import (ANSWER_FIELDS, QUESTION_FIELDS, answer_type, closest_column, is_numeric_answer,
-                               normalize_row, pick_field, question_key, question_text)
+from grpokit.data.rows import (ANSWER_FIELDS, QUESTION_FIELDS, answer_type, closest_column, normalize_row, pick_field,
+                               question_key, question_text)
 from grpokit.envs import check_tool_row, is_tool_row
-from grpokit.errors import GrpokitError, Problem
+from grpokit.errors import GrpokitError, Problem, UnusableData
+from grpokit.families import Family, judged_without_answer
+from grpokit.families.code import is_code_row
 
 @dataclass
 class DataReport:
@@ -64,7 +63,7 @@ class DataReport:
     unusable: int = 0  # rows (or lines) lost, each counted once however many problems it has
     fatal: bool = False  # a problem with the whole file: skip_bad_rows cannot help
     conversational: int = 0  # usable rows whose question is a message list
-    non_numeric: list[str] = field(default_factory=list)  # wheres of non-numeric answers (numeric tasks only)
+    flagged_answers: list[str] = field(default_factory=list)  # wheres of the answers the family warns about
     wheres: list[str] = field(default_factory=list)  # where each usable row is (file:line), aligned with rows
     columns: list[str] = field(default_factory=list)  # every column the file's rows have, in first-seen order
 
@@ -110,23 +109,25 @@ def _split_where(where: str) -> tuple[str, str, str]:
 
 
 def check_rows(objects: list[tuple[str, object]], path: str, question_field=None, answer_field=None,
-               report: DataReport | None = None, template: str | None = None, numeric: bool = False,
-               code: bool = False, json_task: bool = False) -> DataReport:
-    """Normalise rows into `report`; `numeric` (a task scored as numbers) warns about answers the math reward
-    does not read as numbers; `code` (a task scored by tests) refuses rows without tests; `json_task` (scored by
-    json_schema / json_fields) rows without a usable schema, or with a gold answer that breaks it."""
+               report: DataReport | None = None, template: str | None = None,
+               family: Family | None = None) -> DataReport:
+    """Normalise rows into `report`; `family` (the task family the rows are for: grpokit.families) adds its row
+    check (a code task refuses rows without tests, a JSON task rows without a usable schema) and its answer
+    warning (a math task: answers its reward does not read as numbers)."""
     report = report or DataReport(path)
     first_seen: dict[str, str] = {}
     seen_columns = dict.fromkeys(report.columns)
     for where, obj in objects:
+        own: list[Problem] = []
         if isinstance(obj, dict):
             seen_columns.update(dict.fromkeys(k for k in obj if isinstance(k, str)))
-        row, problems = normalize_row(obj, where, question_field, answer_field, template, code)
+            if family is not None and family.row_problems is not None:  # the family's first: what the row lacks
+                own = family.row_problems(obj, where, pick_field(obj, answer_field, ANSWER_FIELDS))
+        row, problems = normalize_row(obj, where, question_field, answer_field, template)
+        problems = own + problems
         if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
             problems = check_tool_row(obj, where)
-        if not problems and json_task:  # every row scored by its schema: the schema usable, the gold matching it
-            problems = json_row_problems(obj, where, pick_field(obj, answer_field, ANSWER_FIELDS))
-        elif not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
+        if not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
             problems = _schema_problems(obj["schema"], where)
         if problems:
             report.errors.extend(problems)
@@ -137,12 +138,10 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
         kind = ("code tests + reference" if answer else "code tests, no reference") if is_code_row(row) else \
             "schema, no reference" if answer is None else None
         report.answer_types[kind or answer_type(answer)] += 1
-        if numeric and not is_numeric_answer(answer):
-            report.non_numeric.append(where)
-            report.warnings.append(Problem(where, f"answer {str(answer)[:40]!r} is not a number, on a numeric task "
-                                           "(math_correctness reads numbers with units, currency, 1,225 and 1/2)",
-                                           "write the final number (GSM8K's `... #### 72` is fine); ignore this if "
-                                           "answers are expressions math_correctness compares symbolically"))
+        warning = family.answer_problem(answer, where) if family is not None and family.answer_problem else None
+        if warning is not None:
+            report.flagged_answers.append(where)
+            report.warnings.append(warning)
         report.conversational += isinstance(row["question"], list)
         key = question_key(row["question"])
         if key in first_seen:
@@ -175,7 +174,7 @@ def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> l
     if raw.columns is None or not raw.rows:
         return []
     out = []
-    code_table = is_code_row(dict.fromkeys(raw.columns)) or "schema" in raw.columns  # judged by tests or a schema
+    code_table = judged_without_answer(dict.fromkeys(raw.columns, True))  # columns a family judges without an answer
     for what, preferred, names, key in (("question", question_field, QUESTION_FIELDS, "question_field"),
                                         ("answer", answer_field, ANSWER_FIELDS, "answer_field")):
         if what == "answer" and code_table and not answer_field:
@@ -200,8 +199,8 @@ def question_keys(paths: list[str]) -> set[str]:
 
 
 def check_file(path: str | Path, question_field: str | None = None, answer_field: str | None = None, *,
-               template: str | None = None, numeric: bool = False, hf_config: str | None = None,
-               split: str = "train", code: bool = False, json_task: bool = False) -> DataReport:
+               template: str | None = None, hf_config: str | None = None, split: str = "train",
+               family: Family | None = None) -> DataReport:
     """Every problem of a data file (any of formats.FORMATS), bundled file (`builtin:...`, as recipes name them)
     or hub dataset (`hf:ID`), with where it is."""
     spec = str(path)
@@ -222,29 +221,27 @@ def check_file(path: str | Path, question_field: str | None = None, answer_field
         return report
     report.errors.extend(raw.row_errors)
     report.unusable += len(raw.row_errors)
-    return check_rows(raw.rows, spec, question_field, answer_field, report, template, numeric, code, json_task)
+    return check_rows(raw.rows, spec, question_field, answer_field, report, template, family)
 
-
-check_jsonl = check_file  # the name from when JSONL was the only format
 
 
 def load_rows(path_or_spec: str, *, question_field=None, answer_field=None, skip_bad_rows=False,
               hf_config=None, split="train", template: str | None = None,
-              numeric: bool = False, code: bool = False, json_task: bool = False) -> tuple[list[dict], DataReport]:
+              family: Family | None = None) -> tuple[list[dict], DataReport]:
     """Usable rows of a dataset, or GrpokitError (exit 1) if some are unusable and not skipped."""
-    report = check_file(path_or_spec, question_field, answer_field, template=template, numeric=numeric,
-                        hf_config=hf_config, split=split, code=code, json_task=json_task)
+    report = check_file(path_or_spec, question_field, answer_field, template=template, hf_config=hf_config,
+                        split=split, family=family)
     if report.fatal:
-        raise GrpokitError(report.errors, exit_code=1, title=f"{path_or_spec}: cannot be used")
+        raise UnusableData(report.errors, title=f"{path_or_spec}: cannot be used")
     if report.errors and not skip_bad_rows:
         errors = grouped(report.errors)  # 40 rows missing one column: one line, not 40
         shown = errors[:20]
         more = [Problem(path_or_spec, f"... and {len(errors) - 20} more")] if len(errors) > 20 else []
-        raise GrpokitError(shown + more, exit_code=1,
+        raise UnusableData(shown + more,
                            title=f"{path_or_spec}: {report.unusable} unusable row(s); fix them, or set "
                                  "data.skip_bad_rows: true to train without them")
     if not report.rows:
-        raise GrpokitError([Problem(path_or_spec, "no usable rows", "run `grpokit data check` on the file")], exit_code=1)
+        raise UnusableData([Problem(path_or_spec, "no usable rows", "run `grpokit data check` on the file")])
     return report.rows, report
 
 

@@ -1,6 +1,7 @@
-"""One row of a question/answer dataset: which columns hold the question and the answer, what a numeric answer is
-(the math reward's own reading), a conversational question's messages, and `normalize_row`, which turns a raw
-row into grpokit's (`question`, `answer`, the row's own columns beside them) or says what is wrong with it.
+"""One row of a question/answer dataset: which columns hold the question and the answer, a conversational
+question's messages, and `normalize_row`, which turns a raw row into grpokit's (`question`, `answer`, the row's
+own columns beside them) or says what is wrong with it. HumanEval's own layout is read as it is (the code
+family's layouts, grpokit.families.code); a row some family judges without a gold answer needs none.
 
 Reading and checking whole files (every row with its line, the report) is grpokit.data.io.
 """
@@ -10,8 +11,10 @@ import difflib
 import json
 import math
 
-from grpokit.data.code_rows import code_row_problems, from_humaneval_layout, is_code_row, judged_without_answer
 from grpokit.errors import Problem
+from grpokit.families import judged_without_answer
+from grpokit.families.code import code_row_problems, from_humaneval_layout, is_code_row
+from grpokit.families.math import is_numeric_answer
 from grpokit.templates import PLAIN_TEMPLATES
 
 QUESTION_FIELDS = ("question", "prompt")
@@ -40,20 +43,6 @@ def answer_type(value) -> str:
             return "gsm8k"
         return "numeric string" if is_numeric_answer(value) else "text"
     return type(value).__name__
-
-
-def is_numeric_answer(answer: object) -> bool:
-    """Whether the math reward reads `answer` as a number: the one parser of gold answers (the reward's own
-    `parse_gold` + `parse_number`), so 72, "1,225 stamps", "$3.50", "18元", "26厘米", "10 cups", "1/2" and
-    GSM8K's "... #### 72" are numbers, "seventy-two", "nan" and "1e400" are not."""
-    from grpokit.rewards import parse_gold, parse_number
-
-    if isinstance(answer, bool):
-        return False
-    if isinstance(answer, (int, float)):
-        return math.isfinite(answer)
-    gold = parse_gold(answer)
-    return gold is not None and parse_number(gold) is not None
 
 
 def question_text(question: str | list[dict]) -> str:
@@ -96,13 +85,11 @@ def _message_problems(msgs: list, where: str) -> list[Problem]:
 
 
 def normalize_row(obj: object, where: str, question_field: str | None = None,
-                  answer_field: str | None = None, template: str | None = None,
-                  code: bool = False) -> tuple[dict | None, list[Problem]]:
+                  answer_field: str | None = None, template: str | None = None) -> tuple[dict | None, list[Problem]]:
     """One raw row -> (normalised row or None, problems that make it unusable).
 
     `template` (a template name) refuses message-list questions under a plain template, which renders a string.
-    A code row (grpokit.data.code_rows: tests, HumanEval's layout) needs no answer; `code` (a code task) refuses
-    a row without tests.
+    A code row (grpokit.families.code: tests, HumanEval's layout) needs no answer, nor does a row with a schema.
     """
     qf_names = (question_field,) if question_field else QUESTION_FIELDS
     af_names = (answer_field,) if answer_field else ANSWER_FIELDS
@@ -113,10 +100,6 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
     code_row = is_code_row(obj)
     if code_row:  # HumanEval's own layout is read as it is: prompt -> question + humaneval_prompt
         obj = from_humaneval_layout(obj, question_field)
-    elif code:
-        problems.append(Problem(where, "no tests: a code task's row needs `test` + `entry_point` (HumanEval) or "
-                                "`tests` (a list of assert lines)", 'add e.g. "tests": ["assert add(1, 2) == 3"], or '
-                                "convert HumanEval with `grpokit data import humaneval FILE`"))
     qk = pick_field(obj, question_field, QUESTION_FIELDS)
     ak = pick_field(obj, answer_field, ANSWER_FIELDS)
     q = obj.get(qk)

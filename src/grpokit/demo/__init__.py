@@ -3,35 +3,19 @@
     grpokit demo                      # arithmetic (the default): GRPO with math_correctness + format
     grpokit demo --task NAME          # another family; `grpokit demo --help` lists them
 
-Each entry of `TASKS` is one module of this package with a `run(output_dir, overrides, **options) -> dict`
-function: it evaluates the base model on held-out rows, trains, evaluates again the same way and prints a
-before/after table (grpokit.demo.tables), writing `demo.json` into the run directory. Adding a family is one
-module plus one row here. This module imports nothing heavy: the command line reads
-`TASKS` to build its choices without loading torch.
+Each demo is declared by its task family (`demos` of its row in grpokit.families: the module, the default run
+directory, the --help line) and is one module of this package with a `run(output_dir, overrides, **options) ->
+dict` function: it evaluates the base model on held-out rows, trains, evaluates again the same way and prints a
+before/after table, writing `demo.json` into the run directory (grpokit.demo.common has the shared parts). This
+module imports nothing heavy: the command line reads `TASKS` to build its choices without loading torch.
 """
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
 
+from grpokit.families import Demo, demos
 
-class DemoTask(NamedTuple):
-    module: str          # grpokit.demo.<module> holds run()
-    output_dir: str      # the default run directory
-    what: str            # one line for --help
-
-
-TASKS: dict[str, DemoTask] = {
-    "arithmetic": DemoTask("arithmetic", "runs/demo",
-                           "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
-    "json": DemoTask("json_extraction", "runs/demo-json",
-                     "GRPO on short texts -> JSON objects with typed fields (recipes/smollm2-json-extraction.yaml)"),
-    "preference": DemoTask("preference", "runs/demo-preference",
-                           "a reward model from the bundled rankings, then GRPO against it "
-                           "(recipes/smollm2-preference.yaml)"),
-    "tools": DemoTask("tools", "runs/demo-tools", "calculator tool calls: SFT on demonstrations, then GRPO from it "
-                      "(recipes/smollm2-calculator-sft.yaml, smollm2-calculator-tools.yaml)"),
-}
+TASKS: dict[str, Demo] = demos()  # every family's demos, in the table's order
 DEFAULT_TASK = "arithmetic"
 
 

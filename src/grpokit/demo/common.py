@@ -60,7 +60,7 @@ def write_demo_json(run_dir: Path, result: dict) -> None:
 
 
 def metric_rows(before, after) -> list[tuple[str, str, str]]:
-    """The table rows of two evaluations (grpokit.evaluation.EvalResult): every correctness metric of the task
+    """The table rows of two evaluations (grpokit.evaluation.evaluate.EvalResult): every correctness metric of the task
     (accuracy; field accuracy and valid rate), the format rate where a format reward exists, length, cut-off."""
     rows = [(m, pct(before.metrics.get(m)), pct(after.metrics.get(m))) for m in before.metrics]
     if not rows:  # a task without a correctness reward: its table still says so

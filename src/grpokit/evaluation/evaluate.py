@@ -26,10 +26,14 @@ correctness reward is evaluated on what it has, and says what is missing; a
 task with a learned reward (`reward_model`) also gets each checkpoint's win
 rate against the base model on the same rows (grpokit.evaluation.preference).
 
-Held-out rows are the recipe's eval set; generated rows (arithmetic,
-with `kind`/`a`/`b`) are also evaluated on a perturbed copy whose numbers are
-redrawn, so memorised answers fail; other sets are compared with as many
-training rows, and a large train-vs-held-out gap is flagged.
+A task family's evaluation columns (grpokit.families: `Family.columns`) are
+reported beside the correctness metrics, in `metrics` under their titles.
+
+Held-out rows are the recipe's eval set; rows a family can copy for
+evaluation only (its `variants`: generated arithmetic rows, with
+`kind`/`a`/`b`, get a perturbed copy whose numbers are redrawn) are also
+evaluated on that copy, so memorised answers fail; other sets are compared
+with as many training rows, and a large train-vs-held-out gap is flagged.
 
 Files: `RUN_DIR/eval/results.json` (the recipe's held-out set) and
 `RUN_DIR/eval/best.json` (the checkpoint with the highest held-out greedy
@@ -157,6 +161,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     c, f = task.correctness, task.format
     values = task.metric_values(scores)
     correct = [None] * len(texts) if c is None else values[task.primary_metric]
+    values.update(_family_columns(task, texts, rows))
     fmt = [None] * len(texts) if f is None else scores[f.name]
     refusals = task.refusals(texts, rows)
     samples = [{"question": r["question"], "answer": r.get("answer"), "completion": t, "correct": ok, "format": fm,
@@ -180,6 +185,13 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
                 for i, (r, ok) in enumerate(zip(rows, correct)) if ok is not None and ok != 1.0],
         precision=dtype_name(model),
     )
+
+
+def _family_columns(task, texts: list[str], rows: list[dict]) -> dict[str, list[float | None]]:
+    """{title: per-row values} of the task family's columns measured on each completion (`Column.per_row`)."""
+    family = task.family
+    columns = [c for c in family.columns if c.per_row is not None] if family is not None else []
+    return {c.title: [c.per_row(t, r) for t, r in zip(texts, rows)] for c in columns}
 
 
 # ---------------------------------------------------------------- the best checkpoint
@@ -208,7 +220,8 @@ class EvalSets:
 
 
 def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, train_rows: list[dict] | None = None) -> EvalSets:
-    from grpokit.data import is_generated, load_datasets, load_rows, perturb_rows
+    from grpokit.data import load_datasets, load_rows
+    from grpokit.families import variant_of
     from grpokit.task import reward_roles
 
     if data is None:
@@ -223,9 +236,10 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
     if not heldout:
         raise GrpokitError([Problem(name, "no held-out rows to evaluate on",
                                     "set data.eval or data.eval_fraction in the recipe, or pass --data FILE")])
-    generated = [r for r in heldout if is_generated(r)]
+    variant = variant_of(heldout)  # a family's evaluation-only copy: generated arithmetic with new numbers
     seen = {r["question"] for r in train or [] if isinstance(r["question"], str)}  # generated rows are strings
-    perturbed = perturb_rows(generated, PERTURB_SEED, exclude=seen) if generated else None
+    perturbed = variant.make([r for r in heldout if variant.applies(r)], PERTURB_SEED, exclude=seen) if variant \
+        else None
     subset = None
     # The train-vs-held-out gap compares accuracies: a task without a correctness reward (a preference task) has
     # none, and evaluating its training rows would only double the time.

@@ -78,6 +78,8 @@ def pct(x) -> str:
 
 def results_legend(results: dict) -> list[str]:
     """What each column of results_table means, for the columns this table has (printed under it)."""
+    from grpokit.families import column, variant
+
     table = results_table(results)
     headers = [str(c.header) for c in table.columns]
     metric = results.get("metric", "accuracy")
@@ -87,8 +89,7 @@ def results_legend(results: dict) -> list[str]:
                 "held-out greedy score)",
         metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out "
                       "rows (a graded reward, json_fields: its mean score, the share of the fields right)",
-        "perturbed": "perturbed: the same held-out questions with new numbers and recomputed answers (never a "
-                     "training question)",
+        **{kind: f"{kind}: {v.what}" for kind in kinds if (v := variant(kind)) is not None},
         "train": "train: as many training rows as held-out ones, scored the same way",
         "gap": "gap: percentage points the model does better where it may have memorised: "
                + " / ".join(("held-out minus perturbed" if k == "perturbed" else "train minus held-out") for k in kinds)
@@ -105,7 +106,9 @@ def results_legend(results: dict) -> list[str]:
                 "greedy answer above the base model's (ties, the same answer, count half; 50% is no change)"
                 for n in win_names(results["checkpoints"])})
     for m in further_metrics(results):  # beside the primary metric, as in the table
-        say[m] = f"{m}: greedy, by another correctness reward of the task, on the same rows"
+        col = column(m)  # a task family's own column (grpokit.families), else another correctness reward's metric
+        say[m] = f"{m}: {col.legend}, greedy" if col is not None else \
+            f"{m}: greedy, by another correctness reward of the task, on the same rows"
     out = [say[h] for h in headers if h in say and h]
     if any(h.startswith("sampled pass@") for h in headers):
         out.append(f"sampled pass@k: share of rows with at least one right answer among k of "

@@ -10,15 +10,17 @@ second rollout loop. One episode per row (the default) is greedy, as the
 other tasks' pass@1 is; `generations` > 1 (`--samples N`) samples N episodes
 per row at the recipe's temperature.
 
-Reported per model: `task_success` (mean of the task_success reward: answer
-line right, or hidden-test share), `tool_call_rate` (share of episodes with at
-least one tool call), `tool_args` (share of calls with valid arguments, over
-the episodes that call), `tool_failures` (share of calls that raised in the
-environment: undefined tool, bad arguments, budget spent; TRL's
-tools/failure_frequency) and `calls_per_episode` (TRL's tools/call_frequency),
-plus every other reward's mean, the first episodes as played and up to 16
-episodes the task_success reward did not solve (`failed`: what is left to
-learn). Results go to the run's eval/results-tools.json.
+The rewards are the recipe's, built as training builds them (grpokit.task.Task: an
+own reward function included) and found by their role. Reported per model: the
+tools family's columns (grpokit.families.tools.COLUMNS: task success, the mean of
+the correctness reward (answer line right, or hidden-test share); the share of
+episodes with at least one tool call; the share of calls with valid arguments,
+over the episodes that call; the share of calls that raised in the environment,
+undefined tool, bad arguments, budget spent, TRL's tools/failure_frequency; calls
+per episode, TRL's tools/call_frequency), plus every reward's mean, the first
+episodes as played and up to 16 episodes the correctness reward did not solve
+(`failed`: what is left to learn). Results go to the run's
+eval/results-tools.json.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ import json
 import tempfile
 from pathlib import Path
 
-_EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): see measurements
+_EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): docs/measurements.md
+# "Evaluation batching" (more rows a call cost little more time until the matrix products fill the cores)
 _EPISODES_KEPT = 4  # episodes written to the results file per model: what the figures look like
 _FAILED_KEPT = 16  # unsolved episodes written per model (`failed`): what the model still gets wrong
 
@@ -34,32 +37,37 @@ _FAILED_KEPT = 16  # unsolved episodes written per model (`failed`): what the mo
 class EpisodeLog:
     """A reward function that scores nothing (None, weight 0) and keeps every episode TRL's rollout played: the
     per-episode figures TRL's averaged metrics do not give (how many episodes call a tool at all). With `success`
-    (the recipe's task_success reward) each episode also keeps its score, so the unsolved ones can be listed."""
+    (the recipe's correctness reward) each episode also keeps its score under `success_key`, so the unsolved ones
+    can be listed; each column of `columns` (a Column with `per_row`) is measured on every episode."""
 
     __name__ = "episodes"  # TRL names a reward function by __name__
 
-    def __init__(self, success=None):
+    def __init__(self, success=None, success_key: str = "score", columns=()):
         self.episodes: list[dict] = []
-        self.success = success
+        self.success, self.success_key = success, success_key
+        self.columns = [c for c in columns if c.per_row is not None]
+        self.values: dict[str, list] = {c.key: [] for c in self.columns}
 
     def __call__(self, completions, question=None, **kwargs):
         # The same call TRL makes to the recipe's reward (the batch's columns as keywords), once more: it is cheap
         # next to the rollout, and TRL keeps no per-episode reward a later reader could take it from.
         scores = self.success(completions=completions, question=question, **kwargs) if self.success else None
+        columns = {k: v for k, v in kwargs.items() if isinstance(v, list) and len(v) == len(completions)}
         for i, messages in enumerate(completions):
+            row = {k: v[i] for k, v in columns.items()}
+            for c in self.columns:
+                self.values[c.key].append(c.per_row(messages, row))
             self.episodes.append({"question": question[i] if question else None, "messages": messages,
-                                  **({"task_success": scores[i]} if scores is not None else {})})
+                                  **({self.success_key: scores[i]} if scores is not None else {})})
         return [None] * len(completions)
 
     def failed(self) -> list[dict]:
-        """The episodes the task_success reward did not give full marks (a None score counts as failed)."""
-        return [e for e in self.episodes if "task_success" in e and (e["task_success"] or 0.0) < 1.0]
+        """The episodes the correctness reward did not give full marks (a None score counts as failed)."""
+        return [e for e in self.episodes if self.success_key in e and (e[self.success_key] or 0.0) < 1.0]
 
-    def call_rate(self) -> float | None:
-        from grpokit.rewards.tools import tool_calls
-
-        return sum(bool(tool_calls(e["messages"])) for e in self.episodes) / len(self.episodes) \
-            if self.episodes else None
+    def mean(self, key: str) -> float | None:
+        values = [v for v in self.values[key] if v is not None]
+        return sum(values) / len(values) if values else None
 
 
 def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) -> dict:
@@ -68,17 +76,20 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     from grpokit import internals, models
     from grpokit.envs import tool_setup
     from grpokit.generation.decode import replacing_generate
+    from grpokit.families.tools import COLUMNS
     from grpokit.recipe import build_prompt_dataset, grpo_args
-    from grpokit.rewards import build_reward
-    from grpokit.task import template_of
+    from grpokit.task import Task
 
     checkpoint = None if model_path == models.resolve_model_path(recipe.model.name) else model_path
     tokenizer = models.load_recipe_tokenizer(recipe.model, checkpoint)
     model = models.load_recipe_model(recipe.model, checkpoint, on_device=True)
     rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
-    dataset, _ = build_prompt_dataset(rows, template_of(recipe), tokenizer, None)
-    success = next((r for r in recipe.rewards if r.name == "task_success"), None)
-    log = EpisodeLog(build_reward(success.name, success.params) if success else None)  # its own: no shared counts
+    task = Task.from_recipe(recipe)  # the recipe's rewards as training builds them, its own functions included
+    dataset, _ = build_prompt_dataset(rows, task.template, tokenizer, None)
+    success_key = next(c.key for c in COLUMNS if c.role == "correctness")
+    # The episode log scores with its own copy of the correctness reward: its error counts stay the recipe's.
+    success = Task.from_recipe(recipe).correctness if task.correctness is not None else None
+    log = EpisodeLog(success.fn if success else None, success_key, COLUMNS)
     with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
         args = grpo_args(recipe, Path(tmp))
         args.num_generations_eval = generations
@@ -87,8 +98,7 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
         args.reward_weights = [*args.reward_weights, 0.0]  # the episode log scores nothing
         if generations == 1:  # one episode per row: greedy (TRL samples unless told not to)
             args.generation_kwargs = {**(args.generation_kwargs or {}), "do_sample": False}
-        trainer = GRPOTrainer(model=model, reward_funcs=[*(build_reward(r.name, r.params) for r in recipe.rewards),
-                                                         log],
+        trainer = GRPOTrainer(model=model, reward_funcs=[*(r.fn for r in task.rewards), log],
                               args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer,
                               **tool_kwargs)
         from transformers.trainer_callback import PrinterCallback
@@ -98,20 +108,28 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
             internals.generate_through(trainer, replacing_generate(trainer.model, recipe.generation.top_p_candidates))
         internals.evaluate_episodes(trainer)  # TRL's evaluate() without the GRPO loss nobody reads
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
-    out = {k[len("eval_"):]: v for k, v in logged.items()
-           if (k.startswith("eval_rewards/") or k.startswith("eval_tools/")) and f"/{log.__name__}/" not in k}
+    logged = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_")}
+    out = {k: v for k, v in logged.items()
+           if (k.startswith("rewards/") or k.startswith("tools/")) and f"/{log.__name__}/" not in k}
     return {
-        "task_success": logged.get("eval_rewards/task_success/mean"),
-        "tool_call_rate": log.call_rate(),
-        "tool_args": logged.get("eval_rewards/tool_args/mean"),
-        "tool_failures": logged.get("eval_tools/failure_frequency"),
-        "calls_per_episode": logged.get("eval_tools/call_frequency"),
+        **{c.key: _column(c, task, logged, log) for c in COLUMNS},
         "episodes": len(log.episodes),
         "greedy": generations == 1,
         "metrics": out,
         "samples": log.episodes[:_EPISODES_KEPT],
         "failed": log.failed()[:_FAILED_KEPT],
     }
+
+
+def _column(c, task, logged: dict, log: EpisodeLog) -> float | None:
+    """A column's value for one model: measured on each episode, the mean of the task's reward with its role (as
+    TRL logged it), or a metric TRL logged."""
+    if c.per_row is not None:
+        return log.mean(c.key)
+    if c.role is not None:
+        reward = next(iter(task.by_role(c.role)), None)
+        return None if reward is None else logged.get(f"rewards/{reward.name}/mean")
+    return logged.get(c.logged)
 
 
 def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict], generations: int = 1,
@@ -137,14 +155,14 @@ def _fmt(v, share=True) -> str:
 
 
 def tools_table(doc: dict) -> str:
-    head = (f"{'step':>10}  {'task success':>12}  {'tool calls':>10}  {'valid args':>10}  {'tool failures':>13}  "
-            f"{'calls/episode':>13}")
+    from grpokit.families.tools import COLUMNS
+
+    head = "  ".join([f"{'step':>10}", *(c.header for c in COLUMNS)])
     how = "greedy" if doc["generations"] == 1 else "sampled"
     lines = [f"tool task {doc['task']}: {doc['rows']} row(s) x {doc['generations']} episode(s), {how}", head]
     for e in doc["checkpoints"]:
-        lines.append(f"{str(e['step']):>10}  {_fmt(e['task_success']):>12}  {_fmt(e.get('tool_call_rate')):>10}  "
-                     f"{_fmt(e['tool_args']):>10}  {_fmt(e['tool_failures']):>13}  "
-                     f"{_fmt(e['calls_per_episode'], share=False):>13}")
+        lines.append("  ".join([f"{str(e['step']):>10}",
+                                *(f"{_fmt(e.get(c.key), c.share):>{len(c.header)}}" for c in COLUMNS)]))
     return "\n".join(lines)
 
 

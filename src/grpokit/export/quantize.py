@@ -40,7 +40,7 @@ LLAMA_QUANTS = {"q6_k": "Q6_K", "q5_k_m": "Q5_K_M", "q4_k_m": "Q4_K_M", "q4_0": 
 QUANTS = (*CONVERTER_QUANTS, *LLAMA_QUANTS)
 # What export's checks accept per type: teacher-forced top-1 agreement of the GGUF model with the checkpoint, and the
 # worst per-tensor relative weight error (norm of the difference / norm of the tensor). q8_0 keeps 8 bits with one
-# scale per 32 weights: ~0.5% typical error. Below 8 bits the limits sit under what SmolLM2-135M measured
+# scale per 32 weights. Below 8 bits the limits sit under what SmolLM2-135M measured
 # (docs/measurements.md "Quantisation agreement"), with room for noise and for models whose tensors all take the
 # k-quant (SmolLM2's width 576 is not a multiple of 256, so most of its tensors fell back to q5_0/q8_0).
 MIN_AGREEMENT = {"f32": 1.0, "f16": 0.95, "q8_0": 0.85, "q6_k": 0.90, "q5_k_m": 0.80, "q4_k_m": 0.75, "q4_0": 0.70}

@@ -3,8 +3,9 @@
     model.generate(**inputs, do_sample=True, **NEUTRAL, logits_processor=warpers(temperature=0.7, top_p=0.9))
 
 transformers' `TopPLogitsWarper` sorts every row's whole vocabulary at every token step (49,152 logits for
-SmolLM2, 151,936 for Qwen3): on the 2-core CPU that sort was 41.9 ms of a ~170 ms token step at 16 rows
-(docs/measurements.md), while the nucleus of a trained model is a few dozen tokens. `TopPCandidates` takes the
+SmolLM2, 151,936 for Qwen3): on the 2-core CPU that sort was a large share of a token step
+(docs/measurements.md "What the measurements decided"), while the nucleus of a trained model is a few dozen
+tokens. `TopPCandidates` takes the
 `candidates` most likely tokens with `torch.topk`, normalises them against the whole row (one logsumexp), and
 decides which to keep with transformers' own rule (a token is removed when the probability mass of the tokens
 less likely than it, itself included, is at most 1 - top_p; the most likely `min_tokens_to_keep` always stay).

@@ -5,7 +5,7 @@ serve`, built by TRL 1.16's own trl.scripts.vllm_serve.build_command; `trl vllm-
     complete(model, tokenizer, ids, SamplingParams(max_tokens=256), backend="vllm",
              backend_options={"gpu_memory_utilization": 0.15})      # same ids, stops and decoding as "hf"
 
-`VLLMBackend` (registered as "vllm" in `grpokit.generation.BACKENDS`) runs an
+`VLLMBackend` (registered as "vllm" in `grpokit.generation.backends.BACKENDS`) runs an
 offline `vllm.LLM` on the prompt token ids the caller built with
 `PromptTemplate.encode`, so the template is applied once, by grpokit, exactly
 as for the hf backend; the stop ids are `token_policy`'s, passed as

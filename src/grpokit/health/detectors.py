@@ -236,8 +236,9 @@ def detect_format_collapse(metrics, samples, config, context) -> Finding | None:
 
 def detect_correctness_collapse(metrics, samples, config, context) -> Finding | None:
     # The policy unlearns what it had learned: the training correctness (on the prompts it is given) rose, then
-    # fell and stays down. Seen on the demo recipe at lr 1e-4 constant, with entropy 0.25 and format 100%: every
-    # group ended all-wrong while no other detector fired. Full marks are at least 1 (a right answer's score).
+    # fell and stays down. Seen on the demo recipe at a too-high constant learning rate, the format kept and the
+    # entropy still far from collapse: every group ended all-wrong while no other detector fired
+    # (docs/measurements.md "Health and rollback"). Full marks are at least 1 (a right answer's score).
     return _fallen(metrics, context, "correctness_collapse", "correctness", config.window, config.correctness_learned,
                    config.correctness_drop, 1.0,
                    lambda name, peak, now, full:

@@ -29,7 +29,7 @@ bfloat16/float16 2; 'auto' = bfloat16 on a GPU, float32 on the CPU), N = process
               + lm_head: TRL 1.16 scores log-probabilities through a fused LM head (trl.kernels.chunked_logprob)
                 that never holds the [positions, vocab] logits: it works on tiles of min(positions, 4096) x
                 min(vocab, 32768) in the compute dtype (float32 on the CPU), one on CUDA (Triton folds each tile in
-                place), HEAD_TILES_CPU on the CPU (its torch fallback makes temporaries; measured), plus, when the
+                place), HEAD_TILES_CPU on the CPU (its torch fallback makes temporaries), plus, when the
                 head's weight trains (full fine-tuning), its float32 gradient accumulator vocab x hidden x 4;
                 positions = m x completion with train.shared_prefix or on CUDA, m x s on the CPU in TRL's layout;
                 the head's backward runs first and frees its tiles, so the larger of lm_head and
@@ -46,7 +46,7 @@ agree on every shipped recipe and on small configs of each family (rerun it afte
 Any other architecture, or LoRA on a subset of the linear layers, takes the meta forward.
 
 Checked against measured peaks (benchmarks/memory_plan.py writes benchmarks/results/memory_*.json, which
-tests/test_memory.py reads). Not covered: allocator fragmentation and the CUDA context (~1-2 GiB: the
+tests/test_memory.py reads; docs/measurements.md "Memory planner against measured peaks"). Not covered: allocator fragmentation and the CUDA context (~1-2 GiB: the
 recommendation keeps 15% headroom), DeepSpeed/FSDP communication buffers, the gathered layer under
 zero3/fsdp, vLLM's own weight copy and cache (it takes `gpu_memory_utilization` of the GPU when colocated).
 """
@@ -61,7 +61,7 @@ GIB = 1024 ** 3
 MASTER_OPTIMIZER_BYTES = 12  # zero2/zero3/fsdp mixed precision: fp32 master copy + two fp32 Adam moments
 HEAD_TOKENS, HEAD_VOCAB = 4096, 32768  # TRL 1.16's fused LM head tile: TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
 # Tiles live at once in the backward pass of that head on the CPU, where torch ops fold each tile (Triton, one):
-# 6 fits benchmarks/memory_plan.py's measured peaks on this project's 2-core CPU (2026-12-01).
+# 6 fits benchmarks/memory_plan.py's measured peaks (docs/measurements.md "Memory planner against measured peaks").
 HEAD_TILES_CPU = 6
 STRATEGIES = ("ddp", "zero2", "zero3", "fsdp")
 SHARDS_STATES = {"zero2", "zero3", "fsdp"}   # gradients + optimizer state split over the GPUs
@@ -161,11 +161,13 @@ def tree_positions(micro_batch: int, generations: int, prompt_len: int, completi
 def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None,
                 device: str = "cuda") -> Plan:
     """The plan of `recipe` (model.gradient_checkpointing auto: planned off, what auto tries first)."""
+    from grpokit.recipe import batch_geometry
+
     t = recipe.train
     gc = recipe.model.gradient_checkpointing is True if gradient_checkpointing is None else gradient_checkpointing
     return plan(shape, strategy=strategy, num_gpus=num_gpus, dtype=recipe.model.dtype, beta=t.beta,
                 micro_batch=t.per_device_train_batch_size,
-                generation_batch=t.per_device_train_batch_size * t.gradient_accumulation_steps,
+                generation_batch=batch_geometry(t, recipe.trl, num_gpus).per_process,
                 prompt_len=t.max_prompt_length or 512, completion_len=t.max_completion_length,
                 gradient_checkpointing=gc, device=device,
                 sampler_dtype=recipe.generation.sampler_dtype if recipe.generation.backend == "hf" else "same",
@@ -174,9 +176,9 @@ def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_che
 
 def device_memory(device: str) -> tuple[int, str]:
     """(bytes, what they are) of the memory one training process may fill now: the first GPU's free memory, or
-    the RAM the kernel says is available (MemAvailable). Free, not total: the machine may be shared, and a
-    135M-parameter SFT planned at 16.8 GiB without checkpointing against 23.5 GiB of total RAM was killed by the
-    kernel's OOM killer beside a test run (docs/measurements.md "Tool calling: SFT warm start, then GRPO")."""
+    the RAM the kernel says is available (MemAvailable). Free, not total: the machine may be shared, and an SFT
+    of the embedded model planned to fit the total RAM without checkpointing was killed by the kernel's OOM killer
+    beside a test run (docs/measurements.md "Tool calling: SFT warm start, then GRPO")."""
     if device == "cuda":
         import torch
 
@@ -250,13 +252,15 @@ def memory_report(recipe, num_gpus: int = 1, strategy: str | None = None, gpu_gi
 
 
 def render_memory_plan(report: dict, recipe) -> str:
+    from grpokit.recipe import batch_geometry
+
     sh: Shape = report["shape"]
     t = recipe.train
     lora = f", LoRA r={recipe.model.lora.r}: {sh.lora_params / 1e6:.1f}M trained" if sh.lora_params is not None else ""
     lines = [f"memory plan for {report['model']}: {sh.params / 1e6:.1f}M parameters{lora}, "
              f"{sh.layers} layers, hidden {sh.hidden}, {sh.kv_heads} kv heads x {sh.head_dim}, vocab {sh.vocab}",
              f"dtype {recipe.model.dtype}, beta {t.beta}, micro-batch {t.per_device_train_batch_size}, "
-             f"{t.per_device_train_batch_size * t.gradient_accumulation_steps} sequences generated per GPU per step "
+             f"{batch_geometry(t, recipe.trl).per_process} sequences generated per GPU per step "
              f"of {(t.max_prompt_length or 512)} + {t.max_completion_length} tokens",
              "GiB per GPU:"]
     cols = [f.name for f in fields(Plan) if f.name not in ("strategy", "num_gpus", "gradient_checkpointing")]

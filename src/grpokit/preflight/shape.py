@@ -214,7 +214,6 @@ DECODERS = {
     "qwen2": dict(qk_norm=False, qkv_bias=True, tie=False),
     "qwen3": dict(qk_norm=True, qkv_bias=False, tie=False),
 }
-LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Bytes autograd saves per token and layer, as the meta forward counts them (torch 2.13, transformers 5.24,
 # peft 0.21), by weight bytes b (4 or 2) and adapter kind: coefficients of (hidden, q = heads x head_dim,
 # intermediate, LoRA rank r, a constant). Full fine-tuning: each RMSNorm keeps its float32 input, the rsqrt, its

@@ -5,7 +5,7 @@
 
 schema (the sections), section (their base), health_section / generation_section / selection_section,
 yaml_io (reading the file), load (load_recipe, load_run_recipe), checks (what training will build, built
-now), trl_args (GRPOConfig and the prompt dataset).
+now), trl_args (GRPOConfig, the batch geometry and the prompt dataset).
 """
 from grpokit.recipe.generation_section import GenerationConfig
 from grpokit.recipe.health_section import HEALTH_CODES, HealthActions, HealthConfig
@@ -14,9 +14,9 @@ from grpokit.recipe.machine import check_generation_machine, native_bf16, refuse
 from grpokit.recipe.schema import LoraConfig, Recipe, RewardConfig
 from grpokit.recipe.section import Section
 from grpokit.recipe.selection_section import SelectionConfig
-from grpokit.recipe.trl_args import bf16_of, build_prompt_dataset, grpo_args
+from grpokit.recipe.trl_args import BatchGeometry, batch_geometry, bf16_of, build_prompt_dataset, grpo_args
 
-__all__ = ["HEALTH_CODES", "GenerationConfig", "HealthActions", "HealthConfig", "LoraConfig", "Recipe",
-           "RewardConfig", "Section", "SelectionConfig", "bf16_of", "build_prompt_dataset", "check_generation_machine",
-           "grpo_args", "load_recipe", "load_run_recipe", "native_bf16", "refuse_vllm_training_here", "sampler_dtype_of",
-           "validate_raw"]
+__all__ = ["HEALTH_CODES", "BatchGeometry", "GenerationConfig", "HealthActions", "HealthConfig", "LoraConfig", "Recipe",
+           "RewardConfig", "Section", "SelectionConfig", "batch_geometry", "bf16_of", "build_prompt_dataset",
+           "check_generation_machine", "grpo_args", "load_recipe", "load_run_recipe", "native_bf16",
+           "refuse_vllm_training_here", "sampler_dtype_of", "validate_raw"]

@@ -151,13 +151,15 @@ def _type_name(annotation) -> str:
 
 # ---------------------------------------------------------------- train, scheduler
 def check_train(t, trl: dict) -> Found:
+    from grpokit.recipe.trl_args import batch_geometry
+
     out: Found = []
-    gen_batch = t.per_device_train_batch_size * t.gradient_accumulation_steps
-    if gen_batch % t.num_generations and "generation_batch_size" not in trl and "steps_per_generation" not in trl:
+    g = batch_geometry(t, trl)  # trl: generation_batch_size / steps_per_generation are GRPOConfig's to check
+    if g.per_process % g.group and g.from_trl is None:
         out.append((
             ("train", "num_generations"),
             f"the generation batch (per_device_train_batch_size {t.per_device_train_batch_size} x "
-            f"gradient_accumulation_steps {t.gradient_accumulation_steps} = {gen_batch}) is not divisible by "
+            f"gradient_accumulation_steps {t.gradient_accumulation_steps} = {g.per_process}) is not divisible by "
             f"num_generations {t.num_generations}; TRL would reject it",
             f"make per_device_train_batch_size x gradient_accumulation_steps a multiple of {t.num_generations}",
         ))

@@ -9,19 +9,15 @@ from pathlib import Path
 
 from grpokit.recipe.checks import Found
 
-# The command that makes a missing data file, by the answers its correctness reward reads (`Builtin.reads` in
-# grpokit.rewards.registry; the set-up lines of README.md "Set-up on a fresh machine").
-_MAKE_DATA = {"code": "`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
-              "answer_line": "`grpokit data generate arithmetic FILE` (generated arithmetic)",
-              "json": "`grpokit data generate json FILE` (generated extraction rows)"}
-
 
 def check_data(d, base: Path, rewards=None) -> Found:
+    """The data files exist; a missing one's fix names the command that makes one for the recipe's task family
+    (`Family.make_data`; the set-up lines of README.md "Set-up on a fresh machine")."""
     from grpokit.data import resolve_data_path
-    from grpokit.rewards import BUILTIN
+    from grpokit.families import family_of
 
-    forms = [b.reads for r in rewards or [] if (b := BUILTIN.get(r.name)) is not None and b.role == "correctness"]
-    make = next((_MAKE_DATA[f] for f in forms if f in _MAKE_DATA), None)
+    family = family_of(rewards or [])
+    make = family.make_data if family is not None else None
     out: Found = []
     for key in ("train", "eval"):
         spec = getattr(d, key)
@@ -45,7 +41,7 @@ def check_prompt_lengths(d, m, t, trl: dict | None, tools, report) -> tuple[Foun
     from grpokit.data import split_rows
     from grpokit.errors import GrpokitError
     from grpokit.models import load_recipe_tokenizer
-    from grpokit.recipe.trl_args import prompt_tokens
+    from grpokit.recipe.trl_args import batch_geometry, prompt_tokens
     from grpokit.templates import PromptTemplate
 
     try:
@@ -58,7 +54,7 @@ def check_prompt_lengths(d, m, t, trl: dict | None, tools, report) -> tuple[Foun
         rows = split_rows(rows, d.eval_fraction, d.shuffle_seed)[0]
     fit = sum(prompt_tokens(template, tokenizer, template.build(r["question"]), tools) <= t.max_prompt_length
               for r in rows)
-    need = prompts_per_step(t, trl or {})
+    need = batch_geometry(t, trl or {}).prompts_per_round
     dropped = len(rows) - fit
     if fit < need:
         return [(("train", "max_prompt_length"), f"{dropped} of the {len(rows)} training prompts are longer than "
@@ -75,16 +71,6 @@ def check_prompt_lengths(d, m, t, trl: dict | None, tools, report) -> tuple[Foun
 _MAX_DATA_PROBLEMS = 5  # grouped already ("40 rows: missing question"); `grpokit data check` lists every one
 
 
-def prompts_per_step(t, trl: dict) -> int:
-    """Distinct prompts one generation round takes on one process, as TRL's RepeatSampler counts them: the
-    generation batch (per_device_train_batch_size x steps_per_generation, which defaults to
-    gradient_accumulation_steps; or trl.generation_batch_size) over num_generations. The sampler drops a last
-    chunk smaller than this, so a dataset with fewer rows gives no step at all."""
-    batch = trl.get("generation_batch_size") or t.per_device_train_batch_size * trl.get(
-        "steps_per_generation", t.gradient_accumulation_steps)
-    return max(1, int(batch) // t.num_generations)
-
-
 def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
     """The rows training will read, read as training reads them (grpokit.data.load.read_args), and whether one
     step can be made of them: (problems, the report of data.train's rows or None when it is not read here)."""
@@ -92,6 +78,7 @@ def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
 
     from grpokit.data import check_file, grouped, resolve_data_path
     from grpokit.data.load import read_args
+    from grpokit.recipe.trl_args import batch_geometry
 
     args = read_args(SimpleNamespace(data=d, rewards=rewards or []))
     out: Found = []
@@ -123,16 +110,12 @@ def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
     held = 0
     if d.eval is None and d.eval_fraction > 0:  # the eval share is split off data.train (grpokit.data.split_rows)
         held = max(1, int(round(n * d.eval_fraction)))
-    need = prompts_per_step(t, trl or {})
-    if n - held < need:
-        batch = (f"trl.generation_batch_size {trl['generation_batch_size']}" if (trl or {}).get("generation_batch_size")
-                 else f"per_device_train_batch_size {t.per_device_train_batch_size} x "
-                      f"{'steps_per_generation' if 'steps_per_generation' in (trl or {}) else 'gradient_accumulation_steps'} "
-                      f"{(trl or {}).get('steps_per_generation', t.gradient_accumulation_steps)}")
+    g = batch_geometry(t, trl)  # TRL's RepeatSampler drops a last chunk smaller than a round: no step at all
+    if n - held < g.prompts_per_round:
         split = f" ({n} usable, {held} held out for eval by data.eval_fraction {d.eval_fraction})" if held else ""
         out.append((("data", "train"), f"{n - held} usable row(s) to train on{split}, fewer than one step needs: "
-                    f"{need} prompts ({batch} / num_generations {t.num_generations}, on one process; N processes "
-                    "need N times as many); TRL would make no step of them",
+                    f"{g.prompts_per_round} prompts ({g.round_source()} / num_generations {t.num_generations}, on "
+                    "one process; N processes need N times as many); TRL would make no step of them",
                     "add rows, or lower train.per_device_train_batch_size or gradient_accumulation_steps (keeping "
                     "their product a multiple of num_generations)" + (", or give data.eval" if held else "")))
     return out, train_report

@@ -10,7 +10,8 @@ grpokit runs no inference engine of its own: each backend is a row of grpokit.ge
 its settings, the TRL fields it implies, its checks), which this section reads. `GenerationConfig.grpo_kwargs()`
 maps the section onto TRL 1.16's GRPOConfig fields (`cache_implementation`, `use_transformers_continuous_batching` and its config,
 `use_vllm`, `vllm_mode`, `vllm_gpu_memory_utilization`, ...), and evaluation and preflight take the same
-choice through grpokit.generation (`backend_of`). Which of them is fastest where: docs/measurements.md.
+choice through grpokit.generation (`backend_of`). Which of them is fastest where: docs/measurements.md "Generation choices on the CPU"
+(and "Generation throughput: hf and vLLM").
 `check_generation` reports, before any model loads, what is wrong with the section itself on every
 machine (a URL without scheme, a context window shorter than prompt + completion). What the machine that
 runs it lacks (vLLM, CUDA) is grpokit.recipe.machine.

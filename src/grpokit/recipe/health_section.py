@@ -89,9 +89,9 @@ HEALTH_CODES: dict[str, HealthCode] = {
         "tool_failure_rise": threshold(0.2, "... and risen this much since warm-up: tool_failures_rising "
                                        "(grpokit.health.detectors).", gt=0, le=1),
     }, action_note=" (tool tasks)"),
-    # Chosen on the logs of 10 demo-recipe runs (40-120 steps, 2 x 8 completions per step): window 5, 0.2 and
-    # 0.4 never fired on the 9 healthy ones and fired at step 17 of the lr 1e-4 run whose held-out accuracy fell
-    # 8% -> 2% (training correctness 0.3 -> 0 over its last 5 steps); 0.5 fired once on a healthy one.
+    # Chosen on the logs of the demo-recipe runs (docs/measurements.md "Health and rollback"): window 5, 0.2 and
+    # 0.4 never fired on the healthy ones and fired on the run at a too-high learning rate whose held-out accuracy
+    # fell; a drop of 0.5 fired on a healthy one.
     "correctness_collapse": HealthCode("warning", {
         "correctness_learned": threshold(
             0.2, "A correctness reward's running mean must have reached this share of its full marks (1.0 for "
@@ -103,7 +103,7 @@ HEALTH_CODES: dict[str, HealthCode] = {
     # are exactly 0 (the tiny-model run of tests/fixtures/run_before_layout logs loss 0.0, grad_norm 0.0 at 1.0), so
     # the steps changed nothing but weight decay: a fact, not a judgement, hence the share 1.0. 3 steps: the
     # issue's run stopped after 3 such steps and nothing said so; one all-tied step is common in healthy runs with
-    # few groups per step (the demo's 2: docs/measurements.md times such steps), three in a row over 6+ groups is
+    # few groups per step (the demo's 2: docs/measurements.md "What the measurements decided" times such steps), three in a row over 6+ groups is
     # the run's setup (data too hard or too easy for the model, a pass/fail reward), not chance.
     "nothing_learned": HealthCode("error", {
         "nothing_learned_steps": threshold(
@@ -113,9 +113,9 @@ HEALTH_CODES: dict[str, HealthCode] = {
             1.0, "Mean frac_reward_zero_std over those steps at or above this: nothing was learned in them (1.0: "
             "every group scored all its completions the same, so every advantage is 0).", gt=0, le=1),
     }, action_note=" (stop saves the compute of a run that cannot learn as set up)"),
-    # A bf16 sampler of the float32 embedded model differed from the trainer by 0.027 per token on average (p99
-    # 0.21; bf16 autocast alone 0.024: docs/measurements.md, "Generation choices on the CPU"). Four times that
-    # over `window` steps is no longer the precision: the policy has moved to where bf16 rounds it differently.
+    # About four times the per-token gap a bf16 sampler of the float32 embedded model showed against the trainer,
+    # much as bf16 autocast alone (docs/measurements.md "Generation choices on the CPU"): that much over `window`
+    # steps is no longer the precision: the policy has moved to where bf16 rounds it differently.
     "sampler_mismatch": HealthCode("warning", {
         "sampler_gap_max": threshold(
             0.1, "Mean |log pi_trainer - log pi_sampler| per completion token (metrics.jsonl "

@@ -184,8 +184,8 @@ class TrainConfig(Section):
     bf16: Literal["auto", True, False] = Field(
         "auto", description="bfloat16 autocast for the step (TRL's bf16: generation, loss forward and backward "
         "in bf16, fp32 master weights and optimizer). auto: on a GPU that supports bf16 when model.dtype is auto "
-        "or bfloat16, off on a CPU. true: on anywhere (on a CPU with AVX-512 BF16 or AMX the demo's steps ran 1.5x "
-        "faster, but one of two seeds learned less: docs/measurements.md); false: off.")
+        "or bfloat16, off on a CPU. true: on anywhere (on a CPU with AVX-512 BF16 or AMX the demo's steps ran faster, but "
+        "it learned less reliably across seeds: docs/measurements.md 'Generation choices on the CPU'); false: off.")
     shuffle_dataset: bool = Field(True, description="TRL shuffles the training prompts; false keeps the file's order "
                                   "(e.g. a curriculum). selection.enabled chooses prompts itself and ignores it.")
     entropy_target: float | None = Field(

@@ -2,6 +2,7 @@
 
     args = grpo_args(recipe, run_dir)                     # grpokit's settings, then the recipe's `trl:` on top
     dataset, dropped = build_prompt_dataset(rows, template, tokenizer, recipe.train.max_prompt_length)
+    g = batch_geometry(recipe.train, recipe.trl, processes)  # prompts and completions a step and a round take
 
 The recipe owns this translation: training builds its trainer from it, and `recipe check`
 (grpokit.recipe.checks) builds the same GRPOConfig, so a value TRL refuses is reported before any model
@@ -9,6 +10,7 @@ loads. TRL and torch are imported inside the functions: reading a recipe stays l
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from grpokit import hf_internals
@@ -45,6 +47,60 @@ def build_prompt_dataset(rows: list[dict], template: PromptTemplate, tokenizer, 
     return Dataset.from_list(out, on_mixed_types="use_json"), dropped
 
 
+# ---------------------------------------------------------------- the batch geometry
+@dataclass(frozen=True)
+class BatchGeometry:
+    """How many completions and prompts a training step and a generation round take, as TRL's GRPOConfig derives
+    them from the recipe (train: and trl:) and the number of processes. Every caller asks here: recipe check (a
+    dataset too small for one step, a batch num_generations does not divide), a launch (refill's whole groups per
+    process), `grpokit train --dry-run`, the memory plan."""
+
+    processes: int
+    per_device: int  # per_device_train_batch_size: completions per process per micro-step
+    accumulation: int  # gradient_accumulation_steps: micro-steps per optimizer step
+    group: int  # num_generations: completions per prompt
+    steps_per_generation: int  # micro-steps one generation round serves (TRL: gradient_accumulation_steps unless set)
+    generation_batch: int  # completions one generation round makes on all processes together
+    from_trl: str | None  # the trl: field that sets the round ("generation_batch_size", "steps_per_generation")
+
+    @property
+    def per_process(self) -> int:
+        """Completions each process generates per round (refill keeps and replaces whole groups of them)."""
+        return self.generation_batch // self.processes
+
+    @property
+    def prompts_per_round(self) -> int:
+        """Distinct prompts one process takes per round (TRL's RepeatSampler drops a smaller last chunk)."""
+        return max(1, self.per_process // self.group)
+
+    @property
+    def step_completions(self) -> int:
+        return self.per_device * self.accumulation * self.processes
+
+    def round_source(self) -> str:
+        """Where the round's size comes from, as the recipe names it."""
+        if self.from_trl == "generation_batch_size":
+            return f"trl.generation_batch_size {self.generation_batch}"
+        return (f"per_device_train_batch_size {self.per_device} x {self.from_trl or 'gradient_accumulation_steps'} "
+                f"{self.steps_per_generation}")
+
+
+def batch_geometry(train, trl: dict | None, processes: int = 1) -> BatchGeometry:
+    """The batch geometry of a recipe's `train` and `trl` sections on `processes` processes (TRL's GRPOConfig
+    rules: generation_batch_size = per_device_train_batch_size x steps_per_generation x processes unless set, and
+    steps_per_generation = gradient_accumulation_steps unless set or implied by generation_batch_size)."""
+    trl, n = trl or {}, max(1, processes)
+    per_device, accumulation = train.per_device_train_batch_size, train.gradient_accumulation_steps
+    if trl.get("generation_batch_size"):
+        batch = int(trl["generation_batch_size"])
+        steps = int(trl.get("steps_per_generation") or max(1, batch // (per_device * n)))
+        source = "generation_batch_size"
+    else:
+        steps = int(trl.get("steps_per_generation") or accumulation)
+        batch, source = per_device * steps * n, "steps_per_generation" if "steps_per_generation" in trl else None
+    return BatchGeometry(n, per_device, accumulation, train.num_generations, steps, batch, source)
+
+
 # ---------------------------------------------------------------- TRL config
 def bf16_of(recipe) -> bool:
     """train.bf16 resolved on this machine: TRL's bf16 (autocast) for GRPO and SFT alike."""
@@ -54,8 +110,8 @@ def bf16_of(recipe) -> bool:
         return recipe.train.bf16
     if recipe.model.dtype not in ("auto", "bfloat16"):
         return False
-    # On a CPU `auto` stays float32 even with bf16 instructions: there the demo's steps ran 1.5x faster but one of
-    # its two seeds learned nothing in 30 steps (docs/measurements.md, "Generation choices on the CPU").
+    # On a CPU `auto` stays float32 even with bf16 instructions: bf16 training steps ran faster, but the demo learned
+    # less reliably across seeds (docs/measurements.md "Generation choices on the CPU").
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 

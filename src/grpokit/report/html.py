@@ -318,10 +318,10 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 
     from grpokit.run.ownership import refuse_unproven_run
 
-    run_dir, rd = Path(run_dir), RunDir(run_dir)
+    run_dir, run = Path(run_dir), RunDir(run_dir)
     if not run_dir.is_dir():
         raise GrpokitError([Problem(str(run_dir), "no such run directory", "pass the output_dir of a grpokit train")])
-    out = Path(out_dir) if out_dir else rd.report_dir
+    out = Path(out_dir) if out_dir else run.report_dir
     if out_dir is None:
         refuse_unproven_run(run_dir, f"write the report elsewhere: grpokit report {run_dir} --output-dir DIR (a new "
                                      "folder)")
@@ -331,7 +331,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
                                     f"{run_dir} --output-dir DIR (a folder you can write to)")])
     entries = dict.fromkeys(report_files(), "file")
     try:
-        if out.resolve() == rd.report_dir.resolve():  # the run's own report/: grpokit's folder, whole
+        if out.resolve() == run.report_dir.resolve():  # the run's own report/: grpokit's folder, whole
             make_folder(out, within=run_dir)  # RUN/report a link to a user's folder: refused, nothing written
             # ... its files, but never a link or a hard link at their names (a plot would be written through it)
             refuse_foreign(out, {"entries": entries}, entries, f"move those out of {out}, or pass --output-dir DIR")
@@ -340,39 +340,39 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
                 write_record(out, new_record("report", entries, run=str(run_dir.resolve())))
         else:  # any other folder: only the files a grpokit report recorded writing there are replaced
             claim(out, "report", entries, f"pass --output-dir a new folder (or an earlier report's), or move those "
-                                          f"files away; without --output-dir the report goes to {rd.report_dir}",
+                                          f"files away; without --output-dir the report goes to {run.report_dir}",
                   run=str(run_dir.resolve()))
     except OSError as e:
         raise GrpokitError([Problem(str(out), f"cannot create the report folder: {e.strerror or e}",
                                     f"pass --output-dir DIR (a folder you can write to, not {out})")]) from None
-    recipe = rd.raw_config()
+    recipe = run.raw_config()
     # Every reader is crash-tolerant: a line cut by a crash is skipped with one note, the rest still shown, and a
     # record of the wrong type (grpokit.report.inputs) is left out the same way.
-    metrics = [m for m in inputs.stepped(rd.read_metrics(), rd.metrics) if "train_runtime" not in m]
-    results = inputs.eval_doc(read_json(rd.results_path()))
-    findings = inputs.findings(rd.read_health()) if rd.health.is_file() else None
-    samples = inputs.samples(inputs.stepped(rd.read_samples(), rd.samples))
-    run = inputs.run_facts(rd.read_status())
+    metrics = [m for m in inputs.stepped(run.read_metrics(), run.metrics) if "train_runtime" not in m]
+    results = inputs.eval_doc(read_json(run.results_path()))
+    findings = inputs.findings(run.read_health()) if run.health.is_file() else None
+    samples = inputs.samples(inputs.stepped(run.read_samples(), run.samples))
+    status = inputs.run_facts(run.read_status())
 
     curves, images = curves_section(metrics, recipe, out)
     evals, eval_images = eval_section(results, run_dir, out)
-    tools, tool_images = tools_section(metrics, inputs.eval_doc(read_json(rd.tool_results_file)), run_dir, out)
+    tools, tool_images = tools_section(metrics, inputs.eval_doc(read_json(run.tool_results_file)), run_dir, out)
     eval_images += tool_images
     recipe = recipe if isinstance((recipe or {}).get("model", {}), dict) else None
-    model = (recipe or {}).get("model", {}).get("name", run.get("model", "?"))
-    facts = [["model", _e(model)], ["status", _e(run.get("status", "unknown"))],
-             ["steps", _e(run.get("step", metrics[-1]["step"] if metrics else "–"))],
-             ["training time", f"{run['seconds'] / 60:.1f} min" if number(run.get("seconds")) else "–"],
+    model = (recipe or {}).get("model", {}).get("name", status.get("model", "?"))
+    facts = [["model", _e(model)], ["status", _e(status.get("status", "unknown"))],
+             ["steps", _e(status.get("step", metrics[-1]["step"] if metrics else "–"))],
+             ["training time", f"{status['seconds'] / 60:.1f} min" if number(status.get("seconds")) else "–"],
              ["rewards", _e(", ".join(f"{reward_title(r)} ×{r.get('weight', 1.0)}"  # own ones by module and function
                                       for r in (recipe or {}).get("rewards", []) if isinstance(r, dict)))]]
     train_cfg = (recipe or {}).get("train")
-    end = run_end(run, train_cfg.get("max_steps") if isinstance(train_cfg, dict) else None)
+    end = run_end(status, train_cfg.get("max_steps") if isinstance(train_cfg, dict) else None)
     if end["note"]:  # a run that did not reach its end says which step every figure below is from
         facts.insert(2, ["stopped early", _e(end["note"])])
-    if run.get("init_from"):  # --init-from: the run's lineage, one line
+    if status.get("init_from"):  # --init-from: the run's lineage, one line
         from grpokit.run import describe_lineage
 
-        facts.insert(1, ["started from", _e(describe_lineage(run["init_from"]))])
+        facts.insert(1, ["started from", _e(describe_lineage(status["init_from"]))])
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>grpokit report: {_e(run_dir.name)}</title>
 <style>{STYLE}</style></head><body>

@@ -1,7 +1,7 @@
 """What the report reads from a run directory, checked by type: a damaged record is left out, never a traceback.
 
-    metrics = stepped(rd.read_metrics(), rd.metrics)        # records whose step is an integer; one note per file
-    results = eval_doc(read_json(rd.results_path()))       # checkpoint entries with an integer step and a dict
+    metrics = stepped(run.read_metrics(), run.metrics)      # records whose step is an integer; one note per file
+    results = eval_doc(read_json(run.results_path()))      # checkpoint entries with an integer step and a dict
 
 The run files are crash-tolerant line by line (grpokit.run.files skips a cut line); a line that parses but holds
 the wrong types (a `step` that is a string, `rewards` that is a list, a finding whose `code` is a list) is

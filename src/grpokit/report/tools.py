@@ -6,34 +6,32 @@ Reads what the run directory already holds: from `metrics.jsonl`, TRL's
 `tools/call_frequency` (tool calls per episode) and `tools/failure_frequency`
 (share of calls that raised in the environment: undefined tool, bad
 arguments, spent step budget) and the per-component tool rewards
-(`rewards/<name>/mean` for the rewards that read episodes: task_success,
-tool_choice, tool_args, tool_shaping); from `eval/results-tools.json`
-(written by `grpokit eval` for a recipe with `env:`, and by `grpokit demo --task tools`), task success, the
-share of episodes that call a tool, valid arguments, tool failures and calls per episode per checkpoint. A run with
-neither gets no section, so other reports are unchanged.
+(`rewards/<name>/mean` for the rewards of the tools family); from `eval/results-tools.json`
+(written by `grpokit eval` for a recipe with `env:`, and by `grpokit demo --task tools`), the tools family's
+evaluation columns per checkpoint (grpokit.families.tools.COLUMNS: task success, the share of episodes that
+call a tool, valid arguments, tool failures, calls per episode). A run with neither gets no section, so other
+reports are unchanged.
 """
 from __future__ import annotations
 
 import html
 from pathlib import Path
 
+from grpokit.families.tools import COLUMNS
 from grpokit.report.plots import number, plot_curve
 
 TOOL_METRICS = ("tools/call_frequency", "tools/failure_frequency")  # TRL 1.16's names
-# (key in results-tools.json, column title, is a share)
-EVAL_COLUMNS = (("task_success", "task success", True), ("tool_call_rate", "tool calls", True),
-                ("tool_args", "valid args", True),
-                ("tool_failures", "tool failures", True), ("calls_per_episode", "calls / episode", False))
 
 # The plots this section may write (the report's record names every file a report writes).
 TOOL_PLOTS = ("tool_calls.png", "tool_failures.png", "tool_rewards.png", "eval_tools.png")
 
 def tool_reward_names(metrics: list[dict]) -> list[str]:
-    """The logged rewards that score tool episodes (the reward table's `reads="episode"` entries)."""
-    from grpokit.rewards import BUILTIN
+    """The logged rewards that score tool episodes (the reward table's rewards of the tools family)."""
+    from grpokit.families.tools import FAMILY
+    from grpokit.rewards import names_reading
 
     logged = {k.split("/")[1] for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}
-    return [n for n, b in BUILTIN.items() if b.reads == "episode" and n in logged]
+    return [n for n in names_reading(FAMILY.name) if n in logged]
 
 
 def _e(x) -> str:
@@ -84,15 +82,15 @@ def _eval_part(doc: dict | None, run_dir: Path, out: Path) -> tuple[list[str], l
                 "arguments, tool failures and calls per episode for the base model and every checkpoint).</p>"], []
     entries = doc["checkpoints"]
     rows = [[_e(f"{e['step']}{' (base)' if e['step'] == 0 else ''}"),
-             *[_cell(e.get(k), share) for k, _, share in EVAL_COLUMNS], _e(e.get("episodes", "–"))] for e in entries]
+             *[_cell(e.get(c.key), c.share) for c in COLUMNS], _e(e.get("episodes", "–"))] for e in entries]
     how = "greedy episode" if doc.get("generations") == 1 else "sampled episodes"
     parts = [f"<p>{_e(doc.get('rows'))} evaluation row(s) × {_e(doc.get('generations'))} {how} per "
              f"checkpoint, played by TRL's own tool loop with the recipe's environment ({_e(doc.get('task'))}).</p>",
-             _table(["step", *[t for _, t, _ in EVAL_COLUMNS], "episodes"], rows)]
-    numeric = [{"step": e["step"], **{k: e.get(k) for k, _, share in EVAL_COLUMNS if share}}
+             _table(["step", *[c.title for c in COLUMNS], "episodes"], rows)]
+    numeric = [{"step": e["step"], **{c.key: e.get(c.key) for c in COLUMNS if c.share}}
                for e in entries if isinstance(e.get("step"), int)]
     title = "tool evaluation per checkpoint (step 0 = base model)"
-    drawn, _ = plot_curve(numeric, [k for k, _, share in EVAL_COLUMNS if share], title, "fraction",
+    drawn, _ = plot_curve(numeric, [c.key for c in COLUMNS if c.share], title, "fraction",
                           out / "eval_tools.png", smooth=False)
     if drawn:
         parts.append(_figure("eval_tools.png", title))

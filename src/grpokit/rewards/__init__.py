@@ -10,7 +10,7 @@ scorer (verl's lazy dispatch); the other names below load their module on first 
 """
 from grpokit.rewards.registry import (BUILTIN, DEFAULT_REWARDS, LEARNED_REWARDS, ROLES, RewardFunction, RewardSpec,
                                       available, build_reward, completion_text, get_spec, names_reading,
-                                      names_with_role, numeric_rewards)
+                                      names_with_role)
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
@@ -23,6 +23,7 @@ _LAZY = {
     "parse_gold": "grpokit.rewards.math",
     "parse_number": "grpokit.rewards.math",
     "build_own": "grpokit.rewards.own",
+    "builtin_of": "grpokit.rewards.own",
     "DEFAULT_ROLE": "grpokit.rewards.own",
     "is_own": "grpokit.rewards.own",
     "OwnRewardError": "grpokit.rewards.own",
@@ -51,7 +52,7 @@ def __getattr__(name: str):
 
 __all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_REWARDS", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
            "TRL_ARGUMENTS", "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available",
-           "build_own", "build_reward", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_own",
-           "names_reading", "names_with_role", "numeric_rewards", "parse_gold", "parse_number", "read_rm_info", "required_columns",
+           "build_own", "build_reward", "builtin_of", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_own",
+           "names_reading", "names_with_role", "parse_gold", "parse_number", "read_rm_info", "required_columns",
            "reward_label", "reward_title", "rm_input_ids", "schema_problem", "signature_problems", "trial_problems",
            "worked_example"]

@@ -87,12 +87,6 @@ class MathVerdict:
 # ---------------------------------------------------------------- extraction
 
 
-def answer_candidates(text: str, markers: tuple[str, ...] = DEFAULT_MARKERS) -> list[str] | None:
-    """Every final answer the completion states, in order; None for an unclosed `<think>`."""
-    found = _candidate_spans(text, markers)
-    return None if found is None else [v for _, _, v in found[0]]
-
-
 def _candidate_spans(text: str, markers: tuple[str, ...]) -> tuple[list[tuple[int, int, str]], str] | None:
     """(start, end, value) of each final answer in the answer region; a `\\boxed{}` outside an answer line keeps
     what follows it on its line ("\\boxed{12}, though 13 is possible"), up to the next answer: as the rest of the

@@ -69,6 +69,11 @@ def is_own(name: str | None) -> bool:
     return bool(name) and name not in BUILTIN and (":" in name or "." in name)
 
 
+def builtin_of(rc):
+    """The reward table's row (registry.Builtin) of a recipe's reward entry; None for the recipe's own function."""
+    return BUILTIN.get(rc.name) if rc.path is None and not is_own(rc.name) else None
+
+
 def _import_module(module: str, search: list[Path], where: str):
     top = module.split(".")[0]
     added = [str(f) for f in search if str(f) not in sys.path]

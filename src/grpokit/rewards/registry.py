@@ -60,10 +60,9 @@ class Builtin:
     factory: str  # "module:function"
     role: str
     metric: str | None = None  # correctness rewards: what their pass rate is called
-    reads: str = "any"  # the answer form it parses: answer_line | code | json | sql | episode | any (the audit tries
-    # the tricks of the correctness reward's form: grpokit.audit.by_task)
+    reads: str = "any"  # the task family whose answers it reads (a key of grpokit.families.FAMILIES: math, code,
+    # json, sql, tools, preference), or "any" completion; a recipe's family is the one its correctness reward reads
     refusals: bool = False  # its explain() can say a completion refused ("refusal"), for the refusal rate
-    numeric: bool = False  # it compares answers as numbers: data loading checks the gold answers are numbers
     graded: bool = False  # its score is the share of an answer that is right (fields): its metric is the mean
     # score, not the share of rows scoring 1.0 (grpokit.task.TaskReward.metric_values)
 
@@ -72,27 +71,27 @@ class Builtin:
 # (docs/extending.md "A reward" walks through one).
 BUILTIN: dict[str, Builtin] = {
     "math_correctness": Builtin("grpokit.rewards.math:get_math_correctness_reward", "correctness", "accuracy",
-                                reads="answer_line", refusals=True, numeric=True),
+                                reads="math", refusals=True),
     "code_tests": Builtin("grpokit.rewards.code:get_code_tests_reward", "correctness", "pass@1", reads="code"),
     "json_schema": Builtin("grpokit.rewards.json_schema:get_json_schema_reward", "correctness", "valid rate",
                            reads="json"),
     "json_fields": Builtin("grpokit.rewards.json_fields:get_json_fields_reward", "correctness", "field accuracy",
                            reads="json", graded=True),
     "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
-    "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="answer_line"),
+    "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="math"),
     "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
     # A learned reward (grpokit.rm): it judges the whole answer against people's rankings, so it is the task's
     # preference signal, not a checkable correctness; health compares it with the rule rewards (hacking).
-    "reward_model": Builtin("grpokit.rewards.learned:get_reward_model_reward", "preference"),
+    "reward_model": Builtin("grpokit.rewards.learned:get_reward_model_reward", "preference", reads="preference"),
     # The style the bundled rankings prefer, as a rule (brief, finished, no hedge, no brush-off): the form of a reply,
     # and next to reward_model with weight 0 a check the reward model did not produce.
     "direct_answer": Builtin("grpokit.rewards.direct_answer:get_direct_answer_reward", "format"),
     # Tool-calling episodes (grpokit.envs): they read the episode's messages, not an answer form of their own.
     "task_success": Builtin("grpokit.rewards.tools:get_task_success_reward", "correctness", "task success",
-                            reads="episode"),
-    "tool_choice": Builtin("grpokit.rewards.tools:get_tool_choice_reward", "format", reads="episode"),
-    "tool_args": Builtin("grpokit.rewards.tools:get_tool_args_reward", "format", reads="episode"),
-    "tool_shaping": Builtin("grpokit.rewards.tools:get_tool_shaping_reward", "shaping", reads="episode"),
+                            reads="tools"),
+    "tool_choice": Builtin("grpokit.rewards.tools:get_tool_choice_reward", "format", reads="tools"),
+    "tool_args": Builtin("grpokit.rewards.tools:get_tool_args_reward", "format", reads="tools"),
+    "tool_shaping": Builtin("grpokit.rewards.tools:get_tool_shaping_reward", "shaping", reads="tools"),
 }
 
 
@@ -140,13 +139,9 @@ def names_with_role(role: str) -> list[str]:
     return [n for n, b in BUILTIN.items() if b.role == role]
 
 
-def numeric_rewards() -> list[str]:
-    return [n for n, b in BUILTIN.items() if b.numeric]
-
-
-def names_reading(form: str) -> list[str]:
-    """The built-ins that parse answers of `form` (`Builtin.reads`): `code` for the rewards whose rows carry tests."""
-    return [n for n, b in BUILTIN.items() if b.reads == form]
+def names_reading(family: str) -> list[str]:
+    """The built-ins that read the answers of task family `family` (`Builtin.reads`): `math` for the answer line's."""
+    return [n for n, b in BUILTIN.items() if b.reads == family]
 
 
 # What a task is scored by when nobody says (`grpokit eval MODEL` without --recipe): the math task, its answer line

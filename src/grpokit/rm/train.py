@@ -147,7 +147,8 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
         per_device_train_batch_size=batch_size, logging_steps=1, save_strategy="no", report_to="none",
         disable_tqdm=True, seed=seed, use_cpu=not on_gpu, bf16=False, max_length=None, dataset_num_proc=None,
         lr_scheduler_type="linear",
-        # TRL's default is on; measured ~4x slower per step on CPU, and RMs are small here
+        # TRL's default is on; a reward model here is small enough to need no memory saved, and recomputing its
+        # activations cost a step several times over (docs/measurements.md "Reward model and preference GRPO")
         **hf_internals.checkpointing_kwargs(False),
     )
     n_train = len(pairs(train_rows))

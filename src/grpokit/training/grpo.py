@@ -40,7 +40,7 @@ from grpokit.task import Task, template_of
 from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
 from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, decide_for_this_machine, load_inputs, note,
                                         open_run, read_paths,
-                                        refuse_short_disk, run_folder)
+                                        refuse_short_disk, run_for)
 from grpokit.training.logps import SamplerCorrection, TreeLogps, decision
 from grpokit.training.no_signal import SkipNoSignalRows
 from grpokit.training.refill import SignalAware
@@ -134,7 +134,7 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
     True
     """
     # ---------------------------------------------------------------- prepare: refused before anything loads
-    run = run_folder(recipe, run_dir, kind)  # kind: the folder's record, "demo" for grpokit demo
+    run = run_for(recipe, run_dir, kind)  # kind: the folder's record, "demo" for grpokit demo
     # vLLM training without CUDA: TRL would fail only at the first weight sync.
     refuse_vllm_training_here(recipe.generation, str(run.config if resume else recipe.source or "recipe"))
     with LockHolder(run) as held:

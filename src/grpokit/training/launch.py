@@ -176,21 +176,19 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
     import torch
 
     from grpokit.generation.backends import BACKENDS
-    from grpokit.recipe import grpo_args
+    from grpokit.recipe import batch_geometry, grpo_args
 
     with tempfile.TemporaryDirectory() as tmp:  # grpo_args names a run folder; nothing is written in it
         a = grpo_args(recipe, Path(tmp) / "run")
     t, n, cuda = recipe.train, max(1, num_processes), torch.cuda.is_available()
-    gen_rows = (recipe.trl["generation_batch_size"] // n if recipe.trl.get("generation_batch_size")
-                else a.per_device_train_batch_size * a.steps_per_generation)
-    per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps * n
+    g = batch_geometry(t, recipe.trl, n)
     length = f"{a.max_steps} steps (max_steps)" if a.max_steps > 0 else f"{a.num_train_epochs:g} epoch(s) of data.train"
     return [
         "settings training would use (TRL's GRPOConfig, built from the recipe as `grpokit train` builds it):",
-        f"  batch       {per_step} completions per step = {per_step // a.num_generations} prompt(s) x "
-        f"{a.num_generations} generations (per_device_train_batch_size {a.per_device_train_batch_size} x "
-        f"gradient_accumulation_steps {a.gradient_accumulation_steps} x {n} process{'es' if n > 1 else ''}); "
-        f"{gen_rows} generated per process every {a.steps_per_generation} micro-step(s)",
+        f"  batch       {g.step_completions} completions per step = {g.step_completions // g.group} prompt(s) x "
+        f"{g.group} generations (per_device_train_batch_size {g.per_device} x "
+        f"gradient_accumulation_steps {g.accumulation} x {n} process{'es' if n > 1 else ''}); "
+        f"{g.per_process} generated per process every {g.steps_per_generation} micro-step(s)",
         f"  length      {length}; a log line every {a.logging_steps}, a checkpoint every {a.save_steps} "
         f"(keeps {a.save_total_limit})",
         f"  optimiser   learning_rate {a.learning_rate:g}, {getattr(a.lr_scheduler_type, 'value', a.lr_scheduler_type)} "

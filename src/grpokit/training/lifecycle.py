@@ -2,7 +2,7 @@
 
 Each trainer's entry function reads as the same steps, in the order a run goes through them:
 
-    run = run_folder(recipe, run_dir)                   # prepare: the folder is refused before anything loads
+    run = run_for(recipe, run_dir)                      # prepare: the folder is refused before anything loads
     with LockHolder(run) as held:                       # one writer: the lock, once taken, is held to the end
         inputs = load_inputs(recipe, model, tokenizer)  # data, threads, tokenizer and model (grpokit.models)
         refuse_short_disk(run, recipe, inputs.model)    # the checkpoints it keeps fit on the disk
@@ -35,7 +35,7 @@ def note(line: str) -> None:
     console.print(f"[yellow]note:[/] {line}")
 
 
-def run_folder(recipe, run_dir: str | Path | None, kind: str = "run") -> RunDir:
+def run_for(recipe, run_dir: str | Path | None, kind: str = "run") -> RunDir:
     """The run's folder: --output-dir, else the recipe's output_dir; '' (the current folder) is refused. `kind`:
     what its record says it is (grpokit.run.record: "run", or "demo" for grpokit demo)."""
     chosen = recipe.output_dir if run_dir is None else run_dir

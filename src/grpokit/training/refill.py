@@ -212,10 +212,12 @@ class SignalAware:
 
 def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Selector:
     """Give a built trainer its selector: estimates over `dataset`, seeded from preflight_file when it exists."""
-    cfg, args = recipe.selection, trainer.args
-    check_processes(cfg, trainer.accelerator.num_processes, args.per_device_train_batch_size * args.steps_per_generation,
-                    args.num_generations)
+    from grpokit.recipe import batch_geometry
     from grpokit.task import reward_roles
+
+    cfg = recipe.selection
+    g = batch_geometry(recipe.train, recipe.trl, trainer.accelerator.num_processes)
+    check_processes(cfg, g.processes, g.per_process, g.group)
 
     roles = reward_roles(recipe.rewards)  # {logged name: role}, in the recipe's order
     names = dict(zip(roles, (r.weight for r in recipe.rewards)))

@@ -48,7 +48,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import Recipe, bf16_of
 from grpokit.run import RunDir
 from grpokit.training.lifecycle import (LockHolder, RunRecord, decide_for_this_machine, load_inputs, open_run, read_paths, refuse_short_disk,
-                                        run_folder)
+                                        run_for)
 
 SOLUTION_FIELDS = ("solution", "completion")
 _CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
@@ -224,7 +224,7 @@ def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: b
     folder is created once data and model have loaded, one writer holds the lock, a failure is recorded.
     """
     # ---------------------------------------------------------------- prepare: refused before anything loads
-    run = run_folder(recipe, run_dir, kind)
+    run = run_for(recipe, run_dir, kind)
     recipe = recipe.for_run(run.path)
     run.refuse_existing(overwrite, keep=read_paths(recipe))
     inputs = load_inputs(recipe, model, tokenizer)

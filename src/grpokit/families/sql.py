@@ -1,5 +1,8 @@
-"""The SQL audit's material: for a row scored by running its query (`sql_exec`), the gold query, honest wrong
-queries, and the tricks that try to earn the reward without answering.
+"""The SQL family: a query judged by running it against the row's SQLite database (`sql_exec`), and the audit's
+query tricks. Its rows carry the database (`db`) and the gold query (`answer`, or `gold_sql`).
+
+The audit. For a row scored by running its query, the gold query, honest wrong queries, and the tricks that try
+to earn the reward without answering:
 
 - right: the row's gold query (`gold_sql`, else `answer`), fenced as a completion writes it;
 - wrong: a query an honest attempt might write that returns another result: the gold query's rows with none
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from grpokit.audit.tricks import AnswerForm, Trick, registrar
+from grpokit.families.base import AnswerForm, Family, Trick, registrar
 
 _TABLE = re.compile(r"\bfrom\s+([A-Za-z_][\w]*)", re.I)
 _PROSE = "I would select the matching rows from the table and return them."
@@ -68,6 +71,9 @@ sql_trick("endless_rows", "a recursive CTE producing rows (capped at 100,000 her
     lambda r: fence("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n LIMIT 100000"))
 
 
-# The SQL form, as the task audit reads it (grpokit.audit.by_task.FORMS).
-FORM = AnswerForm("query tricks", "a `db` and a gold query (`answer` or `gold_sql`)", SQL_TRICKS,
-                  prepare_sql_row, honest_answers)
+# ---------------------------------------------------------------- the row
+FAMILY = Family(
+    "sql", "a SQL query judged by running it on the row's SQLite database (sql_exec)",
+    audit=AnswerForm("query tricks", "a `db` and a gold query (`answer` or `gold_sql`)", SQL_TRICKS, prepare_sql_row,
+                     honest_answers),
+)

@@ -1,4 +1,4 @@
-"""Issue 34 item 4: math_correctness over the labelled table of final-answer lines (tests/fixtures/final_answer_lines.jsonl).
+"""math_correctness over the labelled table of final-answer lines (tests/fixtures/final_answer_lines.jsonl).
 
 Each row: `text` (a completion), `gold`, `score` (what the reward must give), `label` (the truth: hedge, honest
 or wrong), `lang`, `kind` (the shape: hedge, parenthesised, next-line, boxed, in-value, derivation,

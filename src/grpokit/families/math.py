@@ -1,18 +1,30 @@
-"""A generated arithmetic task: small additions and subtractions in English.
+"""The math family: answers read as numbers on an answer line (`math_correctness`, `format`), and the generated
+arithmetic task.
 
+    grpokit data check train.jsonl --task math              # warns about gold answers that are not numbers
     grpokit data generate arithmetic train.jsonl --rows 500 --seed 1
     grpokit data perturb eval.jsonl eval-perturbed.jsonl --seed 1
+    grpokit demo                                            # the arithmetic demo
 
-Rows are `{question, answer, a, b, op, kind}`. The operands are kept in the
-row so that `perturb_row` can redraw the numbers of a problem and recompute
-its answer (a memorisation check for evaluation). Problems are phrased as
-bare sums ("What is 17 + 25?") or short word problems, so a model has to
-read the question rather than pattern-match one layout. Small numbers keep
-the task learnable by a 135M model in minutes on a CPU.
+What counts as a number is the math reward's own reading (`is_numeric_answer`: its `parse_gold` +
+`parse_number`), so `data check` and `math_correctness` agree on "18元", "1,225 stamps", "$3.50" and "1/2".
+
+The generated task: small additions and subtractions in English. Rows are `{question, answer, a, b, op, kind}`.
+The operands are kept in the row so that `perturb_row` can redraw the numbers of a problem and recompute its
+answer (the memorisation check of evaluation: the family's `perturbed` variant). Problems are phrased as bare
+sums ("What is 17 + 25?") or short word problems, so a model has to read the question rather than pattern-match
+one layout. Small numbers keep the task learnable by a 135M model in minutes on a CPU.
+
+The family's audit is the audit's own answer-line tricks (grpokit.audit.tricks): they read the recipe's answer
+markers, so they are built there, not here.
 """
 from __future__ import annotations
 
+import math
 import random
+
+from grpokit.errors import Problem
+from grpokit.families.base import Demo, Family, Generator, Variant
 
 # (question template, operator); {a} and {b} are the operands.
 PHRASINGS: tuple[tuple[str, str], ...] = (
@@ -97,3 +109,47 @@ def perturb_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = Non
                 break
         out.append({**r, **new})
     return out
+
+
+# ---------------------------------------------------------------- reading answers
+def is_numeric_answer(answer: object) -> bool:
+    """Whether the math reward reads `answer` as a number: the one parser of gold answers (the reward's own
+    `parse_gold` + `parse_number`), so 72, "1,225 stamps", "$3.50", "18元", "26厘米", "10 cups", "1/2" and
+    GSM8K's "... #### 72" are numbers, "seventy-two", "nan" and "1e400" are not."""
+    from grpokit.rewards import parse_gold, parse_number
+
+    if isinstance(answer, bool):
+        return False
+    if isinstance(answer, (int, float)):
+        return math.isfinite(answer)
+    gold = parse_gold(answer)
+    return gold is not None and parse_number(gold) is not None
+
+
+def answer_problem(answer: object, where: str) -> Problem | None:
+    """A warning for a gold answer math_correctness does not read as a number (a warning: an expression it
+    compares symbolically is not a number and still fine)."""
+    if is_numeric_answer(answer):
+        return None
+    return Problem(where, f"answer {str(answer)[:40]!r} is not a number, on a numeric task "
+                   "(math_correctness reads numbers with units, currency, 1,225 and 1/2)",
+                   "write the final number (GSM8K's `... #### 72` is fine); ignore this if answers are expressions "
+                   "math_correctness compares symbolically")
+
+
+# ---------------------------------------------------------------- the row
+DEMOS = {
+    "arithmetic": Demo("arithmetic", "runs/demo",
+                       "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+}
+
+FAMILY = Family(
+    "math", "a number on an answer line (math_correctness, format)",
+    check="warn about answers the math reward does not read as numbers",
+    answer_problem=answer_problem, answer_note="are not numbers although math_correctness scores this recipe",
+    make_data="`grpokit data generate arithmetic FILE` (generated arithmetic)",
+    generators={"arithmetic": Generator(generate, "additions and subtractions")},
+    variants=(Variant("perturbed", "the same held-out questions with new numbers and recomputed answers (never a "
+                      "training question)", is_generated, perturb_rows),),
+    demos=DEMOS,
+)

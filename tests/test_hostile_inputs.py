@@ -1,4 +1,4 @@
-"""Issue 25 (points 5, 7, 8): hostile recipes, data rows, lock files and log records end in `where: what` +
+"""Hostile recipes, data rows, lock files and log records end in `where: what` +
 `fix:`, never a traceback or a hang, and a refused command leaves no folder behind.
 
 Recipes and data go through `grpokit recipe check` / `grpokit data check` as a user runs them, under a deadline
@@ -226,7 +226,7 @@ def test_report_on_a_read_only_run_folder(tmp_path):
     assert proc.returncode == 0 and (elsewhere / "report.html").is_file(), proc.stderr
 
 
-# ---------------------------------------------------------------- issue 34 point 6: more tracebacks, ~, booleans
+# ---------------------------------------------------------------- more tracebacks, ~, booleans
 @pytest.mark.parametrize("how", ["in the recipe", "in a --set value"])
 @pytest.mark.parametrize("byte,name", [("\x00", "NUL"), ("\x07", "BEL")])
 def test_a_control_byte_in_a_recipe_is_a_problem_with_its_line(tmp_path, capsys, how, byte, name):

@@ -1,4 +1,4 @@
-"""Issue 25 (points 3, 4, 6): every built-in reward keeps to its time and its sandbox, whatever the completion.
+"""Every built-in reward keeps to its time and its sandbox, whatever the completion.
 
 Each hostile completion goes through `grpokit rewards score`, as a user meets it, in a process killed at a
 deadline that only catches a hang (60 s; the bounds themselves are seconds): SQLite work inside one VM instruction,
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
+from conftest import DEADLINE_SLACK_S, write_jsonl
 
 import grpokit
 from grpokit.audit.tricks import HEDGE_CLAUSES, TRICKS, prepare_row
@@ -116,7 +116,7 @@ def test_a_pattern_behind_a_ref_into_default_is_stopped_at_its_deadline():
     t0 = time.monotonic()
     reward, reason, _ = check_json('"' + "a" * 28 + '!"', schema, timeout_s=1.0)  # minutes in one re call
     took = time.monotonic() - t0
-    assert (reward, reason) == (0.0, "timeout") and took < 1.0 + worker.KILL_GRACE_S + 2.0, (reason, took)
+    assert (reward, reason) == (0.0, "timeout") and took < 1.0 + worker.KILL_GRACE_S + DEADLINE_SLACK_S, (reason, took)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Issue 25 (points 1, 2, 7, 8) on real folders and a tiny real run: grpokit deletes only what it wrote, a
+"""Run folders, real ones and a tiny real run: grpokit deletes only what it wrote, a
 finished run stays finished, and refusals come before any model loads and leave no folder behind.
 
 Every `--overwrite` case puts user files in the folder and checks they survive; the model loader is watched, so
@@ -18,7 +18,7 @@ import yaml
 from conftest import make_recipe, unprivileged, write_jsonl
 
 from grpokit.cli import main
-from grpokit.data.arithmetic import generate
+from grpokit.families.math import generate
 from grpokit.errors import GrpokitError
 from grpokit.run import RunDir
 
@@ -279,7 +279,7 @@ def test_resume_meets_a_damaged_lock_with_where_and_fix(trained, tmp_path, capsy
     assert (run / ".lock").exists() == (code == 2)  # refused: left as it was; taken: removed on release
 
 
-# ---------------------------------------------------------------- issue 34 point 2: never a checkpoint on a guess
+# ---------------------------------------------------------------- never a checkpoint on a guess
 def test_checkpoints_without_their_marker_are_kept_when_whole(trained, tmp_path, capsys, loads):
     run = tmp_path / "run"
     shutil.copytree(trained, run)
@@ -397,7 +397,7 @@ def test_a_system_prompt_with_edge_quotes_round_trips_in_the_modelfile(tmp_path,
     assert read_modelfile(path)["SYSTEM"] == system
 
 
-# ---------------------------------------------------------------- issue 34 point 1: reports and exports by record
+# ---------------------------------------------------------------- reports and exports by record
 def test_report_never_overwrites_a_report_html_it_did_not_write(trained, tmp_path, capsys):
     from grpokit.run.record import read_record
 

@@ -1,0 +1,125 @@
+"""What a task family declares: its row (`Family`) and the parts the row is made of.
+
+A family is one kind of task grpokit knows end to end (math answers, code with tests, JSON objects, SQL queries,
+tool episodes, preference replies): one module of this package holds what is particular to it, and its `FAMILY`
+is its row in grpokit.families.FAMILIES. Each part is optional; a stage that reads the table uses the parts it
+needs and skips a family without one:
+
+    row_problems    `data check --task NAME` and a recipe judged by the family's rewards: what makes a row unusable
+    answer_problem  the same, for a warning about a usable row's gold answer (math: not a number)
+    without_answer  rows the family's rewards judge without a gold answer (tests, a schema): `answer` is optional
+    make_data       the command that makes a data file, for recipe check's "file not found"
+    generators      `grpokit data generate NAME`
+    variants        evaluation-only copies of held-out rows (math: the numbers redrawn; a family may add
+                    rewritten phrasings the model never trained on, as another Variant)
+    audit           the reward audit's tricks for its answers (an AnswerForm)
+    columns         evaluation and report columns beside the correctness rewards' metrics
+    demos           `grpokit demo --task NAME`: a module of grpokit.demo (demos train, so they sit above training)
+
+Which rewards belong to a family is said by the rewards themselves (`Builtin.reads` in grpokit.rewards.registry
+is a family's name); a recipe's family is the one its judging reward reads (grpokit.families.family_of).
+This module imports nothing but grpokit.errors: the table is read by `grpokit --help` and `recipe check`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+from grpokit.errors import Problem
+
+
+# ---------------------------------------------------------------- the audit's tricks (grpokit.audit)
+@dataclass(frozen=True)
+class Trick:
+    name: str
+    description: str
+    build: Callable[[Any], str | None]  # a row of its task -> the completion; None: the trick does not apply
+
+
+@dataclass(frozen=True)
+class AnswerForm:
+    """The reward audit's material for one family's answers (grpokit.audit.by_task): the tricks that fit them and
+    the honest answers they are measured against."""
+
+    what: str  # its tricks as the audit table names them, e.g. "code tricks"
+    needs: str  # what a training row must carry for them, e.g. "a `schema`"
+    tricks: dict[str, Trick]
+    prepare: Callable[[dict], Any]  # a training row -> the row the tricks read; None: it lacks `needs`
+    honest: Callable[[Any], tuple[str | None, list[str]]]  # -> (the right answer or None, wrong ones to try in order)
+
+
+def registrar(table: dict[str, Trick], kind: str):
+    """A decorator factory: `register(name, description)(build)` files an adversarial completion builder in
+    `table` (one table per kind of answer: the answer-line tricks of grpokit.audit.tricks, each family's own)."""
+
+    def register(name: str, description: str):
+        def deco(build: Callable[[Any], str | None]):
+            if name in table:
+                raise ValueError(f"{kind} {name!r} registered twice")
+            table[name] = Trick(name, description, build)
+            return build
+
+        return deco
+
+    return register
+
+
+# ---------------------------------------------------------------- the other parts of a row
+class Generator(NamedTuple):
+    make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> rows; questions in `exclude` never
+    what: str  # one line for `grpokit data generate --help`
+
+
+class Variant(NamedTuple):
+    """An evaluation-only copy of held-out rows, scored beside them: a model that does much better on the
+    originals has memorised them (grpokit.evaluation: the gap)."""
+
+    name: str  # its column in the evaluation table and its key in results.json
+    what: str  # the legend under the table
+    applies: Callable[[dict], bool]  # the rows it can copy
+    make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> the copies; questions in `exclude` never
+
+
+@dataclass(frozen=True)
+class Column:
+    """A figure evaluation reports per checkpoint beside the correctness rewards' metrics, and the report shows.
+    It is the mean, over the rows where it is not None, of `per_row(completion, row)` (a completion is text, or a
+    tool episode's messages). A tool family's evaluation (grpokit.evaluation.tools: episodes played by TRL) also
+    takes the mean of the task's reward with `role`, or a metric TRL logs (`logged`)."""
+
+    key: str  # its key in the results file
+    title: str  # its header in the table and the report
+    legend: str = ""  # what it measures, under the terminal table
+    share: bool = True  # a share (shown as a percentage), else a plain number
+    per_row: Callable[[Any, dict], float | None] | None = None
+    role: str | None = None
+    logged: str | None = None
+    short: str | None = None  # a narrower header for the terminal table
+
+    @property
+    def header(self) -> str:
+        return self.short or self.title
+
+
+class Demo(NamedTuple):
+    module: str  # grpokit.demo.<module> holds run(output_dir, overrides, **options) -> dict
+    output_dir: str  # the default run directory
+    what: str  # one line for `grpokit demo --help`
+
+
+# ---------------------------------------------------------------- the row
+@dataclass(frozen=True)
+class Family:
+    name: str  # its name everywhere: `data check --task NAME`, `Builtin.reads`, the audit's kind
+    what: str  # what its answers are, one line
+    check: str = ""  # what `data check --task NAME` adds to every row's checks (its --help); "": nothing
+    row_problems: Callable[[dict, str, str | None], list[Problem]] | None = None  # (raw row, where, answer column)
+    answer_problem: Callable[[object, str], Problem | None] | None = None  # (a usable row's answer, where)
+    answer_note: str = "are flagged"  # the load note on answers answer_problem warns about: "N answer(s) of FILE ..."
+    without_answer: Callable[[dict], bool] | None = None
+    make_data: str | None = None
+    generators: dict[str, Generator] = field(default_factory=dict)
+    variants: tuple[Variant, ...] = ()
+    audit: AnswerForm | None = None
+    columns: tuple[Column, ...] = ()
+    demos: dict[str, Demo] = field(default_factory=dict)
