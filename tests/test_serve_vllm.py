@@ -106,7 +106,8 @@ def test_without_vllm_serving_and_the_backend_say_how_to_install(capsys, tiny_mo
 
 
 def test_the_default_recipe_generates_with_hf():
-    assert backend_of(load_recipe(SMOLLM)) == ("hf", {"top_p_candidates": 256, "cache": "dynamic", "compile": False})
+    assert backend_of(load_recipe(SMOLLM)) == ("hf", {"top_p_candidates": 256, "cache": "dynamic", "compile": False,
+                                                   "shared_prefix": True})
 
 
 @pytest.mark.parametrize("token_ids, finish_reason, stop_reason, expect", [
@@ -151,7 +152,7 @@ def test_gpu_check_parses_its_arguments():
     a = gpu_check.parse_args(["--tokenizer-dir", "t"])
     assert (a.steps, a.completions, a.generations, a.max_tokens, a.budget_s) == (3, 64, 8, 256, 450)  # 64 x 256
     assert a.models.split(",") == ["embedded", "qwen3-0.6b"] and a.child is None
-    assert a.variants.split(",") == ["hf", "continuous", "static", "static-compile"]
+    assert a.variants.split(",") == ["hf", "trl-layout", "continuous", "static", "static-compile"]
     tiny = gpu_check.parse_args(["--tokenizer-dir", "t", "--tiny"])
     assert (tiny.models, tiny.completions, tiny.max_tokens) == ("tiny", 8, 8)
     with pytest.raises(SystemExit):

@@ -24,7 +24,7 @@ def test_gpu_check_runs_every_variant_on_the_cpu(tmp_path, embedded_model_dir):
     summary = json.loads(out.read_text())
     assert summary["environment"]["versions"]["trl"] and summary["settings"]["device"] == "cpu"
     tiny = summary["models"]["tiny"]
-    assert set(tiny["runs"]) == {"hf", "continuous", "static", "static-compile"}
+    assert set(tiny["runs"]) == {"hf", "trl-layout", "continuous", "static", "static-compile"}
     for variant, r in tiny["runs"].items():
         assert "error" not in r, (variant, r)
         assert r["generated_tokens"] and r["generated_tokens_per_s"] > 0 and 0 < r["generation_share"] <= 1

@@ -33,6 +33,9 @@ def test_the_tree_gives_trls_logprobs_and_gradients_on_the_embedded_model(tmp_pa
     from grpokit.training.grpo import _trainer_class
 
     internals.score_labelled_positions_only()  # as training does
+    # Before the trainer: loading a recipe builds a GRPOConfig to check it, and transformers' TrainingArguments
+    # resets accelerate's shared state, which the trainer's Accelerator set up.
+    prompts, _ = _demo_prompts(tokenizer, 2)
     model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.float32)
     args = GRPOConfig(output_dir=str(tmp_path), num_generations=8, per_device_train_batch_size=16,
                       max_completion_length=48, report_to="none", use_cpu=True, beta=0.0, bf16=False)
@@ -41,7 +44,6 @@ def test_the_tree_gives_trls_logprobs_and_gradients_on_the_embedded_model(tmp_pa
                                processing_class=tokenizer)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
-    prompts, _ = _demo_prompts(tokenizer, 2)
     g = torch.Generator().manual_seed(0)
     rows = [(p, torch.randint(100, 40000, (int(torch.randint(5, 49, (1,), generator=g)),), generator=g).tolist())
             for p in prompts for _ in range(8)]
