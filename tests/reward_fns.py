@@ -58,3 +58,9 @@ def loose_fields(prompts, completions, answer, **_):
         got = got if isinstance(got, dict) else {}
         out.append(sum(str(got.get(k)) == str(v) for k, v in gold.items()) / len(gold))
     return out
+
+
+def same_as_answer(prompts, completions, answer, **_):
+    """1.0 when the completion is the row's answer text exactly (stripped): a held-out set whose answers are one
+    model's own greedy completions scores that model 100% and any other one less (tests/test_probe.py)."""
+    return [1.0 if str(c).strip() == str(a).strip() else 0.0 for c, a in zip(completions, answer)]

@@ -83,7 +83,7 @@ def cmd_train(args) -> int:
         from grpokit.run import describe_lineage
         from grpokit.training import apply_init_from
 
-        recipe, lineage = apply_init_from(recipe, args.init_from)
+        recipe, lineage = apply_init_from(recipe, args.init_from, explicit=args.set)  # --set wins over continuing
         if main_process:
             print(describe_lineage(lineage))
     if not args.skip_audit:
