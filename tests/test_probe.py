@@ -319,3 +319,24 @@ def test_format_never_learned_stays_silent_on_healthy_streams_of_every_seed():
         assert _found(healthy(seed=seed), "format_never_learned", healthy_samples()) == []
         assert _found(alter(healthy(seed=seed), 1, **{"rewards/format/mean": lambda s, v: 0.3}),
                       "format_never_learned", healthy_samples()) == []
+
+
+def test_the_probe_generates_with_the_policy_itself_not_through_the_training_sampler():
+    from types import SimpleNamespace
+
+    from grpokit import internals
+
+    class Model:
+        def generate(self):
+            return "own"
+
+    trainer = SimpleNamespace(model=Model())
+    internals.generate_through(trainer, lambda generate, *a, **k: "through the sampler")
+    assert trainer.model.generate() == "through the sampler"
+    with internals.generating_as_itself(trainer):
+        assert trainer.model.generate() == "own"
+    assert trainer.model.generate() == "through the sampler"  # put back for the next training step
+    plain = SimpleNamespace(model=Model())
+    with internals.generating_as_itself(plain):  # nothing replaced: nothing to do
+        assert plain.model.generate() == "own"
+    assert plain.model.generate() == "own"

@@ -38,6 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from grpokit import hf_internals, internals
+from grpokit.distributed import broadcast, is_main_process
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir
 
 
@@ -128,8 +129,11 @@ class HeldOutProbe(TrainerCallback):
             control.should_log = True  # the figures go out with this step's metrics line
 
     def _baseline_recorded(self) -> bool:
-        """Step 0 was probed already in this run folder (a rollback to the initial model, a resume before step 1)."""
-        return any(m.get("step") == 0 and PROBE_ACCURACY in m for m in self.run.read_metrics())
+        """Step 0 was probed already in this run folder (a rollback to the initial model, a resume before step 1).
+        The main process reads it and every rank gets its answer: each rank then logs step 0, or none does (a rank
+        reading the file after the main one wrote the line would skip a log the others wait in)."""
+        seen = is_main_process() and any(m.get("step") == 0 and PROBE_ACCURACY in m for m in self.run.read_metrics())
+        return bool(broadcast(seen))
 
     def _keep_best(self, step: int, figures: dict) -> None:
         """The best probe's checkpoint protected from rotation (ties keep the earlier step, as eval's best)."""
