@@ -50,10 +50,38 @@ def test_probe_drop_on_recorded_runs(name, rows, scores, fires):
         assert f.as_dict()["evidence"]["restore_step"] == 0 and "restart from the initial model" in f.message
 
 
+# Real runs of the embedded model (2026-12-04, docs/measurements.md "GRPO from an SFT model"): 10 GRPO steps of the
+# demo recipe from its SFT model, probe every 5 steps. At lr 2e-5 as the monitor saw it (the probe 62.5% -> 37.5%
+# -> 33.3%; training correctness 0.81 at step 2, 0.16 at steps 8-9); the same after its rollback (lr 1e-5, beta
+# 0.04: 60.4% at steps 5 and 10); and at the 3e-6 --init-from chose (62.5% -> 60.4% -> 62.5%).
+PROBE_RUNS = Path(__file__).parent / "fixtures" / "probe_runs"
+ROLES = {"math_correctness": "correctness", "format": "format"}
+
+
+def test_probe_drop_on_recorded_runs_of_the_embedded_model():
+    fell = diagnose(_records(PROBE_RUNS / "sft-then-grpo-lr2e-5.jsonl"), [], reward_names=ROLES)
+    (f,) = [f for f in fell if f.code == "probe_drop"]
+    assert (f.step, f.restore, f.evidence["best"], f.evidence["now"]) == (5, 0, 0.625, 0.375)
+    assert "correctness_collapse" not in {x.code for x in fell}  # training correctness alone said nothing
+    after = diagnose(_records(PROBE_RUNS / "sft-then-grpo-lr2e-5-after-rollback.jsonl"), [], reward_names=ROLES)
+    assert "probe_drop" not in {x.code for x in after}
+    assert diagnose(_records(PROBE_RUNS / "sft-then-grpo-continuing.jsonl"), [], reward_names=ROLES) == []
+
+
+def test_a_recorded_healthy_demo_run_raises_neither_new_finding():
+    """20 steps of the demo recipe from the base model (2026-12-04): the format reward 0.06 -> 0.38 -> 0.5 -> ... ->
+    0.9, the probe 8.3% -> 20.8% -> 16.7% of 48 rows (a 4-point dip, below probe_drop_min and 0.5 of its noise)."""
+    metrics = _records(PROBE_RUNS / "demo-20-steps.jsonl")
+    assert [m["probe/accuracy"] for m in metrics if "probe/accuracy" in m] == pytest.approx([0.0833, 0.2083, 0.1667],
+                                                                                          abs=1e-3)
+    assert {f.code for f in diagnose(metrics, [], reward_names=ROLES)} <= {"truncation"}  # its step-2 warning
+
+
 @pytest.mark.parametrize("scores,rows,fires", [
     ({0: .6, 5: .6, 10: .45}, 48, False),  # 15 points on 48 rows: 1.5 standard errors, noise
     ({0: .6, 5: .6, 10: .31}, 48, True),  # the issue's fall on the probe's default 48 rows: 2.85 errors
-    ({0: .6, 5: .6, 10: .31}, 24, False),  # ... on 24 rows it is within their noise
+    ({0: .6, 5: .6, 10: .31}, 16, False),  # ... on 16 rows it is within their noise (1.65)
+    ({0: .625, 5: .375}, 48, True),  # the recorded SFT model at lr 2e-5, step 5: 2.45 errors
     ({0: .97, 5: .97, 10: .93}, 1000, False),  # 4 points is below probe_drop_min however many rows
     ({0: .2, 5: .8, 10: .4}, 48, True),  # judged against the best step (5), not the first
     ({0: .5, 5: .5, 10: .0}, 48, True),

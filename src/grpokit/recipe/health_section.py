@@ -125,12 +125,13 @@ HEALTH_CODES: dict[str, HealthCode] = {
     # A drop is judged against the binomial noise of the two probes on the same rows: the standard error of a
     # difference between two shares of n rows at their pooled level, sqrt(2 p (1 - p) / n). Two probes of one
     # checkpoint agree exactly (greedy), and nearby checkpoints differ on a few rows, so that error (of two
-    # independent samples) is an upper bound on the probe's own noise; 2.5 of them keeps a healthy run's drift
-    # from the best probe so far silent, while the issue's fall of an SFT model (60% -> 31% of the held-out rows
-    # in 10 GRPO steps at lr 2e-5) is 2.8 of them at 48 rows (docs/health.md "The held-out probe").
+    # independent samples) is an upper bound on the probe's own noise. 2.0 of them: the recorded healthy runs'
+    # largest fall from their best was 1.25 (22.5% -> 17.5% of 200 rows); a recorded SFT model trained on at lr
+    # 2e-5 fell 62.5% -> 37.5% of the probe's 48 rows by step 5 (2.45 errors) and 33.3% by step 10 (2.9): 2.5
+    # reported it only at the run's end, 2.0 at step 5 (docs/measurements.md "GRPO from an SFT model").
     "probe_drop": HealthCode("warning", {
         "probe_noise": threshold(
-            2.5, "The probe's score must fall below its best so far (an earlier probe on the same rows) by this "
+            2.0, "The probe's score must fall below its best so far (an earlier probe on the same rows) by this "
             "many standard errors of the difference of two shares of that many rows: probe_drop.", gt=0),
         "probe_drop_min": threshold(
             0.05, "... and by at least this much (a share of the rows: 0.05 = 5 points), however many rows.",
