@@ -63,3 +63,9 @@ def loose_fields(prompts, completions, answer, **_):
 def partial_credit(prompts, completions, **_):
     """0.25 for every completion (a tool episode's text too): an own goal check whose mean says it was the one used."""
     return [0.25] * len(completions)
+
+
+def same_as_answer(prompts, completions, answer, **_):
+    """1.0 when the completion is the row's answer text exactly (stripped): a held-out set whose answers are one
+    model's own greedy completions scores that model 100% and any other one less (tests/test_probe.py)."""
+    return [1.0 if str(c).strip() == str(a).strip() else 0.0 for c, a in zip(completions, answer)]

@@ -57,6 +57,17 @@ def alter(stream: list[dict], from_step: int, **changes) -> list[dict]:
     return out
 
 
+def with_probe(stream: list[dict], scores: dict[int, float], rows: int = 48) -> list[dict]:
+    """`stream` with the held-out probe's figures at the steps of `scores` (step 0 a record of its own, as
+    training writes it: grpokit.training.probe)."""
+    out = [{"step": 0, "probe/accuracy": scores[0], "probe/rows": rows, "probe/seconds": 9.0}] if 0 in scores else []
+    for r in stream:
+        extra = {"probe/accuracy": scores[r["step"]], "probe/rows": rows, "probe/seconds": 9.0} \
+            if r["step"] in scores else {}
+        out.append({**r, **extra})
+    return out
+
+
 def codes(findings) -> set[str]:
     return {f.code for f in findings}
 
@@ -106,6 +117,11 @@ CASES = [
                                                     "sampling/clipped_frac": lambda s, v: 0.01}), 30,
                                **{"sampling/sampling_logp_difference/mean": lambda s, v: 0.2,
                                   "sampling/clipped_frac": lambda s, v: 0.3}), healthy_samples(), 32),
+    # The held-out probe (48 rows) holds near 60% for 20 steps, then falls to 30% at step 30.
+    ("probe_drop", with_probe(healthy(), {0: 0.6, 10: 0.62, 20: 0.65, 30: 0.3, 40: 0.3}), healthy_samples(), 30),
+    # The format reward never gets going: 0.05 of its full marks from the first step.
+    ("format_never_learned", alter(healthy(), 1, **{"rewards/format/mean": lambda s, v: 0.05}), healthy_samples(),
+     20),
     # Tool task: 5% of tool calls fail, then 80% from step 30 (TRL's tools/failure_frequency).
     ("tool_failures_rising", alter(alter(healthy(), 1, **{"tools/failure_frequency": lambda s, v: 0.05}), 30,
                                    **{"tools/failure_frequency": lambda s, v: 0.8}), healthy_samples(), 30),

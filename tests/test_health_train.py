@@ -21,8 +21,10 @@ from grpokit.training.grpo import train
 
 
 def _recipe(tmp_path: Path, model_dir: Path, health: dict, preflight: dict | None = None, **train_cfg):
+    # No held-out probe here: its scoring would call the injected reward too and shift the calls it counts.
     path = make_recipe(tmp_path, model_dir, [{"name": "reward_fns:injected"}],
-                       sections={"health": {"window": 2, **health}, "preflight": preflight or {}}, **train_cfg)
+                       sections={"health": {"window": 2, "probe_rows": 0, **health}, "preflight": preflight or {}},
+                       **train_cfg)
     recipe = load_recipe(path)
     INJECT["calls"] = 0  # the recipe check's trial call of the reward is not a training step's
     return recipe

@@ -316,7 +316,8 @@ def test_two_real_steps_update_the_estimates_and_log_the_bands(tmp_path, tiny_mo
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
     metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2]
+    assert [m["step"] for m in metrics] == [0, 1, 2] and set(metrics[0]) >= {"probe/accuracy"}  # 0: the probe's
+    metrics = metrics[1:]
     for m in metrics:
         shares = [m[f"grpokit/bands/{b}"] for b in ("unseen", "never_solved", "mixed", "always_solved")]
         assert sum(shares) == pytest.approx(1.0) and "grpokit/signal_groups" in m
@@ -341,7 +342,7 @@ def test_refill_upfront_trains_from_the_cli(tmp_path, tiny_model_dir):
                                                           "refill_upfront": True})
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
-    metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()][1:]  # [0]: the probe's
     assert [m["grpokit/refill/extra_groups"] for m in metrics] == [2, 2]  # every step, one round of 2 groups
     state = json.loads((run / "checkpoints" / "checkpoint-2" / STATE_FILE).read_text())
     assert sum(state["seen"]) == 8  # 2 steps x (2 own + 2 refill groups): the estimates saw every row

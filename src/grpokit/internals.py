@@ -318,6 +318,24 @@ def stop_generating_through(trainer) -> None:
         del trainer.model.__dict__["generate"]
 
 
+class generating_as_itself:
+    """Within this block the trained model's `generate` is its own, not `generate_through`'s replacement (the
+    held-out probe, grpokit.training.probe, generates greedily with the policy in its own precision mid-training);
+    the replacement is put back after. No replacement: nothing to do."""
+
+    def __init__(self, trainer):
+        self.model, self.held = trainer.model, None
+
+    def __enter__(self):
+        if getattr(self.model.__dict__.get("generate"), "grpokit_sampling", False):
+            self.held = self.model.__dict__.pop("generate")
+        return self
+
+    def __exit__(self, *exc):
+        if self.held is not None:
+            self.model.generate = self.held
+
+
 def compile_generation(trainer) -> None:
     """TRL's HF generation compiles the decode step (transformers' own torch.compile, with a static cache).
 

@@ -34,7 +34,9 @@ def test_two_steps_on_the_embedded_model(tmp_path, embedded_model_dir):
                  "--set", "rewards=[{name: math_correctness}, {name: format, weight: 0.5}, {name: \"reward_fns:long_length_spread\", role: shaping}]"])
     assert code == 0
     metrics = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2]
+    assert [m["step"] for m in metrics] == [0, 1, 2]  # 0: the held-out probe of the base model
+    assert [m["step"] for m in metrics if "probe/accuracy" in m] == [0, 1, 2] and metrics[0]["probe/rows"] == 48
+    metrics = metrics[1:]
     assert all(isinstance(m["reward"], float) and m["completions/mean_length"] > 0 for m in metrics)
     before = load_file(embedded_model_dir / "model.safetensors")
     after = load_file(run / "checkpoints" / "checkpoint-2" / "model.safetensors")
@@ -62,7 +64,7 @@ def test_interrupted_embedded_run_resumes(tmp_path):
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines()]
-    assert steps == [1, 2, 3]
+    assert steps == [0, 1, 2, 3]  # 0: the held-out probe of the base model, once (the resume keeps it)
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
 
 

@@ -46,7 +46,9 @@ def test_json_extraction_pipeline_on_a_tiny_model(tmp_path, tiny_model_dir, caps
     printed = capsys.readouterr().out
     assert "field accuracy" in printed and "valid rate" in printed
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == list(range(1, STEPS + 1))
+    assert [m["step"] for m in metrics] == list(range(0, STEPS + 1))  # 0: the held-out probe's line
+    assert "probe/accuracy" in metrics[0] and "probe/accuracy" in metrics[-1]  # field accuracy, greedy
+    metrics = metrics[1:]
     assert all(isinstance(m.get(f"rewards/{r}/mean"), float) for m in metrics for r in ("json_fields", "json_schema"))
     before = load_file(Path(tiny_model_dir) / "model.safetensors")
     after = load_file(run / "checkpoints" / f"checkpoint-{STEPS}" / "model.safetensors")

@@ -81,6 +81,23 @@ def test_two_processes_write_one_run_dir_and_resume(tmp_path, tiny_model_dir, mo
     assert state["resumed_from"].endswith("checkpoint-2")
 
 
+def test_the_held_out_probe_on_two_processes(tmp_path, tiny_model_dir, monkeypatch):
+    """Under DDP every rank holds the whole model and runs the probe (the same rows, the same figures), and the
+    main process writes its lines once: step 0's, decided on the main process and broadcast, and each
+    checkpoint's. A rank that logged where another did not would hang the next collective call."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    recipe = yaml.safe_load(_recipe(tmp_path, tiny_model_dir, max_steps=2).read_text())
+    recipe["rewards"].append({"name": "math_correctness"})  # a correctness reward: the probe has a metric
+    path = tmp_path / "probe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run = tmp_path / "run"
+    assert main(["train", str(path), "--output-dir", str(run), "--num-processes", "2", "--skip-audit"]) == 0
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0, 1, 2]
+    assert [m["step"] for m in metrics if "probe/accuracy" in m] == [0, 1, 2] and metrics[0]["probe/rows"] == 6
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+
+
 def test_sigterm_to_the_launcher_saves_a_checkpoint_on_every_rank(tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     recipe = _recipe(tmp_path, tiny_model_dir, max_steps=200)

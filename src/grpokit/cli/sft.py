@@ -22,7 +22,7 @@ def cmd_sft(args) -> int:
     from grpokit.run import describe_lineage
     from grpokit.training import apply_init_from, train_sft
 
-    recipe, lineage = apply_init_from(load_recipe(args.recipe, args.set), args.init_from)
+    recipe, lineage = apply_init_from(load_recipe(args.recipe, args.set), args.init_from, continuing=False)
     if lineage:
         console.print(describe_lineage(lineage))
     train_sft(recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=lineage,

@@ -153,7 +153,7 @@ def _request(args, here: bool) -> TrainRequest:
         from grpokit.run import describe_lineage
         from grpokit.training import apply_init_from
 
-        recipe, lineage = apply_init_from(recipe, args.init_from)
+        recipe, lineage = apply_init_from(recipe, args.init_from, explicit=args.set)  # --set wins over continuing
         if main_process:
             print(describe_lineage(lineage))
     return TrainRequest(recipe, args.output_dir or recipe.output_dir, argv, False, lineage)

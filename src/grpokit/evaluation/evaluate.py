@@ -323,7 +323,20 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
         + (f" + {len(sets.perturbed)} perturbed" if sets.perturbed else "")
         + (f" + {len(sets.train)} training rows" if sets.train else ""))
     entries = evaluate_steps(recipe, sets, {s: by_step.get(s) for s in steps}, k_samples, max_new_tokens, log)
+    if data is None:  # beside each step, the held-out probe training measured there (its first rows, greedy)
+        probes = probe_points(run)
+        for e in entries:
+            if e["step"] in probes:
+                e["probe"] = probes[e["step"]]
     return write_results(run_dir, recipe, sets, entries, k_samples, max_new_tokens, data, record_best=data is None)
+
+
+def probe_points(run: RunDir) -> dict[int, dict]:
+    """{step: {accuracy, rows, seconds}} of the held-out probe in the run's metrics.jsonl (grpokit.training.probe)."""
+    from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS
+
+    return {m["step"]: {"accuracy": m[PROBE_ACCURACY], "rows": m.get(PROBE_ROWS), "seconds": m.get(PROBE_SECONDS)}
+            for m in run.read_metrics() if isinstance(m.get("step"), int) and isinstance(m.get(PROBE_ACCURACY), (int, float))}
 
 
 def recipe_for_model(name: str, data: str | None, recipe_path: str | None, template: str | None,

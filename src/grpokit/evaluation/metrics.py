@@ -90,6 +90,9 @@ def results_legend(results: dict) -> list[str]:
         metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out "
                       "rows (a graded reward, json_fields: its mean score, the share of the fields right)",
         **{kind: f"{kind}: {v.what}" for kind in kinds if (v := variant(kind)) is not None},
+        "probe": "probe: what the held-out probe measured during training at this step (the first "
+                 f"{_probe_rows(results)} held-out rows, greedy, the same metric; health.probe_rows), the curve "
+                 "health's probe_drop judges",
         "train": "train: as many training rows as held-out ones, scored the same way",
         "gap": "gap: percentage points the model does better where it may have memorised: "
                + " / ".join(("held-out minus perturbed" if k == "perturbed" else "train minus held-out") for k in kinds)
@@ -118,6 +121,11 @@ def results_legend(results: dict) -> list[str]:
     return out
 
 
+def _probe_rows(results: dict) -> str:
+    rows = sorted({(e.get("probe") or {}).get("rows") for e in results.get("checkpoints") or []} - {None})
+    return "/".join(map(str, rows)) or "N"
+
+
 def further_metrics(results: dict) -> list[str]:
     """The metrics of the task's other correctness rewards (a JSON task's valid rate beside its field accuracy), in
     the order evaluation wrote them; results written before `metrics` existed have none."""
@@ -143,9 +151,10 @@ def results_table(results: dict):
     means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})
     wins = win_names(entries)
     further = further_metrics(results)
+    probe = ["probe"] if any(e.get("probe") for e in entries) else []
     title = f"greedy {metric or 'reward means'} on {results['rows']} rows of {results['data']}"
     table = Table(title=title)
-    cols = ["step", *([metric] if metric else means), *further, *[f"win vs base ({n})" for n in wins], *extra,
+    cols = ["step", *([metric] if metric else means), *probe, *further, *[f"win vs base ({n})" for n in wins], *extra,
             *(["gap"] if extra else []),
             *[f"sampled pass@{x}" for x in ks], *(["format"] if has["format_rate"] else []),
             *(["refusal"] if has["refusal_rate"] else []), "length", "cut off"]
@@ -158,7 +167,8 @@ def results_table(results: dict):
         head = [pct(h["accuracy"])] if metric else [
             "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
         won = [pct(((e.get("vs_base") or {}).get(n) or {}).get("win_rate")) for n in wins]
-        table.add_row(step, *head, *[pct((h.get("metrics") or {}).get(m)) for m in further], *won,
+        table.add_row(step, *head, *[pct((e.get("probe") or {}).get("accuracy")) for _ in probe],
+                      *[pct((h.get("metrics") or {}).get(m)) for m in further], *won,
                       *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
                       *([gap_s] if extra else []), *[pct(h["pass_at_k"].get(str(x))) for x in ks],
                       *([pct(h["format_rate"])] if has["format_rate"] else []),

@@ -11,6 +11,7 @@ severity, default action and thresholds are its row of grpokit.recipe.HEALTH_COD
 its severity from there. Adding a detector: docs/extending.md."""
 from __future__ import annotations
 
+import math
 from statistics import mean, median
 from typing import Callable
 
@@ -18,7 +19,7 @@ from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Contex
                                      latest_window, metric_series, rolling_peak, rounded, trend, values_of)
 from grpokit.health.completions import detect_empty, detect_repetition
 from grpokit.recipe import HEALTH_CODES, HealthConfig
-from grpokit.run import SAMPLER_CLIPPED, SAMPLER_GAP_MEAN
+from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, SAMPLER_CLIPPED, SAMPLER_GAP_MEAN
 
 
 # ---------------------------------------------------------------- detectors (latest step)
@@ -234,6 +235,75 @@ def detect_format_collapse(metrics, samples, config, context) -> Finding | None:
                    "not lower it too fast, and resume from a checkpoint where the format was stable")
 
 
+def detect_format_never_learned(metrics, samples, config, context) -> Finding | None:
+    # format_collapse needs a format learned first; a run that never learns it said nothing (a bf16 demo arm's
+    # format reward stayed at 0.00-0.12 for all 30 steps). Full marks: 1.0 for the built-in format rewards (they
+    # score 0..1, and a run that never learns the format may never log a sample that earned it), an own reward's best
+    # score seen. Weight-0 rewards (the preference recipe's direct_answer rule) are logged checks, not trained on.
+    from grpokit.rewards import BUILTIN
+
+    n, w = config.format_never_steps, config.window
+    for name in context.with_role("format"):
+        f = metric_series(metrics, f"rewards/{name}/mean")
+        if not context.trained(name) or len(f) < n or f[-1][0] != metrics[-1]["step"]:
+            continue
+        best, _ = rolling_peak(f, min(w, len(f)), len(f))
+        full = 1.0 if name in BUILTIN else max(context.full_marks.get(name, 0.0), max(values_of(f)))
+        if full > 0 and best >= config.format_never_share * full:
+            continue
+        first, last = f[0][0], f[-1][0]
+        return Finding("format_never_learned", last,
+                       f"the {name} reward has stayed low since the start: over steps {first}-{last} its running "
+                       f"mean never reached {config.format_never_share:g} of full marks ({rounded(full)}; best "
+                       f"{rounded(best)}, now {rounded(f[-1][1])}). The model is not learning the format, so answers "
+                       "the format refuses earn nothing either. Fix: start from a model that writes the format, a "
+                       "short SFT warm start on worked solutions (`grpokit sft` with the same template and rows, then "
+                       "`grpokit train RECIPE --init-from` the SFT run), or raise the format reward's weight (the "
+                       "Qwen3-0.6B-Base article: 0.4-0.5 at first, about 0.1 once the format is stable); read "
+                       "samples.jsonl for what the completions write instead (`grpokit rewards score` says why one "
+                       "fails). A base model may need more steps (the Qwen3-0.6B-Base article: tens, even a hundred)",
+                       {"reward": name, "best_running_mean": rounded(best), "recent": rounded(f[-1][1]),
+                        "full_marks": rounded(full), "steps": [first, last], "share": config.format_never_share,
+                        "window": w}, since=first)
+    return None
+
+
+def detect_probe_drop(metrics, samples, config, context) -> Finding | None:
+    # The held-out probe (grpokit.training.probe): fixed held-out rows answered greedily at step 0 and at every
+    # checkpoint and scored by the task's verifier, so unlike the training rewards it does not depend on which
+    # prompts were drawn. Its latest score is judged against the best earlier one on as many rows (ties: the earlier
+    # step); the noise allowance and why: HEALTH_CODES["probe_drop"]. A finding names the best step, whose checkpoint
+    # a rollback restores (the probe measured exactly those weights).
+    points = metric_series(metrics, PROBE_ACCURACY)
+    rows = dict(metric_series(metrics, PROBE_ROWS))
+    if len(points) < 2 or not rows.get(points[-1][0]):
+        return None
+    step, now = points[-1]
+    n = int(rows[step])
+    earlier = [(st, v) for st, v in points[:-1] if rows.get(st) == n]
+    if not earlier:
+        return None
+    best_step, best = max(earlier, key=lambda p: (p[1], -p[0]))
+    pooled = (best + now) / 2
+    noise = math.sqrt(max(pooled * (1 - pooled), 0.0) * 2 / n)
+    drop = best - now
+    if drop < config.probe_drop_min or drop < config.probe_noise * noise:
+        return None
+    return Finding("probe_drop", step,
+                   f"the held-out probe fell from {rounded(100 * best, 1)}% (step {best_step}) to "
+                   f"{rounded(100 * now, 1)}% (step {step}) on the same {n} held-out rows, answered greedily: "
+                   f"{rounded(drop / noise, 1) if noise else 'inf'} standard errors, beyond its noise. The model is "
+                   "getting worse on questions it does not train on, whatever the training reward says. Fix: lower "
+                   "train.learning_rate (the Qwen3-0.6B-Base article: 1e-6 to 5e-6; a model that already learned the "
+                   "task, e.g. --init-from an SFT run, loses it fastest), raise beta to hold the policy near where it "
+                   f"started, and restart from {f'checkpoint-{best_step}' if best_step else 'the initial model'} "
+                   "(health action rollback restores it, halves the learning rate and doubles beta); `grpokit eval` "
+                   "scores every checkpoint on every held-out row",
+                   {"best": rounded(best), "best_step": best_step, "now": rounded(now), "rows": n,
+                    "drop": rounded(drop), "noise": rounded(noise), "noise_errors": config.probe_noise,
+                    "drop_min": config.probe_drop_min}, since=best_step + 1, restore=best_step)
+
+
 def detect_correctness_collapse(metrics, samples, config, context) -> Finding | None:
     # The policy unlearns what it had learned: the training correctness (on the prompts it is given) rose, then
     # fell and stays down. Seen on the demo recipe at a too-high constant learning rate, the format kept and the
@@ -375,6 +445,7 @@ Detector = Callable[[list, list, HealthConfig, Context], "Finding | None"]
 # grpokit.recipe.HEALTH_CODES.
 DETECTORS: dict[str, Detector] = {
     "nan": detect_nan,
+    "probe_drop": detect_probe_drop,  # before the other rollbacks: it restores the best step it measured
     "zero_variance_groups": detect_zero_variance,
     "reward_plateau": detect_plateau,
     "kl_spike": detect_kl_spike,
@@ -389,5 +460,6 @@ DETECTORS: dict[str, Detector] = {
     "correctness_collapse": detect_correctness_collapse,
     "nothing_learned": detect_nothing_learned,
     "sampler_mismatch": detect_sampler_mismatch,
+    "format_never_learned": detect_format_never_learned,
 }
 assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector, and every detector a code"

@@ -22,6 +22,9 @@ class Finding:
     message: str  # what is wrong and the articles' fix
     evidence: dict = field(default_factory=dict)  # the metric values that triggered it
     since: int | None = None  # the step the problem began (rollback restores a checkpoint before it)
+    # The step whose weights the finding measured as good (the held-out probe's best): a rollback restores that
+    # step's checkpoint. None: the last checkpoint before `since`.
+    restore: int | None = None
 
     def __post_init__(self):
         self.severity = HEALTH_CODES[self.code].severity
@@ -29,7 +32,9 @@ class Finding:
     def as_dict(self) -> dict:
         d = asdict(self)
         d.pop("since")
-        d["evidence"] = {**self.evidence, "since_step": self.since if self.since is not None else self.step}
+        d.pop("restore")
+        d["evidence"] = {**self.evidence, "since_step": self.since if self.since is not None else self.step,
+                         **({"restore_step": self.restore} if self.restore is not None else {})}
         return d
 
 
@@ -48,6 +53,7 @@ class Context:
                 if is_finite(v) and v > self.full_marks.get(name, -math.inf):
                     self.full_marks[name] = float(v)
     roles: dict[str, str] = field(default_factory=dict)  # reward -> role (grpokit.task); built-ins by default
+    weights: dict[str, float] = field(default_factory=dict)  # reward -> recipe weight (0: logged, not trained on)
 
     def __post_init__(self):
         from grpokit.rewards import BUILTIN
@@ -56,6 +62,10 @@ class Context:
 
     def with_role(self, role: str) -> list[str]:
         return [n for n in self.reward_names if self.roles.get(n) == role]
+
+    def trained(self, name: str) -> bool:
+        """Whether the policy is trained on the reward (a weight-0 reward is logged only); unknown weights: yes."""
+        return self.weights.get(name, 1.0) != 0
 
 
 # ---------------------------------------------------------------- helpers

@@ -56,12 +56,13 @@ class Tracker:
 
 
 def diagnose(metrics: list[dict], samples: list[dict], cfg: HealthConfig | None = None,
-             evals: list[dict] | None = None, reward_names: list[str] | dict[str, str] | None = None
-             ) -> list[Finding]:
-    """Replay a run step by step through the detectors; every finding, in step order."""
+             evals: list[dict] | None = None, reward_names: list[str] | dict[str, str] | None = None,
+             weights: dict[str, float] | None = None) -> list[Finding]:
+    """Replay a run step by step through the detectors; every finding, in step order. `reward_names`: the names, or
+    {name: role}; `weights`: {name: the recipe's weight} (weight-0 rewards are logged, not trained on)."""
     cfg = cfg or HealthConfig()
     ctx = Context(list(reward_names or reward_names_in(metrics)), list(evals or []),
-                  roles=dict(reward_names) if isinstance(reward_names, dict) else {})
+                  roles=dict(reward_names) if isinstance(reward_names, dict) else {}, weights=dict(weights or {}))
     by_step: dict[int, list[dict]] = {}
     for x in samples:
         by_step.setdefault(x.get("step"), []).append(x)
@@ -110,18 +111,26 @@ def doctor_run(run_dir: Path) -> list[Finding]:
     if not run.metrics.is_file():
         raise GrpokitError([Problem(str(run_dir), f"no {run.metrics.name} here",
                                     "pass the output_dir of a `grpokit train` run")])
-    cfg, names = HealthConfig(), None
+    cfg, names, weights = HealthConfig(), None, None
     raw = run.raw_config()
     if raw is not None:
         cfg = HealthConfig.model_validate(raw.get("health") or {})
         from grpokit.recipe import RewardConfig
         from grpokit.task import reward_roles
 
-        try:  # names and roles as the run trained with them
-            names = reward_roles([RewardConfig.model_validate(r) for r in raw.get("rewards") or []]) or None
+        try:  # names, roles and weights as the run trained with them
+            configs = [RewardConfig.model_validate(r) for r in raw.get("rewards") or []]
+            names, weights = reward_roles(configs) or None, reward_weights(configs)
         except ValueError:
             names = None
-    return diagnose(run.read_metrics(), run.read_samples(), cfg, load_evals(run_dir), names)
+    return diagnose(run.read_metrics(), run.read_samples(), cfg, load_evals(run_dir), names, weights)
+
+
+def reward_weights(reward_configs) -> dict[str, float]:
+    """{logged name: weight} of a recipe's reward entries (a weight-0 reward is logged, not trained on)."""
+    from grpokit.rewards import reward_label
+
+    return {reward_label(rc): rc.weight for rc in reward_configs}
 
 
 # ---------------------------------------------------------------- live monitor
@@ -139,10 +148,11 @@ class HealthMonitor:
     """
 
     def __init__(self, cfg: HealthConfig, run_dir: Path, reward_names: list[str], rollbacks_left: int,
-                 plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print):
+                 plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print,
+                 weights: dict[str, float] | None = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.ctx = Context(list(reward_names), load_evals(run_dir),
-                           roles=dict(reward_names) if isinstance(reward_names, dict) else {})
+                           roles=dict(reward_names) if isinstance(reward_names, dict) else {}, weights=dict(weights or {}))
         self.metrics = RunDir(run_dir).read_metrics()  # history before a resume / rollback
         self.rollbacks_left = rollbacks_left
         self.plan_rollback = plan_rollback

@@ -121,6 +121,37 @@ HEALTH_CODES: dict[str, HealthCode] = {
             0.1, "Mean |log pi_trainer - log pi_sampler| per completion token (metrics.jsonl "
             "sampling/sampling_logp_difference/mean) at or above this for `window` steps: sampler_mismatch.", gt=0),
     }, action_note=" (generation.sampler_dtype: the sampler's log-probs drift from the trainer's)"),
+    # The held-out probe (grpokit.training.probe: health.probe_rows greedy rows at step 0 and at every checkpoint).
+    # A drop is judged against the binomial noise of the two probes on the same rows: the standard error of a
+    # difference between two shares of n rows at their pooled level, sqrt(2 p (1 - p) / n). Two probes of one
+    # checkpoint agree exactly (greedy), and nearby checkpoints differ on a few rows, so that error (of two
+    # independent samples) is an upper bound on the probe's own noise. 2.0 of them: the recorded healthy runs'
+    # largest fall from their best was 1.25 (22.5% -> 17.5% of 200 rows); a recorded SFT model trained on at lr
+    # 2e-5 fell 62.5% -> 37.5% of the probe's 48 rows by step 5 (2.45 errors) and 33.3% by step 10 (2.9): 2.5
+    # reported it only at the run's end, 2.0 at step 5 (docs/measurements.md "GRPO from an SFT model").
+    "probe_drop": HealthCode("warning", {
+        "probe_noise": threshold(
+            2.0, "The probe's score must fall below its best so far (an earlier probe on the same rows) by this "
+            "many standard errors of the difference of two shares of that many rows: probe_drop.", gt=0),
+        "probe_drop_min": threshold(
+            0.05, "... and by at least this much (a share of the rows: 0.05 = 5 points), however many rows.",
+            ge=0, le=1),
+    }, action="rollback", action_note=" (the held-out probe fell: rollback restores its best checkpoint)"),
+    # A bf16 demo arm learned the sums but never the answer line: its format reward stayed 0.00-0.12 for all 30
+    # steps, where the float32 runs of the same recipe had the format by their first checkpoint (held-out format
+    # 14% before training, 99-100% from step 10; docs/measurements.md
+    # "A sampler in another precision, corrected (2026-12-02)").
+    # 0.25 of full marks is above an untrained model's rate and far below a learning run's; 20 steps leave a 30-step
+    # demo a third of its run to act (docs/health.md "How four detectors judge").
+    "format_never_learned": HealthCode("warning", {
+        "format_never_steps": threshold(
+            20, "Logging steps from the start after which a format reward that never learned is reported ...",
+            ge=1),
+        "format_never_share": threshold(
+            0.25, "... when its running mean (over `window` steps) never reached this share of its full marks "
+            "(1.0 for the built-in format rewards; an own one's best score seen): format_never_learned. Rewards "
+            "at weight 0 are logged, not trained on, and never judged.", gt=0, le=1),
+    }, action_note=" (a warm start or a larger format weight is a new run: warn)"),
 }
 
 HealthActions = create_model(
@@ -141,6 +172,10 @@ class HealthSettings(Section):
         "a reference model is then loaded, which costs one more copy of the weights.")
     warmup_steps: int = Field(5, ge=0, description="Steps before trend detectors (plateau, collapse, spike) judge.")
     window: int = Field(5, ge=1, description="Steps a condition must persist, and the size of the running level.")
+    probe_rows: int = Field(
+        48, ge=0, description="Held-out rows (the first N of the recipe's eval set) the probe answers greedily at "
+        "step 0 and at every checkpoint, scored by the task's correctness reward; its score feeds probe_drop "
+        "(grpokit.training.probe). 0: off. Each probe costs about what evaluating that many rows costs.")
 
     @model_validator(mode="before")
     @classmethod

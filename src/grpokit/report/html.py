@@ -40,7 +40,7 @@ from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
-from grpokit.run import read_json, run_end, writable_problem
+from grpokit.run import PROBE_ACCURACY, read_json, run_end, writable_problem
 from grpokit.run.record import new_record, read_record, refuse_foreign
 from grpokit.run.writer import claim, make_folder, write_file, write_record
 
@@ -84,6 +84,9 @@ def _not_logged_reason(key: str, recipe: dict | None, metrics: list[dict]) -> st
     if key == "entropy" and metrics and all(m.get("grpokit/trained_frac") == 0 for m in metrics):
         return ("not logged: in every logged step all groups tied (no learning signal), so train.skip_no_signal "
                 "ran no policy pass, which is where entropy is measured")
+    if key == PROBE_ACCURACY:
+        return ("not logged (health.probe_rows is 0, the task has no correctness reward or no held-out rows, a tool "
+                "task, or a run from before the held-out probe)")
     selection = (recipe or {}).get("selection") or {}
     if key.startswith("grpokit/refill/") and recipe is not None and not selection.get("refill"):
         return "not logged (selection.refill is off: no batch was generated again)"

@@ -22,7 +22,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from grpokit.run import MEMORY_KEYS, POSITIONS_RATIO, SAMPLER_KEYS  # written by the training run
+from grpokit.run import MEMORY_KEYS, POSITIONS_RATIO, PROBE_ACCURACY, SAMPLER_KEYS  # written by the training run
 
 SPAN_DIVISOR = 12  # span = 1/12 of the run: a 108-step run averages over ~9 steps (weight 0.8)
 SPAN_RANGE = (3, 40)  # at least 3 points (weight 0.5), at most 40 (0.95): beyond that a trend lags by too much
@@ -34,6 +34,8 @@ TITLE_WIDTH = 80  # characters per title line; longer titles wrap instead of run
 # (file stem, title, metrics.jsonl keys, y label, smoothed); rewards/<name>/mean are added to "reward" at run time.
 CURVES = (
     ("reward", "reward (total and per component)", ("reward",), "mean reward", True),
+    ("probe", "held-out probe: the task's metric on the first health.probe_rows held-out rows, greedy, at step 0 and "
+     "each checkpoint (what health's probe_drop judges)", (PROBE_ACCURACY,), "share of the rows", False),
     ("kl", "KL to the reference model", ("kl",), "kl", True),
     ("completion_length", "completion length", ("completions/mean_length", "completions/min_length",
                                                 "completions/max_length"), "tokens", True),

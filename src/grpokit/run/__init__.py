@@ -10,15 +10,17 @@ layout (the names of a run's files and folders), ownership (which folders a run 
 """
 from grpokit.run.ending import run_end
 from grpokit.run.checkpoints import RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of
-from grpokit.run.files import (MEMORY_KEYS, POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX,
-                               SAMPLER_GAP_MEAN, SAMPLER_KEYS, jsonable, read_json, read_jsonl)
+from grpokit.run.files import (MEMORY_KEYS, POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, PROBE_ACCURACY, PROBE_ROWS,
+                               PROBE_SECONDS, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN, SAMPLER_KEYS, jsonable,
+                               read_json, read_jsonl)
 from grpokit.run.ownership import is_run_dir, writable_problem
 from grpokit.run.layout import CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE
 from grpokit.run.rundir import CHECKPOINT_SPECS, RunDir, describe_lineage, select_steps
 from grpokit.run.safety import disk_problem, disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "SAMPLER_CLIPPED",
-           "POSITIONS_COMPUTED", "POSITIONS_RATIO", "POSITIONS_TRL", "SAMPLER_GAP_MAX", "SAMPLER_GAP_MEAN", "SAMPLER_KEYS", "STATUSES",
+           "POSITIONS_COMPUTED", "POSITIONS_RATIO", "POSITIONS_TRL", "PROBE_ACCURACY", "PROBE_ROWS", "PROBE_SECONDS",
+           "SAMPLER_GAP_MAX", "SAMPLER_GAP_MEAN", "SAMPLER_KEYS", "STATUSES",
            "TOOL_RESULTS_FILE", "RunDir", "RunLock", "checkpoint_damage", "describe_lineage", "disk_problem", "disk_space_guard",
            "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "run_end", "select_steps",
            "step_of", "writable_problem"]

@@ -30,6 +30,9 @@ SAMPLER_KEYS = (SAMPLER_GAP_MEAN, SAMPLER_GAP_MAX, SAMPLER_CLIPPED)
 # the prompt before each, padded to the longest) would have computed for the same rows (grpokit.training.logps).
 POSITIONS_COMPUTED, POSITIONS_TRL = "grpokit/positions/computed", "grpokit/positions/trl_layout"
 POSITIONS_RATIO = "grpokit/positions/ratio"  # computed / trl_layout, the report's curve
+# The held-out probe (grpokit.training.probe), at step 0 and at every checkpoint: the task's primary metric on its
+# rows (greedy; "accuracy" as in eval/results.json, whatever the metric is called), how many rows, and its seconds.
+PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS = "probe/accuracy", "probe/rows", "probe/seconds"
 
 
 def note(line: str) -> None:

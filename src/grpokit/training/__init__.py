@@ -3,8 +3,8 @@
     summary = train(load_recipe("recipes/smollm2-arithmetic.yaml"), run_dir="runs/demo")
 
 grpo (train), callbacks, tracking (progress), no_signal (skip zero-advantage rows), selection and refill
-(which prompts train), rollback (health rollbacks), launch (several processes), lineage (--init-from, and
-whether the prompts it warmed up on are this recipe's),
+(which prompts train), rollback (health rollbacks), probe (the held-out probe the health monitor reads), launch (several processes),
+lineage (--init-from: whether the prompts it warmed up on are this recipe's, the settings fit for continuing),
 sft (TRL's SFTTrainer). TRL's private parts are reached through grpokit.internals.
 """
 from grpokit.training.grpo import train

@@ -13,7 +13,7 @@ from transformers import TrainerCallback
 
 from grpokit.console import console
 from grpokit.distributed import any_rank, barrier
-from grpokit.run import MEMORY_KEYS, RunDir, jsonable
+from grpokit.run import MEMORY_KEYS, PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir, jsonable
 from grpokit.run.writer import append_file
 from grpokit.training.tracking import Progress
 
@@ -35,9 +35,16 @@ class RunLogger(TrainerCallback):
         with append_file(self.path) as f:  # never through a link (grpokit.run.writer)
             f.write(json.dumps(record) + "\n")
         now = self.progress.clock()
-        per_step = (now - self.t_last) / max(1, args.logging_steps)
+        probe = logs.get(PROBE_SECONDS) or 0.0  # the held-out probe's time is not the step's
+        per_step = (now - self.t_last - probe) / max(1, args.logging_steps)
         self.t_last = now
         parts = [f"step {state.global_step}/{state.max_steps}"]
+        if PROBE_ACCURACY in logs:
+            parts.append(f"probe {100 * logs[PROBE_ACCURACY]:.1f}% of {logs.get(PROBE_ROWS)} held-out rows "
+                         f"({probe:.0f}s)")
+        if state.global_step == 0:  # the probe of the starting model: no step to time yet
+            self.progress.print(" | ".join(parts))
+            return
         if "reward" in logs:
             comps = ", ".join(f"{n} {_fmt(logs.get(f'rewards/{n}/mean'))}" for n in self.reward_names)
             parts.append(f"reward {_fmt(logs['reward'])} ({comps})")

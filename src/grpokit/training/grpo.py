@@ -41,8 +41,10 @@ from grpokit.training.callbacks import CheckpointMarker, GracefulStop, RunLogger
 from grpokit.training.lifecycle import (Inputs, LockHolder, RunRecord, decide_for_this_machine, load_inputs, note,
                                         open_run, read_paths,
                                         refuse_short_disk, run_for)
+from grpokit.training.lineage import continuing_notes
 from grpokit.training.logps import SamplerCorrection, TreeLogps, decision
 from grpokit.training.no_signal import SkipNoSignalRows
+from grpokit.training.probe import HeldOutProbe
 from grpokit.training.refill import SignalAware
 from grpokit.training.rollback import LearningRateOverride, Rollbacks, load_reference
 from grpokit.training.sampling import attach_sampling
@@ -59,8 +61,11 @@ def _trainer_class():
         samples_path: Path | None = None
         num_samples_logged: int = 4
         health: HealthMonitor | None = None
+        probe: HeldOutProbe | None = None
 
         def log(self, logs, start_time=None):
+            if self.probe is not None:  # a held-out probe measured at this step (grpokit.training.probe)
+                logs.update(self.probe.take())
             super().log(logs, start_time)
             if "train_runtime" in logs:
                 return
@@ -148,6 +153,8 @@ def train(recipe: Recipe, *, run_dir: Path | None = None, resume: bool = False, 
         task = Task.from_recipe(recipe)  # rewards built (own reward functions imported) before any model loads
         inputs = load_inputs(recipe, model, tokenizer)
         job = _Job(decide_for_this_machine(recipe, inputs.notes), run, task, inputs)  # auto settings, said
+        if not resume:  # what --init-from changed for a trained model (grpokit.training.lineage)
+            job.inputs.notes[:0] = continuing_notes(init_from)
         refuse_short_disk(run, recipe, job.inputs.model)  # the checkpoints it keeps fit on the disk
 
         # ---------------------------------------------------------------- open the run
@@ -184,6 +191,8 @@ class _Job:
         if dropped:
             inputs.notes.append(f"dropped {dropped} prompt(s) longer than train.max_prompt_length="
                                 f"{recipe.train.max_prompt_length}")
+        self.probe, said = HeldOutProbe.of(recipe, task, inputs.eval_rows, inputs.tokenizer, run)
+        inputs.notes.append(said)
 
 
 def _train_with_rollbacks(job: _Job, record: RunRecord, rollbacks: Rollbacks, resume_from: Path | None,
@@ -288,7 +297,8 @@ def _build_trainer(job: _Job, model, monitor: HealthMonitor | None, extra_callba
         train_dataset=dataset, processing_class=job.inputs.tokenizer,
         peft_config=models.peft_config(recipe.model.lora),
         callbacks=[progress, RunLogger(run.path, list(job.task.roles), progress), CheckpointMarker(run), stopper,
-                   LearningRateOverride(recipe.train.learning_rate), *extra_callbacks],
+                   LearningRateOverride(recipe.train.learning_rate), *([job.probe] if job.probe else []),
+                   *extra_callbacks],
         **job.tool_kwargs,
     )
     trainer.remove_callback(PrinterCallback)  # RunLogger prints a compact line instead of the raw dict
@@ -296,6 +306,7 @@ def _build_trainer(job: _Job, model, monitor: HealthMonitor | None, extra_callba
     trainer.samples_path = run.samples
     trainer.num_samples_logged = recipe.train.num_samples_logged
     trainer.health = monitor
+    trainer.probe = job.probe.attach(trainer, note) if job.probe else None
     trainer.skip_no_signal = recipe.train.skip_no_signal
     trainer.attach_selection(recipe, dataset, run.preflight_file)  # pass rates, selection, refill
     load_reference(trainer, run, log=note)  # after a health rollback: KL against the restored weights

@@ -1,7 +1,9 @@
 """Health rollbacks: choose the checkpoint to restore, set the bad stretch aside, and continue gentler.
 
 A rollback restores the last complete checkpoint saved before the problem began (checkpoint-N holds the
-weights that sampled step N+1, so at most step `since - 2`; none: the initial model), sets the discarded
+weights that sampled step N+1, so at most step `since - 2`; none: the initial model), or, for a finding that
+measured the weights it trusts (the held-out probe's best step, `Finding.restore`), that step's checkpoint (the
+newest complete one at or before it when rotation removed it; grpokit.training.probe keeps it), sets the discarded
 metrics/samples lines aside in `*.rolled_back.jsonl`, deletes the later checkpoints, halves learning_rate,
 doubles beta (0 becomes health.rollback_min_beta, which loads a reference model), writes the new values to
 config.yaml and continues; `LearningRateOverride` scales the resumed optimizer to the new rate.
@@ -28,7 +30,7 @@ from transformers import TrainerCallback
 
 from grpokit import hf_internals, internals
 from grpokit.distributed import broadcast, is_main_process
-from grpokit.health import Finding, HealthMonitor
+from grpokit.health import Finding, HealthMonitor, reward_weights
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of
 
@@ -53,7 +55,8 @@ class Rollbacks:
             return None
         return HealthMonitor(recipe.health, self.run.path, roles, recipe.health.max_rollbacks - self.done,
                              plan_rollback=lambda f: plan_rollback(recipe, self.run, f, self.plan),
-                             printer=lambda line: self.printer(f"[yellow]{escape(line)}[/]"))  # [code]: text
+                             printer=lambda line: self.printer(f"[yellow]{escape(line)}[/]"),  # [code]: text
+                             weights=reward_weights(recipe.rewards))
 
     def after(self, recipe: Recipe, monitor: HealthMonitor | None, stopped: bool) -> tuple[Recipe, Path | None] | None:
         """When trainer.train() returned: (gentler recipe, checkpoint to resume) if a rollback is due, else None.
@@ -75,8 +78,10 @@ class Rollbacks:
 def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> str:
     """Choose what a rollback will do (filled into `plan`); the line health.jsonl records as the action."""
     since = finding.since if finding.since is not None else finding.step
-    # checkpoint-N holds the weights that sampled step N+1: the last clean weights are at most since - 2.
-    clean = [c for c in run.complete_checkpoints() if step_of(c) <= since - 2]
+    # checkpoint-N holds the weights that sampled step N+1: the last clean weights are at most since - 2, unless
+    # the finding measured the weights themselves (the probe's best step).
+    limit = finding.restore if finding.restore is not None else since - 2
+    clean = [c for c in run.complete_checkpoints() if step_of(c) <= limit]
     t = recipe.train
     beta = t.beta * 2 if t.beta > 0 else recipe.health.rollback_min_beta
     plan.update(checkpoint=clean[-1].name if clean else None, step=step_of(clean[-1]) if clean else 0,
