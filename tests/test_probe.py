@@ -171,7 +171,7 @@ def test_a_tiny_run_that_never_learns_the_format_is_told_live(tmp_path, tiny_mod
 def _probe_recipe(tmp_path: Path, model_dir: Path, eval_answers: list[str] | None, **train) -> Path:
     """A recipe whose held-out rows are 6 arithmetic questions answered by `eval_answers` (one model's own greedy
     completions), scored by an own correctness reward that passes only that exact text."""
-    from grpokit.data.arithmetic import generate
+    from grpokit.families.math import generate
 
     rows = generate(30, seed=7)
     train_file = write_jsonl(tmp_path / "train.jsonl", rows[:24])

@@ -140,7 +140,7 @@ HEALTH_CODES: dict[str, HealthCode] = {
     # A bf16 demo arm learned the sums but never the answer line: its format reward stayed 0.00-0.12 for all 30
     # steps, where the float32 runs of the same recipe had the format by their first checkpoint (held-out format
     # 14% before training, 99-100% from step 10; docs/measurements.md
-    # "A sampler in another precision, corrected (2026-12-02)").
+    # "A sampler in another precision, corrected").
     # 0.25 of full marks is above an untrained model's rate and far below a learning run's; 20 steps leave a 30-step
     # demo a third of its run to act (docs/health.md "How four detectors judge").
     "format_never_learned": HealthCode("warning", {
