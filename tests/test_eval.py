@@ -171,6 +171,7 @@ def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
     assert h["rows"] == 3 and 0 <= h["accuracy"] <= 1 and set(h["pass_at_k"]) == {"1", "2"}
     assert h["refusal_rate"] is not None and h["mean_length"] <= 6
     assert e["perturbed"]["rows"] == 3 and e["train"] is None and e["gap"]["kind"] == "perturbed"
+    assert e["rewritten"]["rows"] == 3 and res["variants"]["rewritten"]["rows"] == 3  # new words, same problems
     best = read_best(tiny_run)
     assert best == res["best"] and best["step"] == choose_best(res["checkpoints"])["step"]
     out = capsys.readouterr().out

@@ -47,8 +47,9 @@ def test_a_partial_eval_does_not_replace_the_full_one(tmp_path, tiny_model_dir, 
 
 
 def _sets(rows: int, name="held-out"):
-    return SimpleNamespace(name=name, heldout=[{"question": str(i), "answer": "1"} for i in range(rows)], perturbed=None,
-                           train=None, fingerprint=lambda: f"f{rows}")
+    from grpokit.evaluation import EvalSets
+
+    return EvalSets(name, [{"question": str(i), "answer": "1"} for i in range(rows)])
 
 
 def _entries(steps, accuracy=0.5):

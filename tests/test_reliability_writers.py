@@ -92,6 +92,8 @@ FILE_COMMANDS = {
                                        str(w.data)]),
     "data perturb": (lambda w, out: ["data", "perturb", str(w.data), out], True,
                      lambda w: ["data", "perturb", str(w.data), str(w.data)]),
+    "data rewrite": (lambda w, out: ["data", "rewrite", str(w.data), out], True,
+                     lambda w: ["data", "rewrite", str(w.data), str(w.data)]),
     "data import": (lambda w, out: ["data", "import", "humaneval", out], True, None),
     "data mine-failures": (lambda w, out: ["data", "mine-failures", str(w.run), "--out", out], True,
                            lambda w: ["data", "mine-failures", str(w.run), "--out", str(w.data)]),

@@ -4,7 +4,7 @@
     grpokit train RECIPE.yaml [--set k=v ...] [--output-dir DIR] [--overwrite]
     grpokit train --resume RUN_DIR
     grpokit recipe check RECIPE.yaml [--set k=v ...]
-    grpokit data check | generate | perturb | import
+    grpokit data check | generate | perturb | rewrite | import
     grpokit rewards list | score | audit
     grpokit preflight | eval | report | doctor | export | sandbox check
     grpokit rm candidates | export-csv | import-csv | train | eval   # reward model from rankings

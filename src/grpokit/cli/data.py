@@ -1,4 +1,4 @@
-"""`grpokit data check | generate | perturb | import | mine-failures`: dataset tools."""
+"""`grpokit data check | generate | perturb | rewrite | import | mine-failures`: dataset tools."""
 from __future__ import annotations
 
 from grpokit.cli.output import add_overwrite_option
@@ -41,6 +41,15 @@ def register(sub) -> None:
                     help="never produce questions found in FILE (train)")
     add_overwrite_option(dp)
     dp.set_defaults(func=cmd_data_perturb)
+    dr = data.add_parser("rewrite", help="ask generated problems in words no training row uses (same numbers and "
+                                         "answers): a rewritten evaluation set")
+    dr.add_argument("file", help="rows from `grpokit data generate arithmetic|json` (.jsonl)")
+    dr.add_argument("out", help="where to write the rewritten rows (.jsonl)")
+    dr.add_argument("--seed", type=int, default=0, help="random seed for the choice of phrasing (default 0)")
+    dr.add_argument("--exclude", action="append", metavar="FILE.jsonl",
+                    help="never produce questions found in FILE (train)")
+    add_overwrite_option(dr)
+    dr.set_defaults(func=cmd_data_rewrite)
     di = data.add_parser("import", help="turn a packaged benchmark into grpokit rows")
     di.add_argument("source", choices=["humaneval"], help="which benchmark")
     di.add_argument("out", help="where to write the rows (.jsonl)")
@@ -113,6 +122,28 @@ def cmd_data_perturb(args) -> int:
                                     "`grpokit eval` reports the train-vs-held-out gap instead")])
     write_rows(args.out, perturb_rows(rows, args.seed, question_keys(args.exclude or [])), replace=args.overwrite)
     print(f"wrote {len(rows)} perturbed rows to {args.out}")
+    return 0
+
+
+def cmd_data_rewrite(args) -> int:
+    from grpokit.data import load_rows, question_keys
+    from grpokit.families import variants_of
+    from grpokit.run.writer import check_target, reading, write_rows
+
+    reading(args.file, *(args.exclude or []))
+    check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
+    rows = load_rows(args.file)[0]
+    rewrite = next((v for v in variants_of(rows) if v.name == "rewritten"), None)
+    bad = [i + 1 for i, r in enumerate(rows) if rewrite is None or not rewrite.applies(r)]
+    if bad:
+        raise GrpokitError([Problem(f"{args.file} row {bad[0]}", f"{len(bad)} of {len(rows)} rows are not generated "
+                                    "rows in a training phrasing (arithmetic: kind/a/b; json: kind/shape/answer "
+                                    "matching the question)",
+                                    "rewrite only files from `grpokit data generate arithmetic|json`; with your own "
+                                    "data, hold out a phrasing, a source or a template yourself (docs/evaluation.md "
+                                    "\"Rewritten questions\")")])
+    write_rows(args.out, rewrite.make(rows, args.seed, question_keys(args.exclude or [])), replace=args.overwrite)
+    print(f"wrote {len(rows)} rewritten rows to {args.out}")
     return 0
 
 

@@ -39,6 +39,25 @@ def claim_run_dir(output_dir: str, keep: list[str]) -> Path:
     return run_dir
 
 
+def paired_recipes(overrides, sft_path: Path, grpo_path: Path, what: str):
+    """(SFT recipe, GRPO recipe) of a demo that trains both, `--set` applied to each; refused (nothing loaded) when a
+    recipe is missing or their prompt settings differ (the warm start would teach prompts GRPO never shows:
+    grpokit.training.lineage)."""
+    from grpokit.recipe import load_recipe
+    from grpokit.training import prompt_drift
+
+    for path in (sft_path, grpo_path):
+        if not path.is_file():
+            raise GrpokitError([Problem(str(path), f"a recipe of {what} is missing",
+                                        "run grpokit from a source checkout (pip install -e .)")])
+    sft, grpo = load_recipe(sft_path, overrides), load_recipe(grpo_path, overrides)
+    drift = prompt_drift(sft, grpo)
+    if drift:
+        raise GrpokitError([Problem(f"{sft_path} and {grpo_path}", f"their {', '.join(drift)} differ",
+                                    "give both recipes the same prompt settings")])
+    return sft, grpo
+
+
 def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("before", "after"),
                   title: str = "held-out evaluation (greedy)", end: dict | None = None) -> Table:
     """A metric per row, a stage per column; `end` (grpokit.run.run_end) of a run that stopped early puts its step

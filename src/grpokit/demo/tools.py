@@ -23,10 +23,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.demo.common import claim_run_dir, results_table, write_demo_json
-from grpokit.errors import GrpokitError, Problem
+from grpokit.demo.common import claim_run_dir, paired_recipes, results_table, write_demo_json
 from grpokit.evaluation import pct
-from grpokit.recipe import load_recipe
 from grpokit.run import run_end
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"
@@ -48,21 +46,6 @@ def table_rows(entries: list[dict]) -> list[tuple[str, ...]]:
     return [(title, *(cell(e.get(key), share) for e in entries)) for key, title, share in METRICS]
 
 
-def _recipes(overrides, sft_path: Path, grpo_path: Path):
-    from grpokit.training import prompt_drift
-
-    for path in (sft_path, grpo_path):
-        if not path.is_file():
-            raise GrpokitError([Problem(str(path), "a recipe of the tools demo is missing",
-                                        "run grpokit from a source checkout (pip install -e .)")])
-    sft, grpo = load_recipe(sft_path, overrides), load_recipe(grpo_path, overrides)
-    drift = prompt_drift(sft, grpo)
-    if drift:  # the warm start would teach prompts GRPO never shows (grpokit.training.lineage)
-        raise GrpokitError([Problem(f"{sft_path} and {grpo_path}", f"their {', '.join(drift)} differ",
-                                    "give both recipes the same prompt settings")])
-    return sft, grpo
-
-
 def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Path | None = None,
         grpo_recipe_path: Path | None = None, callbacks: list | None = None) -> dict:
     """The demo (module docstring); `callbacks`: further TrainerCallbacks for its GRPO training (benchmarks, tests)."""
@@ -74,7 +57,7 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
     from grpokit.training import apply_init_from, train, train_sft
 
     sft_path, grpo_path = Path(sft_recipe_path or SFT_RECIPE), Path(grpo_recipe_path or GRPO_RECIPE)
-    sft_recipe, grpo_recipe = _recipes(overrides, sft_path, grpo_path)
+    sft_recipe, grpo_recipe = paired_recipes(overrides, sft_path, grpo_path, "the tools demo")
     inputs = [str(sft_path), str(grpo_path), sft_recipe.resolve_data_path(sft_recipe.data.train),
               grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
     run_dir = claim_run_dir(output_dir, keep=inputs)

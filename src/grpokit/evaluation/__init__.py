@@ -7,11 +7,11 @@ evaluate (models and checkpoints), results (the results files and best.json), me
 tasks), compare (two runs), mining (failures back into the data).
 """
 from grpokit.evaluation.compare import compare_runs, compare_table
-from grpokit.evaluation.evaluate import EvalSets, evaluate, evaluate_model, evaluate_run, sample, score
+from grpokit.evaluation.evaluate import EvalSets, eval_sets, evaluate, evaluate_model, evaluate_run, sample, score
 from grpokit.evaluation.metrics import pct, results_legend, results_table
 from grpokit.evaluation.mining import mine_failures
 from grpokit.evaluation.results import write_results
 from grpokit.evaluation.tools import cli_eval, evaluate_tools
 
-__all__ = ["EvalSets", "cli_eval", "compare_runs", "compare_table", "evaluate", "evaluate_model", "evaluate_run",
+__all__ = ["EvalSets", "cli_eval", "eval_sets", "compare_runs", "compare_table", "evaluate", "evaluate_model", "evaluate_run",
            "evaluate_tools", "mine_failures", "pct", "results_legend", "results_table", "sample", "score", "write_results"]

@@ -86,9 +86,9 @@ def _rows(runs: list[dict], data: str | None) -> list[list[str]]:
                                                               == r["entry"]["step"] else "") for r in runs]],
             ["held-out accuracy", *[pct(r["entry"]["heldout"]["accuracy"]) for r in runs]],
             ["held-out format", *[pct(r["entry"]["heldout"]["format_rate"]) for r in runs]]]
-    if any(r["entry"].get("perturbed") for r in runs):
-        rows.append(["perturbed-numbers accuracy", *[pct((r["entry"].get("perturbed") or {}).get("accuracy"))
-                                                     for r in runs]])
+    for kind, label in (("perturbed", "perturbed-numbers accuracy"), ("rewritten", "rewritten-phrasing accuracy")):
+        if any(r["entry"].get(kind) for r in runs):
+            rows.append([label, *[pct((r["entry"].get(kind) or {}).get("accuracy")) for r in runs]])
     if data is not None:
         rows.append([f"rewritten set accuracy ({Path(data).name})",
                      *[pct(r["rewritten"]["heldout"]["accuracy"]) for r in runs]])

@@ -31,9 +31,11 @@ reported beside the correctness metrics, in `metrics` under their titles.
 
 Held-out rows are the recipe's eval set; rows a family can copy for
 evaluation only (its `variants`: generated arithmetic rows, with
-`kind`/`a`/`b`, get a perturbed copy whose numbers are redrawn) are also
-evaluated on that copy, so memorised answers fail; other sets are compared
-with as many training rows, and a large train-vs-held-out gap is flagged.
+`kind`/`a`/`b`, get a perturbed copy whose numbers are redrawn and a rewritten
+copy asked in phrasings no training row uses; generated JSON rows a rewritten
+copy in held-back sentence shapes) are also evaluated on each copy, so
+memorised answers and memorised wording show; other sets are compared with as
+many training rows, and a large train-vs-held-out gap is flagged.
 
 Files: `RUN_DIR/eval/results.json` (the recipe's held-out set) and
 `RUN_DIR/eval/best.json` (the checkpoint with the highest held-out greedy
@@ -61,7 +63,7 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 
 # Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): metrics.py.
-from grpokit.evaluation.metrics import accuracy_gap, pct, sampled_pass_at_k
+from grpokit.evaluation.metrics import GAP_KINDS, accuracy_gap, pct, sampled_pass_at_k
 from grpokit.evaluation.results import claim_eval_output, eval_names, refuse_eval_output, write_results
 from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, select_steps
@@ -209,8 +211,17 @@ def resolve_checkpoint(run_dir: str | Path, spec: str) -> Path | None:
 class EvalSets:
     name: str  # what the held-out rows are, for the files and the report
     heldout: list[dict]
-    perturbed: list[dict] | None = None  # generated rows with their numbers redrawn
+    variants: dict[str, list[dict]] = field(default_factory=dict)  # a family's copies: "perturbed", "rewritten"
     train: list[dict] | None = None  # as many training rows, for the train-vs-held-out gap
+    what: dict[str, str] = field(default_factory=dict)  # each variant's legend (its family's Variant.what)
+
+    @property
+    def perturbed(self) -> list[dict] | None:
+        return self.variants.get("perturbed")
+
+    def extra(self) -> list[tuple[str, list[dict]]]:
+        """The sets evaluated beside the held-out one, in the table's order: the variants, then training rows."""
+        return [*self.variants.items(), *([("train", self.train)] if self.train else [])]
 
     def fingerprint(self) -> str:
         h = hashlib.sha1()
@@ -221,7 +232,7 @@ class EvalSets:
 
 def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, train_rows: list[dict] | None = None) -> EvalSets:
     from grpokit.data import load_datasets, load_rows
-    from grpokit.families import variant_of
+    from grpokit.families import variants_of
     from grpokit.task import reward_roles
 
     if data is None:
@@ -236,16 +247,16 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
     if not heldout:
         raise GrpokitError([Problem(name, "no held-out rows to evaluate on",
                                     "set data.eval or data.eval_fraction in the recipe, or pass --data FILE")])
-    variant = variant_of(heldout)  # a family's evaluation-only copy: generated arithmetic with new numbers
     seen = {r["question"] for r in train or [] if isinstance(r["question"], str)}  # generated rows are strings
-    perturbed = variant.make([r for r in heldout if variant.applies(r)], PERTURB_SEED, exclude=seen) if variant \
-        else None
+    # A family's evaluation-only copies: generated arithmetic with new numbers, generated rows in new words.
+    found = variants_of(heldout)
+    variants = {v.name: v.make([r for r in heldout if v.applies(r)], PERTURB_SEED, exclude=seen) for v in found}
     subset = None
     # The train-vs-held-out gap compares accuracies: a task without a correctness reward (a preference task) has
     # none, and evaluating its training rows would only double the time.
-    if not perturbed and train and "correctness" in reward_roles(recipe.rewards).values():
+    if "perturbed" not in variants and train and "correctness" in reward_roles(recipe.rewards).values():
         subset = random.Random(SAMPLE_SEED).sample(train, min(len(train), len(heldout)))
-    return EvalSets(name, heldout, perturbed, subset)
+    return EvalSets(name, heldout, variants, subset, {v.name: v.what for v in found})
 
 
 def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], k_samples: int = 0,
@@ -279,10 +290,10 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
         heldout = evaluate(model, tokenizer, task, sets.heldout, max_new_tokens, k_samples=k_samples)
         entry = {"step": step, "path": str(path) if path else recipe.model.name, "heldout": heldout.as_dict(),
                  "perturbed": None, "train": None, "gap": None}
-        for kind, rows in (("perturbed", sets.perturbed), ("train", sets.train)):
-            if rows:
-                other = evaluate(model, tokenizer, task, rows, max_new_tokens)
-                entry[kind] = other.as_dict()
+        for kind, rows in sets.extra():
+            other = evaluate(model, tokenizer, task, rows, max_new_tokens)
+            entry[kind] = other.as_dict()
+            if entry["gap"] is None and kind in GAP_KINDS:  # the perturbed copy's gap, else train's
                 entry["gap"] = accuracy_gap(kind, heldout, other)
         entry["seconds"] = round(time.time() - t0, 1)
         entries.append(entry)
@@ -320,8 +331,7 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
         train_rows = load_train_rows(recipe)
     sets = eval_sets(recipe, data, max_rows, train_rows)
     log(f"evaluating step(s) {steps} of {run_dir} on {len(sets.heldout)} rows of the {sets.name}"
-        + (f" + {len(sets.perturbed)} perturbed" if sets.perturbed else "")
-        + (f" + {len(sets.train)} training rows" if sets.train else ""))
+        + "".join(f" + {len(rows)} {'training' if kind == 'train' else kind} rows" for kind, rows in sets.extra()))
     entries = evaluate_steps(recipe, sets, {s: by_step.get(s) for s in steps}, k_samples, max_new_tokens, log)
     if data is None:  # beside each step, the held-out probe training measured there (its first rows, greedy)
         probes = probe_points(run)

@@ -10,6 +10,7 @@ from grpokit.evaluation.preference import win_names
 
 GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
 GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
+GAP_KINDS = ("perturbed", "train")  # the copies whose gap to the held-out set says "memorised" (rewritten: see its column)
 
 
 # ---------------------------------------------------------------- pass@k
@@ -65,6 +66,13 @@ def accuracy_gap(kind: str, heldout, other) -> dict | None:
     return {"kind": kind, "value": value, "stderr": se, "flagged": value > GAP_FLAG and value > GAP_SIGMAS * se}
 
 
+def extra_kinds() -> list[str]:
+    """The sets an entry may hold beside `heldout`, in the table's order: the families' variants, then `train`."""
+    from grpokit.families import variant_names
+
+    return [*variant_names(), "train"]
+
+
 def choose_best(entries: list[dict]) -> dict | None:
     """The entry with the highest held-out greedy accuracy; ties go to the earlier step."""
     scored = [e for e in entries if e.get("heldout", {}).get("accuracy") is not None]
@@ -83,19 +91,22 @@ def results_legend(results: dict) -> list[str]:
     table = results_table(results)
     headers = [str(c.header) for c in table.columns]
     metric = results.get("metric", "accuracy")
-    kinds = [h for h in headers if h in ("perturbed", "train")]
+    kinds = [h for h in headers if h in extra_kinds()]
+    said = results.get("variants") if isinstance(results.get("variants"), dict) else {}  # what evaluation wrote
     say = {
         "step": "step: the checkpoint's training step (0 base: the model before training; ★best: the highest "
                 "held-out greedy score)",
         metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out "
                       "rows (a graded reward, json_fields: its mean score, the share of the fields right)",
-        **{kind: f"{kind}: {v.what}" for kind in kinds if (v := variant(kind)) is not None},
+        **{kind: f"{kind}: {(said.get(kind) or {}).get('what') or v.what}" for kind in kinds
+           if (v := variant(kind)) is not None},
         "probe": "probe: what the held-out probe measured during training at this step (the first "
                  f"{_probe_rows(results)} held-out rows, greedy, the same metric; health.probe_rows), the curve "
                  "health's probe_drop judges",
         "train": "train: as many training rows as held-out ones, scored the same way",
         "gap": "gap: percentage points the model does better where it may have memorised: "
-               + " / ".join(("held-out minus perturbed" if k == "perturbed" else "train minus held-out") for k in kinds)
+               + " / ".join(("held-out minus perturbed" if k == "perturbed" else "train minus held-out")
+                            for k in kinds if k in GAP_KINDS)
                + f"; 'large' above {100 * GAP_FLAG:.0f} points and {GAP_SIGMAS:g} standard errors (a look at "
                "memorisation or overfitting is due)",
         "format": "format: share of completions the task's format reward passes (math: the answer line; "
@@ -145,7 +156,7 @@ def results_table(results: dict):
     metric = results.get("metric", "accuracy")  # results written before tasks had a metric were math accuracy
     entries = results["checkpoints"]
     best = (results.get("best") or {}).get("step") if len(entries) > 1 else None
-    extra = [kind for kind in ("perturbed", "train") if any(e.get(kind) for e in entries)]
+    extra = [kind for kind in extra_kinds() if any(e.get(kind) for e in entries)]
     ks = sorted({int(x) for e in entries for x in e["heldout"].get("pass_at_k", {})} & {1, k})
     has = {key: any(e["heldout"].get(key) is not None for e in entries) for key in ("format_rate", "refusal_rate")}
     means = [] if metric else sorted({n for e in entries for n in e["heldout"].get("reward_means", {})})

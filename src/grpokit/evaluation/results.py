@@ -102,6 +102,7 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
     main = results_path(out_dir, data)
     settings = {"data": sets.name, "fingerprint": sets.fingerprint(), "rows": len(sets.heldout),
                 "perturbed_rows": len(sets.perturbed or []), "train_rows": len(sets.train or []),
+                "variants": {kind: {"rows": len(rows), "what": sets.what.get(kind, kind)} for kind, rows in sets.variants.items()},
                 "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
                 "samples_per_problem": k_samples, "metric": _metric_of(recipe)}
     prior = read_json(main)

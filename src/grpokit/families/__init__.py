@@ -52,9 +52,18 @@ def judged_without_answer(obj: dict) -> bool:
     return any(f.without_answer is not None and f.without_answer(obj) for f in FAMILIES.values())
 
 
-def variant_of(rows: list[dict]) -> Variant | None:
-    """The evaluation-only copy (a family's Variant) that applies to these held-out rows, if one does."""
-    return next((v for f in FAMILIES.values() for v in f.variants if any(v.applies(r) for r in rows)), None)
+def variants_of(rows: list[dict]) -> list[Variant]:
+    """The evaluation-only copies (families' Variants) that apply to these held-out rows, one per name."""
+    out: dict[str, Variant] = {}
+    for v in (v for f in FAMILIES.values() for v in f.variants):
+        if v.name not in out and any(v.applies(r) for r in rows):
+            out[v.name] = v
+    return list(out.values())
+
+
+def variant_names() -> list[str]:
+    """Every variant's name, in the families' order: the columns evaluation may add beside the held-out one."""
+    return list(dict.fromkeys(v.name for f in FAMILIES.values() for v in f.variants))
 
 
 def variant(name: str) -> Variant | None:
@@ -69,4 +78,4 @@ def column(title: str) -> Column | None:
 
 __all__ = ["FAMILIES", "JUDGING_ROLES", "AnswerForm", "Column", "Demo", "Family", "Generator", "Trick", "Variant",
            "column", "demos", "family_of", "generators", "judged_without_answer", "registrar", "variant",
-           "variant_of"]
+           "variant_names", "variants_of"]

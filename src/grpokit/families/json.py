@@ -15,7 +15,8 @@ schema needs no gold answer (json_schema judges validity alone).
 
 The generated extraction task: a short text in, a JSON object with typed fields out. Each row is one record of a
 kind (`KINDS`: a person, an order, a meeting, a review, the weather, a flight): three fields of different JSON
-types (string, integer, number, boolean, an enum of weekdays), told in one of a few sentence shapes. A row
+types (string, integer, number, boolean, an enum of weekdays), told in one of a few sentence shapes (each kind
+keeps one more shape for evaluation only: the `rewritten` variant tells held-out records in it). A row
 carries its own JSON Schema (`schema`: the record's fields, all required, nothing else allowed), the gold object
 as JSON text (`answer`, which validates against the schema) and the question: an instruction naming the fields
 and their types (rendered from the schema, so the two cannot disagree) and the text. The values sit in the text
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from grpokit.errors import Problem
-from grpokit.families.base import AnswerForm, Demo, Family, Generator, Trick, registrar
+from grpokit.families.base import AnswerForm, Demo, Family, Generator, Trick, Variant, registrar
 
 # ---------------------------------------------------------------- rows
 _SCHEMA_EXAMPLE = ('"schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], '
@@ -119,6 +120,12 @@ class Kind:
     fields: dict[str, dict]
     draw: Callable[[random.Random], dict]  # values for the fields, plus any words the sentences need
     sentences: tuple[Callable[[dict], str], ...]
+    rewritten: tuple[Callable[[dict], str], ...] = ()  # shapes kept for evaluation only (`generate` never uses them)
+
+    @property
+    def shapes(self) -> tuple[Callable[[dict], str], ...]:
+        """Every sentence shape: a row's `shape` indexes this (the training ones first)."""
+        return self.sentences + self.rewritten
 
     def schema(self) -> dict:
         return {"type": "object", "properties": self.fields, "required": list(self.fields),
@@ -138,18 +145,21 @@ KINDS: tuple[Kind, ...] = (
          lambda r: {"name": r.choice(NAMES), "age": r.randint(18, 90), "city": r.choice(CITIES)},
          (lambda v: f"{v['name']} is {v['age']} years old and lives in {v['city']}.",
           lambda v: f"Meet {v['name']}, a {v['age']}-year-old from {v['city']}.",
-          lambda v: f"Living in {v['city']}, {v['name']} turned {v['age']} this year.")),
+          lambda v: f"Living in {v['city']}, {v['name']} turned {v['age']} this year."),
+         (lambda v: f"Our new neighbour from {v['city']} is called {v['name']}; {v['name']} is {v['age']}.",)),
     Kind("order", {"item": {"type": "string"}, "quantity": {"type": "integer"}, "price": {"type": "number"}},
          lambda r: {"item": r.choice(ITEMS), "quantity": r.randint(2, 40), "price": _price(r)},
          (lambda v: f"Please send {v['quantity']} packs of {v['item']} at {_dollars(v['price'])} per pack.",
           lambda v: f"Order: {v['item']}, {v['quantity']} packs, {_dollars(v['price'])} each.",
-          lambda v: f"We need {v['item']} again: {v['quantity']} packs, still {_dollars(v['price'])} a pack.")),
+          lambda v: f"We need {v['item']} again: {v['quantity']} packs, still {_dollars(v['price'])} a pack."),
+         (lambda v: f"The invoice lists {v['item']}: {_dollars(v['price'])} per pack, {v['quantity']} packs in total.",)),
     Kind("meeting", {"title": {"type": "string"}, "day": {"type": "string", "enum": list(DAYS)},
                      "hour": {"type": "integer"}},
          lambda r: {"title": r.choice(MEETINGS), "day": r.choice(DAYS), "hour": r.randint(8, 18)},
          (lambda v: f"The {v['title']} is on {v['day']} at {v['hour']}:00.",
           lambda v: f"Reminder: {v['title']} moved to {v['day']}, starting at {v['hour']}:00.",
-          lambda v: f"On {v['day']} at {v['hour']}:00 we hold the {v['title']}.")),
+          lambda v: f"On {v['day']} at {v['hour']}:00 we hold the {v['title']}."),
+         (lambda v: f"Put the {v['title']} in the calendar: {v['hour']}:00 sharp, {v['day']}.",)),
     Kind("review", {"product": {"type": "string"}, "rating": {"type": "integer"}, "recommended": {"type": "boolean"}},
          lambda r: {"product": r.choice(PRODUCTS), "rating": r.randint(1, 5), "recommended": r.random() < 0.5},
          (lambda v: f"I gave the {v['product']} {v['rating']} out of 5 stars and I would "
@@ -157,19 +167,24 @@ KINDS: tuple[Kind, ...] = (
           lambda v: f"{v['rating']}/5 for this {v['product']}. "
                     f"{'Recommended to friends.' if v['recommended'] else 'Not recommended.'}",
           lambda v: f"My rating for the {v['product']}: {v['rating']} stars. Would I recommend it? "
-                    f"{'Yes.' if v['recommended'] else 'No.'}")),
+                    f"{'Yes.' if v['recommended'] else 'No.'}"),
+         (lambda v: f"Score given to the {v['product']}: {v['rating']} of 5. "
+                    f"{'I would buy it again.' if v['recommended'] else 'I would not buy it again.'}",)),
     Kind("weather", {"city": {"type": "string"}, "temperature": {"type": "integer"}, "raining": {"type": "boolean"}},
          lambda r: {"city": r.choice(CITIES), "temperature": r.randint(-5, 35), "raining": r.random() < 0.5},
          (lambda v: f"In {v['city']} it is {v['temperature']} degrees and "
                     f"{'raining' if v['raining'] else 'dry'}.",
           lambda v: f"Weather update for {v['city']}: {v['temperature']} degrees, "
                     f"{'rain all day' if v['raining'] else 'no rain'}.",
-          lambda v: f"{v['city']} today: {'rainy' if v['raining'] else 'sunny'}, {v['temperature']} degrees.")),
+          lambda v: f"{v['city']} today: {'rainy' if v['raining'] else 'sunny'}, {v['temperature']} degrees."),
+         (lambda v: f"The forecast says {v['temperature']} degrees for {v['city']}, "
+                    f"{'with showers' if v['raining'] else 'and not a drop of rain'}.",)),
     Kind("flight", {"origin": {"type": "string"}, "destination": {"type": "string"}, "passengers": {"type": "integer"}},
          lambda r: dict(zip(("origin", "destination"), r.sample(CITIES, 2)), passengers=r.randint(1, 9)),
          (lambda v: f"Book a flight from {v['origin']} to {v['destination']} for {v['passengers']} passengers.",
           lambda v: f"{v['passengers']} passengers fly {v['origin']} to {v['destination']} next week.",
-          lambda v: f"Flight request: {v['destination']}, leaving {v['origin']}, {v['passengers']} seats.")),
+          lambda v: f"Flight request: {v['destination']}, leaving {v['origin']}, {v['passengers']} seats."),
+         (lambda v: f"Reserve {v['passengers']} tickets departing {v['origin']} and landing in {v['destination']}.",)),
 )
 KIND_NAMES = tuple(k.name for k in KINDS)
 
@@ -193,8 +208,36 @@ def make_row(kind: str, shape: int, values: dict) -> dict:
     k = KINDS[KIND_NAMES.index(kind)]
     gold = {key: values[key] for key in k.fields}
     schema = k.schema()
-    return {"question": question_for(schema, k.sentences[shape](values)), "answer": json.dumps(gold),
+    return {"question": question_for(schema, k.shapes[shape](values)), "answer": json.dumps(gold),
             "schema": schema, "kind": kind, "shape": shape}
+
+
+def in_training_words(row: dict) -> bool:
+    """An unedited generated row told in one of its kind's training sentence shapes (its question is exactly what
+    its kind, shape and gold values produce)."""
+    try:
+        k = KINDS[KIND_NAMES.index(row["kind"])]
+        shape, values = int(row["shape"]), json.loads(row["answer"])
+        return 0 <= shape < len(k.sentences) and make_row(k.name, shape, values)["question"] == row.get("question")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+
+
+def rewrite_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
+    """The same records (fields, values, schema, answer) told in a sentence shape kept for evaluation only
+    (Kind.rewritten, seeded); other columns are kept. A rewritten question found in `exclude` is kept all the
+    same: the values are the row's, and a training file made from these shapes is the user's choice."""
+    bad = [i for i, r in enumerate(rows) if not in_training_words(r)]
+    if bad:
+        raise ValueError(f"{len(bad)} row(s) are not generated JSON rows in a training sentence shape (first: row "
+                         f"{bad[0] + 1}); only rows whose question matches their kind/shape/answer can be rewritten")
+    rng = random.Random(seed)
+    out = []
+    for r in rows:
+        k = KINDS[KIND_NAMES.index(r["kind"])]
+        shape = len(k.sentences) + rng.randrange(len(k.rewritten))
+        out.append({**r, **make_row(k.name, shape, json.loads(r["answer"]))})
+    return out
 
 
 def generate(rows: int, seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
@@ -351,6 +394,8 @@ FAMILY = Family(
     make_data="`grpokit data generate json FILE` (generated extraction rows)",
     generators={"json": Generator(generate, "short texts -> JSON objects with typed fields, a schema per row")},
     audit=AnswerForm("schema tricks", "a `schema`", JSON_TRICKS, prepare_json_row, honest_answers),
+    variants=(Variant("rewritten", "the same held-out records told in sentence shapes no training row uses (kept "
+                      "for evaluation only; the same values and answers)", in_training_words, rewrite_rows),),
     demos={"json": Demo("json_extraction", "runs/demo-json", "GRPO on short texts -> JSON objects with typed fields "
                         "(recipes/smollm2-json-extraction.yaml)")},
 )

@@ -4,6 +4,7 @@ arithmetic task.
     grpokit data check train.jsonl --task math              # warns about gold answers that are not numbers
     grpokit data generate arithmetic train.jsonl --rows 500 --seed 1
     grpokit data perturb eval.jsonl eval-perturbed.jsonl --seed 1
+    grpokit data rewrite eval.jsonl eval-rewritten.jsonl    # the same problems in evaluation-only words
     grpokit demo                                            # the arithmetic demo
 
 What counts as a number is the math reward's own reading (`is_numeric_answer`: its `parse_gold` +
@@ -13,7 +14,8 @@ The generated task: small additions and subtractions in English. Rows are `{ques
 The operands are kept in the row so that `perturb_row` can redraw the numbers of a problem and recompute its
 answer (the memorisation check of evaluation: the family's `perturbed` variant). Problems are phrased as bare
 sums ("What is 17 + 25?") or short word problems, so a model has to read the question rather than pattern-match
-one layout. Small numbers keep the task learnable by a 135M model in minutes on a CPU.
+one layout. REWRITTEN holds phrasings that `generate` never uses: evaluation asks the held-out problems in them
+too (the `rewritten` variant), so new wording is measured apart from new numbers. Small numbers keep the task learnable by a 135M model in minutes on a CPU.
 
 The family's audit is the audit's own answer-line tricks (grpokit.audit.tricks): they read the recipe's answer
 markers, so they are built there, not here.
@@ -37,6 +39,18 @@ PHRASINGS: tuple[tuple[str, str], ...] = (
     ("Mia walked {a} km on Monday and {b} km on Tuesday. How many km did she walk in total?", "+"),
     ("A bus has {a} passengers. At the stop, {b} get off. How many passengers remain?", "-"),
 )
+# Phrasings kept for evaluation only (`generate` never draws them): the family's `rewritten` variant asks the
+# held-out problems in these words, so a model that learned the training wording rather than the sums shows it
+# (the 0.6B article's "rewritten questions"). A kind >= len(PHRASINGS) is one of these.
+REWRITTEN: tuple[tuple[str, str], ...] = (
+    ("Add {a} and {b}. What do you get?", "+"),
+    ("Subtract {b} from {a}. What is the result?", "-"),
+    ("A jar holds {a} marbles and someone drops in {b} more. How many marbles are in the jar?", "+"),
+    ("Sam had {a} stickers and gave {b} of them to a friend. How many stickers does Sam keep?", "-"),
+    ("What is the sum of {a} and {b}?", "+"),
+    ("What is the difference between {a} and {b}?", "-"),
+)
+ALL_PHRASINGS = PHRASINGS + REWRITTEN  # a row's `kind` indexes this
 _PERTURB_TRIES = 100  # a phrasing has ~1200 operand pairs; 100 misses in a row means train covers nearly all
 MAX_OPERAND = 50  # two-digit sums stay within what a 135M model can learn in a few dozen steps
 
@@ -49,7 +63,7 @@ def _draw(rng: random.Random, op: str) -> tuple[int, int]:
 
 
 def make_row(kind: int, a: int, b: int) -> dict:
-    template, op = PHRASINGS[kind]
+    template, op = ALL_PHRASINGS[kind]
     answer = a + b if op == "+" else a - b
     return {"question": template.format(a=a, b=b), "answer": str(answer), "a": a, "b": b, "op": op, "kind": kind}
 
@@ -76,7 +90,7 @@ def perturb_row(row: dict, rng: random.Random) -> dict:
     """The same problem with new numbers and the recomputed answer."""
     kind = int(row["kind"])
     while True:
-        a, b = _draw(rng, PHRASINGS[kind][1])
+        a, b = _draw(rng, ALL_PHRASINGS[kind][1])
         if (a, b) != (row.get("a"), row.get("b")):
             return make_row(kind, a, b)
 
@@ -87,7 +101,34 @@ def is_generated(row: dict) -> bool:
         kind, a, b = int(row["kind"]), int(row["a"]), int(row["b"])
     except (KeyError, TypeError, ValueError):
         return False
-    return 0 <= kind < len(PHRASINGS) and make_row(kind, a, b)["question"] == row.get("question")
+    return 0 <= kind < len(ALL_PHRASINGS) and make_row(kind, a, b)["question"] == row.get("question")
+
+
+def in_training_words(row: dict) -> bool:
+    """A generated row phrased as training rows are (not one of the evaluation-only REWRITTEN phrasings)."""
+    return is_generated(row) and int(row["kind"]) < len(PHRASINGS)
+
+
+def rewrite_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
+    """The same problems (numbers, operation, answer) asked in an evaluation-only phrasing (REWRITTEN, seeded);
+    other columns of a row are kept. A rewritten question found in `exclude` (a training file someone made from
+    these phrasings) gets new numbers, as `perturb_rows` does."""
+    bad = [i for i, r in enumerate(rows) if not in_training_words(r)]
+    if bad:
+        raise ValueError(f"{len(bad)} row(s) are not generated arithmetic rows in the training phrasings (first: "
+                         f"row {bad[0] + 1}); only rows with kind/a/b whose question matches them can be rewritten")
+    rng, exclude = random.Random(seed), exclude or set()
+    out = []
+    for r in rows:
+        op = PHRASINGS[int(r["kind"])][1]
+        kinds = [len(PHRASINGS) + i for i, (_, o) in enumerate(REWRITTEN) if o == op]
+        new = make_row(rng.choice(kinds), int(r["a"]), int(r["b"]))
+        for _ in range(_PERTURB_TRIES):
+            if new["question"] not in exclude:
+                break
+            new = perturb_row(new, rng)
+        out.append({**r, **new})
+    return out
 
 
 def perturb_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
@@ -141,6 +182,9 @@ def answer_problem(answer: object, where: str) -> Problem | None:
 DEMOS = {
     "arithmetic": Demo("arithmetic", "runs/demo",
                        "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+    "sft-vs-grpo": Demo("sft_vs_grpo", "runs/sft-vs-grpo",
+                        "SFT, GRPO, SFT then GRPO and GRPO then SFT on the arithmetic task, each final model on "
+                        "held-out, perturbed and rewritten questions (the 0.6B-Base article's experiment)"),
 }
 
 FAMILY = Family(
@@ -150,6 +194,8 @@ FAMILY = Family(
     make_data="`grpokit data generate arithmetic FILE` (generated arithmetic)",
     generators={"arithmetic": Generator(generate, "additions and subtractions")},
     variants=(Variant("perturbed", "the same held-out questions with new numbers and recomputed answers (never a "
-                      "training question)", is_generated, perturb_rows),),
+                      "training question)", is_generated, perturb_rows),
+              Variant("rewritten", "the same held-out problems asked in words no training row uses (phrasings kept "
+                      "for evaluation only; the same numbers and answers)", in_training_words, rewrite_rows)),
     demos=DEMOS,
 )

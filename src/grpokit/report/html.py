@@ -34,7 +34,7 @@ import html
 import json
 from pathlib import Path
 
-from grpokit.evaluation.metrics import further_metrics
+from grpokit.evaluation.metrics import extra_kinds, further_metrics
 from grpokit.evaluation.preference import win_names
 from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
@@ -128,8 +128,7 @@ def _eval_row(label: str, e: dict, k: int, further: list[str] = (), wins: list[s
         f"{100 * gap['value']:+.1f} pts" + (' <b class="bad">large</b>' if gap.get("flagged") is True else ""))
     won = [_pct(_sub(_sub(e, "vs_base"), n).get("win_rate")) for n in wins]
     return [label, _pct(h.get("accuracy")), *[_pct(_sub(h, "metrics").get(m)) for m in further], *won,
-            _pct(_sub(e, "perturbed").get("accuracy")),
-            _pct(_sub(e, "train").get("accuracy")), gap_s,
+            *[_pct(_sub(e, kind).get("accuracy")) for kind in extra_kinds()], gap_s,
             *([_pct(_sub(h, "pass_at_k").get(str(k)))] if k else []), _pct(h.get("format_rate")),
             _pct(h.get("refusal_rate")), _num(h.get("mean_length"), 1), _pct(h.get("truncated_rate"))]
 
@@ -145,7 +144,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
     wins = win_names(results["checkpoints"])  # a learned reward: each checkpoint against the base, pair by pair
     plotted = metric if results.get("metric") or not wins else "win rate against the base"
     header = ["step", f"held-out {metric}", *[f"held-out {m}" for m in further], *[f"win vs base ({n})" for n in wins],
-              "perturbed", "train", "gap", *([f"pass@{k}"] if k else []), "format", "refusal", "mean length", "cut off"]
+              *extra_kinds(), "gap", *([f"pass@{k}"] if k else []), "format", "refusal", "mean length", "cut off"]
     best = (results.get("best") or {}).get("step")
     entries = {e["step"]: e for e in results["checkpoints"]}
     per_step = [_eval_row(f"{s}{' (base)' if s == 0 else ''}{' ★ best' if s == best else ''}", e, k, further, wins)
@@ -160,8 +159,12 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
         ba.append((f"last (step {last})", entries[last]))
     src = f"{_e(results.get('rows', '?'))} rows of the {_e(results.get('data', '?'))}"
     extra = []
-    if results.get("perturbed_rows"):
+    variants = results.get("variants") if isinstance(results.get("variants"), dict) else {}
+    if results.get("perturbed_rows") and "perturbed" not in variants:  # results written before `variants`
         extra.append(f"{results['perturbed_rows']} perturbed copies (numbers redrawn, answers recomputed)")
+    for kind, v in variants.items():
+        if isinstance(v, dict) and v.get("rows"):
+            extra.append(f"{v['rows']} {kind} copies ({v.get('what') or kind})")
     if results.get("train_rows"):
         extra.append(f"{results['train_rows']} training rows")
     html_ = [f"<p>Greedy decoding on {src}" + (f", plus {_e(' and '.join(extra))}" if extra else "") +

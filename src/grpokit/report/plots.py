@@ -155,7 +155,8 @@ def plot_eval(results: dict, path: Path) -> None:
     plt, fig, ax = _figure()
     entries = results["checkpoints"]
     drawn = False
-    for kind, label in (("heldout", "held-out"), ("perturbed", "perturbed numbers"), ("train", "training rows")):
+    for kind, label in (("heldout", "held-out"), ("perturbed", "perturbed numbers"), ("rewritten", "rewritten questions"),
+                        ("train", "training rows")):
         pts = [(e["step"], number((e.get(kind) if isinstance(e.get(kind), dict) else {}).get("accuracy")))
                for e in entries]
         pts = [(s, 100 * a) for s, a in pts if a is not None]

@@ -29,7 +29,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.run.layout import own_entries
 
 RECORD_FILE = ".grpokit-record.json"
-KINDS = ("run", "demo", "export", "report", "eval", "rm")
+KINDS = ("run", "demo", "export", "report", "eval", "rm", "comparison")
 _FORMAT = 1
 _MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; a larger file is not one
 

@@ -1,0 +1,250 @@
+"""`grpokit demo --task sft-vs-grpo`: the 0.6B-Base article's experiment on one task, as one command.
+
+    grpokit demo --task sft-vs-grpo [--output-dir runs/sft-vs-grpo] [--set train.seed=1]
+
+From the same base model, rows and prompt template it trains four pipelines and evaluates each final model, and
+the base, on the held-out rows, their perturbed copy (new numbers) and their rewritten copy (new wording, the
+phrasings no training row uses: grpokit.families' `rewritten` variants):
+
+    sft             grpokit sft SFT_RECIPE                                   (worked solutions, the control)
+    grpo            grpokit train GRPO_RECIPE                                (GRPO from the base model)
+    sft-then-grpo   grpokit train GRPO_RECIPE --init-from <the sft run>     (continuing settings: lr <= 3e-6)
+    grpo-then-sft   grpokit sft SFT_RECIPE --init-from <the grpo run> --set train.max_steps=POLISH_STEPS
+                                                                             (the article's SFT polish after GRPO)
+
+Budgets are the recipes' steps, not equal wall-clock: each stage runs as a user would run it alone, and the table
+gives every pipeline's minutes (a two-stage pipeline's are both stages'), so "better per minute" is read off the
+table rather than built into it. The second stage reuses the first pipeline's model (sft-then-grpo starts from the
+sft run, grpo-then-sft from the grpo run), so the four pipelines cost three trainings and a short polish.
+
+It prints one table (a pipeline per row: held-out, perturbed, rewritten, format, minutes) and a verdict: which final
+model is best on held-out plus rewritten questions, GRPO's own share (sft-then-grpo minus sft) and whether it is
+beyond noise (2 standard errors of the difference), and whether SFT's drop from held-out to rewritten questions
+is larger than GRPO's (the article's claim), each said from these numbers alone. `comparison.json` in the output
+folder holds every figure; the four runs are its sub-folders (each a demo run: `grpokit eval`, `report`, `export`
+work on them). docs/workflows.md "SFT or GRPO: the comparison" explains how to read it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from grpokit.demo.common import RECIPES, claim_run_dir, paired_recipes
+from grpokit.errors import GrpokitError, Problem
+from grpokit.evaluation import pct
+
+SFT_RECIPE = RECIPES / "smollm2-arithmetic-sft.yaml"
+GRPO_RECIPE = RECIPES / "smollm2-arithmetic.yaml"
+PIPELINES = ("sft", "grpo", "sft-then-grpo", "grpo-then-sft")
+POLISH_STEPS = 10  # a little SFT after GRPO to tidy the format (the 0.6B-Base article), a quarter of the SFT run
+RESULT_FILE = "comparison.json"
+SIGMAS = 2.0  # a difference is "beyond noise" past this many standard errors (evaluation's gap rule)
+
+
+def _recipes(overrides, sft_path: Path, grpo_path: Path):
+    sft, grpo = paired_recipes(overrides, sft_path, grpo_path, "the comparison")
+    if (sft.data.train, sft.data.eval) != (grpo.data.train, grpo.data.eval):
+        raise GrpokitError([Problem(f"{sft_path} and {grpo_path}", "they train or evaluate on different rows",
+                                    "give both recipes the same data.train and data.eval")])
+    return sft, grpo
+
+
+def _claim(output_dir: str, keep: list[str]) -> Path:
+    from grpokit.run.writer import claim
+
+    if not str(output_dir).strip():
+        raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
+                                    "name a new folder for the comparison, e.g. runs/sft-vs-grpo")])
+    out = Path(output_dir)
+    entries = {RESULT_FILE: "file", **dict.fromkeys(PIPELINES, "dir")}
+    claim(out, "comparison", entries, "pass --output-dir a new folder (or an earlier comparison's)")
+    for name in PIPELINES:  # each pipeline's run: new, or an earlier comparison's demo run
+        claim_run_dir(str(out / name), keep=keep)
+    return out
+
+
+def _stderr(p: float | None, n: int) -> float:
+    return math.sqrt(p * (1 - p) / n) if p is not None and n else float("nan")
+
+
+def _difference(a: dict, b: dict, key: str) -> tuple[float, float] | None:
+    """(a - b, its standard error) for the accuracy on one set, None where either is missing."""
+    x, y = a["sets"].get(key), b["sets"].get(key)
+    if not x or not y or x["accuracy"] is None or y["accuracy"] is None:
+        return None
+    return x["accuracy"] - y["accuracy"], math.hypot(_stderr(x["accuracy"], x["rows"]), _stderr(y["accuracy"], y["rows"]))
+
+
+def _said(diff: tuple[float, float] | None) -> str:
+    if diff is None:
+        return "not measured"
+    d, se = diff
+    beyond = abs(d) > SIGMAS * se
+    return f"{100 * d:+.1f} points ({'beyond' if beyond else 'within'} noise: 2 SE = {200 * se:.1f})"
+
+
+def verdict(models: dict[str, dict]) -> list[str]:
+    """What these numbers show, in sentences (the module docstring): the best final model, GRPO's own share, and
+    the article's claim about rewritten questions."""
+    lines = []
+    scored = {n: m for n, m in models.items() if n != "base" and m["sets"].get("heldout")}
+    key = "rewritten" if all(m["sets"].get("rewritten") for m in scored.values()) else None
+
+    def score(m):
+        return m["sets"]["heldout"]["accuracy"] + (m["sets"][key]["accuracy"] if key else 0.0)
+
+    if scored:
+        best = max(scored, key=lambda n: score(scored[n]))
+        runner = max((n for n in scored if n != best), key=lambda n: score(scored[n]), default=None)
+        what = "held-out plus rewritten accuracy" if key else "held-out accuracy"
+        line = f"best final model by {what}: {best}"
+        if runner:
+            line += f"; against {runner}: held-out {_said(_difference(scored[best], scored[runner], 'heldout'))}"
+            if key:
+                line += f", rewritten {_said(_difference(scored[best], scored[runner], key))}"
+        lines.append(line)
+    if "sft-then-grpo" in scored and "sft" in scored:
+        lines.append("GRPO's own share (sft-then-grpo minus sft): held-out "
+                     f"{_said(_difference(scored['sft-then-grpo'], scored['sft'], 'heldout'))}"
+                     + (f", rewritten {_said(_difference(scored['sft-then-grpo'], scored['sft'], key))}" if key else ""))
+    if key and "sft" in scored and "grpo" in scored:
+        drops = {n: _difference({"sets": {"a": scored[n]["sets"]["heldout"]}}, {"sets": {"a": scored[n]["sets"][key]}},
+                                "a") for n in ("sft", "grpo")}
+        if drops["sft"] and drops["grpo"]:
+            (sft_drop, sft_se), (grpo_drop, grpo_se) = drops["sft"], drops["grpo"]
+            holds = sft_drop - grpo_drop > SIGMAS * math.hypot(sft_se, grpo_se)
+            lines.append(f"held-out -> rewritten: sft {100 * -sft_drop:+.1f} points, grpo {100 * -grpo_drop:+.1f}; "
+                         + ("SFT loses clearly more on new wording than GRPO (the 0.6B-Base article's claim holds "
+                            "here)" if holds else "SFT does not lose clearly more on new wording than GRPO here "
+                            "(the 0.6B-Base article's claim is not shown by these numbers)"))
+    return lines
+
+
+def table_rows(models: dict[str, dict]) -> list[tuple[str, ...]]:
+    """A model per row: held-out, perturbed, rewritten, format, minutes (its pipeline's, all stages)."""
+    def acc(m, key):
+        s = m["sets"].get(key)
+        return pct(s["accuracy"]) if s else "-"
+
+    return [(name, acc(m, "heldout"), acc(m, "perturbed"), acc(m, "rewritten"),
+             pct((m["sets"].get("heldout") or {}).get("format_rate")),
+             "-" if m.get("minutes") is None else f"{m['minutes']:.1f}") for name, m in models.items()]
+
+
+COLUMNS = ("held-out", "perturbed numbers", "rewritten questions", "format", "minutes")
+
+
+def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
+    """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
+    them evaluation makes (grpokit.evaluation.eval_sets), greedy."""
+    from grpokit import models
+    from grpokit.evaluation import eval_sets, evaluate
+    from grpokit.task import Task
+
+    task = Task.of(recipe)
+    sets = eval_sets(recipe)
+    tokenizer = models.load_recipe_tokenizer(recipe.model)
+    out = {}
+    for name, path in targets.items():
+        t0 = time.time()
+        model = models.load_recipe_model(recipe.model, None if path is None else Path(path), on_device=True)
+        if path is not None:
+            from grpokit.run import refuse_nonfinite
+
+            refuse_nonfinite(model, path)
+        results = {"heldout": evaluate(model, tokenizer, task, sets.heldout).as_dict()}
+        for kind, rows in sets.variants.items():
+            results[kind] = evaluate(model, tokenizer, task, rows).as_dict()
+        out[name] = {"path": path or recipe.model.name, "sets": results}
+        log(f"{name}: " + ", ".join(f"{k} {pct(v['accuracy'])}" for k, v in results.items())
+            + f" ({time.time() - t0:.0f}s)")
+        del model
+    return out
+
+
+def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Path | None = None,
+        grpo_recipe_path: Path | None = None, callbacks: list | None = None) -> dict:
+    """The comparison (module docstring); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests)."""
+    from grpokit.console import console
+    from grpokit.run import run_end
+    from grpokit.run.writer import write_file
+    from grpokit.training import apply_init_from, train, train_sft
+
+    sft_path, grpo_path = Path(sft_recipe_path or SFT_RECIPE), Path(grpo_recipe_path or GRPO_RECIPE)
+    sft_recipe, grpo_recipe = _recipes(overrides, sft_path, grpo_path)
+    keep = [str(sft_path), str(grpo_path), grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
+    out = _claim(output_dir, keep)
+    dirs = {name: out / name for name in PIPELINES}
+    say = lambda m: console.print(m, markup=False)  # noqa: E731
+    seconds: dict[str, float] = {}
+    ends: dict[str, dict] = {}
+
+    def stage(name: str, fn, max_steps: int):
+        console.print(f"[bold]{name}[/] -> {dirs[name]}")
+        t0 = time.time()
+        summary = fn()
+        seconds[name] = time.time() - t0
+        summary.pop("trainer", None)
+        ends[name] = run_end(summary, max_steps)
+        if summary.get("status") == "interrupted":
+            raise GrpokitError([Problem(str(dirs[name]), "stopped by the user: nothing was compared",
+                                        f"run `grpokit demo --task sft-vs-grpo --output-dir {out}` again")],
+                               exit_code=1)
+        return summary
+
+    t_all = time.time()
+    stage("sft", lambda: train_sft(sft_recipe, run_dir=dirs["sft"], overwrite=True, kind="demo", log=say),
+          sft_recipe.train.max_steps)
+    stage("grpo", lambda: train(grpo_recipe, run_dir=dirs["grpo"], overwrite=True, callbacks=callbacks, kind="demo"),
+          grpo_recipe.train.max_steps)
+    recipe, lineage = apply_init_from(grpo_recipe, str(dirs["sft"]), list(overrides or []))
+    stage("sft-then-grpo", lambda: train(recipe, run_dir=dirs["sft-then-grpo"], overwrite=True, init_from=lineage,
+                                         callbacks=callbacks, kind="demo"), recipe.train.max_steps)
+    polish = sft_recipe.model_copy(update={"train": sft_recipe.train.model_copy(update={"max_steps": POLISH_STEPS})})
+    polish, polish_lineage = apply_init_from(polish, str(dirs["grpo"]), continuing=False)
+    stage("grpo-then-sft", lambda: train_sft(polish, run_dir=dirs["grpo-then-sft"], overwrite=True,
+                                             init_from=polish_lineage, kind="demo", log=say), POLISH_STEPS)
+
+    from grpokit.training.lineage import resolve_init_from
+
+    def final(name: str) -> str | None:  # the model a user continuing from the run gets (None: its own start)
+        path, lineage = resolve_init_from(str(dirs[name]))
+        return None if lineage["kind"] == "run-base" else path
+
+    targets = {"base": None, **{name: final(name) for name in PIPELINES}}
+    console.print(f"evaluating the base and the four final models (greedy) on {grpo_recipe.data.eval} and its "
+                  "copies ...")
+    models = _evaluate(grpo_recipe, targets, say)
+    minutes = {"sft": seconds["sft"], "grpo": seconds["grpo"],
+               "sft-then-grpo": seconds["sft"] + seconds["sft-then-grpo"],
+               "grpo-then-sft": seconds["grpo"] + seconds["grpo-then-sft"]}
+    for name, s in minutes.items():
+        models[name]["minutes"] = s / 60
+        models[name]["stage_minutes"] = seconds[name] / 60
+    models["base"]["minutes"] = None
+    console.print(_table(models))
+    lines = verdict(models)
+    for line in lines:
+        console.print(f"[bold]verdict:[/] {line}", highlight=False)
+    result = {"pipelines": list(PIPELINES), "models": models, "verdict": lines, "polish_steps": POLISH_STEPS,
+              "recipes": {"sft": str(sft_path), "grpo": str(grpo_path)}, "overrides": list(overrides or []),
+              "continuing": lineage.get("continuing") if lineage else None, "run_end": ends,
+              "seconds_total": round(time.time() - t_all, 1)}
+    write_file(out / RESULT_FILE, json.dumps(result, indent=2, ensure_ascii=False), within=out, replace=True)
+    console.print(f"comparison finished in {result['seconds_total'] / 60:.1f} min: {out / RESULT_FILE}; the runs: "
+                  + ", ".join(str(d) for d in dirs.values()))
+    return result
+
+
+def _table(models: dict[str, dict]):
+    from rich.table import Table
+
+    table = Table(title="final models, greedy (a row per pipeline; minutes: all its stages)")
+    table.add_column("model")
+    for c in COLUMNS:
+        table.add_column(c, justify="right")
+    for row in table_rows(models):
+        table.add_row(*row)
+    return table
