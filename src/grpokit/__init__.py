@@ -4,4 +4,4 @@ __version__ = "0.1.0"
 # "The demo recipe" logs. The one place it is written: `grpokit demo --help`, scripts/install.sh, the demo recipe's
 # comment, README.md "What `grpokit demo` prints, and how to read it" and the quickstart show this text
 # (tests/test_docs.py checks); change it with a new measurement.
-DEMO_TIME = "8-17 min"
+DEMO_TIME = "4-5 min"
