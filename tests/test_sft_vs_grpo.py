@@ -37,6 +37,7 @@ def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(com
     for name, m in result["models"].items():
         assert set(m["sets"]) == {"heldout", "perturbed", "rewritten"}, name
         assert all(s["rows"] == 6 and 0 <= s["accuracy"] <= 1 for s in m["sets"].values())
+        assert all(sum(s["right"]) == round(6 * s["accuracy"]) for s in m["sets"].values())  # a flag per row
     minutes = {n: result["models"][n]["minutes"] for n in sft_vs_grpo.PIPELINES}
     assert minutes["sft-then-grpo"] > minutes["sft"] and minutes["grpo-then-sft"] > minutes["grpo"]  # all stages
     assert json.loads((out / sft_vs_grpo.RESULT_FILE).read_text())["verdict"] == result["verdict"]
@@ -75,3 +76,16 @@ def test_a_second_comparison_replaces_the_first_and_a_foreign_folder_is_refused(
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me" and len(list((tmp_path / "mine").iterdir())) == 1
     assert main(["demo", "--task", "sft-vs-grpo", "--output-dir", str(out / "sft")]) == 2  # a run, not a comparison
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_difference_on_the_same_rows_is_judged_by_its_paired_noise():
+    rows = 100
+    a = {"sets": {"heldout": {"accuracy": 0.60, "rows": rows, "right": [i < 60 for i in range(rows)]}}}
+    b = {"sets": {"heldout": {"accuracy": 0.50, "rows": rows, "right": [i < 50 for i in range(rows)]}}}
+    paired = sft_vs_grpo._difference(a, b, "heldout")
+    assert abs(paired[0] - 0.10) < 1e-9 and 2 * paired[1] < 0.07  # a right wherever b is: ~6 points of noise
+    assert "beyond noise" in sft_vs_grpo._said(paired)
+    for m in (a, b):
+        del m["sets"]["heldout"]["right"]
+    unpaired = sft_vs_grpo._difference(a, b, "heldout")  # two independent shares: ~14 points
+    assert 2 * unpaired[1] > 0.13 and "within noise" in sft_vs_grpo._said(unpaired)

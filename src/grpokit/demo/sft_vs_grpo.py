@@ -70,10 +70,17 @@ def _stderr(p: float | None, n: int) -> float:
 
 
 def _difference(a: dict, b: dict, key: str) -> tuple[float, float] | None:
-    """(a - b, its standard error) for the accuracy on one set, None where either is missing."""
+    """(a - b, its standard error) for the accuracy on one set, None where either is missing. Where both models
+    answered the same rows (`right`: a flag per row), the error is the paired one (the spread of the per-row
+    differences), else that of two independent shares (larger: it ignores that the rows are shared)."""
     x, y = a["sets"].get(key), b["sets"].get(key)
     if not x or not y or x["accuracy"] is None or y["accuracy"] is None:
         return None
+    rx, ry = x.get("right"), y.get("right")
+    if rx and ry and len(rx) == len(ry) > 1:
+        d = [float(p) - float(q) for p, q in zip(rx, ry)]
+        mean = sum(d) / len(d)
+        return mean, math.sqrt(sum((v - mean) ** 2 for v in d) / (len(d) - 1) / len(d))
     return x["accuracy"] - y["accuracy"], math.hypot(_stderr(x["accuracy"], x["rows"]), _stderr(y["accuracy"], y["rows"]))
 
 
@@ -136,6 +143,15 @@ def table_rows(models: dict[str, dict]) -> list[tuple[str, ...]]:
 COLUMNS = ("held-out", "perturbed numbers", "rewritten questions", "format", "minutes")
 
 
+def _with_rows(result: dict, rows: list[dict]) -> dict:
+    """An evaluation with `right`: a flag per row, in the rows' order (a row is right unless evaluation lists its
+    question among the failed ones), for the paired differences of the verdict."""
+    failed = {f.get("question") for f in result.get("failed") or []}
+    if result.get("accuracy") is not None:
+        result["right"] = [r["question"] not in failed for r in rows]
+    return result
+
+
 def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
     """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
     them evaluation makes (grpokit.evaluation.eval_sets), greedy."""
@@ -154,9 +170,9 @@ def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
             from grpokit.run import refuse_nonfinite
 
             refuse_nonfinite(model, path)
-        results = {"heldout": evaluate(model, tokenizer, task, sets.heldout).as_dict()}
-        for kind, rows in sets.variants.items():
-            results[kind] = evaluate(model, tokenizer, task, rows).as_dict()
+        results = {}
+        for kind, rows in (("heldout", sets.heldout), *sets.variants.items()):
+            results[kind] = _with_rows(evaluate(model, tokenizer, task, rows).as_dict(), rows)
         out[name] = {"path": path or recipe.model.name, "sets": results}
         log(f"{name}: " + ", ".join(f"{k} {pct(v['accuracy'])}" for k, v in results.items())
             + f" ({time.time() - t0:.0f}s)")
