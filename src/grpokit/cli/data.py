@@ -33,23 +33,20 @@ def register(sub) -> None:
     dg.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE")
     add_overwrite_option(dg)
     dg.set_defaults(func=cmd_data_generate)
-    dp = data.add_parser("perturb", help="redraw the numbers of generated problems and recompute the answers")
-    dp.add_argument("file", help="rows from `grpokit data generate arithmetic` (.jsonl)")
-    dp.add_argument("out", help="where to write the perturbed rows (.jsonl)")
-    dp.add_argument("--seed", type=int, default=0, help="random seed for the new numbers (default 0)")
-    dp.add_argument("--exclude", action="append", metavar="FILE.jsonl",
-                    help="never produce questions found in FILE (train)")
-    add_overwrite_option(dp)
-    dp.set_defaults(func=cmd_data_perturb)
-    dr = data.add_parser("rewrite", help="ask generated problems in words no training row uses (same numbers and "
-                                         "answers): a rewritten evaluation set")
-    dr.add_argument("file", help="rows from `grpokit data generate arithmetic|json` (.jsonl)")
-    dr.add_argument("out", help="where to write the rewritten rows (.jsonl)")
-    dr.add_argument("--seed", type=int, default=0, help="random seed for the choice of phrasing (default 0)")
-    dr.add_argument("--exclude", action="append", metavar="FILE.jsonl",
-                    help="never produce questions found in FILE (train)")
-    add_overwrite_option(dr)
-    dr.set_defaults(func=cmd_data_rewrite)
+    # Two evaluation-only copies of generated rows (grpokit.families' variants): the same arguments each.
+    for name, func, what, source, made, seed in (
+            ("perturb", cmd_data_perturb, "redraw the numbers of generated problems and recompute the answers",
+             "arithmetic", "perturbed", "the new numbers"),
+            ("rewrite", cmd_data_rewrite, "ask generated problems in words no training row uses (same numbers and "
+             "answers): a rewritten evaluation set", "arithmetic|json", "rewritten", "the choice of phrasing")):
+        dc = data.add_parser(name, help=what)
+        dc.add_argument("file", help=f"rows from `grpokit data generate {source}` (.jsonl)")
+        dc.add_argument("out", help=f"where to write the {made} rows (.jsonl)")
+        dc.add_argument("--seed", type=int, default=0, help=f"random seed for {seed} (default 0)")
+        dc.add_argument("--exclude", action="append", metavar="FILE.jsonl",
+                        help="never produce questions found in FILE (train)")
+        add_overwrite_option(dc)
+        dc.set_defaults(func=func)
     di = data.add_parser("import", help="turn a packaged benchmark into grpokit rows")
     di.add_argument("source", choices=["humaneval"], help="which benchmark")
     di.add_argument("out", help="where to write the rows (.jsonl)")
