@@ -14,7 +14,7 @@ from conftest import REPO, write_jsonl
 from grpokit.cli import main
 from grpokit.data import BUILTIN_DATA, load_rows
 from grpokit.families import generators
-from grpokit.families.json import KINDS, field_list, generate
+from grpokit.families.json_records import KINDS, field_list, generate
 from grpokit.evaluation.evaluate import score
 from grpokit.evaluation.metrics import results_legend, results_table, sampled_pass_at_k
 from grpokit.recipe.load import validate_raw

@@ -11,7 +11,7 @@ from conftest import write_jsonl
 
 from grpokit.cli import main
 from grpokit.families import variants_of
-from grpokit.families import json as json_family
+from grpokit.families import json_records as json_family
 from grpokit.families import math as math_family
 
 DATASETS = Path(math_family.__file__).resolve().parents[1] / "datasets"
