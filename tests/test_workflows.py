@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from grpokit.cli import main
 from grpokit.families.math import generate
-from grpokit.health.detectors import detect_reward_hacking
+from grpokit.health.learning import detect_reward_hacking
 from grpokit.health.findings import Context
 from grpokit.recipe.health_section import HealthConfig
 from grpokit.run.checkpoints import COMPLETE_MARKER

@@ -11,15 +11,16 @@ severity, default action and thresholds are its row of grpokit.recipe.HEALTH_COD
 its severity from there. Adding a detector: docs/extending.md."""
 from __future__ import annotations
 
-import math
 from statistics import mean, median
 from typing import Callable
 
 from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Context, Finding, is_finite,
                                      latest_window, metric_series, rolling_peak, rounded, trend, values_of)
 from grpokit.health.completions import detect_empty, detect_repetition
+from grpokit.health.learning import (detect_correctness_collapse, detect_format_collapse,
+                                     detect_format_never_learned, detect_probe_drop, detect_reward_hacking)
 from grpokit.recipe import HEALTH_CODES, HealthConfig
-from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, SAMPLER_CLIPPED, SAMPLER_GAP_MEAN
+from grpokit.run import SAMPLER_CLIPPED, SAMPLER_GAP_MEAN
 
 
 # ---------------------------------------------------------------- detectors (latest step)
@@ -203,198 +204,6 @@ def detect_truncation(metrics, samples, config, context) -> Finding | None:
                    "brevity with the `length` reward",
                    {"clipped_ratio": [rounded(v) for v in recent], "threshold": config.truncation_frac},
                    since=c[-len(recent)][0])
-
-
-def _fallen(metrics, context, code: str, role: str, w: int, learned: float, drop: float, floor: float,
-            message: Callable[[str, float, float, float], str]) -> Finding | None:
-    """`code` for the first reward of `role` whose running mean (over `w` steps) reached `learned` x its full
-    marks and then fell below `drop` x that peak; `message(name, peak, now, full)` says what and the fix.
-    Full marks: the best score a sampled completion earned, else the best step mean, at least `floor`."""
-    for name in context.with_role(role):
-        f = metric_series(metrics, f"rewards/{name}/mean")
-        if len(f) < 2 * w or f[-1][0] != metrics[-1]["step"]:
-            continue
-        peak, end = rolling_peak(f, w, len(f) - w)
-        now = mean(values_of(f[-w:]))
-        full = context.full_marks.get(name, max(floor, max(values_of(f))))
-        if full > 0 and peak >= learned * full and now < drop * peak:
-            return Finding(code, f[-1][0], message(name, peak, now, full),
-                           {"reward": name, "peak_mean": rounded(peak), "recent_mean": rounded(now), "full_marks": rounded(full),
-                            "learned_share": learned, "drop_threshold": drop},
-                           since=f[min(end, len(f) - 1)][0])
-    return None
-
-
-def detect_format_collapse(metrics, samples, config, context) -> Finding | None:
-    # "Learned" is relative to the reward's own full marks, not an absolute level: a format reward worth
-    # 0.2 (the Qwen3-0.6B-Base article's weighting written into the reward) that falls 0.2 -> 0.02 has collapsed.
-    return _fallen(metrics, context, "format_collapse", "format", config.window, config.format_learned, config.format_drop, 0.0,
-                   lambda name, peak, now, full:
-                   f"the {name} reward had been learned (mean {rounded(peak)} of full marks {rounded(full)}) and fell "
-                   f"to {rounded(now)}. Fix (Qwen3-0.6B-Base article): keep the format weight at 0.15 or more of the total, do "
-                   "not lower it too fast, and resume from a checkpoint where the format was stable")
-
-
-def detect_format_never_learned(metrics, samples, config, context) -> Finding | None:
-    # format_collapse needs a format learned first; a run that never learns it said nothing (a bf16 demo arm's
-    # format reward stayed at 0.00-0.12 for all 30 steps). Full marks: 1.0 for the built-in format rewards (they
-    # score 0..1, and a run that never learns the format may never log a sample that earned it), an own reward's best
-    # score seen. Weight-0 rewards (the preference recipe's direct_answer rule) are logged checks, not trained on.
-    from grpokit.rewards import BUILTIN
-
-    n, w = config.format_never_steps, config.window
-    for name in context.with_role("format"):
-        f = metric_series(metrics, f"rewards/{name}/mean")
-        if not context.trained(name) or len(f) < n or f[-1][0] != metrics[-1]["step"]:
-            continue
-        best, _ = rolling_peak(f, min(w, len(f)), len(f))
-        full = 1.0 if name in BUILTIN else max(context.full_marks.get(name, 0.0), max(values_of(f)))
-        if full > 0 and best >= config.format_never_share * full:
-            continue
-        first, last = f[0][0], f[-1][0]
-        return Finding("format_never_learned", last,
-                       f"the {name} reward has stayed low since the start: over steps {first}-{last} its running "
-                       f"mean never reached {config.format_never_share:g} of full marks ({rounded(full)}; best "
-                       f"{rounded(best)}, now {rounded(f[-1][1])}). The model is not learning the format, so answers "
-                       "the format refuses earn nothing either. Fix: start from a model that writes the format, a "
-                       "short SFT warm start on worked solutions (`grpokit sft` with the same template and rows, then "
-                       "`grpokit train RECIPE --init-from` the SFT run), or raise the format reward's weight (the "
-                       "Qwen3-0.6B-Base article: 0.4-0.5 at first, about 0.1 once the format is stable); read "
-                       "samples.jsonl for what the completions write instead (`grpokit rewards score` says why one "
-                       "fails). A base model may need more steps (the Qwen3-0.6B-Base article: tens, even a hundred)",
-                       {"reward": name, "best_running_mean": rounded(best), "recent": rounded(f[-1][1]),
-                        "full_marks": rounded(full), "steps": [first, last], "share": config.format_never_share,
-                        "window": w}, since=first)
-    return None
-
-
-def detect_probe_drop(metrics, samples, config, context) -> Finding | None:
-    # The held-out probe (grpokit.training.probe): fixed held-out rows answered greedily at step 0 and at every
-    # checkpoint and scored by the task's verifier, so unlike the training rewards it does not depend on which
-    # prompts were drawn. Its latest score is judged against the best earlier one on as many rows (ties: the earlier
-    # step); the noise allowance and why: HEALTH_CODES["probe_drop"]. A finding names the best step, whose checkpoint
-    # a rollback restores (the probe measured exactly those weights).
-    points = metric_series(metrics, PROBE_ACCURACY)
-    rows = dict(metric_series(metrics, PROBE_ROWS))
-    if len(points) < 2 or not rows.get(points[-1][0]):
-        return None
-    step, now = points[-1]
-    n = int(rows[step])
-    earlier = [(st, v) for st, v in points[:-1] if rows.get(st) == n]
-    if not earlier:
-        return None
-    best_step, best = max(earlier, key=lambda p: (p[1], -p[0]))
-    pooled = (best + now) / 2
-    noise = math.sqrt(max(pooled * (1 - pooled), 0.0) * 2 / n)
-    drop = best - now
-    if drop < config.probe_drop_min or drop < config.probe_noise * noise:
-        return None
-    return Finding("probe_drop", step,
-                   f"the held-out probe fell from {rounded(100 * best, 1)}% (step {best_step}) to "
-                   f"{rounded(100 * now, 1)}% (step {step}) on the same {n} held-out rows, answered greedily: "
-                   f"{rounded(drop / noise, 1) if noise else 'inf'} standard errors, beyond its noise. The model is "
-                   "getting worse on questions it does not train on, whatever the training reward says. Fix: lower "
-                   "train.learning_rate (the Qwen3-0.6B-Base article: 1e-6 to 5e-6; a model that already learned the "
-                   "task, e.g. --init-from an SFT run, loses it fastest), raise beta to hold the policy near where it "
-                   f"started, and restart from {f'checkpoint-{best_step}' if best_step else 'the initial model'} "
-                   "(health action rollback restores it, halves the learning rate and doubles beta); `grpokit eval` "
-                   "scores every checkpoint on every held-out row",
-                   {"best": rounded(best), "best_step": best_step, "now": rounded(now), "rows": n,
-                    "drop": rounded(drop), "noise": rounded(noise), "noise_errors": config.probe_noise,
-                    "drop_min": config.probe_drop_min}, since=best_step + 1, restore=best_step)
-
-
-def detect_correctness_collapse(metrics, samples, config, context) -> Finding | None:
-    # The policy unlearns what it had learned: the training correctness (on the prompts it is given) rose, then
-    # fell and stays down. Seen on the demo recipe at a too-high constant learning rate, the format kept and the
-    # entropy still far from collapse: every group ended all-wrong while no other detector fired
-    # (docs/measurements.md "Health and rollback"). Full marks are at least 1 (a right answer's score).
-    return _fallen(metrics, context, "correctness_collapse", "correctness", config.window, config.correctness_learned,
-                   config.correctness_drop, 1.0,
-                   lambda name, peak, now, full:
-                   f"the {name} reward had risen to a running mean of {rounded(peak)} and fell to {rounded(now)}: "
-                   "the policy is unlearning the task. Fix: lower learning_rate or let it decay "
-                   "(lr_scheduler_type cosine), add a KL penalty (beta > 0), and restart from the last "
-                   "checkpoint before the fall (health action rollback does all three); `grpokit eval` "
-                   "finds the best checkpoint")
-
-
-def detect_reward_hacking(metrics, samples, config, context) -> Finding | None:
-    step = metrics[-1]["step"]
-    correct = context.with_role("correctness")
-    # (a) the training reward climbs while the correctness component stays flat.
-    total = [p for p in metric_series(metrics, "reward") if p[0] > config.warmup_steps][-config.plateau_steps:]
-    w = config.window
-    if correct and len(context.reward_names) > 1 and len(total) >= 2 * w and total[-1][0] == step:
-        lo, hi = total[0][0], total[-1][0]
-        rise = mean(values_of(total[-w:])) - mean(values_of(total[:w]))
-        moves = {}
-        for n in correct:
-            c = [p for p in metric_series(metrics, f"rewards/{n}/mean") if lo <= p[0] <= hi]
-            if len(c) >= 2 * w:
-                moves[n] = mean(values_of(c[-w:])) - mean(values_of(c[:w]))
-        if moves and rise >= config.hacking_rise and all(v < config.hacking_flat for v in moves.values()):
-            return Finding("reward_hacking_suspected", step,
-                           f"the total reward rose by {rounded(rise)} over steps {lo}-{hi} while "
-                           f"{', '.join(moves)} did not rise: the model is earning reward without getting answers "
-                           "right (Qwen3-0.6B-Base article: it learns to farm the format score). Fix: lower the format weight, "
-                           "raise correctness, score non-answers ('I don't know') 0, run `grpokit rewards audit`, and "
-                           "read samples.jsonl. Expected briefly while a base model first learns the format",
-                           {"total_rise": rounded(rise), "correctness_change": {k: rounded(v) for k, v in moves.items()},
-                            "steps": [lo, hi], "rise_threshold": config.hacking_rise, "flat_threshold": config.hacking_flat},
-                           since=lo)
-    learned = _learned_vs_rules(metrics, config, context, step)
-    if learned is not None:
-        return learned
-    # (b) evaluation accuracy falls while the training reward climbs (Qwen3-4B/14B article: 95% train vs 78% eval).
-    ev = sorted((e for e in context.evals if e.get("step", 0) <= step and is_finite(e.get("accuracy"))), key=lambda e: e["step"])
-    if len(ev) >= 2:
-        best = max(ev, key=lambda e: e["accuracy"])
-        last = ev[-1]
-        rew = dict(metric_series(metrics, "reward"))
-        r_best = _near(rew, best["step"])
-        r_last = _near(rew, last["step"])
-        if (last["step"] > best["step"] and best["accuracy"] - last["accuracy"] >= 0.05
-                and r_best is not None and r_last is not None and r_last > r_best):
-            return Finding("reward_hacking_suspected", step,
-                           f"evaluation accuracy fell from {rounded(best['accuracy'])} (step {best['step']}) to "
-                           f"{rounded(last['accuracy'])} (step {last['step']}) while the training reward rose from "
-                           f"{rounded(r_best)} to {rounded(r_last)}: the model is fitting the reward, not the task (Qwen3-4B/14B article: "
-                           "95% train vs 78% eval). Fix: keep the best evaluated checkpoint, train fewer steps or "
-                           "one epoch, use more varied data, tighten the reward (`grpokit rewards audit`)",
-                           {"eval_best": best, "eval_last": last, "reward_at_best": rounded(r_best),
-                            "reward_at_last": rounded(r_last)}, since=best["step"] + 1)
-    return None
-
-
-def _learned_vs_rules(metrics, config, context, step) -> Finding | None:
-    """(c) a learned reward (reward_model) climbs while every rule reward of the recipe stays flat or falls."""
-    from grpokit.rewards import LEARNED_REWARDS
-
-    learned = [n for n in context.reward_names if n in LEARNED_REWARDS]
-    rules = [n for n in context.reward_names if n not in LEARNED_REWARDS]
-    w = config.window
-    for n in learned:
-        s = [p for p in metric_series(metrics, f"rewards/{n}/mean") if p[0] > config.warmup_steps][-config.plateau_steps:]
-        if not rules or len(s) < 2 * w or s[-1][0] != step:
-            continue
-        lo, rise = s[0][0], mean(values_of(s[-w:])) - mean(values_of(s[:w]))
-        moves = {r: mean(values_of(c[-w:])) - mean(values_of(c[:w])) for r in rules
-                 if len(c := [p for p in metric_series(metrics, f"rewards/{r}/mean") if lo <= p[0] <= step]) >= 2 * w}
-        if moves and rise >= config.hacking_rise and all(v < config.hacking_flat for v in moves.values()):
-            return Finding("reward_hacking_suspected", step,
-                           f"the learned reward {n} rose by {rounded(rise)} over steps {lo}-{step} while the rule rewards "
-                           f"({', '.join(moves)}) did not: the policy may be gaming the reward model. Fix: read "
-                           "samples.jsonl, check the reward model on fresh rankings (`grpokit rm eval`), add rankings "
-                           "of the new answers and retrain it, or raise the rule rewards' weights",
-                           {"learned": n, "learned_rise": rounded(rise), "rule_change": {k: rounded(v) for k, v in moves.items()},
-                            "steps": [lo, step]}, since=lo)
-    return None
-
-
-def _near(series: dict[int, float], step: int) -> float | None:
-    before = [s for s in series if s <= step]
-    return series[max(before)] if before else None
 
 
 def detect_entropy_collapse(metrics, samples, config, context) -> Finding | None:
