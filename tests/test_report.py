@@ -10,7 +10,8 @@ from conftest import write_jsonl, grpokit_run
 
 from grpokit.cli import main
 from grpokit.report import plots as report_plots
-from grpokit.report.html import curves_section, group_findings, health_section, pick_phases, write_report
+from grpokit.report.html import write_report
+from grpokit.report.sections import curves_section, group_findings, health_section, pick_phases
 from grpokit.report.plots import CURVES, DPI, FIGSIZE, ema, ema_weight, plot_curve, series
 
 

@@ -24,7 +24,7 @@ from grpokit.recipe.load import load_recipe
 from grpokit.recipe.schema import Recipe
 from grpokit.recipe.selection_section import SelectionConfig
 from grpokit.recipe.trl_args import grpo_args
-from grpokit.report.html import curves_section
+from grpokit.report.sections import curves_section
 from grpokit.training.grpo import _trainer_class
 from grpokit.training.refill import attach, group_signal, merge_rows
 from grpokit.training.selection import STATE_FILE, PassRates, Selector, SignalSampler, choose, prompt_key
