@@ -18,7 +18,7 @@ def compared(tmp_path_factory, tiny_model_dir):
     recipe = make_recipe(tmp, tiny_model_dir, [{"name": "math_correctness"}, {"name": "format", "weight": 0.2}],
                          sections={"health": {"probe_rows": 0}})
     out = tmp / "cmp"
-    result = sft_vs_grpo.run(str(out), sft_recipe_path=recipe, grpo_recipe_path=recipe)
+    result = sft_vs_grpo.run(str(out), recipes=(recipe, recipe))
     return tmp, recipe, out, result
 
 
@@ -37,7 +37,8 @@ def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(com
     for name, m in result["models"].items():
         assert set(m["sets"]) == {"heldout", "perturbed", "rewritten"}, name
         assert all(s["rows"] == 6 and 0 <= s["accuracy"] <= 1 for s in m["sets"].values())
-        assert all(sum(s["right"]) == round(6 * s["accuracy"]) for s in m["sets"].values())  # a flag per row
+        assert all(len(s["scores"]) == 6 and abs(sum(s["scores"]) / 6 - s["accuracy"]) < 1e-9
+                   for s in m["sets"].values())  # a score per row, for the paired differences
     minutes = {n: result["models"][n]["minutes"] for n in sft_vs_grpo.PIPELINES}
     assert minutes["sft-then-grpo"] > minutes["sft"] and minutes["grpo-then-sft"] > minutes["grpo"]  # all stages
     assert json.loads((out / sft_vs_grpo.RESULT_FILE).read_text())["verdict"] == result["verdict"]
@@ -71,7 +72,7 @@ def test_a_second_comparison_replaces_the_first_and_a_foreign_folder_is_refused(
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     with pytest.raises(GrpokitError) as e:
-        sft_vs_grpo.run(str(tmp_path / "mine"), sft_recipe_path=recipe, grpo_recipe_path=recipe)
+        sft_vs_grpo.run(str(tmp_path / "mine"), recipes=(recipe, recipe))
     assert "nothing was written" in str(e.value) or "grpokit writes only into a folder it made" in str(e.value)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me" and len(list((tmp_path / "mine").iterdir())) == 1
     assert main(["demo", "--task", "sft-vs-grpo", "--output-dir", str(out / "sft")]) == 2  # a run, not a comparison
@@ -80,12 +81,45 @@ def test_a_second_comparison_replaces_the_first_and_a_foreign_folder_is_refused(
 
 def test_a_difference_on_the_same_rows_is_judged_by_its_paired_noise():
     rows = 100
-    a = {"sets": {"heldout": {"accuracy": 0.60, "rows": rows, "right": [i < 60 for i in range(rows)]}}}
-    b = {"sets": {"heldout": {"accuracy": 0.50, "rows": rows, "right": [i < 50 for i in range(rows)]}}}
+    a = {"sets": {"heldout": {"accuracy": 0.60, "rows": rows, "scores": [float(i < 60) for i in range(rows)]}}}
+    b = {"sets": {"heldout": {"accuracy": 0.50, "rows": rows, "scores": [float(i < 50) for i in range(rows)]}}}
     paired = sft_vs_grpo._difference(a, b, "heldout")
     assert abs(paired[0] - 0.10) < 1e-9 and 2 * paired[1] < 0.07  # a right wherever b is: ~6 points of noise
     assert "beyond noise" in sft_vs_grpo._said(paired)
     for m in (a, b):
-        del m["sets"]["heldout"]["right"]
+        del m["sets"]["heldout"]["scores"]
     unpaired = sft_vs_grpo._difference(a, b, "heldout")  # two independent shares: ~14 points
     assert 2 * unpaired[1] > 0.13 and "within noise" in sft_vs_grpo._said(unpaired)
+
+
+def test_partial_scores_pair_row_by_row():
+    """A JSON task's score is the share of fields right: rows pair by their scores, not by right/wrong."""
+    a = {"sets": {"heldout": {"accuracy": 0.5, "rows": 4, "scores": [1.0, 2 / 3, 1 / 3, 0.0]}}}
+    b = {"sets": {"heldout": {"accuracy": 0.25, "rows": 4, "scores": [2 / 3, 1 / 3, 0.0, 0.0]}}}
+    d, se = sft_vs_grpo._difference(a, b, "heldout")
+    assert abs(d - 0.25) < 1e-9 and se > 0
+
+
+def test_the_table_has_a_column_per_set_the_family_makes_and_its_other_metrics():
+    held = {"accuracy": 0.5, "rows": 4, "metric": "field accuracy", "format_rate": None,
+            "metrics": {"field accuracy": 0.5, "valid rate": 0.75}}
+    models = {"base": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": None},
+              "sft": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": 1.5}}
+    columns, rows = sft_vs_grpo.table(models)
+    assert columns == ["held-out", "rewritten (new wording)", "held-out valid rate", "format", "minutes"]
+    assert rows[1] == ("sft", "50.0%", "50.0%", "75.0%", "-", "1.5")
+    assert sft_vs_grpo.verdict(models)[0].startswith("best final model by held-out plus rewritten field accuracy: ")
+
+
+@pytest.mark.parametrize("task", [t for t, d in __import__("grpokit.demo", fromlist=["TASKS"]).TASKS.items()
+                                  if d.module == "sft_vs_grpo"])
+def test_each_familys_comparison_pairs_an_sft_and_a_grpo_recipe_on_the_same_rows(task):
+    from grpokit.demo import TASKS
+    from grpokit.demo.common import RECIPES
+    from grpokit.families import family_of
+    from grpokit.recipe import load_recipe
+
+    sft_path, grpo_path = (RECIPES / name for name in TASKS[task].recipes)
+    sft, grpo = sft_vs_grpo._recipes(None, sft_path, grpo_path)
+    assert family_of(sft.rewards) is family_of(grpo.rewards) is not None
+    assert load_recipe(sft_path).data.template == load_recipe(grpo_path).data.template

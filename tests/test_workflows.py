@@ -53,20 +53,41 @@ def runs(tmp_path_factory, tiny_model_dir):
 
 
 REFERENCES = [
-    # (row, marker, the completion SFT is taught)
-    ({"question": "q", "answer": "7", "solution": "3 + 4 = 7\nFinal answer: 7"}, "Final answer:",
+    # (row, marker, family, the completion SFT is taught)
+    ({"question": "q", "answer": "7", "solution": "3 + 4 = 7\nFinal answer: 7"}, "Final answer:", "math",
      "3 + 4 = 7\nFinal answer: 7"),                                                  # a solution column wins
     ({"question": "q", "answer": "Half of 48 is <<48/2=24>>24.\nSo 24 + 48 = <<24+48=72>>72.\n#### 72"},
-     "Final answer:", "Half of 48 is 24.\nSo 24 + 48 = 72.\nFinal answer: 72"),     # GSM8K: annotations dropped
-    ({"question": "q", "answer": "9", "a": 18, "b": 9, "op": "-"}, "Final answer:",
+     "Final answer:", "math", "Half of 48 is 24.\nSo 24 + 48 = 72.\nFinal answer: 72"),  # GSM8K: annotations dropped
+    ({"question": "q", "answer": "9", "a": 18, "b": 9, "op": "-"}, "Final answer:", "math",
      "18 - 9 = 9\nFinal answer: 9"),                                                 # generated arithmetic row
-    ({"question": "q", "answer": "5"}, "最终答案：", "最终答案：5"),                # answer only, full-width colon
+    ({"question": "q", "answer": "5"}, "最终答案：", "math", "最终答案：5"),        # answer only, full-width colon
+    ({"question": "q", "answer": "9", "a": 18, "b": 9, "op": "-"}, "Final answer:", None,
+     "Final answer: 9"),                                                              # no family: the line alone
+    ({"question": "q", "answer": '{"name": "Ana", "age": 31}'}, "Final answer:", "json",
+     '```json\n{"name": "Ana", "age": 31}\n```'),                                    # json: the gold object, fenced
+    ({"question": "q", "answer": "not json"}, "Final answer:", "json", "Final answer: not json"),
 ]
 
 
-@pytest.mark.parametrize("row,marker,expected", REFERENCES)
-def test_reference_completion(row, marker, expected):
-    assert reference_completion(row, marker) == expected
+@pytest.mark.parametrize("row,marker,family,expected", REFERENCES)
+def test_reference_completion(row, marker, family, expected):
+    from grpokit.families import FAMILIES
+
+    assert reference_completion(row, marker, FAMILIES.get(family)) == expected
+
+
+def test_json_reference_is_what_the_json_rewards_score_full():
+    """The JSON SFT target is an answer json_schema and json_fields give full marks, on the bundled rows."""
+    from grpokit.datasets import BUILTIN_DATA
+    from grpokit.families import FAMILIES
+    from grpokit.rewards.json_fields import check_fields
+    from grpokit.rewards.json_schema import check_json
+
+    rows = [json.loads(line) for line in (BUILTIN_DATA / "json" / "train.jsonl").read_text().splitlines()[:20]]
+    for row in rows:
+        text = reference_completion(row, "Final answer:", FAMILIES["json"])
+        assert check_fields(text, row["answer"])[0] == 1.0
+        assert check_json(text, row["schema"])[0] == 1.0
 
 
 def test_sft_run_has_the_grpo_layout_moves_weights_and_evaluates(runs, tiny_model_dir):

@@ -28,4 +28,8 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
         raise GrpokitError([Problem("--task", f"unknown demo task {task!r}", f"choose one of {', '.join(TASKS)}")])
     entry = TASKS[task]
     module = importlib.import_module(f"grpokit.demo.{entry.module}")
+    if entry.recipes and "recipes" not in options:  # a module serving several families: the row's recipes
+        from grpokit.demo.common import RECIPES
+
+        options["recipes"] = tuple(RECIPES / name for name in entry.recipes)
     return module.run(entry.output_dir if output_dir is None else output_dir, overrides, **options)

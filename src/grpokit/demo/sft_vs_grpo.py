@@ -1,10 +1,15 @@
 """`grpokit demo --task sft-vs-grpo`: the 0.6B-Base article's experiment on one task, as one command.
 
-    grpokit demo --task sft-vs-grpo [--output-dir runs/sft-vs-grpo] [--set train.seed=1]
+    grpokit demo --task sft-vs-grpo [--output-dir runs/sft-vs-grpo] [--set train.seed=1]     # arithmetic
+    grpokit demo --task sft-vs-grpo-json [--output-dir runs/sft-vs-grpo-json]                 # JSON extraction
 
-From the same base model, rows and prompt template it trains four pipelines and evaluates each final model, and
-the base, on the held-out rows, their perturbed copy (new numbers) and their rewritten copy (new wording, the
-phrasings no training row uses: grpokit.families' `rewritten` variants):
+A task family offers the comparison by naming its SFT and GRPO recipes in a demo row (`Demo.recipes` in
+grpokit.families: math's and json's); from Python, `run(DIR, recipes=(SFT_RECIPE, GRPO_RECIPE))` takes any pair
+with the same rows. From the same base model, rows and prompt template it trains four pipelines and evaluates
+each final model, and the base, on the held-out rows and every copy of them the family makes: a perturbed copy
+(new numbers, arithmetic) and a rewritten copy (new wording, the phrasings or sentence shapes no training row
+uses: grpokit.families' `rewritten` variants). Scores are the task's primary metric (accuracy for arithmetic, the
+share of fields right for JSON), compared row by row:
 
     sft             grpokit sft SFT_RECIPE                                   (worked solutions, the control)
     grpo            grpokit train GRPO_RECIPE                                (GRPO from the base model)
@@ -31,12 +36,10 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import RECIPES, claim_run_dir, paired_recipes
+from grpokit.demo.common import claim_run_dir, paired_recipes
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 
-SFT_RECIPE = RECIPES / "smollm2-arithmetic-sft.yaml"
-GRPO_RECIPE = RECIPES / "smollm2-arithmetic.yaml"
 PIPELINES = ("sft", "grpo", "sft-then-grpo", "grpo-then-sft")
 POLISH_STEPS = 10  # a little SFT after GRPO to tidy the format (the 0.6B-Base article), a quarter of the SFT run
 RESULT_FILE = "comparison.json"
@@ -70,15 +73,15 @@ def _stderr(p: float | None, n: int) -> float:
 
 
 def _difference(a: dict, b: dict, key: str) -> tuple[float, float] | None:
-    """(a - b, its standard error) for the accuracy on one set, None where either is missing. Where both models
-    answered the same rows (`right`: a flag per row), the error is the paired one (the spread of the per-row
-    differences), else that of two independent shares (larger: it ignores that the rows are shared)."""
+    """(a - b, its standard error) for the score on one set, None where either is missing. Where both models
+    answered the same rows (`scores`: each row's primary-metric score), the error is the paired one (the spread of
+    the per-row differences), else that of two independent shares (larger: it ignores that the rows are shared)."""
     x, y = a["sets"].get(key), b["sets"].get(key)
     if not x or not y or x["accuracy"] is None or y["accuracy"] is None:
         return None
-    rx, ry = x.get("right"), y.get("right")
-    if rx and ry and len(rx) == len(ry) > 1:
-        d = [float(p) - float(q) for p, q in zip(rx, ry)]
+    pairs = [(p, q) for p, q in zip(x.get("scores") or [], y.get("scores") or []) if p is not None and q is not None]
+    if len(pairs) > 1 and len(x["scores"]) == len(y["scores"]):
+        d = [p - q for p, q in pairs]
         mean = sum(d) / len(d)
         return mean, math.sqrt(sum((v - mean) ** 2 for v in d) / (len(d) - 1) / len(d))
     return x["accuracy"] - y["accuracy"], math.hypot(_stderr(x["accuracy"], x["rows"]), _stderr(y["accuracy"], y["rows"]))
@@ -105,7 +108,7 @@ def verdict(models: dict[str, dict]) -> list[str]:
     if scored:
         best = max(scored, key=lambda n: score(scored[n]))
         runner = max((n for n in scored if n != best), key=lambda n: score(scored[n]), default=None)
-        what = "held-out plus rewritten accuracy" if key else "held-out accuracy"
+        what = f"held-out plus rewritten {_metric(models)}" if key else f"held-out {_metric(models)}"
         line = f"best final model by {what}: {best}"
         if runner:
             line += f"; against {runner}: held-out {_said(_difference(scored[best], scored[runner], 'heldout'))}"
@@ -129,27 +132,37 @@ def verdict(models: dict[str, dict]) -> list[str]:
     return lines
 
 
-def table_rows(models: dict[str, dict]) -> list[tuple[str, ...]]:
-    """A model per row: held-out, perturbed, rewritten, format, minutes (its pipeline's, all stages)."""
+def _metric(models: dict[str, dict]) -> str:
+    """What the scores are: the task's primary metric (accuracy, field accuracy, ...)."""
+    return next((m["sets"]["heldout"].get("metric") for m in models.values() if m["sets"].get("heldout")
+                 and m["sets"]["heldout"].get("metric")), None) or "accuracy"
+
+
+def _sets(models: dict[str, dict]) -> list[str]:
+    """The sets evaluated: held-out, then the copies the task's family makes (perturbed, rewritten), in order."""
+    return list(dict.fromkeys(k for m in models.values() for k in m["sets"]))
+
+
+def table(models: dict[str, dict]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """(columns, a row per model): the primary metric on each set, the held-out set's other correctness metrics
+    (a JSON task's valid rate), format, minutes (its pipeline's, all stages)."""
+    sets, metric = _sets(models), _metric(models)
+    others = list(dict.fromkeys(k for m in models.values() for k in (m["sets"].get("heldout") or {}).get("metrics", {})
+                                if k != metric))
+    columns = [SET_TITLES.get(k, k) for k in sets] + [f"held-out {o}" for o in others] + ["format", "minutes"]
+
     def acc(m, key):
         s = m["sets"].get(key)
         return pct(s["accuracy"]) if s else "-"
 
-    return [(name, acc(m, "heldout"), acc(m, "perturbed"), acc(m, "rewritten"),
+    rows = [(name, *(acc(m, k) for k in sets),
+             *(pct((m["sets"].get("heldout") or {}).get("metrics", {}).get(o)) for o in others),
              pct((m["sets"].get("heldout") or {}).get("format_rate")),
              "-" if m.get("minutes") is None else f"{m['minutes']:.1f}") for name, m in models.items()]
+    return columns, rows
 
 
-COLUMNS = ("held-out", "perturbed numbers", "rewritten questions", "format", "minutes")
-
-
-def _with_rows(result: dict, rows: list[dict]) -> dict:
-    """An evaluation with `right`: a flag per row, in the rows' order (a row is right unless evaluation lists its
-    question among the failed ones), for the paired differences of the verdict."""
-    failed = {f.get("question") for f in result.get("failed") or []}
-    if result.get("accuracy") is not None:
-        result["right"] = [r["question"] not in failed for r in rows]
-    return result
+SET_TITLES = {"heldout": "held-out", "perturbed": "perturbed numbers", "rewritten": "rewritten (new wording)"}
 
 
 def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
@@ -172,7 +185,7 @@ def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
             refuse_nonfinite(model, path)
         results = {}
         for kind, rows in (("heldout", sets.heldout), *sets.variants.items()):
-            results[kind] = _with_rows(evaluate(model, tokenizer, task, rows).as_dict(), rows)
+            results[kind] = evaluate(model, tokenizer, task, rows).as_dict()
         out[name] = {"path": path or recipe.model.name, "sets": results}
         log(f"{name}: " + ", ".join(f"{k} {pct(v['accuracy'])}" for k, v in results.items())
             + f" ({time.time() - t0:.0f}s)")
@@ -180,15 +193,19 @@ def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
     return out
 
 
-def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Path | None = None,
-        grpo_recipe_path: Path | None = None, callbacks: list | None = None) -> dict:
-    """The comparison (module docstring); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests)."""
+def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path, Path] | None = None,
+        callbacks: list | None = None) -> dict:
+    """The comparison (module docstring) of `recipes` (the SFT recipe, the GRPO recipe: a family's demo row gives
+    them); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests)."""
     from grpokit.console import console
     from grpokit.run import run_end
     from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
 
-    sft_path, grpo_path = Path(sft_recipe_path or SFT_RECIPE), Path(grpo_recipe_path or GRPO_RECIPE)
+    if not recipes or len(recipes) != 2:
+        raise GrpokitError([Problem("recipes", "the comparison needs an SFT recipe and a GRPO recipe",
+                                    "run it as `grpokit demo --task sft-vs-grpo` (or a family's sft-vs-grpo task)")])
+    sft_path, grpo_path = (Path(p) for p in recipes)
     sft_recipe, grpo_recipe = _recipes(overrides, sft_path, grpo_path)
     keep = [str(sft_path), str(grpo_path), grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
     out = _claim(output_dir, keep)
@@ -257,10 +274,11 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
 def _table(models: dict[str, dict]):
     from rich.table import Table
 
-    table = Table(title="final models, greedy (a row per pipeline; minutes: all its stages)")
-    table.add_column("model")
-    for c in COLUMNS:
-        table.add_column(c, justify="right")
-    for row in table_rows(models):
-        table.add_row(*row)
-    return table
+    columns, rows = table(models)
+    out = Table(title=f"final models, greedy: {_metric(models)} (a row per pipeline; minutes: all its stages)")
+    out.add_column("model")
+    for c in columns:
+        out.add_column(c, justify="right")
+    for row in rows:
+        out.add_row(*row)
+    return out

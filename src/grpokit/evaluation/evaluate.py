@@ -91,6 +91,9 @@ class EvalResult:
     # pair, the win rate against the base (grpokit.evaluation.preference).
     preference_scores: dict[str, list[float | None]] = field(default_factory=dict)
     failed: list[dict] = field(default_factory=list)  # rows not answered right, with the verdict (data mine-failures)
+    # Per row, in the rows' order, the primary metric's score (None: not judged): two models evaluated on the same
+    # rows are compared row by row, with the paired error (grpokit.demo.sft_vs_grpo).
+    scores: list[float | None] = field(default_factory=list)
     precision: str | None = None  # the dtype the completions were generated in (the model's weights')
 
     def as_dict(self) -> dict:
@@ -185,6 +188,7 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
         preference_scores={r.name: scores[r.name] for r in task.by_role("preference")},
         failed=[{**r, "verdict": "refusal" if refusals and refusals[i] else "wrong"}
                 for i, (r, ok) in enumerate(zip(rows, correct)) if ok is not None and ok != 1.0],
+        scores=[None if ok is None else float(ok) for ok in correct] if c is not None else [],
         precision=dtype_name(model),
     )
 

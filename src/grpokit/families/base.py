@@ -105,6 +105,9 @@ class Demo(NamedTuple):
     module: str  # grpokit.demo.<module> holds run(output_dir, overrides, **options) -> dict
     output_dir: str  # the default run directory
     what: str  # one line for `grpokit demo --help`
+    # Recipe files (names in recipes/) for a module that serves several families, in the order its run() takes
+    # them (the SFT-vs-GRPO comparison: the SFT recipe, then the GRPO one); empty: the module runs its own recipe.
+    recipes: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- the row
@@ -123,3 +126,6 @@ class Family:
     audit: AnswerForm | None = None
     columns: tuple[Column, ...] = ()
     demos: dict[str, Demo] = field(default_factory=dict)
+    # The completion `grpokit sft` teaches for one row of the family (row, the recipe's answer-line marker), or None
+    # where the row gives nothing better than the answer line alone (grpokit.training.sft.reference_completion).
+    reference: Callable[[dict, str], str | None] | None = None

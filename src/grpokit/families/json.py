@@ -224,6 +224,17 @@ json_trick("duplicate_keys", "every key twice, a wrong value first and the right
                                   f"{json.dumps(v)}" for k, v in r.right.items()) + "}\n```")
 
 
+# ---------------------------------------------------------------- what SFT teaches
+def reference(row: dict, marker: str) -> str | None:
+    """The gold object in a ```json fence for `grpokit sft` (what json_schema and json_fields read, and what the
+    audit's honest answer is); None when the answer is not JSON (no answer line would help: the rewards read none)."""
+    try:
+        value = json.loads(row["answer"]) if isinstance(row.get("answer"), str) else row.get("answer")
+    except json.JSONDecodeError:
+        return None
+    return None if value is None else fence(value)
+
+
 # ---------------------------------------------------------------- the row
 FAMILY = Family(
     "json", "a JSON object judged by the row's schema and gold values (json_schema, json_fields)",
@@ -235,5 +246,10 @@ FAMILY = Family(
     variants=(Variant("rewritten", "the same held-out records told in sentence shapes no training row uses (kept "
                       "for evaluation only; the same values and answers)", in_training_words, rewrite_rows),),
     demos={"json": Demo("json_extraction", "runs/demo-json", "GRPO on short texts -> JSON objects with typed fields "
-                        "(recipes/smollm2-json-extraction.yaml)")},
+                        "(recipes/smollm2-json-extraction.yaml)"),
+           "sft-vs-grpo-json": Demo("sft_vs_grpo", "runs/sft-vs-grpo-json",
+                                    "SFT on the gold objects, GRPO, SFT then GRPO and GRPO then SFT on the JSON task, "
+                                    "each final model on held-out and rewritten texts",
+                                    recipes=("smollm2-json-extraction-sft.yaml", "smollm2-json-extraction.yaml"))},
+    reference=reference,
 )

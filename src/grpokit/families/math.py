@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 from grpokit.errors import Problem
 from grpokit.families.base import Demo, Family, Generator, Variant
@@ -178,13 +179,33 @@ def answer_problem(answer: object, where: str) -> Problem | None:
                    "math_correctness compares symbolically")
 
 
+# ---------------------------------------------------------------- what SFT teaches
+_CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
+
+
+def reference(row: dict, marker: str) -> str | None:
+    """The worked solution of a math row for `grpokit sft`: a GSM8K answer (`reasoning ... #### 72`) becomes its
+    reasoning (calculator annotations dropped) then the answer line; a generated arithmetic row (kind/a/b/op)
+    `a op b = answer` then the line; None for any other row (the answer line alone is all it gives)."""
+    answer = str(row["answer"]).strip()
+    sep = "" if marker.endswith("：") else " "  # a full-width colon takes no space after it
+    if "####" in answer:
+        reasoning, _, final = answer.rpartition("####")
+        lines = [_CALC.sub("", ln).strip() for ln in reasoning.strip().splitlines() if ln.strip()]
+        return "\n".join([*lines, f"{marker}{sep}{final.strip()}"])
+    if all(k in row for k in ("a", "b", "op")):
+        return f"{row['a']} {row['op']} {row['b']} = {answer}\n{marker}{sep}{answer}"
+    return None
+
+
 # ---------------------------------------------------------------- the row
 DEMOS = {
     "arithmetic": Demo("arithmetic", "runs/demo",
                        "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
     "sft-vs-grpo": Demo("sft_vs_grpo", "runs/sft-vs-grpo",
                         "SFT, GRPO, SFT then GRPO and GRPO then SFT on the arithmetic task, each final model on "
-                        "held-out, perturbed and rewritten questions (the 0.6B-Base article's experiment)"),
+                        "held-out, perturbed and rewritten questions (the 0.6B-Base article's experiment)",
+                        recipes=("smollm2-arithmetic-sft.yaml", "smollm2-arithmetic.yaml")),
 }
 
 FAMILY = Family(
@@ -197,5 +218,5 @@ FAMILY = Family(
                       "training question)", is_generated, perturb_rows),
               Variant("rewritten", "the same held-out problems asked in words no training row uses (phrasings kept "
                       "for evaluation only; the same numbers and answers)", in_training_words, rewrite_rows)),
-    demos=DEMOS,
+    demos=DEMOS, reference=reference,
 )

@@ -20,9 +20,10 @@ GRPO"); its checkpoints carry the tool template, so `grpokit train --init-from` 
 
 The reference completion of any other row, in order:
 - a `solution` or `completion` column, used as written;
-- a GSM8K answer (`reasoning ... #### 72`): the reasoning (calculator
-  annotations `<<48/2=24>>` removed) then the answer line `Final answer: 72`;
-- a generated arithmetic row (kind/a/b/op): `a op b = answer` then the line;
+- the worked solution the recipe's task family writes for its rows (`reference` of its row in
+  grpokit.families): for math, a GSM8K answer (`reasoning ... #### 72`) becomes the reasoning (calculator
+  annotations `<<48/2=24>>` removed) then the answer line `Final answer: 72`, a generated arithmetic row
+  (kind/a/b/op) `a op b = answer` then the line; for json, the gold object in a ```json fence;
 - otherwise the answer line alone (a recipe whose format reward asks for a
   reasoning line will score such a model low on format: add a `solution`).
 The answer line uses the recipe's first answer marker (`markers` of a
@@ -38,7 +39,6 @@ demonstrations, resume.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -51,7 +51,6 @@ from grpokit.training.lifecycle import (LockHolder, RunRecord, decide_for_this_m
                                         run_for)
 
 SOLUTION_FIELDS = ("solution", "completion")
-_CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not something a model should learn to write
 
 
 def answer_marker(recipe: Recipe) -> str:
@@ -63,20 +62,17 @@ def answer_marker(recipe: Recipe) -> str:
     return "最终答案：" if recipe.data.template == "plain_zh" else "Final answer:"
 
 
-def reference_completion(row: dict, marker: str) -> str:
-    """The text SFT teaches for one row (see the module docstring for the order of sources)."""
+def reference_completion(row: dict, marker: str, family=None) -> str:
+    """The text SFT teaches for one row (see the module docstring for the order of sources); `family`: the recipe's
+    task family (grpokit.families.family_of), whose `reference` gives its rows' worked solution."""
     for key in SOLUTION_FIELDS:
         if isinstance(row.get(key), str) and row[key].strip():
             return row[key].strip()
-    answer = str(row["answer"]).strip()
+    written = family.reference(row, marker) if family is not None and family.reference is not None else None
+    if written is not None:
+        return written
     sep = "" if marker.endswith("：") else " "  # a full-width colon takes no space after it
-    if "####" in answer:
-        reasoning, _, final = answer.rpartition("####")
-        lines = [_CALC.sub("", ln).strip() for ln in reasoning.strip().splitlines() if ln.strip()]
-        return "\n".join([*lines, f"{marker}{sep}{final.strip()}"])
-    if all(k in row for k in ("a", "b", "op")):
-        return f"{row['a']} {row['op']} {row['b']} = {answer}\n{marker}{sep}{answer}"
-    return f"{marker}{sep}{answer}"
+    return f"{marker}{sep}{str(row['answer']).strip()}"
 
 
 def sft_dataset(rows: list[dict], recipe: Recipe, tokenizer=None, notes: list[str] | None = None):
@@ -84,16 +80,17 @@ def sft_dataset(rows: list[dict], recipe: Recipe, tokenizer=None, notes: list[st
     `env:`, the tool demonstrations instead (`demonstration_dataset`, which needs the tokenizer)."""
     from datasets import Dataset
 
+    from grpokit.families import family_of
     from grpokit.task import template_of
 
     if recipe.env is not None:
         return demonstration_dataset(rows, recipe, tokenizer, notes if notes is not None else [])
     template = template_of(recipe)
-    marker = answer_marker(recipe)
+    marker, family = answer_marker(recipe), family_of(recipe.rewards)
     kwargs = template.chat_template_kwargs()
     out = []
     for row in rows:
-        text = reference_completion(row, marker)
+        text = reference_completion(row, marker, family)
         prompt = template.build(row["question"])
         item = {"prompt": prompt,
                 "completion": [{"role": "assistant", "content": text}] if template.is_chat else text}
