@@ -2,6 +2,7 @@
 final model on held-out, perturbed and rewritten rows, one table and a verdict said from the numbers."""
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from conftest import make_recipe
 from grpokit.cli import main
 from grpokit.demo import sft_vs_grpo
 from grpokit.errors import GrpokitError
+from grpokit.report.comparison import PAGE, PLOT, RESULT_FILE, comparison_table
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +43,21 @@ def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(com
                    for s in m["sets"].values())  # a score per row, for the paired differences
     minutes = {n: result["models"][n]["minutes"] for n in sft_vs_grpo.PIPELINES}
     assert minutes["sft-then-grpo"] > minutes["sft"] and minutes["grpo-then-sft"] > minutes["grpo"]  # all stages
-    assert json.loads((out / sft_vs_grpo.RESULT_FILE).read_text())["verdict"] == result["verdict"]
+    assert json.loads((out / RESULT_FILE).read_text())["verdict"] == result["verdict"]
     assert result["verdict"][0].startswith("best final model by held-out plus rewritten accuracy: ")
     assert any(line.startswith("GRPO's own share (sft-then-grpo minus sft): held-out ") for line in result["verdict"])
+
+
+def test_the_comparison_has_a_page_and_grpokit_report_writes_it_again(compared, capsys):
+    _, _, out, result = compared
+    page = (out / PAGE).read_text()
+    assert (out / PLOT).stat().st_size > 1000 and f'src="{PLOT}"' in page
+    assert all(html.escape(line) in page for line in result["verdict"])
+    assert all(f'href="{name}/"' in page for name in sft_vs_grpo.PIPELINES)
+    (out / PAGE).unlink()
+    assert main(["report", str(out)]) == 0 and (out / PAGE).is_file()
+    assert main(["report", str(out), "--output-dir", str(out / "elsewhere")]) == 2
+    assert "Traceback" not in capsys.readouterr().err and not (out / "elsewhere").exists()
 
 
 def _models(**acc):
@@ -65,6 +79,10 @@ def test_the_verdict_says_what_the_numbers_show():
                                         **{"sft-then-grpo": (0.72, 0.60), "grpo-then-sft": (0.56, 0.52)}))
     assert "claim holds here" in lines[2] and "sft -35.0 points, grpo -3.0" in lines[2]
     assert "+12.0 points (beyond noise" in lines[0] or "beyond noise" in lines[1]
+    # As in the JSON comparison: SFT drops on new wording and GRPO gains, but SFT stays far ahead there.
+    lines = sft_vs_grpo.verdict(_models(base=(0.27, 0.09), sft=(0.99, 0.80), grpo=(0.50, 0.55),
+                                        **{"sft-then-grpo": (0.99, 0.80), "grpo-then-sft": (0.90, 0.87)}))
+    assert "yet stays 25.0 points ahead of it there" in lines[2] and "claim holds" not in lines[2]
 
 
 def test_a_second_comparison_replaces_the_first_and_a_foreign_folder_is_refused(compared, tmp_path, capsys):
@@ -105,7 +123,7 @@ def test_the_table_has_a_column_per_set_the_family_makes_and_its_other_metrics()
             "metrics": {"field accuracy": 0.5, "valid rate": 0.75}}
     models = {"base": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": None},
               "sft": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": 1.5}}
-    columns, rows = sft_vs_grpo.table(models)
+    columns, rows = comparison_table(models)
     assert columns == ["held-out", "rewritten (new wording)", "held-out valid rate", "format", "minutes"]
     assert rows[1] == ("sft", "50.0%", "50.0%", "75.0%", "-", "1.5")
     assert sft_vs_grpo.verdict(models)[0].startswith("best final model by held-out plus rewritten field accuracy: ")
@@ -123,3 +141,20 @@ def test_each_familys_comparison_pairs_an_sft_and_a_grpo_recipe_on_the_same_rows
     sft, grpo = sft_vs_grpo._recipes(None, sft_path, grpo_path)
     assert family_of(sft.rewards) is family_of(grpo.rewards) is not None
     assert load_recipe(sft_path).data.template == load_recipe(grpo_path).data.template
+
+
+def test_sampled_pass_at_1_is_a_column_and_a_paired_share_in_the_verdict():
+    """GRPO's gain can be in what sampling finds (as training samples) while greedy decoding hides it."""
+    def model(greedy, hits):
+        return {"sets": {"heldout": {"accuracy": greedy, "rows": len(hits), "scores": [greedy] * len(hits),
+                                     "samples_per_problem": 8, "sample_hits": hits,
+                                     "pass_at_k": {"1": sum(hits) / 8 / len(hits), "8": sum(h > 0 for h in hits) / len(hits)}}},
+                "minutes": 1.0}
+
+    models = {"sft": model(0.6, [2] * 50 + [0] * 50), "grpo": model(0.3, [1] * 100),
+              "sft-then-grpo": model(0.6, [6] * 50 + [0] * 50)}
+    columns, rows = comparison_table(models)
+    assert columns[:3] == ["held-out", "held-out sampled pass@1", "held-out sampled pass@8"]
+    assert rows[0][:4] == ("sft", "60.0%", "12.5%", "50.0%")
+    share = next(line for line in sft_vs_grpo.verdict(models) if line.startswith("GRPO's own share"))
+    assert "held-out +0.0 points" in share and "sampled pass@1 on held-out rows +25.0 points (beyond noise" in share

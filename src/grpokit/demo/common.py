@@ -59,14 +59,14 @@ def paired_recipes(overrides, sft_path: Path, grpo_path: Path, what: str):
 
 
 def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("before", "after"),
-                  title: str = "held-out evaluation (greedy)", end: dict | None = None) -> Table:
-    """A metric per row, a stage per column; `end` (grpokit.run.run_end) of a run that stopped early puts its step
-    in the title."""
+                  title: str = "held-out evaluation (greedy)", end: dict | None = None, first: str = "metric") -> Table:
+    """A metric per row (`first`: what a row is), a stage per column; `end` (grpokit.run.run_end) of a run that
+    stopped early puts its step in the title."""
     if end and not end["reached_end"]:
         title += f"; after = step {end['step']}" + (f" of {end['max_steps']}" if end["max_steps"] else "") + \
             f" ({end['status']})"
     table = Table(title=title)
-    table.add_column("metric")
+    table.add_column(first)
     for c in columns:
         table.add_column(c, justify="right")
     for row in rows:

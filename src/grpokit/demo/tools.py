@@ -23,11 +23,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.demo.common import claim_run_dir, paired_recipes, results_table, write_demo_json
+from grpokit.demo.common import RECIPES, claim_run_dir, paired_recipes, results_table, write_demo_json
 from grpokit.evaluation import pct
 from grpokit.run import run_end
 
-RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 SFT_RECIPE = RECIPES / "smollm2-calculator-sft.yaml"
 GRPO_RECIPE = RECIPES / "smollm2-calculator-tools.yaml"
 COLUMNS = ("base", "after SFT", "after GRPO")

@@ -63,7 +63,7 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 
 # Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): metrics.py.
-from grpokit.evaluation.metrics import GAP_KINDS, accuracy_gap, pct, sampled_pass_at_k
+from grpokit.evaluation.metrics import GAP_KINDS, accuracy_gap, pass_at_k_of, pct, sampled_hits
 from grpokit.evaluation.results import claim_eval_output, eval_names, refuse_eval_output, write_results
 from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, select_steps
@@ -84,6 +84,7 @@ class EvalResult:
     refusal_rate: float | None = None
     pass_at_k: dict[str, float] = field(default_factory=dict)  # {"1": ..., "4": ...}, from `samples_per_problem`
     samples_per_problem: int = 0
+    sample_hits: list[int] = field(default_factory=list)  # per row, how many of its samples passed (pass@k's input)
     metric: str | None = None  # what `accuracy` is: the task's primary metric (accuracy, pass@1, valid rate, ...)
     metrics: dict[str, float | None] = field(default_factory=dict)  # every correctness reward's metric, primary first
     reward_means: dict[str, float | None] = field(default_factory=dict)  # greedy mean of every reward
@@ -172,17 +173,17 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     samples = [{"question": r["question"], "answer": r.get("answer"), "completion": t, "correct": ok, "format": fm,
                 "rewards": {n: s[i] for n, s in scores.items()}}
                for i, (r, t, ok, fm) in enumerate(list(zip(rows, texts, correct, fmt))[:n_samples])]
-    passes: dict[str, float] = {}
+    hits: list[int] = []
     if k_samples > 0 and rows and c is not None:
         groups = sample(model, tokenizer, task.template, questions, max_new, k_samples,
                         task.generation.temperature, task.generation.top_p, backend=backend)
-        passes = sampled_pass_at_k(task, rows, groups)
+        hits = sampled_hits(task, rows, groups)
     return EvalResult(
         rows=len(rows), accuracy=_mean(correct), format_rate=_mean(fmt),
         mean_length=sum(lengths) / max(1, len(lengths)),
         truncated_rate=sum(n >= max_new for n in lengths) / max(1, len(lengths)), samples=samples,
         refusal_rate=None if refusals is None else sum(refusals) / max(1, len(refusals)),
-        pass_at_k=passes, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
+        pass_at_k=pass_at_k_of(hits, k_samples), sample_hits=hits, samples_per_problem=k_samples if c is not None else 0, metric=task.primary_metric,
         metrics={m: _mean(v) for m, v in values.items()},
         reward_means={n: _mean(s) for n, s in scores.items()},
         preference_scores={r.name: scores[r.name] for r in task.by_role("preference")},

@@ -32,19 +32,29 @@ def k_values(n: int) -> list[int]:
     return ks + [n] if n >= 1 else []
 
 
-def sampled_pass_at_k(task, rows: list[dict], groups: list[list[str]]) -> dict[str, float]:
-    """pass@k for k = 1, 2, 4, ... <= n from n sampled completions per row, judged by the correctness reward.
-
-    A sample passes when the correctness reward scores it 1.0 (code_tests: every test passed). All samples
-    are scored in one call, so code_tests runs them through the sandbox in parallel."""
+def sampled_hits(task, rows: list[dict], groups: list[list[str]]) -> list[int]:
+    """Per row, how many of its sampled completions pass the correctness reward (a score of 1.0; code_tests: every
+    test passed); [] without a correctness reward or samples. All samples are scored in one call, so code_tests runs
+    them through the sandbox in parallel."""
     c = task.correctness
     n = len(groups[0]) if groups else 0
     if c is None or not rows or n == 0:
-        return {}
+        return []
     flat_rows = [r for r in rows for _ in range(n)]
     flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
-    hits = [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
+    return [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
+
+
+def pass_at_k_of(hits: list[int], n: int) -> dict[str, float]:
+    """pass@k for k = 1, 2, 4, ... <= n from each row's `hits` of n samples (unbiased estimator, `pass_at_k`)."""
+    if not hits or n == 0:
+        return {}
     return {str(k): sum(pass_at_k(n, h, k) for h in hits) / len(hits) for k in k_values(n)}
+
+
+def sampled_pass_at_k(task, rows: list[dict], groups: list[list[str]]) -> dict[str, float]:
+    """pass@k for k = 1, 2, 4, ... <= n from n sampled completions per row, judged by the correctness reward."""
+    return pass_at_k_of(sampled_hits(task, rows, groups), len(groups[0]) if groups else 0)
 
 
 def _columns(rows: list[dict]) -> dict[str, list]:

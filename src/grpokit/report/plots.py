@@ -113,7 +113,7 @@ def _title(ax, title: str) -> None:
     ax.set_title(textwrap.fill(title, TITLE_WIDTH), fontsize=12)
 
 
-def _save(plt, fig, path: Path) -> None:
+def save_figure(plt, fig, path: Path) -> None:
     import io
 
     from grpokit.run.writer import write_file
@@ -145,7 +145,7 @@ def plot_curve(metrics: list[dict], keys: list[str], title: str, ylabel: str, pa
     ax.set(xlabel="step", ylabel=ylabel)
     if len(drawn) > 1:
         ax.legend(fontsize=9)
-    _save(plt, fig, path)
+    save_figure(plt, fig, path)
     return [k for k, _, _ in drawn], n
 
 
@@ -181,4 +181,4 @@ def plot_eval(results: dict, path: Path) -> None:
     _title(ax, f"greedy {metric} per checkpoint (step 0 = base model)")
     ax.set(xlabel="step", ylabel=f"{metric} (%)", ylim=(-2, 102))
     ax.legend(fontsize=9)
-    _save(plt, fig, path)
+    save_figure(plt, fig, path)
