@@ -5,6 +5,7 @@ import json
 import math
 
 import pytest
+import yaml
 from conftest import REPO, write_jsonl
 from conftest import CHARS, make_recipe
 
@@ -169,6 +170,9 @@ def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
     e = res["checkpoints"][1]
     h = e["heldout"]
     assert h["rows"] == 3 and 0 <= h["accuracy"] <= 1 and set(h["pass_at_k"]) == {"1", "2"}
+    assert len(h["sample_hits"]) == 3 and all(0 <= n <= 2 for n in h["sample_hits"])  # pass@k's input, per row
+    recipe = yaml.safe_load((tiny_run / "config.yaml").read_text())["train"]
+    assert res["sampling"] == {"temperature": recipe["temperature"], "top_p": recipe["top_p"]}  # what pass@k drew at
     assert h["refusal_rate"] is not None and h["mean_length"] <= 6
     assert e["perturbed"]["rows"] == 3 and e["train"] is None and e["gap"]["kind"] == "perturbed"
     assert e["rewritten"]["rows"] == 3 and res["variants"]["rewritten"]["rows"] == 3  # new words, same problems
@@ -179,6 +183,7 @@ def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
     assert h["precision"] == "float32" and "(float32, " in out  # what the completions were generated in
     assert "gap: percentage points the model does better where it may have memorised: held-out minus perturbed" in \
         " ".join(out.split())  # the legend under the table
+    assert f"samples at temperature {recipe['temperature']}, top-p {recipe['top_p']}" in " ".join(out.split())
 
     # A second evaluation of one step keeps the others (same data, same settings).
     assert main(["eval", str(tiny_run), "--checkpoints", "last", "--samples", "2", "--max-rows", "3",

@@ -135,8 +135,11 @@ def results_legend(results: dict) -> list[str]:
             f"{m}: greedy, by another correctness reward of the task, on the same rows"
     out = [say[h] for h in headers if h in say and h]
     if any(h.startswith("sampled pass@") for h in headers):
+        sampling = results.get("sampling") or {}
+        at = (f"temperature {sampling['temperature']}, top-p {sampling['top_p']} (the recipe's train settings)"
+              if sampling else "the recipe's temperature")
         out.append(f"sampled pass@k: share of rows with at least one right answer among k of "
-                   f"{results.get('samples_per_problem')} samples at the recipe's temperature (unbiased estimator)")
+                   f"{results.get('samples_per_problem')} samples at {at} (unbiased estimator)")
     if not metric:
         out.append("reward columns: the greedy mean of each reward (the task has no correctness reward)")
     return out

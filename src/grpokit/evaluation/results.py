@@ -104,7 +104,10 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
                 "perturbed_rows": len(sets.perturbed or []), "train_rows": len(sets.train or []),
                 "variants": {kind: {"rows": len(rows), "what": sets.what.get(kind, kind)} for kind, rows in sets.variants.items()},
                 "template": recipe.data.template, "max_new_tokens": max_new_tokens or recipe.train.max_completion_length,
-                "samples_per_problem": k_samples, "metric": _metric_of(recipe)}
+                "samples_per_problem": k_samples, "metric": _metric_of(recipe),
+                # what the samples of pass@k were drawn at: two runs' pass@k compare only at the same settings (an
+                # SFT recipe left at the default temperature 1.0 samples wider than its GRPO recipe's 0.7)
+                "sampling": {"temperature": recipe.train.temperature, "top_p": recipe.train.top_p} if k_samples else None}
     prior = read_json(main)
     same = prior is not None and all(prior.get(k) == v for k, v in settings.items())
     merged = _merge(main, settings, entries)
