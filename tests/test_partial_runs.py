@@ -90,7 +90,7 @@ def test_a_demo_stopped_during_training_evaluates_nothing_more_and_says_how_to_g
     raw = yaml.safe_load(recipe.read_text())
     raw["data"]["eval_fraction"] = 0.25
     recipe.write_text(yaml.safe_dump(raw))
-    result = run_demo(output_dir=str(tmp_path / "demo"), recipe_path=recipe, callbacks=[SignalAt(1)])
+    result = run_demo(output_dir=str(tmp_path / "demo"), task="arithmetic-grpo", recipe_path=recipe, callbacks=[SignalAt(1)])
     out = capsys.readouterr().out
     assert result["after"] is None and result["run_end"]["step"] == 2
     assert "demo stopped at step 2 of 4" in out and "the trained model was not evaluated" in out

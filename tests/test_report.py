@@ -113,7 +113,7 @@ def test_demo_ends_with_the_report(tmp_path, tiny_model_dir, capsys):
 
     recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS, {"name": "format", "weight": 0.5}],
                          max_steps=1)
-    run_demo(output_dir=str(tmp_path / "demo"), recipe_path=recipe)
+    run_demo(output_dir=str(tmp_path / "demo"), task="arithmetic-grpo", recipe_path=recipe)
     report = tmp_path / "demo" / "report" / "report.html"
     assert f"report: {report}" in capsys.readouterr().out
     page = report.read_text()

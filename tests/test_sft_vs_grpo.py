@@ -10,6 +10,7 @@ from conftest import make_recipe
 
 from grpokit.cli import main
 from grpokit.demo import sft_vs_grpo
+from grpokit.demo.common import said
 from grpokit.errors import GrpokitError
 from grpokit.report.comparison import PAGE, PLOT, RESULT_FILE, comparison_table
 
@@ -103,11 +104,11 @@ def test_a_difference_on_the_same_rows_is_judged_by_its_paired_noise():
     b = {"sets": {"heldout": {"accuracy": 0.50, "rows": rows, "scores": [float(i < 50) for i in range(rows)]}}}
     paired = sft_vs_grpo._difference(a, b, "heldout")
     assert abs(paired[0] - 0.10) < 1e-9 and 2 * paired[1] < 0.07  # a right wherever b is: ~6 points of noise
-    assert "beyond noise" in sft_vs_grpo._said(paired)
+    assert "beyond noise" in said(paired)
     for m in (a, b):
         del m["sets"]["heldout"]["scores"]
     unpaired = sft_vs_grpo._difference(a, b, "heldout")  # two independent shares: ~14 points
-    assert 2 * unpaired[1] > 0.13 and "within noise" in sft_vs_grpo._said(unpaired)
+    assert 2 * unpaired[1] > 0.13 and "within noise" in said(unpaired)
 
 
 def test_partial_scores_pair_row_by_row():
@@ -124,7 +125,7 @@ def test_the_table_has_a_column_per_set_the_family_makes_and_its_other_metrics()
     models = {"base": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": None},
               "sft": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": 1.5}}
     columns, rows = comparison_table(models)
-    assert columns == ["held-out", "rewritten (new wording)", "held-out valid rate", "format", "minutes"]
+    assert columns == ["held-out", "rewritten wording", "held-out valid rate", "format", "minutes"]
     assert rows[1] == ("sft", "50.0%", "50.0%", "75.0%", "-", "1.5")
     assert sft_vs_grpo.verdict(models)[0].startswith("best final model by held-out plus rewritten field accuracy: ")
 

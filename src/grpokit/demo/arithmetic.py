@@ -1,4 +1,7 @@
-"""`grpokit demo` (task arithmetic, the default): GRPO on the embedded model, end to end, with a before/after table.
+"""`grpokit demo --task arithmetic-grpo`: GRPO from the base model alone, end to end, with a before/after table.
+
+The default demo (`grpokit demo`, grpokit.demo.warm_start) puts an SFT warm start before the same GRPO recipe:
+the better final model on this task; this one shows what GRPO alone does.
 
 Runs `recipes/smollm2-arithmetic.yaml`: SmolLM2-135M-Instruct (embedded,
 converted from GGUF once and cached), a bundled generated arithmetic task,

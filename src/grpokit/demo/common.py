@@ -14,6 +14,7 @@ grpokit.run.record); a training run and any other non-empty folder are refused b
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from grpokit.run import RunDir, run_end
 from grpokit.run.writer import write_file
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"  # the demo recipes of a source checkout
+SIGMAS = 2.0  # a difference between two models is "beyond noise" past this many standard errors (evaluation's gap rule)
 
 
 def claim_run_dir(output_dir: str, keep: list[str]) -> Path:
@@ -58,6 +60,34 @@ def paired_recipes(overrides, sft_path: Path, grpo_path: Path, what: str):
     return sft, grpo
 
 
+def _stderr(p: float | None, n: int) -> float:
+    return math.sqrt(p * (1 - p) / n) if p is not None and n else float("nan")
+
+
+def paired_difference(x: dict | None, y: dict | None) -> tuple[float, float] | None:
+    """(x - y, its standard error) of two evaluations of one set (EvalResult dicts: accuracy, rows, scores), None
+    where either is missing. Where both answered the same rows (`scores`: each row's primary-metric score), the
+    error is the paired one (the spread of the per-row differences), else that of two independent shares (larger:
+    it ignores that the rows are shared)."""
+    if not x or not y or x["accuracy"] is None or y["accuracy"] is None:
+        return None
+    pairs = [(p, q) for p, q in zip(x.get("scores") or [], y.get("scores") or []) if p is not None and q is not None]
+    if len(pairs) > 1 and len(x["scores"]) == len(y["scores"]):
+        d = [p - q for p, q in pairs]
+        mean = sum(d) / len(d)
+        return mean, math.sqrt(sum((v - mean) ** 2 for v in d) / (len(d) - 1) / len(d))
+    return x["accuracy"] - y["accuracy"], math.hypot(_stderr(x["accuracy"], x["rows"]), _stderr(y["accuracy"], y["rows"]))
+
+
+def said(diff: tuple[float, float] | None) -> str:
+    """A difference in points with whether it is beyond noise (SIGMAS standard errors)."""
+    if diff is None:
+        return "not measured"
+    d, se = diff
+    beyond = abs(d) > SIGMAS * se
+    return f"{100 * d:+.1f} points ({'beyond' if beyond else 'within'} noise: 2 SE = {200 * se:.1f})"
+
+
 def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("before", "after"),
                   title: str = "held-out evaluation (greedy)", end: dict | None = None, first: str = "metric") -> Table:
     """A metric per row (`first`: what a row is), a stage per column; `end` (grpokit.run.run_end) of a run that
@@ -78,16 +108,18 @@ def write_demo_json(run_dir: Path, result: dict) -> None:
     write_file(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False), within=run_dir)
 
 
-def metric_rows(before, after) -> list[tuple[str, str, str]]:
-    """The table rows of two evaluations (grpokit.evaluation.evaluate.EvalResult): every correctness metric of the task
-    (accuracy; field accuracy and valid rate), the format rate where a format reward exists, length, cut-off."""
-    rows = [(m, pct(before.metrics.get(m)), pct(after.metrics.get(m))) for m in before.metrics]
+def metric_rows(*evals) -> list[tuple[str, ...]]:
+    """The table rows of evaluations of one set (grpokit.evaluation.evaluate.EvalResult), a column each: every
+    correctness metric of the task (accuracy; field accuracy and valid rate), the format rate where a format reward
+    exists, length, cut-off."""
+    first = evals[0]
+    rows = [(m, *(pct(e.metrics.get(m)) for e in evals)) for m in first.metrics]
     if not rows:  # a task without a correctness reward: its table still says so
-        rows = [("accuracy", pct(before.accuracy), pct(after.accuracy))]
-    if before.format_rate is not None or after.format_rate is not None:
-        rows.append(("format rate", pct(before.format_rate), pct(after.format_rate)))
-    return rows + [("mean completion length (tokens)", f"{before.mean_length:.1f}", f"{after.mean_length:.1f}"),
-                   ("cut off at max length", pct(before.truncated_rate), pct(after.truncated_rate))]
+        rows = [("accuracy", *(pct(e.accuracy) for e in evals))]
+    if any(e.format_rate is not None for e in evals):
+        rows.append(("format rate", *(pct(e.format_rate) for e in evals)))
+    return rows + [("mean completion length (tokens)", *(f"{e.mean_length:.1f}" for e in evals)),
+                   ("cut off at max length", *(pct(e.truncated_rate) for e in evals))]
 
 
 def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] | None = None,

@@ -36,14 +36,13 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import claim_run_dir, paired_recipes, results_table
+from grpokit.demo.common import SIGMAS, claim_run_dir, paired_difference, paired_recipes, results_table, said
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
 
 PIPELINES = ("sft", "grpo", "sft-then-grpo", "grpo-then-sft")
 POLISH_STEPS = 10  # a little SFT after GRPO to tidy the format (the 0.6B-Base article), a quarter of the SFT run
-SIGMAS = 2.0  # a difference is "beyond noise" past this many standard errors (evaluation's gap rule)
 
 
 def _recipes(overrides, sft_path: Path, grpo_path: Path):
@@ -68,31 +67,9 @@ def _claim(output_dir: str, keep: list[str]) -> Path:
     return out
 
 
-def _stderr(p: float | None, n: int) -> float:
-    return math.sqrt(p * (1 - p) / n) if p is not None and n else float("nan")
-
-
 def _difference(a: dict, b: dict, key: str) -> tuple[float, float] | None:
-    """(a - b, its standard error) for the score on one set, None where either is missing. Where both models
-    answered the same rows (`scores`: each row's primary-metric score), the error is the paired one (the spread of
-    the per-row differences), else that of two independent shares (larger: it ignores that the rows are shared)."""
-    x, y = a["sets"].get(key), b["sets"].get(key)
-    if not x or not y or x["accuracy"] is None or y["accuracy"] is None:
-        return None
-    pairs = [(p, q) for p, q in zip(x.get("scores") or [], y.get("scores") or []) if p is not None and q is not None]
-    if len(pairs) > 1 and len(x["scores"]) == len(y["scores"]):
-        d = [p - q for p, q in pairs]
-        mean = sum(d) / len(d)
-        return mean, math.sqrt(sum((v - mean) ** 2 for v in d) / (len(d) - 1) / len(d))
-    return x["accuracy"] - y["accuracy"], math.hypot(_stderr(x["accuracy"], x["rows"]), _stderr(y["accuracy"], y["rows"]))
-
-
-def _said(diff: tuple[float, float] | None) -> str:
-    if diff is None:
-        return "not measured"
-    d, se = diff
-    beyond = abs(d) > SIGMAS * se
-    return f"{100 * d:+.1f} points ({'beyond' if beyond else 'within'} noise: 2 SE = {200 * se:.1f})"
+    """Model a's score minus model b's on one set (`paired_difference`), None where either is missing."""
+    return paired_difference(a["sets"].get(key), b["sets"].get(key))
 
 
 def sampled_set(model: dict) -> dict:
@@ -122,17 +99,17 @@ def verdict(models: dict[str, dict]) -> list[str]:
         what = f"held-out plus rewritten {comparison_metric(models)}" if key else f"held-out {comparison_metric(models)}"
         line = f"best final model by {what}: {best}"
         if runner:
-            line += f"; against {runner}: held-out {_said(_difference(scored[best], scored[runner], 'heldout'))}"
+            line += f"; against {runner}: held-out {said(_difference(scored[best], scored[runner], 'heldout'))}"
             if key:
-                line += f", rewritten {_said(_difference(scored[best], scored[runner], key))}"
+                line += f", rewritten {said(_difference(scored[best], scored[runner], key))}"
         lines.append(line)
     if "sft-then-grpo" in scored and "sft" in scored:
         a, b = scored["sft-then-grpo"], scored["sft"]
         sampled = _difference(sampled_set(a), sampled_set(b), "heldout")
         lines.append("GRPO's own share (sft-then-grpo minus sft): held-out "
-                     f"{_said(_difference(a, b, 'heldout'))}"
-                     + (f", rewritten {_said(_difference(a, b, key))}" if key else "")
-                     + (f"; sampled pass@1 on held-out rows {_said(sampled)}" if sampled else ""))
+                     f"{said(_difference(a, b, 'heldout'))}"
+                     + (f", rewritten {said(_difference(a, b, key))}" if key else "")
+                     + (f"; sampled pass@1 on held-out rows {said(sampled)}" if sampled else ""))
     if key and "sft" in scored and "grpo" in scored:
         drops = {n: _difference({"sets": {"a": scored[n]["sets"]["heldout"]}}, {"sets": {"a": scored[n]["sets"][key]}},
                                 "a") for n in ("sft", "grpo")}

@@ -200,8 +200,12 @@ def reference(row: dict, marker: str) -> str | None:
 
 # ---------------------------------------------------------------- the row
 DEMOS = {
-    "arithmetic": Demo("arithmetic", "runs/demo",
-                       "GRPO on generated additions/subtractions (recipes/smollm2-arithmetic.yaml)"),
+    "arithmetic": Demo("warm_start", "runs/demo",
+                       "an SFT warm start on worked solutions, then GRPO from it, on generated additions/subtractions "
+                       "(recipes/smollm2-arithmetic-sft.yaml, then recipes/smollm2-arithmetic.yaml)",
+                       recipes=("smollm2-arithmetic-sft.yaml", "smollm2-arithmetic.yaml")),
+    "arithmetic-grpo": Demo("arithmetic", "runs/demo-grpo",
+                            "GRPO from the base model alone on the arithmetic task (recipes/smollm2-arithmetic.yaml)"),
     "sft-vs-grpo": Demo("sft_vs_grpo", "runs/sft-vs-grpo",
                         "SFT, GRPO, SFT then GRPO and GRPO then SFT on the arithmetic task, each final model on "
                         "held-out, perturbed and rewritten questions (the 0.6B-Base article's experiment)",

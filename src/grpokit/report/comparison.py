@@ -23,7 +23,7 @@ from grpokit.report.sections import escape, html_table
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
 PAGE, PLOT = "report.html", "scores.png"
 REPORT_ENTRIES = {PAGE: "file", PLOT: "file"}  # what the page adds to the comparison folder's record
-SET_TITLES = {"heldout": "held-out", "perturbed": "perturbed numbers", "rewritten": "rewritten (new wording)"}
+SET_TITLES = {"heldout": "held-out", "perturbed": "perturbed numbers", "rewritten": "rewritten wording"}
 
 
 def comparison_metric(models: dict[str, dict]) -> str:
