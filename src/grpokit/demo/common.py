@@ -60,6 +60,31 @@ def paired_recipes(overrides, sft_path: Path, grpo_path: Path, what: str):
     return sft, grpo
 
 
+def claim_warm_start(output_dir: str, overrides, sft_path: Path, grpo_path: Path, what: str):
+    """(SFT recipe, GRPO recipe, the GRPO run's folder, the SFT run's folder `<output_dir>-sft`) of a demo that runs
+    SFT then GRPO from it: both recipes loaded (`paired_recipes`) and both folders claimed before any model loads."""
+    sft, grpo = paired_recipes(overrides, sft_path, grpo_path, what)
+    inputs = [str(sft_path), str(grpo_path), sft.resolve_data_path(sft.data.train), grpo.resolve_data_path(grpo.data.train)]
+    return sft, grpo, claim_run_dir(output_dir, keep=inputs), claim_run_dir(f"{str(output_dir).rstrip('/')}-sft", keep=inputs)
+
+
+def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: tuple[str, str], callbacks, t0: float):
+    """SFT into `sft_dir`, then GRPO from it into `run_dir` with the settings `--init-from` gives a trained model:
+    (the SFT summary, the GRPO recipe as it ran, its lineage, the GRPO summary with its `trainer`, seconds from `t0`
+    to SFT's end). `names`: the two recipes' file names, for the progress lines."""
+    from grpokit.console import console
+    from grpokit.training import apply_init_from, train, train_sft
+
+    console.print(f"SFT warm start: {names[0]} -> {sft_dir}")
+    sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
+                    log=lambda m: console.print(m, markup=False))
+    seconds_sft = time.time() - t0
+    recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir))
+    console.print(f"GRPO from the SFT model: {names[1]} -> {run_dir}")
+    summary = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
+    return sft, recipe, lineage, summary, seconds_sft
+
+
 def _stderr(p: float | None, n: int) -> float:
     return math.sqrt(p * (1 - p) / n) if p is not None and n else float("nan")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.demo.common import RECIPES, claim_run_dir, paired_recipes, results_table, write_demo_json
+from grpokit.demo.common import RECIPES, claim_warm_start, results_table, sft_then_grpo, write_demo_json
 from grpokit.evaluation import pct
 from grpokit.run import run_end
 
@@ -53,26 +53,14 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
     from grpokit.data import load_datasets
     from grpokit.evaluation import evaluate_tools
     from grpokit.run import RunDir
-    from grpokit.training import apply_init_from, train, train_sft
 
     sft_path, grpo_path = Path(sft_recipe_path or SFT_RECIPE), Path(grpo_recipe_path or GRPO_RECIPE)
-    sft_recipe, grpo_recipe = paired_recipes(overrides, sft_path, grpo_path, "the tools demo")
-    inputs = [str(sft_path), str(grpo_path), sft_recipe.resolve_data_path(sft_recipe.data.train),
-              grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
-    run_dir = claim_run_dir(output_dir, keep=inputs)
-    sft_dir = claim_run_dir(f"{str(output_dir).rstrip('/')}-sft", keep=inputs)
+    sft_recipe, grpo_recipe, run_dir, sft_dir = claim_warm_start(output_dir, overrides, sft_path, grpo_path, "the tools demo")
     t0 = time.time()
 
-    # ---------------------------------------------------------------- SFT on the demonstrations
-    console.print(f"SFT warm start: {sft_path.name} -> {sft_dir}")
-    sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
-                    log=lambda m: console.print(m, markup=False))
-    seconds_sft = time.time() - t0
-
-    # ---------------------------------------------------------------- GRPO from the SFT run
-    recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir))
-    console.print(f"GRPO from the SFT model: {grpo_path.name} -> {run_dir}")
-    summary = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
+    # ---------------------------------------------------------------- SFT on the demonstrations, then GRPO from it
+    sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
+                                                               (sft_path.name, grpo_path.name), callbacks, t0)
     summary.pop("trainer", None)
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from grpokit.report.comparison import SET_TITLES
-from grpokit.demo.common import (claim_run_dir, finish, metric_rows, paired_difference, paired_recipes, results_table,
-                                 said, stopped)
+from grpokit.demo.common import (claim_warm_start, finish, metric_rows, paired_difference, results_table, said,
+                                 sft_then_grpo, stopped)
 
 COLUMNS = ("base", "after SFT", "after GRPO")
 
@@ -66,14 +66,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     from grpokit.console import console
     from grpokit.evaluation import eval_sets
     from grpokit.run import run_end
-    from grpokit.training import apply_init_from, train, train_sft
 
     sft_path, grpo_path = (Path(p) for p in recipes)
-    sft_recipe, grpo_recipe = paired_recipes(overrides, sft_path, grpo_path, "the demo")
-    inputs = [str(sft_path), str(grpo_path), sft_recipe.resolve_data_path(sft_recipe.data.train),
-              grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
-    run_dir = claim_run_dir(output_dir, keep=inputs)
-    sft_dir = claim_run_dir(f"{str(output_dir).rstrip('/')}-sft", keep=inputs)
+    sft_recipe, grpo_recipe, run_dir, sft_dir = claim_warm_start(output_dir, overrides, sft_path, grpo_path, "the demo")
     t0 = time.time()
     sets = eval_sets(grpo_recipe)
     tokenizer = models.load_recipe_tokenizer(grpo_recipe.model)
@@ -82,13 +77,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     evals = [_evaluate(base, tokenizer, grpo_recipe, sets)]
     del base
 
-    console.print(f"SFT warm start: {sft_path.name} -> {sft_dir}")
-    sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
-                    log=lambda m: console.print(m, markup=False))
-    seconds_sft = time.time() - t0
-    recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir))
-    console.print(f"GRPO from the SFT model: {grpo_path.name} -> {run_dir}")
-    summary = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
+    sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
+                                                               (sft_path.name, grpo_path.name), callbacks, t0)
     trained = summary.pop("trainer").model
     end = run_end(summary, recipe.train.max_steps)
     result = {"columns": list(COLUMNS), "sft": sft, "train": summary, "run_end": end, "sft_run": str(sft_dir),
