@@ -39,7 +39,9 @@ def test_sft_then_grpo_from_it_three_models_one_table(demo, capsys):
     assert result["before"] == result["evaluation"]["after SFT"]["heldout"]  # step 0 of the run: the SFT model
     entries = json.loads((out / "eval" / "results.json").read_text())["checkpoints"]
     assert [e["step"] for e in entries] == [0, run["step"]]
-    assert (out / "report" / "report.html").is_file() and (out / "demo.json").is_file()
+    assert (out / "demo.json").is_file()
+    page = (out / "report" / "report.html").read_text()
+    assert "before (the model it started from, --init-from)" in page and "before (base model)" not in page
 
 
 def test_a_second_demo_replaces_both_runs_and_a_foreign_folder_is_refused(demo, tmp_path, capsys):

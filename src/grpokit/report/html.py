@@ -108,7 +108,8 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     status = inputs.run_facts(run.read_status())
 
     curves, images = curves_section(metrics, recipe, out)
-    evals, eval_images = eval_section(results, run_dir, out)
+    start = "the model it started from, --init-from" if status.get("init_from") else "base model"
+    evals, eval_images = eval_section(results, run_dir, out, start)
     tools, tool_images = tools_section(metrics, inputs.eval_doc(read_json(run.tool_results_file)), run_dir, out)
     eval_images += tool_images
     recipe = recipe if isinstance((recipe or {}).get("model", {}), dict) else None

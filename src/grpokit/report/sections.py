@@ -102,7 +102,8 @@ def _eval_row(label: str, e: dict, k: int, further: list[str] = (), wins: list[s
             _pct(h.get("refusal_rate")), _num(h.get("mean_length"), 1), _pct(h.get("truncated_rate"))]
 
 
-def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, list[str]]:
+def eval_section(results: dict | None, run_dir: Path, out: Path, start: str = "base model") -> tuple[str, list[str]]:
+    """The evaluation section; `start`: what step 0 is (the base model, or the trained model `--init-from` named)."""
     if not results or not results.get("checkpoints"):
         return (f"<p>No evaluation yet: run <code>grpokit eval {escape(run_dir)}</code> to evaluate the base model "
                 "and every checkpoint, then this report again.</p>"), []
@@ -116,11 +117,11 @@ def eval_section(results: dict | None, run_dir: Path, out: Path) -> tuple[str, l
               *extra_kinds(), "gap", *([f"pass@{k}"] if k else []), "format", "refusal", "mean length", "cut off"]
     best = (results.get("best") or {}).get("step")
     entries = {e["step"]: e for e in results["checkpoints"]}
-    per_step = [_eval_row(f"{s}{' (base)' if s == 0 else ''}{' ★ best' if s == best else ''}", e, k, further, wins)
+    per_step = [_eval_row(f"{s}{' (start)' if s == 0 and start != 'base model' else ' (base)' if s == 0 else ''}{' ★ best' if s == best else ''}", e, k, further, wins)
                 for s, e in sorted(entries.items())]
     ba = []
     if 0 in entries:
-        ba.append(("before (base model)", entries[0]))
+        ba.append((f"before ({start})", entries[0]))
     if best is not None and best in entries and best != 0:
         ba.append((f"best (step {best})", entries[best]))
     last = max(entries)
