@@ -65,7 +65,8 @@ def test_every_shipped_recipe_passes_its_own_audit(tmp_path, monkeypatch, capsys
     expected = {"smollm2-humaneval.yaml": "code tricks, for code_tests", "smollm2-preference.yaml": "learned reward",
                 "smollm2-calculator-tools.yaml": "tool-hack audit", "smollm2-calculator-sft.yaml": "tool-hack audit",
                 "smollm2-repofix.yaml": "tool-hack audit", "qwen3-4b-tools.yaml": "tool-hack audit",
-                "smollm2-json-extraction.yaml": "schema tricks, for json_fields"}.get(
+                "smollm2-json-extraction.yaml": "schema tricks, for json_fields",
+                "smollm2-json-extraction-sft.yaml": "schema tricks, for json_fields"}.get(
         name, "no trick scored as much as an honest wrong")
     assert expected in text, text
     if name == "smollm2-humaneval.yaml":  # the math answer-line audit no longer runs against code_tests
