@@ -215,7 +215,7 @@ def test_titles_fit_inside_the_figure(tmp_path, monkeypatch, stem, title):
         seen.update(fig=fig, title=fig.axes[0].title)
         fig.savefig(path)
 
-    monkeypatch.setattr(report_plots, "_save", keep)
+    monkeypatch.setattr(report_plots, "save_figure", keep)
     plot_curve([{"step": s, "x": s} for s in range(1, 5)], ["x"], title, "y", tmp_path / f"{stem}.png")
     fig, box = seen["fig"], seen["title"].get_window_extent()
     assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1, (stem, box, fig.bbox)

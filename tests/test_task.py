@@ -166,6 +166,8 @@ SHIPPED = [
     ("smollm2-calculator-sft.yaml", "task success", {"task_success": "correctness", "tool_choice": "format",
                                                      "tool_args": "format"}),
     ("smollm2-json-extraction.yaml", "field accuracy", {"json_fields": "correctness", "json_schema": "correctness"}),
+    ("smollm2-json-extraction-sft.yaml", "field accuracy", {"json_fields": "correctness",
+                                                            "json_schema": "correctness"}),
     ("smollm2-repofix.yaml", "task success", {"task_success": "correctness", "tool_args": "format"}),
     ("qwen3-4b-tools.yaml", "task success", None),
 ]

@@ -13,8 +13,8 @@ def register(sub) -> None:
     from grpokit.demo import DEFAULT_TASK, TASKS
 
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task, SFT then GRPO "
-                                       f"({DEMO_TIME} on a 2-core CPU, docs/measurements.md 'The demo: an SFT warm "
-                                       "start, then GRPO')")
+                                       f"({DEMO_TIME} on a 2-core CPU, "
+                                       "docs/measurements.md 'The demo: an SFT warm start, then GRPO')")
     demo.add_argument("--task", choices=list(TASKS), default=DEFAULT_TASK,
                       help="the task family: " + "; ".join(f"{k}: {t.what}" for k, t in TASKS.items()))
     demo.add_argument("--output-dir", help="run directory (default: the task's, runs/demo for arithmetic; an "
