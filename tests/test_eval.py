@@ -15,7 +15,7 @@ from grpokit.errors import GrpokitError
 from grpokit.evaluation.evaluate import read_best, resolve_checkpoint
 from grpokit.evaluation.metrics import accuracy_gap, choose_best, k_values, pass_at_k
 from grpokit.rewards.math import check_math
-from grpokit.run.rundir import select_steps
+from grpokit.run.steps import select_steps
 
 
 # ---------------------------------------------------------------- pass@k

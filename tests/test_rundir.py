@@ -17,7 +17,8 @@ from grpokit.cli import main
 from grpokit.errors import GrpokitError
 from grpokit.run.checkpoints import COMPLETE_MARKER, RunLock, checkpoint_damage, nonfinite_weights, step_of
 from grpokit.run.files import read_jsonl, split_jsonl
-from grpokit.run.rundir import RunDir, select_steps
+from grpokit.run.rundir import RunDir
+from grpokit.run.steps import select_steps
 from grpokit.run.safety import disk_full_problem, is_disk_full
 
 REC = [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.7}]

@@ -15,7 +15,8 @@ from grpokit.run.files import (MEMORY_KEYS, POSITIONS_COMPUTED, POSITIONS_RATIO,
                                read_json, read_jsonl)
 from grpokit.run.ownership import is_run_dir, writable_problem
 from grpokit.run.layout import CONFIG_FILE, EVAL_DIR, REPORT_DIR, STATUSES, TOOL_RESULTS_FILE
-from grpokit.run.rundir import CHECKPOINT_SPECS, RunDir, describe_lineage, select_steps
+from grpokit.run.rundir import RunDir, describe_lineage
+from grpokit.run.steps import CHECKPOINT_SPECS, select_steps
 from grpokit.run.safety import disk_problem, disk_space_guard, fail_run
 
 __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT_DIR", "SAMPLER_CLIPPED",

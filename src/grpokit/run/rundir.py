@@ -42,35 +42,6 @@ from grpokit.run.record import new_record, read_record, refuse_foreign
 from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file,
                                 write_record)
 
-CHECKPOINT_SPECS = "all|best|last|auto|N"
-
-
-# ---------------------------------------------------------------- checkpoint specs
-def select_steps(spec: str, available: list[int], best_step: int | None = None) -> list[int]:
-    """Steps to evaluate: `all` (base + every checkpoint), `last`, `best`, `auto` or `N,M,...` (0 = base)."""
-    spec = spec.strip()
-    if spec == "auto":
-        spec = "best" if best_step is not None else "last"
-    if spec == "all":
-        return sorted({0, *available})
-    if spec == "last":
-        return [max(available)] if available else [0]
-    if spec == "best":
-        if best_step is None:
-            raise GrpokitError([Problem("--checkpoints best", "no best checkpoint recorded yet",
-                                        "run `grpokit eval RUN_DIR` (all checkpoints) first")])
-        return [best_step]
-    try:
-        steps = sorted({int(s) for s in spec.split(",") if s.strip()})
-    except ValueError:
-        raise GrpokitError([Problem("--checkpoints", f"cannot read {spec!r}", f"use {CHECKPOINT_SPECS},M,...")]) from None
-    missing = [s for s in steps if s != 0 and s not in available]
-    if missing or not steps:
-        raise GrpokitError([Problem("--checkpoints", f"no complete checkpoint at step(s) {missing or spec}",
-                                    f"complete checkpoints: {sorted(available) or 'none'} (0 is the base model)")])
-    return steps
-
-
 # ---------------------------------------------------------------- the run directory
 class RunDir:
     """Paths and files of one run; see the module docstring."""
