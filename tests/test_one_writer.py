@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grpokit.errors import GrpokitError
-from grpokit.run import writer
+from grpokit.run import reads, writer
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "grpokit"
 WRITER = SRC / "run" / "writer.py"
@@ -119,8 +119,8 @@ def test_a_user_named_output_is_never_written_through(tmp_path, user, name, make
 def test_the_commands_own_input_is_never_replaced_even_with_overwrite(tmp_path, user):
     alias = tmp_path / "alias"
     alias.symlink_to(tmp_path)  # the same file by another path: caught by the resolved path
-    with writer.command():
-        writer.reading(user)
+    with reads.command():
+        reads.reading(user)
         for target in (user, alias / user.name):
             with pytest.raises(GrpokitError) as e:
                 writer.write_file(target, "x", replace=True)

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _expand_home(args)
-    from grpokit.run.writer import command
+    from grpokit.run.reads import command
 
     try:
         with command():  # the files this command reads: no output of it is written over them (grpokit.run.writer)

@@ -90,7 +90,8 @@ def cmd_data_check(args) -> int:
 def cmd_data_generate(args) -> int:
     from grpokit.data import question_keys
     from grpokit.families import generators
-    from grpokit.run.writer import check_target, reading, write_rows
+    from grpokit.run.writer import check_target, write_rows
+    from grpokit.run.reads import reading
 
     if not 1 <= args.rows <= MAX_GENERATED_ROWS:
         raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
@@ -106,7 +107,8 @@ def cmd_data_generate(args) -> int:
 def cmd_data_perturb(args) -> int:
     from grpokit.data import load_rows, question_keys
     from grpokit.families.math import is_generated, perturb_rows
-    from grpokit.run.writer import check_target, reading, write_rows
+    from grpokit.run.writer import check_target, write_rows
+    from grpokit.run.reads import reading
 
     reading(args.file, *(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
@@ -125,7 +127,8 @@ def cmd_data_perturb(args) -> int:
 def cmd_data_rewrite(args) -> int:
     from grpokit.data import load_rows, question_keys
     from grpokit.families import variants_of
-    from grpokit.run.writer import check_target, reading, write_rows
+    from grpokit.run.writer import check_target, write_rows
+    from grpokit.run.reads import reading
 
     reading(args.file, *(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over

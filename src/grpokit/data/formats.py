@@ -310,7 +310,7 @@ def read_file(path: str | Path) -> RawData:
     elif not path.is_file():
         out.file_errors.append(Problem(str(path), "file not found", "check the path"))
     else:
-        from grpokit.run.writer import reading
+        from grpokit.run.reads import reading
 
         reading(path)  # an input of this command: no output of it is written over it (grpokit.run.writer)
         return reader(str(path), path.read_bytes())

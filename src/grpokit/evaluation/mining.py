@@ -25,7 +25,7 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import load_run_recipe
-from grpokit.run.writer import command
+from grpokit.run.reads import command
 
 
 def eval_failures(run_dir: Path, results_file: Path) -> tuple[list[dict], int]:
@@ -61,7 +61,8 @@ def mine_failures(run_dir: str | Path, out: str | Path, from_file: str | None = 
     --from-file, the run's training file) nor a file of the run (grpokit.run.writer)."""
     from grpokit.data import load_rows, load_train_rows, question_key
     from grpokit.run import RunDir
-    from grpokit.run.writer import check_target, reading, write_rows
+    from grpokit.run.writer import check_target, write_rows
+    from grpokit.run.reads import reading
 
     run_dir = Path(run_dir)
     recipe = load_run_recipe(run_dir)

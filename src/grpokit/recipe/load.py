@@ -304,7 +304,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
     training, become notes, since a GPU recipe is often checked on a laptop before the GPU job), "plan" (the
     memory plan and dry runs: the schema only, none of the checks that build what training builds)."""
-    from grpokit.run.writer import reading
+    from grpokit.run.reads import reading
 
     reading(path)  # an input of this command: no output of it is ever written over the recipe
     return _load_recipe(Path(path), overrides, use)
@@ -322,7 +322,7 @@ def _load_recipe(path: Path, overrides: list[str] | None, use: Use) -> Recipe:
             dotted = o.split("=", 1)[0].strip()
             overridden[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = dotted
     recipe = validate_raw(raw, str(path), text, use, overridden)
-    from grpokit.run.writer import reading
+    from grpokit.run.reads import reading
 
     reading(*(recipe.resolve_data_path(p) for p in (recipe.data.train, recipe.data.eval) if p))  # its data: inputs
     return recipe

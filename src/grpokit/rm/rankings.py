@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run.writer import command
+from grpokit.run.reads import command
 
 QUESTION_KEYS = ("question", "prompt")
 CSV_COLUMNS = ("prompt_id", "question", "candidate_id", "text", "rank")
@@ -163,7 +163,8 @@ def split_prompts(rankings: list[dict], eval_fraction: float, seed: int) -> tupl
 def export_csv(rankings_path: str | Path, csv_path: str | Path, overwrite: bool = False) -> int:
     """One CSV line per candidate; ranks may still be empty. Returns the number of candidates written."""
     from grpokit.data import read_file
-    from grpokit.run.writer import check_target, new_file, reading
+    from grpokit.run.writer import check_target, new_file
+    from grpokit.run.reads import reading
 
     reading(rankings_path)
     check_target(csv_path, replace=overwrite)  # before reading: a link, a hard link, the rankings file itself
@@ -193,7 +194,8 @@ def import_csv(csv_path: str | Path, rankings_path: str | Path, overwrite: bool 
     Read with the stdlib `csv` module rather than `datasets`: every cell stays the text the person typed (an id
     "007" is not turned into 7, an empty rank is empty, not NaN), and the line number is exact.
     """
-    from grpokit.run.writer import check_target, reading, write_rows
+    from grpokit.run.writer import check_target, write_rows
+    from grpokit.run.reads import reading
 
     path = str(csv_path)
     if not Path(path).is_file():

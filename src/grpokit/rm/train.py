@@ -29,7 +29,8 @@ from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
 from grpokit.rm.rankings import pairs, read_rankings, split_prompts
-from grpokit.run.writer import check_target, command, install, reading, refuse_claim, write_file, write_rows
+from grpokit.run.writer import check_target, install, refuse_claim, write_file, write_rows
+from grpokit.run.reads import command, reading
 
 
 # ---------------------------------------------------------------- candidates

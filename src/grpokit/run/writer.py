@@ -1,7 +1,5 @@
 """The one writer: every file and folder a grpokit command writes, appends to or removes goes through here.
 
-    with command():                                    # cli.main: one command's inputs, forgotten after it
-    reading(recipe, data, exclude)                     # the files this command reads: never written over
     write_file(path, data, within=run.path)            # a new file renamed into place (a folder grpokit made)
     with new_file(out, replace=args.overwrite) as f:   # a file the user named, streamed, renamed at the end
     write_rows(out, rows, replace=args.overwrite)      # JSON lines, the same way
@@ -15,7 +13,8 @@
 What every write refuses, with where / what / fix (a GrpokitError, exit 2), before a byte is written:
 - at the name: a symbolic link (one to nowhere too), a file with another hard link, a folder, a FIFO or a device;
 - a file this command reads: the same resolved path, or the same file (device and inode, looked up again at the
-  write), as one given to `reading` (the recipe, the data, `--exclude`, `--results`, a run's training file);
+  write), as one given to grpokit.run.reads.reading (the recipe, the data, `--exclude`, `--results`, a run's
+  training file; `cli.main` opens each command's `command()` scope there);
 - an existing file, unless `replace`: a command's `--overwrite`, or `within` (a folder grpokit's record proves
   it made, whose files grpokit writes again and again: run.json, eval/results.json);
 - for a name the user gave (no `within`): a name inside a folder grpokit's record says it made (a run's
@@ -40,56 +39,11 @@ import tempfile
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.run.reads import read_by_this_command
 from grpokit.run.record import RECORD_FILE, describe, foreign, kind_on_disk, new_record, read_record, record_problem
 
 _NEW_NAME_FIX = "name a new file for the output (one that is not a link and that this command does not read)"
 _EXISTS_FIX = "name a new file, or pass --overwrite to replace it"
-_inputs: list[Path] = []  # the files the current command reads (`reading`), while a `command()` is open
-_open = [0]  # how many `command()` blocks are open (nested ones share the outermost's inputs)
-
-
-# ---------------------------------------------------------------- what this command reads
-@contextlib.contextmanager
-def command():
-    """One command's scope: the inputs `reading` records inside it are forgotten when the outermost ends (a
-    library function with inputs of its own opens one too; inside a command it joins the command's)."""
-    if not _open[0]:
-        _inputs.clear()
-    _open[0] += 1
-    try:
-        yield
-    finally:
-        _open[0] -= 1
-        if not _open[0]:
-            _inputs.clear()
-
-
-def reading(*paths) -> None:
-    """Record files this command reads (None and `hf:` / `builtin:` names are skipped): no write goes over them.
-    Outside a `command()` nothing is recorded (a long-lived process would otherwise collect every file it read)."""
-    if not _open[0]:
-        return
-    for p in paths:
-        if p is None or not str(p).strip() or str(p).startswith(("hf:", "builtin:")):
-            continue
-        path = Path(os.path.abspath(os.path.expanduser(str(p))))
-        if path not in _inputs:
-            _inputs.append(path)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if os.path.realpath(a) == os.path.realpath(b):
-            return True
-        sa, sb = os.stat(a), os.stat(b)
-    except (OSError, ValueError):
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def read_by_this_command(path: str | Path) -> Path | None:
-    """The input (`reading`) that `path` is, by resolved path or by device and inode; None."""
-    return next((p for p in _inputs if _same_file(Path(path), p)), None)
 
 
 # ---------------------------------------------------------------- the checks
