@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
-    from grpokit import internals, models
+    from grpokit import logps_internals, models
 
     path = args.model_dir or str(models.default_model_dir())
     tokenizer = models.load_tokenizer(path)
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
     add_fused_lm_head(model)
-    internals.score_labelled_positions_only()  # as training does (grpokit.trl_compat)
+    logps_internals.score_labelled_positions_only()  # as training does (grpokit.trl_compat)
     if args.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()

@@ -11,7 +11,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from grpokit import hf_internals, internals, trl_compat
+from grpokit import hf_internals, internals, logps_internals, trl_compat
 from grpokit.errors import GrpokitError
 from grpokit.training.grpo import _trainer_class
 
@@ -37,7 +37,7 @@ def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_a
     for compact in (False, True):
         monkeypatch.setattr(trl_utils, "_use_triton", original)
         if compact:
-            internals.score_labelled_positions_only()
+            logps_internals.score_labelled_positions_only()
             assert trl_utils._use_triton(torch.device("cpu")) is True
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
         add_fused_lm_head(model)
@@ -49,7 +49,7 @@ def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_a
     # float32 sums over other tile shapes: equal to rounding (relative to each gradient's own size)
     worst = max(float((x - y).abs().max() / y.abs().max().clamp(min=1e-12)) for x, y in zip(grads_a, grads_b))
     assert worst < 1e-4, worst
-    internals.score_labelled_positions_only()  # idempotent: a second call wraps nothing twice
+    logps_internals.score_labelled_positions_only()  # idempotent: a second call wraps nothing twice
     assert trl_utils._use_triton.grpokit_compact_on_cpu and trl_utils._use_triton(torch.device("meta")) is False
 
 

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOConfig
 
 from conftest import addition_recipe, trl_batch
-from grpokit import internals
+from grpokit import internals, logps_internals
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
 from grpokit.generation import SampledLogprobs
@@ -84,7 +84,7 @@ def test_a_sampler_equal_to_the_trainer_gives_ratio_one_and_todays_loss(tmp_path
     inputs = _inputs()
     today = _loss(trainer, inputs)  # no sampler: TRL's loss as it is
     trainer.sampler, trainer.sampler_correction = object(), "bypass"  # any sampler: the batch carries its log-probs
-    same = dict(inputs, sampling_per_token_logps=internals.trainer_logps(trainer, trainer.model, inputs))
+    same = dict(inputs, sampling_per_token_logps=logps_internals.trainer_logps(trainer, trainer.model, inputs))
     assert torch.allclose(_loss(trainer, same), today, atol=1e-7)
     gap = internals.metric_values(trainer, "sampling/sampling_logp_difference/max")
     assert gap and gap[-1] < 1e-5 and internals.metric_values(trainer, "sampling/clipped_frac")[-1] == 0.0
@@ -97,7 +97,7 @@ def test_importance_sampling_gives_the_loss_trl_computes_on_its_vllm_path(tmp_pa
     trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type=loss_type, vllm_importance_sampling_mode=mode,
                        vllm_importance_sampling_clip_max=1.05, vllm_importance_sampling_clip_min=0.97)
     inputs = _inputs()
-    old = internals.trainer_logps(trainer, trainer.model, inputs)
+    old = logps_internals.trainer_logps(trainer, trainer.model, inputs)
     noise = torch.randn(old.shape, generator=torch.Generator().manual_seed(1)) * 0.05
     sampled = old + noise * inputs["completion_mask"]  # a perturbed sampler, some tokens past the bounds
     mask = inputs["completion_mask"].float()
@@ -117,7 +117,7 @@ def test_importance_sampling_gives_the_loss_trl_computes_on_its_vllm_path(tmp_pa
 def test_bypass_makes_the_sampler_the_old_policy(tmp_path, tiny_model_dir, tokenizer):
     trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type="dapo")
     inputs = _inputs()
-    old = internals.trainer_logps(trainer, trainer.model, inputs)
+    old = logps_internals.trainer_logps(trainer, trainer.model, inputs)
     sampled = old - 0.5 * inputs["completion_mask"]  # the sampler found every token less likely
     expected = _loss(trainer, dict(inputs, old_per_token_logps=sampled))  # TRL's loss with that old policy
     trainer.sampler, trainer.sampler_correction = object(), "bypass"

@@ -56,11 +56,11 @@ def problems(cls=None, version: str | None = None) -> list[str]:
 
 
 def fused_head_problems(version: str | None = None) -> list[str]:
-    """The switch `internals.score_labelled_positions_only` rebinds: its name in trl.trainer.utils, and that
+    """The switch `logps_internals.score_labelled_positions_only` rebinds: its name in trl.trainer.utils, and that
     add_fused_lm_head still decides `compact` with it."""
     import importlib
 
-    from grpokit.internals import FUSED_HEAD_MODULE, FUSED_HEAD_SWITCH
+    from grpokit.logps_internals import FUSED_HEAD_MODULE, FUSED_HEAD_SWITCH
 
     version = version or trl_version()
     module = importlib.import_module(FUSED_HEAD_MODULE)
@@ -112,11 +112,11 @@ def instance_problems(trainer, version: str | None = None) -> list[str]:
 def trainer_base():
     """GRPOTrainer with grpokit's hooks; refuses a TRL whose internals grpokit cannot use. Where the installed TRL
     still decides its fused LM head's `compact` as 1.16 does, the head scores only the labelled positions on the CPU
-    too (grpokit.internals.score_labelled_positions_only; otherwise TRL's own behaviour, tests/test_internals.py
+    too (grpokit.logps_internals.score_labelled_positions_only; otherwise TRL's own behaviour, tests/test_internals.py
     names the change)."""
     from trl import GRPOTrainer
 
-    from grpokit.internals import score_labelled_positions_only
+    from grpokit.logps_internals import score_labelled_positions_only
 
     found = problems(GRPOTrainer)
     if found:

@@ -29,10 +29,10 @@ def test_the_tree_gives_trls_logprobs_and_gradients_on_the_embedded_model(tmp_pa
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig
 
-    from grpokit import internals
+    from grpokit import logps_internals
     from grpokit.training.grpo import _trainer_class
 
-    internals.score_labelled_positions_only()  # as training does
+    logps_internals.score_labelled_positions_only()  # as training does
     # Before the trainer: loading a recipe builds a GRPOConfig to check it, and transformers' TrainingArguments
     # resets accelerate's shared state, which the trainer's Accelerator set up.
     prompts, _ = _demo_prompts(tokenizer, 2)
@@ -60,7 +60,7 @@ def test_the_tree_gives_trls_logprobs_and_gradients_on_the_embedded_model(tmp_pa
     for shared in (False, True):
         trainer.shared_prefix = shared
         trainer.model.zero_grad()
-        from grpokit.internals import captured_logps
+        from grpokit.logps_internals import captured_logps
 
         with captured_logps(trainer) as seen:
             trainer.compute_loss(trainer.model, batch).backward()

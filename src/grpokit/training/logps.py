@@ -43,7 +43,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from grpokit import internals
+from grpokit import internals, logps_internals
 from grpokit.generation.tree import IGNORE, TreeCost, mask_form, pack, positions, refusal
 from grpokit.run import POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN
 
@@ -194,7 +194,7 @@ class _TreeForward:
         internals.log_metric(self.trainer, POSITIONS_COMPUTED, float(computed))
         internals.log_metric(self.trainer, POSITIONS_TRL, float(trl_layout))
         internals.log_metric(self.trainer, POSITIONS_RATIO, computed / max(1, trl_layout))
-        return internals.fused_output(log_probs=out["log_probs"], entropy=out["entropy"], is_top1=out["is_top1"],
+        return logps_internals.fused_output(log_probs=out["log_probs"], entropy=out["entropy"], is_top1=out["is_top1"],
                                       label_mask=labels[:, 1:] != IGNORE)
 
     @staticmethod
@@ -340,12 +340,12 @@ class SamplerCorrection:
             batch["old_per_token_logps"] = sampled
         elif self.sampler_correction == "importance_sampling":
             old = batch.get("old_per_token_logps")
-            old = internals.trainer_logps(self, model, batch) if old is None else old
+            old = logps_internals.trainer_logps(self, model, batch) if old is None else old
             a = self.args
             ratio = importance_ratio(old, sampled, mask, a.vllm_importance_sampling_mode,
                                      a.vllm_importance_sampling_clip_min, a.vllm_importance_sampling_clip_max)
             batch[internals.ADVANTAGES] = fold_into_advantages(batch[internals.ADVANTAGES], ratio)
-        with internals.captured_logps(self) as seen:
+        with logps_internals.captured_logps(self) as seen:
             loss = trl_loss(batch)
         if seen:
             self._log_mismatch(seen[0], sampled, mask, ratio)
