@@ -85,6 +85,16 @@ def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: 
     return sft, recipe, lineage, summary, seconds_sft
 
 
+def evaluate_sets(model, tokenizer, recipe, sets, heldout_samples: int = 0) -> dict:
+    """{set: EvalResult} of one model, greedy, on the held-out rows and each copy of them evaluation makes
+    (grpokit.evaluation.eval_sets: perturbed, rewritten); `heldout_samples` > 0 also samples each held-out row that
+    many times at the recipe's temperature (pass@k)."""
+    from grpokit.evaluation import evaluate
+
+    return {kind: evaluate(model, tokenizer, recipe, rows, k_samples=heldout_samples if kind == "heldout" else 0)
+            for kind, rows in (("heldout", sets.heldout), *sets.variants.items())}
+
+
 def _stderr(p: float | None, n: int) -> float:
     return math.sqrt(p * (1 - p) / n) if p is not None and n else float("nan")
 

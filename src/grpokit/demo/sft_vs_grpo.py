@@ -36,7 +36,7 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import SIGMAS, claim_run_dir, paired_difference, paired_recipes, results_table, said
+from grpokit.demo.common import SIGMAS, claim_run_dir, evaluate_sets, paired_difference, paired_recipes, results_table, said
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
@@ -137,7 +137,7 @@ def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
     """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
     them evaluation makes (grpokit.evaluation.eval_sets), greedy."""
     from grpokit import models
-    from grpokit.evaluation import eval_sets, evaluate
+    from grpokit.evaluation import eval_sets
     from grpokit.task import Task
 
     task = Task.of(recipe)
@@ -151,12 +151,10 @@ def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
             from grpokit.run import refuse_nonfinite
 
             refuse_nonfinite(model, path)
-        results = {}
-        for kind, rows in (("heldout", sets.heldout), *sets.variants.items()):
-            # the held-out rows also sampled as training samples them: a group (num_generations) per row at the
-            # recipe's temperature, where GRPO's gain shows when greedy decoding hides it (the sampled pass@1)
-            k = recipe.train.num_generations if kind == "heldout" else 0
-            results[kind] = evaluate(model, tokenizer, task, rows, k_samples=k).as_dict()
+        # the held-out rows also sampled as training samples them: a group (num_generations) per row at the
+        # recipe's temperature, where GRPO's gain shows when greedy decoding hides it (the sampled pass@1)
+        results = {kind: r.as_dict() for kind, r in evaluate_sets(model, tokenizer, task, sets,
+                                                                   recipe.train.num_generations).items()}
         out[name] = {"path": path or recipe.model.name, "sets": results}
         log(f"{name}: " + ", ".join(f"{k} {pct(v['accuracy'])}" for k, v in results.items())
             + f" ({time.time() - t0:.0f}s)")

@@ -25,18 +25,10 @@ import time
 from pathlib import Path
 
 from grpokit.report.comparison import SET_TITLES
-from grpokit.demo.common import (claim_warm_start, finish, metric_rows, paired_difference, results_table, said,
+from grpokit.demo.common import (claim_warm_start, evaluate_sets, finish, metric_rows, paired_difference, results_table, said,
                                  sft_then_grpo, stopped)
 
 COLUMNS = ("base", "after SFT", "after GRPO")
-
-
-def _evaluate(model, tokenizer, recipe, sets) -> dict:
-    """{set: EvalResult} of one model on the held-out rows and each copy of them (greedy)."""
-    from grpokit.evaluation import evaluate
-
-    return {kind: evaluate(model, tokenizer, recipe, rows) for kind, rows in (("heldout", sets.heldout),
-                                                                               *sets.variants.items())}
 
 
 def table_rows(evals: list[dict]) -> list[tuple[str, ...]]:
@@ -74,7 +66,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     tokenizer = models.load_recipe_tokenizer(grpo_recipe.model)
     base = models.load_recipe_model(grpo_recipe.model)
     console.print(f"evaluating the base model on {len(sets.heldout)} held-out problems and their copies (greedy) ...")
-    evals = [_evaluate(base, tokenizer, grpo_recipe, sets)]
+    evals = [evaluate_sets(base, tokenizer, grpo_recipe, sets)]
     del base
 
     sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
@@ -88,9 +80,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     if end["note"]:
         console.print(f"[yellow]note:[/] {end['note']}")
     console.print("evaluating the SFT and GRPO models the same way ...")
-    evals.append(_evaluate(models.load_recipe_model(grpo_recipe.model, Path(lineage["path"])), tokenizer, grpo_recipe,
+    evals.append(evaluate_sets(models.load_recipe_model(grpo_recipe.model, Path(lineage["path"])), tokenizer, grpo_recipe,
                            sets))
-    evals.append(_evaluate(trained, tokenizer, grpo_recipe, sets))
+    evals.append(evaluate_sets(trained, tokenizer, grpo_recipe, sets))
     console.print(results_table(table_rows(evals), columns=COLUMNS, end=end))
     share = grpo_share(evals[1], evals[2])
     console.print(f"[bold]{share}[/]", highlight=False)
