@@ -159,3 +159,15 @@ def test_sampled_pass_at_1_is_a_column_and_a_paired_share_in_the_verdict():
     assert rows[0][:4] == ("sft", "60.0%", "12.5%", "50.0%")
     share = next(line for line in sft_vs_grpo.verdict(models) if line.startswith("GRPO's own share"))
     assert "held-out +0.0 points" in share and "sampled pass@1 on held-out rows +25.0 points (beyond noise" in share
+
+
+def test_a_damaged_comparison_file_is_named_with_its_fix_not_a_traceback(tmp_path, capsys):
+    from grpokit.run.writer import claim, write_file
+
+    folder = tmp_path / "cmp"
+    claim(folder, "comparison", {RESULT_FILE: "file"}, "a new folder")
+    write_file(folder / RESULT_FILE, '{"models": {"sft": ', within=folder)  # cut mid-write by hand
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and str(folder / RESULT_FILE) in err and "cannot read the comparison" in err
+    assert "grpokit demo --task sft-vs-grpo" in err  # the fix: run it again
