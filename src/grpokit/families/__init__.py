@@ -11,12 +11,13 @@ Adding a family is a module with its `FAMILY` and a row here (docs/extending.md,
 """
 from __future__ import annotations
 
-from grpokit.families import code, json, math, preference, sql, tools
-from grpokit.families.base import AnswerForm, Column, Demo, Family, Generator, Trick, Variant, registrar
+from grpokit.families import code, countdown, json, math, preference, sql, tools
+from grpokit.families.base import AnswerForm, Column, Demo, Family, Generator, Option, Trick, Variant, registrar
 
 # The families, in the order the command line lists them.
 FAMILIES: dict[str, Family] = {
     "math": math.FAMILY,
+    "countdown": countdown.FAMILY,
     "code": code.FAMILY,
     "json": json.FAMILY,
     "sql": sql.FAMILY,
@@ -76,6 +77,6 @@ def column(title: str) -> Column | None:
     return next((c for f in FAMILIES.values() for c in f.columns if c.title == title), None)
 
 
-__all__ = ["FAMILIES", "JUDGING_ROLES", "AnswerForm", "Column", "Demo", "Family", "Generator", "Trick", "Variant",
+__all__ = ["FAMILIES", "JUDGING_ROLES", "AnswerForm", "Column", "Demo", "Family", "Generator", "Option", "Trick", "Variant",
            "column", "demos", "family_of", "generators", "judged_without_answer", "registrar", "variant",
            "variant_names", "variants_of"]

@@ -65,9 +65,19 @@ def registrar(table: dict[str, Trick], kind: str):
 
 
 # ---------------------------------------------------------------- the other parts of a row
+class Option(NamedTuple):
+    """A difficulty knob of a generator: `grpokit data generate NAME --<flag>`, passed to make() as `keyword`."""
+
+    flag: str  # e.g. "numbers" (--numbers)
+    keyword: str  # make()'s keyword argument
+    type: type
+    help: str
+
+
 class Generator(NamedTuple):
-    make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> rows; questions in `exclude` never
+    make: Callable[..., list[dict]]  # make(rows, seed, exclude, **options) -> rows; questions in `exclude` never
     what: str  # one line for `grpokit data generate --help`
+    options: tuple[Option, ...] = ()  # its knobs (make() raises ValueError, said with the flag, for a bad value)
 
 
 class Variant(NamedTuple):

@@ -78,6 +78,8 @@ BUILTIN: dict[str, Builtin] = {
     "json_fields": Builtin("grpokit.rewards.json_fields:get_json_fields_reward", "correctness", "field accuracy",
                            reads="json", graded=True),
     "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
+    "countdown": Builtin("grpokit.rewards.countdown:get_countdown_reward", "correctness", "accuracy",
+                         reads="countdown"),
     "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="math"),
     "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
     # A learned reward (grpokit.rm): it judges the whole answer against people's rankings, so it is the task's
