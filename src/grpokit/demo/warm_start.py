@@ -70,7 +70,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     del base
 
     sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
-                                                               (sft_path.name, grpo_path.name), callbacks, t0)
+                                                               (sft_path.name, grpo_path.name), callbacks, t0, overrides)
     trained = summary.pop("trainer").model
     end = run_end(summary, recipe.train.max_steps)
     result = {"columns": list(COLUMNS), "sft": sft, "train": summary, "run_end": end, "sft_run": str(sft_dir),
