@@ -57,16 +57,19 @@ def _recipes(overrides, sft_path: Path, grpo_path: Path):
     return sft, grpo
 
 
-def _claim(output_dir: str, keep: list[str]) -> Path:
+def claim_comparison(output_dir: str, keep: list[str], runs: tuple[str, ...] = PIPELINES,
+                     files: tuple[str, ...] = ()) -> Path:
+    """The comparison's folder, claimed before any model loads: new or an earlier comparison's, with a run folder per
+    name of `runs` (each new or an earlier demo run) and `files` of its own beside comparison.json and the page."""
     from grpokit.run.writer import claim
 
     if not str(output_dir).strip():
         raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
                                     "name a new folder for the comparison, e.g. runs/sft-vs-grpo")])
     out = Path(output_dir)
-    entries = {RESULT_FILE: "file", **REPORT_ENTRIES, **dict.fromkeys(PIPELINES, "dir")}
+    entries = {RESULT_FILE: "file", **REPORT_ENTRIES, **dict.fromkeys(files, "file"), **dict.fromkeys(runs, "dir")}
     claim(out, "comparison", entries, "pass --output-dir a new folder (or an earlier comparison's)")
-    for name in PIPELINES:  # each pipeline's run: new, or an earlier comparison's demo run
+    for name in runs:  # each pipeline's run: new, or an earlier comparison's demo run
         claim_run_dir(str(out / name), keep=keep)
     return out
 
@@ -173,7 +176,7 @@ def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
     return [f"retention of {what} at matched held-out accuracy: " + "; ".join(parts)]
 
 
-def _evaluate(recipe, targets: dict[str, str], log, retention=None) -> dict[str, dict]:
+def evaluate_models(recipe, targets: dict[str, str | None], log, retention=None) -> dict[str, dict]:
     """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
     them evaluation makes (grpokit.evaluation.eval_sets), greedy; with `retention` (a recipe of another family)
     also on its held-out rows (`retention` in each model's entry)."""
@@ -261,7 +264,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     sft_path, grpo_path = (Path(p) for p in recipes)
     sft_recipe, grpo_recipe = _recipes(overrides, sft_path, grpo_path)
     keep = [str(sft_path), str(grpo_path), grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
-    out = _claim(output_dir, keep)
+    out = claim_comparison(output_dir, keep)
     dirs = {name: out / name for name in PIPELINES}
     say = lambda m: console.print(m, markup=False)  # noqa: E731
     seconds: dict[str, float] = {}
@@ -303,7 +306,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     console.print(f"evaluating the base and the four final models (greedy) on {grpo_recipe.data.eval} and its "
                   "copies ...")
     retention = retention_recipe(grpo_recipe)
-    models = _evaluate(grpo_recipe, targets, say, retention)
+    models = evaluate_models(grpo_recipe, targets, say, retention)
     matched = matched_retention(grpo_recipe, retention, dirs["sft"], models, say) if retention is not None else {}
     minutes = {"sft": seconds["sft"], "grpo": seconds["grpo"],
                "sft-then-grpo": seconds["sft"] + seconds["sft-then-grpo"],

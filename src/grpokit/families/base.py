@@ -70,7 +70,7 @@ class Option(NamedTuple):
 
     flag: str  # e.g. "numbers" (--numbers)
     keyword: str  # make()'s keyword argument
-    type: type
+    type: type  # bool: a switch (`--operands`), True when given
     help: str
 
 

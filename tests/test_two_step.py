@@ -1,0 +1,142 @@
+"""Two-step arithmetic (grpokit.families.two_step): compositions split between training and held-out rows, every
+answer right, the worked reference the math rewards score 1.0, the `seen` variant on the same numbers, the bundled
+files and `grpokit data generate two-step`."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grpokit.cli import main
+from grpokit.datasets import BUILTIN_DATA
+from grpokit.families import FAMILIES, variants_of
+from grpokit.families.math import MAX_OPERAND, reference
+from grpokit.families.two_step import (ORDERS, SCENARIOS, UNSEEN, compositions_of, generate, is_two_step,
+                                       operands_of, seen_rows, with_operands, worked_lines)
+from grpokit.rewards import build_reward
+
+BUNDLED = BUILTIN_DATA / "two-step"
+
+
+def _rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (BUNDLED / name).read_text(encoding="utf-8").splitlines()]
+
+
+def _value(a: int, b: int, c: int, order: str) -> int:
+    x = a + b if order[0] == "+" else a - b
+    return x + c if order[1] == "+" else x - c
+
+
+def test_every_scenario_and_order_is_trained_but_not_every_combination():
+    seen, unseen = set(compositions_of("seen")), set(compositions_of("unseen"))
+    assert not seen & unseen and len(seen | unseen) == len(SCENARIOS) * len(ORDERS)
+    assert {s for s, _ in seen} == set(SCENARIOS) and {o for _, o in seen} == set(ORDERS)
+    assert sorted(UNSEEN.values()) == sorted(ORDERS * (len(SCENARIOS) // len(ORDERS)))  # each order held out twice
+    # Only the pairing is new: each held-out composition's clauses are trained in the same positions elsewhere.
+    for s, order in unseen:
+        assert any((s, o) in seen for o in ORDERS if o[0] == order[0])
+        assert any((s, o) in seen for o in ORDERS if o[1] == order[1])
+
+
+@pytest.mark.parametrize("side", ["seen", "unseen"])
+def test_generated_rows_are_their_side_distinct_and_right(side):
+    rows = generate(600, seed=3, high=MAX_OPERAND, compositions=side, operands=True)
+    assert len({r["question"] for r in rows}) == 600
+    assert {(r["scenario"], r["order"]) for r in rows} == set(compositions_of(side))  # every composition drawn
+    for r in rows:
+        a, b, c = r["operands"]
+        assert 2 <= min(a, b, c) and max(a, b, c) <= MAX_OPERAND
+        first = a + b if r["order"][0] == "+" else a - b
+        assert first >= 0 and int(r["answer"]) == _value(a, b, c, r["order"]) >= 0  # counts stay whole and >= 0
+        assert operands_of({k: v for k, v in r.items() if k != "operands"}) == [a, b, c]  # read back from the words
+
+
+def test_the_same_seed_gives_the_same_rows_with_or_without_operands():
+    plain, worked = generate(50, seed=9, high=20), generate(50, seed=9, high=20, operands=True)
+    assert all("operands" not in r for r in plain)
+    assert [{k: v for k, v in r.items() if k != "operands"} for r in worked] == plain
+    assert with_operands(plain) == worked
+
+
+# (id, generate's keywords, the message of the ValueError)
+BAD_KNOBS = [
+    ("an unknown side", {"compositions": "both"}, "--compositions must be one of seen, unseen"),
+    ("operands too small to take two away from a third", {"high": 3}, "the largest operand must be 4 to 1000"),
+    ("more rows than exist", {"high": 4, "rows": 500}, "no new problem found"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", [c[1:] for c in BAD_KNOBS], ids=[c[0] for c in BAD_KNOBS])
+def test_a_bad_knob_is_said(kwargs, message):
+    kwargs = {"rows": 5, "high": 20, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        generate(kwargs.pop("rows"), seed=0, **kwargs)
+
+
+def test_the_worked_reference_scores_full_marks_and_answer_only_rows_get_the_answer_line():
+    correctness = build_reward("math_correctness")
+    fmt = build_reward("format", {"min_reasoning_lines": 1})
+    rows = generate(40, seed=1, high=MAX_OPERAND, operands=True)
+    texts = [reference(r, "Final answer:") for r in rows]
+    assert all(len(t.splitlines()) == 3 for t in texts)  # two calculation lines, then the answer line
+    assert correctness(prompts=[None] * 40, completions=texts, answer=[r["answer"] for r in rows]) == [1.0] * 40
+    assert fmt(prompts=[None] * 40, completions=texts) == [1.0] * 40
+    assert worked_lines({"order": "+-", "operands": [20, 5, 7]}) == ["20 + 5 = 25", "25 - 7 = 18"]
+    plain = {k: v for k, v in rows[0].items() if k != "operands"}
+    assert reference(plain, "Final answer:") is None  # final answers only: `grpokit sft` teaches the answer line
+
+
+def test_the_seen_variant_asks_the_same_numbers_in_a_trained_composition():
+    heldout = generate(80, seed=2, high=MAX_OPERAND, compositions="unseen")
+    train = generate(300, seed=0, high=MAX_OPERAND)
+    assert [v.name for v in variants_of(heldout)] == ["seen"]  # math's other copies need one-step rows
+    copies = seen_rows(heldout, seed=5, exclude={r["question"] for r in train})
+    assert len(copies) == len(heldout)  # row for row: seen and unseen pair on the same rows
+    for old, new in zip(heldout, copies):
+        assert (new["scenario"], new["order"]) in compositions_of("seen") and new["order"] == old["order"]
+        assert operands_of(new) == operands_of(old) and new["answer"] == old["answer"] and is_two_step(new)
+    # A copy that would be a training question is asked in another trained scenario instead.
+    first = seen_rows(heldout[:1], seed=5)[0]
+    again = seen_rows(heldout[:1], seed=5, exclude={first["question"]})[0]
+    assert again["question"] != first["question"] and again["answer"] == first["answer"]
+
+
+def test_an_edited_row_is_no_two_step_problem():
+    row = generate(1, seed=0, high=30)[0]
+    assert is_two_step(row)
+    assert not is_two_step({**row, "answer": str(int(row["answer"]) + 1)})  # a wrong answer
+    assert not is_two_step({**row, "question": row["question"] + " Quickly."})  # other words
+    assert not is_two_step({**row, "order": "++" if row["order"] != "++" else "--"})  # another composition's form
+    with pytest.raises(ValueError, match="row 2 is not an unedited two-step problem"):
+        with_operands([row, {"question": "What is 2 + 2?", "answer": "4"}])
+
+
+def test_the_bundled_files_split_the_compositions():
+    train, worked, heldout = _rows("train.jsonl"), _rows("train-worked.jsonl"), _rows("eval.jsonl")
+    assert len(train) >= 1000 and len(heldout) >= 500
+    assert all("operands" not in r for r in train + heldout)  # final answers only, as a user's rows
+    assert worked == with_operands(train)  # the worked-SFT arm's rows: the same problems worked out
+    assert {(r["scenario"], r["order"]) for r in train} == set(compositions_of("seen"))
+    assert {(r["scenario"], r["order"]) for r in heldout} == set(compositions_of("unseen"))
+    assert all(is_two_step(r) for r in train + heldout)
+    assert "two-step" in FAMILIES["math"].generators
+
+
+def test_data_generate_two_step_writes_either_side_and_the_operands_on_request(tmp_path, capsys):
+    out, held = tmp_path / "t.jsonl", tmp_path / "h.jsonl"
+    assert main(["data", "generate", "two-step", str(out), "--rows", "20", "--operands"]) == 0
+    assert main(["data", "generate", "two-step", str(held), "--rows", "10", "--compositions", "unseen",
+                 "--exclude", str(out)]) == 0
+    rows, heldout = (json.loads(line) for line in out.read_text().splitlines()), _rows_of(held)
+    assert all(len(r["operands"]) == 3 for r in rows)
+    assert all((r["scenario"], r["order"]) in compositions_of("unseen") and "operands" not in r for r in heldout)
+    assert main(["data", "check", str(held), "--task", "math"]) == 0
+    assert main(["data", "generate", "two-step", str(tmp_path / "x.jsonl"), "--numbers", "3"]) == 2  # countdown's
+    assert main(["data", "generate", "arithmetic", str(tmp_path / "x.jsonl"), "--operands"]) == 2
+    err = capsys.readouterr().err
+    assert "--numbers: does not apply to two-step" in err and "--operands: does not apply to arithmetic" in err
+    assert "Traceback" not in err
+
+
+def _rows_of(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
