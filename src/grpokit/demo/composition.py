@@ -38,7 +38,7 @@ import json
 import time
 from pathlib import Path
 
-from grpokit.demo.common import SIGMAS, paired_difference, paired_recipes, said
+from grpokit.demo.common import SIGMAS, Stages, paired_difference, paired_recipes, said
 from grpokit.demo.sft_vs_grpo import (claim_comparison, evaluate_models, matched_retention, retention_recipe,
                                       retention_verdict, sampled_set)
 from grpokit.errors import GrpokitError, Problem
@@ -79,7 +79,6 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     from grpokit.data import load_train_rows
     from grpokit.evaluation.rft import sample_solutions
     from grpokit.recipe import load_recipe
-    from grpokit.run import run_end
     from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
 
@@ -92,20 +91,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     out = claim_comparison(output_dir, keep, ARMS, (WORKED, MINED))
     dirs = {name: out / name for name in ARMS}
     say = lambda m: console.print(m, markup=False)  # noqa: E731
-    seconds: dict[str, float] = {}
-    ends: dict[str, dict] = {}
-
-    def stage(name: str, fn, max_steps: int):
-        console.print(f"[bold]{name}[/] -> {dirs[name]}")
-        t0 = time.time()
-        summary = fn()
-        seconds[name] = seconds.get(name, 0.0) + time.time() - t0
-        summary.pop("trainer", None)
-        ends[name] = run_end(summary, max_steps)
-        if summary.get("status") == "interrupted":
-            raise GrpokitError([Problem(str(dirs[name]), "stopped by the user: nothing was compared",
-                                        f"run `grpokit demo --task composition --output-dir {out}` again")],
-                               exit_code=1)
+    stages = Stages(dirs, f"grpokit demo --task composition --output-dir {out}")
+    stage, seconds, ends = stages.run, stages.seconds, stages.ends
 
     def from_atomic(recipe, continuing: bool = False):
         return apply_init_from(recipe, str(dirs["atomic"]), list(overrides or []), continuing=continuing)

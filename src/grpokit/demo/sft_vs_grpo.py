@@ -36,8 +36,8 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (RECIPES, SIGMAS, claim_run_dir, evaluate_sets, paired_difference, paired_recipes,
-                                 results_table, said)
+from grpokit.demo.common import (RECIPES, SIGMAS, Stages, claim_run_dir, evaluate_sets, paired_difference,
+                                 paired_recipes, results_table, said)
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
@@ -254,7 +254,6 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     """The comparison (module docstring) of `recipes` (the SFT recipe, the GRPO recipe: a family's demo row gives
     them); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests)."""
     from grpokit.console import console
-    from grpokit.run import run_end
     from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
 
@@ -267,21 +266,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     out = claim_comparison(output_dir, keep)
     dirs = {name: out / name for name in PIPELINES}
     say = lambda m: console.print(m, markup=False)  # noqa: E731
-    seconds: dict[str, float] = {}
-    ends: dict[str, dict] = {}
-
-    def stage(name: str, fn, max_steps: int):
-        console.print(f"[bold]{name}[/] -> {dirs[name]}")
-        t0 = time.time()
-        summary = fn()
-        seconds[name] = time.time() - t0
-        summary.pop("trainer", None)
-        ends[name] = run_end(summary, max_steps)
-        if summary.get("status") == "interrupted":
-            raise GrpokitError([Problem(str(dirs[name]), "stopped by the user: nothing was compared",
-                                        f"run `grpokit demo --task sft-vs-grpo --output-dir {out}` again")],
-                               exit_code=1)
-        return summary
+    stages = Stages(dirs, f"grpokit demo --task sft-vs-grpo --output-dir {out}")
+    stage, seconds, ends = stages.run, stages.seconds, stages.ends
 
     t_all = time.time()
     stage("sft", lambda: train_sft(sft_recipe, run_dir=dirs["sft"], overwrite=True, kind="demo", log=say),
