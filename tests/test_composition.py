@@ -9,6 +9,7 @@ import pytest
 import yaml
 from conftest import write_jsonl
 
+from grpokit.cli import main
 from grpokit.demo import TASKS, composition
 from grpokit.demo.common import RECIPES
 from grpokit.errors import GrpokitError
@@ -77,6 +78,8 @@ def test_the_worked_and_rft_arms_train_on_the_rows_the_demo_wrote(demo):
     assert rft["rows"] == 12 and rft["samples"] == 2 and rft["solutions"] == len(mined) > 0
     assert {r["question"] for r in mined} <= {r["question"] for r in train} and all(r["solution"] for r in mined)
     assert json.loads((out / "rft" / "run.json").read_text())["train_rows"] == len(mined)
+    for name in ("sft-answers", "sft-worked"):  # the same 12 two-step rows: answers only, then worked out
+        assert json.loads((out / name / "run.json").read_text())["train_rows"] == 12, name
 
 
 def test_the_verdict_and_the_page(demo):
@@ -112,6 +115,9 @@ def test_the_target_needs_five_points_beyond_noise_over_the_best_sft_only_arm():
     assert composition.verdict(models)[4].endswith("no")
     assert "grpo minus sft-worked" in composition.verdict(models)[3] and "-20.0 points" in composition.verdict(models)[3]
     assert not composition.reaches_target((0.06, 0.04)) and composition.reaches_target((0.06, 0.02))
+    # RFT that found no right sample trained nothing: the verdict says its arm is the one-step model
+    assert composition.verdict(models, {"solutions": 0})[-1].startswith("rft: no sampled solution was right")
+    assert not composition.verdict(models, {"solutions": 3})[-1].startswith("rft:")
 
 
 def test_refused_before_any_model_loads(tmp_path, tiny_model_dir):
@@ -138,3 +144,29 @@ def test_the_demo_row_names_three_recipes_with_one_prompt_and_the_same_two_step_
     assert atomic.data.eval == sft.data.eval == grpo.data.eval == "builtin:two-step/eval.jsonl"
     assert (sft.train.max_steps, atomic.train.max_steps, grpo.train.max_steps) == (40, 40, 60)
     assert grpo.health.probe_rows == 0  # no look at the unseen compositions during training
+
+
+# (id, argv after `grpokit demo --task composition`; {tmp}: the test's folder, what the message says): the demo's
+# bundled recipes, refused before any model loads, in words with the fix, never a traceback
+CLI_REFUSED = [
+    ("an empty output folder: it would mean the current one", ["--output-dir", ""], "--output-dir: is empty"),
+    ("an output folder that is a user's file", ["--output-dir", "{tmp}/notes.txt"],
+     "notes.txt: is not a folder grpokit made"),
+    ("a --set key no recipe has", ["--output-dir", "{tmp}/c", "--set", "train.learnig_rate=1e-5"],
+     "--set train.learnig_rate: unknown key"),
+    ("a --set value out of range", ["--output-dir", "{tmp}/c", "--set", "train.max_steps=-3"],
+     "--set train.max_steps: Input should be greater than or equal to -1"),
+    ("training rows that are not two-step problems: no compositions to hold out",
+     ["--output-dir", "{tmp}/c", "--set", "data.train=builtin:arithmetic/train.jsonl"],
+     "row 1 is not an unedited two-step problem"),
+]
+
+
+@pytest.mark.parametrize("argv, message", [c[1:] for c in CLI_REFUSED], ids=[c[0] for c in CLI_REFUSED])
+def test_the_command_refuses_bad_input_in_words(tmp_path, capsys, argv, message):
+    (tmp_path / "notes.txt").write_text("keep me")
+    assert main(["demo", "--task", "composition", *(a.format(tmp=tmp_path) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "fix:" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing was written
+    assert (tmp_path / "notes.txt").read_text() == "keep me"

@@ -4,6 +4,8 @@ files and `grpokit data generate two-step`."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +122,52 @@ def test_the_bundled_files_split_the_compositions():
     assert {(r["scenario"], r["order"]) for r in heldout} == set(compositions_of("unseen"))
     assert all(is_two_step(r) for r in train + heldout)
     assert "two-step" in FAMILIES["math"].generators
+
+
+def _forms_reading(question: str) -> set[tuple[str, str]]:
+    """Every (scenario, order) whose wording reads `question` as one of its problems."""
+    return {(s, o) for s in SCENARIOS for o in ORDERS
+            if operands_of({"question": question, "scenario": s, "order": o}) is not None}
+
+
+# (id, the rows, the side of the split they must lie on)
+SIDES = [
+    ("the bundled training rows", lambda: _rows("train.jsonl"), "seen"),
+    ("the bundled worked rows: the same problems, their operands written", lambda: _rows("train-worked.jsonl"), "seen"),
+    ("the bundled held-out rows", lambda: _rows("eval.jsonl"), "unseen"),
+    ("generated held-out rows of another seed", lambda: generate(400, seed=11, high=MAX_OPERAND,
+                                                                  compositions="unseen"), "unseen"),
+    ("the seen copy of the held-out rows, as evaluation makes it (training questions excluded)",
+     lambda: seen_rows(_rows("eval.jsonl"), seed=0, exclude={r["question"] for r in _rows("train.jsonl")}), "seen"),
+]
+
+
+@pytest.mark.parametrize("rows, side", [c[1:] for c in SIDES], ids=[c[0] for c in SIDES])
+def test_a_rows_wording_is_its_composition_alone_and_its_answer_is_the_sum(rows, side):
+    # The split is by the words, not only by the `scenario` and `order` columns: each question reads as exactly one
+    # composition (the one its columns name, on the right side), so no held-out pairing of wording and order of
+    # operations is in a training question under other column values.
+    for r in rows():
+        assert _forms_reading(r["question"]) == {(r["scenario"], r["order"])}, r["question"]
+        assert (r["scenario"], r["order"]) in compositions_of(side)
+        a, b, c = operands_of(r)
+        assert r["answer"] == str(_value(a, b, c, r["order"])), r["question"]
+
+
+def test_no_held_out_question_or_its_seen_copy_is_a_training_question():
+    train = {r["question"] for r in _rows("train.jsonl")}
+    heldout = _rows("eval.jsonl")
+    assert not train & {r["question"] for r in heldout}
+    copies = seen_rows(heldout, seed=0, exclude=train)
+    assert not train & {r["question"] for r in copies}  # seen compositions, yet never a question trained on
+
+
+def test_the_data_page_names_each_scenarios_held_out_order_with_a_question_of_it():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text(encoding="utf-8")
+    table = re.findall(r"^\| (\w+) \| `([+-]{2})` \| (.+) \|$", page, flags=re.M)
+    assert {s: o for s, o, _ in table} == UNSEEN and len(table) == len(UNSEEN)
+    for scenario, order, question in table:
+        assert _forms_reading(question) == {(scenario, order)}, question
 
 
 def test_data_generate_two_step_writes_either_side_and_the_operands_on_request(tmp_path, capsys):
