@@ -104,6 +104,20 @@ def test_refused_before_any_model_loads(tmp_path, tiny_model_dir, capsys, argv, 
     assert (tmp_path / "old.jsonl").read_text() == "mine\n"
 
 
+def test_the_rows_a_recipe_names_relative_to_its_folder_are_never_written_over(tmp_path, tiny_model_dir, capsys,
+                                                                              monkeypatch):
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "math_correctness"}])
+    recipe.write_text(recipe.read_text().replace(str(tmp_path / "train.jsonl"), "train.jsonl"))  # the recipe's folder
+    before = (tmp_path / "train.jsonl").read_text()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["data", "mine-solutions", str(tiny_model_dir), "--recipe", str(recipe), "--out",
+                 str(tmp_path / "train.jsonl"), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "train.jsonl: is a file this command reads" in err and "fix:" in err
+    assert (tmp_path / "train.jsonl").read_text() == before
+
+
 def test_a_runs_own_recipe_and_checkpoint(tmp_path, tiny_model_dir, capsys):
     # A run folder: its own recipe gives the rows and the judge, its last checkpoint the model; the command says
     # what it kept and the `grpokit sft` that trains on it.

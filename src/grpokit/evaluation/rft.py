@@ -90,7 +90,6 @@ def mine_solutions(model: str | Path, out: str | Path, recipe: str | Path | None
     `out`. Everything that can be refused (the model, the recipe, `out`, `samples`) is refused before the model
     loads."""
     from grpokit.data import load_train_rows
-    from grpokit.run.reads import reading
     from grpokit.run.writer import check_target, write_rows
     from grpokit.task import Task
 
@@ -104,7 +103,7 @@ def mine_solutions(model: str | Path, out: str | Path, recipe: str | Path | None
         raise GrpokitError([Problem(f"{model}", "a model folder has no recipe to take the rows, template and rewards "
                                     "from", "pass --recipe RECIPE.yaml")])
     chosen = load_recipe(recipe, overrides) if recipe is not None else run_recipe
-    reading(recipe, chosen.data.train)
+    # load_recipe recorded the recipe and its rows as this command's inputs: `out` is never one of them
     check_target(out, replace=overwrite)  # before anything loads: a refusal writes nothing
     if Task.of(chosen).correctness is None:
         raise GrpokitError([Problem(str(recipe or source), "the recipe has no correctness reward to judge solutions "
