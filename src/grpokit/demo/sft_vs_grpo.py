@@ -173,7 +173,7 @@ def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
     return [f"retention of {what} at matched held-out accuracy: " + "; ".join(parts)]
 
 
-def _evaluate(recipe, targets: dict[str, str], log, retention=None) -> dict[str, dict]:
+def evaluate_models(recipe, targets: dict[str, str], log, retention=None) -> dict[str, dict]:
     """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
     them evaluation makes (grpokit.evaluation.eval_sets), greedy; with `retention` (a recipe of another family)
     also on its held-out rows (`retention` in each model's entry)."""
@@ -303,7 +303,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     console.print(f"evaluating the base and the four final models (greedy) on {grpo_recipe.data.eval} and its "
                   "copies ...")
     retention = retention_recipe(grpo_recipe)
-    models = _evaluate(grpo_recipe, targets, say, retention)
+    models = evaluate_models(grpo_recipe, targets, say, retention)
     matched = matched_retention(grpo_recipe, retention, dirs["sft"], models, say) if retention is not None else {}
     minutes = {"sft": seconds["sft"], "grpo": seconds["grpo"],
                "sft-then-grpo": seconds["sft"] + seconds["sft-then-grpo"],
@@ -312,7 +312,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         models[name]["minutes"] = s / 60
         models[name]["stage_minutes"] = seconds[name] / 60
     models["base"]["minutes"] = None
-    console.print(_table(models))
+    console.print(models_table(models))
     lines = verdict(models) + retention_verdict(matched, retention)
     for line in lines:
         console.print(f"[bold]verdict:[/] {line}", highlight=False)
@@ -328,7 +328,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     return result
 
 
-def _table(models: dict[str, dict]):
+def models_table(models: dict[str, dict]):
     columns, rows = comparison_table(models)
     return results_table(rows, tuple(columns), first="model", title=f"final models, greedy: "
                          f"{comparison_metric(models)} (a row per pipeline; minutes: all its stages)")
