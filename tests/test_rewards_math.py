@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from grpokit.audit.tricks import TRICKS, prepare_row
+from grpokit.families.answer_lines import TRICKS, prepare_row
 from grpokit.rewards.math import answers_match, check_math, extract_final_answer, parse_gold, score_math
 from grpokit.rewards.parsing import DEFAULT_MARKERS
 from grpokit.rewards.registry import build_reward

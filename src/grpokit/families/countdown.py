@@ -386,9 +386,13 @@ FAMILY = Family(
         Option("max-needed", "max_needed", int, "countdown: the most numbers the shortest right expression may "
                f"use (default {DEFAULTS['max_needed']}: one or two operations)")))},
     variants=(Variant("rewritten", "the same held-out problems asked in words no training row uses (the same numbers "
-                      "and target)", in_training_words, rewrite_rows),
+                      "and target)", in_training_words, rewrite_rows,
+                      "generated countdown rows in a training phrasing (kind/numbers/target matching the question)",
+                      "rewritten wording"),
               Variant("harder", "each held-out problem with one more number and a target that needs at least three "
-                      "of them", is_generated, harder_rows)),
+                      "of them", is_generated, harder_rows,
+                      "generated countdown rows (kind/numbers/target matching the question)",
+                      "harder (one more number)")),
     audit=AnswerForm("countdown tricks", "`numbers` and a `target`", COUNTDOWN_TRICKS, prepare_countdown_row,
                      honest_answers),
     demos=DEMOS, reference=reference,
