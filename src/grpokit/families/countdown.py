@@ -5,8 +5,8 @@
     grpokit demo --task sft-vs-grpo-countdown                                # SFT against GRPO on it
 
 Many expressions are right (`numbers` 3, 4, 7, `target` 16: `(7 - 3) * 4`, `4 * (7 - 3)`), which is where RL has
-something of its own to add over imitating one worked solution (TinyZero; the Countdown model card of the README's
-sources: SFT pass@1 0.30, RL 0.64 on Qwen2.5-0.5B). The `countdown` reward (grpokit.rewards.countdown) judges an
+something of its own to add over imitating one worked solution (TinyZero and the Countdown model card, docs/sources.md
+"Sources"). The `countdown` reward (grpokit.rewards.countdown) judges an
 answer by the row's numbers and target alone; the row's `answer` is one right expression, the solver's, which
 `grpokit sft` teaches as steps then the answer line (`reference`).
 
