@@ -109,6 +109,23 @@ def stubborn(completions, **kw):
             time.sleep(10)
         except BaseException:
             pass
+
+def writes_fd1(completions, **kw):
+    os.write(1, b'{"reward": 99}\\n')
+    return [0.5] * len(completions)
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no message")
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+def unprintable(completions, **kw):
+    raise Unprintable()
+
+def exits_unprintably(completions, **kw):
+    sys.exit(Unprintable())
 '''
 
 
@@ -128,6 +145,29 @@ def test_a_rewards_chdir_is_undone_and_its_prints_stay_off_stdout(tmp_path):
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0 and [r["reward"] for r in rows] == [0.5, 0.5], done.stdout  # no injected row
     assert '{"reward": 99}' in done.stderr
+
+
+def test_a_write_to_file_descriptor_1_stays_off_stdout(tmp_path):
+    done = _score(tmp_path, "writes_fd1")
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and [r["reward"] for r in rows] == [0.5, 0.5], done.stdout  # os.write(1) is not a row
+    assert done.stderr.count('{"reward": 99}') == 2
+
+
+@pytest.mark.parametrize("fn,words", [("unprintable", "Unprintable: <a Unprintable whose str() fails>"),
+                                      ("exits_unprintably", "called sys.exit(<a Unprintable whose repr() fails>)")])
+def test_an_exception_whose_message_raises_is_still_said(tmp_path, fn, words):
+    done = _score(tmp_path, fn)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert all(words in json.loads(line)["error"] for line in done.stdout.splitlines()), done.stdout
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"model": {"name": "default"}, "data": {"train": "rows.jsonl"},
+                                                    "rewards": [{"path": "mine.py", "function": fn}]}))
+    write_jsonl(tmp_path / "rows.jsonl", [{"question": "1 + 1 = ?", "answer": "2"}] * 2)
+    env = {**os.environ, "PYTHONPATH": str(Path(grpokit.__file__).parents[1])}
+    check = subprocess.run([sys.executable, "-m", "grpokit", "recipe", "check", "r.yaml"], cwd=tmp_path,
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert check.returncode == 2 and words.split(" <")[0] in check.stderr and "Traceback" not in check.stderr, \
+        check.stderr
 
 
 def test_a_chdir_in_a_reward_does_not_move_the_folder_training_clears(tmp_path, monkeypatch):
