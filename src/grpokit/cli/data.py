@@ -93,12 +93,18 @@ def cmd_data_generate(args) -> int:
     from grpokit.run.writer import check_target, write_rows
     from grpokit.run.reads import reading
 
-    if not 1 <= args.rows <= MAX_GENERATED_ROWS:
-        raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
-                                    "e.g. --rows 500 (the default)")])
+    generator = generators()[args.task]
+    most = min(MAX_GENERATED_ROWS, generator.most or MAX_GENERATED_ROWS)
+    if not 1 <= args.rows <= most:
+        raise GrpokitError([Problem("--rows", f"must be 1 to {most:,} for {args.task}, got {args.rows:,}" + (
+            f" ({args.task} makes at most {most:,} distinct rows)" if most < MAX_GENERATED_ROWS else ""),
+            f"e.g. --rows 500 (the default); at most --rows {most:,}")])
     reading(*(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before generating: a link, a hard link, --exclude itself
-    rows = generators()[args.task].make(args.rows, args.seed, question_keys(args.exclude or []))
+    try:
+        rows = generator.make(args.rows, args.seed, question_keys(args.exclude or []))
+    except ValueError as e:  # the rows --exclude leaves are fewer than asked
+        raise GrpokitError([Problem("--rows", str(e), "ask for fewer rows, or exclude fewer questions")]) from None
     write_rows(args.out, rows, replace=args.overwrite)
     print(f"wrote {len(rows)} rows to {args.out}")
     return 0

@@ -68,6 +68,7 @@ def registrar(table: dict[str, Trick], kind: str):
 class Generator(NamedTuple):
     make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> rows; questions in `exclude` never
     what: str  # one line for `grpokit data generate --help`
+    most: int | None = None  # how many distinct rows it can make at all: `data generate --rows` above it is refused
 
 
 class Variant(NamedTuple):

@@ -21,7 +21,7 @@ no question in common) are the two commands above.
 from __future__ import annotations
 
 from grpokit.families.base import Column, Demo, Family, Generator
-from grpokit.families.math import generate
+from grpokit.families.math import MOST_ROWS, generate
 
 TOOL_OF_OP = {"+": "add", "-": "subtract"}  # the arithmetic task's operators and the calculator tool for each
 ENV = "calculator"
@@ -75,7 +75,8 @@ COLUMNS = (
 # ---------------------------------------------------------------- the row
 FAMILY = Family(
     "tools", "tool-calling episodes in an environment, judged by their goal (task_success)",
-    generators={"calculator": Generator(generate_tool_rows, "the arithmetic problems as tool rows for env: calculator")},
+    generators={"calculator": Generator(generate_tool_rows, "the arithmetic problems as tool rows for env: calculator",
+                                        MOST_ROWS)},
     columns=COLUMNS,
     demos={"tools": Demo("tools", "runs/demo-tools", "calculator tool calls: SFT on demonstrations, then GRPO from it "
                          "(recipes/smollm2-calculator-sft.yaml, smollm2-calculator-tools.yaml)")},
