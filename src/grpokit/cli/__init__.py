@@ -29,7 +29,7 @@ import sys
 
 from grpokit.cli import (compare, data, doctor, eval, export, preflight, recipe, report, rewards, rm, sandbox, serve,
                          sft, train)
-from grpokit.cli.output import err, print_error
+from grpokit.cli.output import err, os_error, print_error
 from grpokit.errors import GrpokitError
 
 # The order of `grpokit --help`: the training loop first, then the tools around it.
@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except OSError as e:  # the disk's refusal (full, an I/O error), not a bug: said with the command to run again
+        return print_error(os_error(e, sys.argv[1:] if argv is None else list(argv)))
 
 
 __all__ = ["build_parser", "main", "version", "version_report"]

@@ -223,10 +223,10 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
     if out is None:  # into the run's own export/: only a run grpokit's record proves it made
         from grpokit.run.ownership import refuse_unproven_run
-        from grpokit.run.writer import check_target
+        from grpokit.run.writer import check_folder
 
         refuse_unproven_run(run_dir, f"export elsewhere: grpokit export {run_dir} --out NEW_FOLDER")
-        check_target(RunDir(run_dir).export_dir(ck), within=run_dir, replace=True)  # export/ no link
+        check_folder(RunDir(run_dir).export_dir(ck), within=run_dir)  # export/ and its folder: no link, no file
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
     created = _open_out(out, _out_entries(to, quant))
     try:

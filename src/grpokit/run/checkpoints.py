@@ -123,8 +123,9 @@ class RunLock:
     kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file without the run's token.
     """
 
-    def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None):
-        self.path, self.note, self._fd = Path(path), note, None
+    def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None,
+                 then: Callable[[], object] | None = None):
+        self.path, self.note, self._fd, self.then = Path(path), note, None, then  # then: run once the lock is held
         self.token = token or secrets.token_hex(8)
 
     def _refuse(self, what: str) -> GrpokitError:
@@ -190,9 +191,16 @@ class RunLock:
                                             "read-only")]) from None
             # Ours (O_EXCL): blocking is safe, another process can only hold it for the moment it takes to read it.
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
-                                     "token": self.token}).encode("utf-8"))
+            try:
+                os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+                                         "token": self.token}).encode("utf-8"))
+            except BaseException:  # a full disk: the file this call made goes, and the lock with it
+                os.unlink(self.path)
+                os.close(fd)
+                raise
             self._fd = fd
+            if self.then is not None:
+                self.then()
             return self
         raise GrpokitError([Problem(str(self.path), "kept appearing and disappearing while grpokit took the lock",
                                     "another process is starting and stopping here: run one writer at a time")])

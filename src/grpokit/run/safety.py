@@ -154,7 +154,7 @@ def fail_run(run: RunDir, summary: dict, exc: BaseException, step: int, need_byt
                    set_aside=set_aside)
     recorded = _record(run, summary)
     resume = (f"continue from {last.name} with `grpokit train --resume {run.path}`" if last else
-              "no complete checkpoint was saved: start again with `grpokit train RECIPE --overwrite`")
+              f"no complete checkpoint was saved: `grpokit train --resume {run.path}` starts it again from step 0")
     said = "run.json records it as failed" if recorded else f"{run.run_json} could not be written"
     if full:
         problem = disk_full_problem(run.path, need_bytes)
