@@ -40,6 +40,9 @@ SAME_REFUSAL = [  # (--set values, words of the refusal)
     (["train.seed=-1"], "train.seed"),
     (["model.lora.target_modules=[q_projj, v_proj]"], "'q_projj' names no module of"),
     (["train.max_prompt_length=3"], "fewer than one generation round takes"),
+    # transformers refuses a penalty of 0 at step 0 (and an int, which grpokit reads as a float: tests/test_decode.py)
+    (["trl.repetition_penalty=0"], "repetition_penalty must be > 0 (got 0; transformers refuses it)"),
+    (["trl.generation_kwargs={top_k: 2.5}"], "top_k must be a whole number"),
 ]
 
 
