@@ -40,7 +40,8 @@ from grpokit.run.layout import (BEST_FILE, CHECKPOINTS_DIR, CONFIG_FILE, DEMO_FI
 from grpokit.run.layout import own_entries
 from grpokit.run.ownership import _NEW_DIR_FIX, RUN_KINDS, clear_run, refuse_output_dir
 from grpokit.run.record import RECORD_FILE, new_record, read_record, record_problem, refuse_foreign
-from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, sweep, write_file,
+from grpokit.run.temporaries import sweep
+from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file,
                                 write_record)
 
 _SAID: set[tuple[str, str]] = set()  # (file, why) of a damaged best.json already said in this process
@@ -323,7 +324,7 @@ class RunDir:
     # -- writing: the lock, and disk space
     def lock(self, note: Callable[[str], None] = note):
         """The writer's lock; its token is the one the run's record names (a run without a record: a new one). Once
-        held, the temporaries a killed writer left anywhere in the run are removed (grpokit.run.writer.sweep)."""
+        held, the temporaries a killed writer left anywhere in the run are removed (grpokit.run.temporaries.sweep)."""
         record = read_record(self.path) if self.path.is_dir() else None
         forged = record_problem(self.path) if self.path.is_dir() else None
         if forged is None and record is not None and record["kind"] not in RUN_KINDS:

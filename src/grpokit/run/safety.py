@@ -14,6 +14,7 @@ checkpoints and the writer lock (grpokit.run.checkpoints).
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import traceback
 from pathlib import Path
@@ -31,6 +32,9 @@ def dir_bytes(path: Path) -> int:
 # write failed", "unexpected pos 1536 vs 1472"): the errno is lost in C++, so a full disk is told by its free space.
 _SHORT_WRITE_WORDS = ("unexpected pos", "file write failed", "iostream error")
 _NEARLY_FULL_BYTES = 64 << 20  # less than this free after a failed save: the disk filled up
+# What a library that keeps no errno says of ENOSPC ("SafetensorError: ... I/O error: No space left on device (os
+# error 28)"): the system's own words, so the disk is full whatever is free now.
+_NO_SPACE_WORDS = (os.strerror(errno.ENOSPC), f"(os error {errno.ENOSPC})")
 
 
 def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
@@ -39,6 +43,8 @@ def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
     seen, words = 0, False
     while exc is not None and seen < 10:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(w in str(exc) for w in _NO_SPACE_WORDS):  # a library's own error naming ENOSPC (safetensors' Rust)
             return True
         words = words or any(w in str(exc) for w in _SHORT_WRITE_WORDS)
         exc, seen = exc.__cause__ or exc.__context__, seen + 1

@@ -24,11 +24,9 @@ What every write refuses, with where / what / fix (a GrpokitError, exit 2), befo
   to a user's folder), so nothing is written into a folder grpokit did not make.
 A file is written to a new file of its own beside the name (O_EXCL), flushed, given the mode the user's umask
 gives a new file, and renamed over the name: a crash, a full disk or an error leaves the old file or the new
-one, never half of either. An error removes the temporary file; a process killed meanwhile leaves it
-(`.NAME.PID-XXXX.tmp`), and the next write into that folder removes it once no process has that PID
-(`sweep`; a run's resume sweeps the whole run: grpokit.run.rundir). A folder holding nothing else counts as
-empty (`contents`). benchmarks/fault_injection.py fails every write, rename and fsync of a pipeline in turn,
-and kills it at each.
+one, never half of either. An error removes the temporary file; a process killed meanwhile leaves it, and the
+next write into that folder removes it (grpokit.run.temporaries). benchmarks/fault_injection.py fails every
+write, rename and fsync of a pipeline in turn, and kills it at each.
 
 Not covered: another process that puts a link at the name between the check and the rename (the rename replaces
 the name itself, so that link is replaced, never followed); files libraries write into folders grpokit made
@@ -39,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -48,6 +45,7 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run.reads import read_by_this_command
 from grpokit.run.record import RECORD_FILE, describe, foreign, kind_on_disk, new_record, read_record, record_problem
+from grpokit.run.temporaries import contents, sweep, temporary_prefix
 
 _NEW_NAME_FIX = "name a new file for the output (one that is not a link and that this command does not read)"
 _EXISTS_FIX = "name a new file, or pass --overwrite to replace it"
@@ -169,53 +167,6 @@ def _umask() -> int:
     return mask
 
 
-# ---------------------------------------------------------------- temporaries
-# `.NAME.PID-XXXXXXXX.tmp`: the writer's own new file beside NAME, named by the process writing it.
-_TEMPORARY = re.compile(r"^\..+\.(\d+)-[a-z0-9_]+\.tmp$")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # no such process (or a PID no process can have)
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def stale_temporary(path: str | Path) -> bool:
-    """A temporary file of the writer's whose process is gone (killed mid-write): nothing will rename it."""
-    m = _TEMPORARY.match(Path(path).name)
-    return m is not None and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1)))
-
-
-def sweep(folder: str | Path, whole: bool = False) -> list[Path]:
-    """Remove the writer's temporaries that a killed process left in `folder` (`whole`: in every folder below it,
-    never through a link); what was removed."""
-    out = []
-    for root, dirs, files in os.walk(folder) if whole else [(str(folder), [], _names(folder))]:
-        for name in files:
-            path = Path(root) / name
-            if stale_temporary(path) and os.path.isfile(path) and not os.path.islink(path):
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-                    out.append(path)
-    return out
-
-
-def _names(folder) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
-
-
-def contents(folder: str | Path, ignore=()) -> list[Path]:
-    """What `folder` holds but `ignore` (names) and the temporaries of killed writers (`stale_temporary`)."""
-    return [Path(folder) / n for n in _names(folder) if n not in ignore and not stale_temporary(Path(folder) / n)]
-
-
 # ---------------------------------------------------------------- writing
 def make_folder(path: str | Path, *, within: str | Path | None = None) -> Path:
     """Create `path` and its missing parents; with `within`, none of the folders from there on may be a link."""
@@ -238,7 +189,7 @@ def new_file(path: str | Path, *, replace: bool = False, within: str | Path | No
     path = check_target(path, replace=replace, within=within, fix=fix)
     make_folder(path.parent, within=within)
     sweep(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8", "newline": ""} if text else {})) as f:
