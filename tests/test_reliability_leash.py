@@ -231,6 +231,21 @@ def test_a_best_json_without_a_step_is_passed_over_with_a_fix_that_works(tmp_pat
     assert RunDir(run).resolve_checkpoint("auto").name == "checkpoint-2"  # auto: the last one, not a traceback
 
 
+@pytest.mark.parametrize("text", ['{"accuracy": 1.0, "step": "two"}', "[2]", '{"step": 2', "\x00\xff"])
+def test_init_from_a_run_with_a_damaged_best_json_says_it_takes_the_last(tmp_path, tiny_model_dir, capsys, text):
+    from grpokit.training.lineage import resolve_init_from
+
+    run = _fake_run(tmp_path, tiny_model_dir)
+    (run / "config.yaml").write_text("{}")  # a run directory (only the checkpoints are read here)
+    (run / "eval").mkdir()
+    (run / "eval" / "best.json").write_text(text, encoding="latin-1")
+    path, lineage = resolve_init_from(str(run))
+    assert Path(path).name == "checkpoint-2" and lineage["chosen"] == "last"
+    err = capsys.readouterr().err
+    assert err.count("no best checkpoint is recorded (auto takes the last one)") == 1, err  # said, once
+    assert f"grpokit eval {run}" in err
+
+
 @pytest.mark.parametrize("damage,words", [
     (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2})), "no int train_batch_size"),
     (lambda ck: (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2, "train_batch_size": 4,

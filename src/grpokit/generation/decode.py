@@ -127,7 +127,7 @@ _SAID: set[str] = set()
 def _say(decoding: Decoding) -> None:
     """Name once per process what the loop applies to the logits (transformers' processors: `Decoding.applied`)."""
     what = decoding.applied()
-    if what not in _SAID:
+    if what != "greedy" and what not in _SAID:  # greedy with nothing on the logits: nothing to say
         from grpokit.console import console
 
         _SAID.add(what)
