@@ -23,7 +23,8 @@ def print_error(e: GrpokitError) -> int:
 
 
 # What usually fixes an OSError a command meets on the disk (a full disk, an I/O error), by errno; the command is
-# then run again: the writer (grpokit.run.writer) left each file whole, old or new (benchmarks/fault_injection.py).
+# then run again: the writer (grpokit.run.writer) leaves each file whole, old or new (benchmarks/fault_injection.py
+# fails each of its writes in turn to show it).
 _DISK_FIXES = {
     errno.ENOSPC: "free space on that disk (or write to another one)",
     errno.EDQUOT: "free space within your disk quota (or write to another disk)",
@@ -40,7 +41,7 @@ def os_error(e: OSError, argv: list[str]) -> GrpokitError:
     fix = _DISK_FIXES.get(e.errno, "remove what stopped it")
     return GrpokitError([Problem(str(e.filename or "a file operation"), e.strerror or str(e) or type(e).__name__,
                                  f"{fix}, then run `grpokit {shlex.join(argv)}` again")], exit_code=1,
-                        title="the system refused a file operation; nothing was left half-written")
+                        title="the system refused a file operation")
 
 
 def add_set_option(parser, help: str = "override a recipe value (repeatable), e.g. --set train.learning_rate=2e-5"):

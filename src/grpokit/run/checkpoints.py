@@ -10,6 +10,7 @@ Damage checks read file headers only (safetensors, zip end records), never the w
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -121,8 +122,9 @@ class RunLock:
     that is free and carries the run's token was left by a grpokit process that died (the kernel released its
     lock) and is taken over with a note, and so is one naming a process of this machine that is gone, in a folder
     with no record (a run killed before its record was in place: no token to compare); an empty file with no other
-    link (what grpokit before records left after each run) holds nothing and is replaced. Anything else is refused with where/what/fix whatever its
-    kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file without the run's token.
+    link (what grpokit before records left after each run) holds nothing and is replaced. Anything else is refused
+    with where/what/fix whatever its kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file
+    without the run's token.
     """
 
     def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None,
@@ -200,7 +202,8 @@ class RunLock:
                 os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
                                          "token": self.token}).encode("utf-8"))
             except BaseException:  # a full disk: the file this call made goes, and the lock with it
-                os.unlink(self.path)
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
                 os.close(fd)
                 raise
             self._fd = fd
@@ -268,7 +271,7 @@ class FolderLock:
 
 
 def folder_holder(st: os.stat_result) -> str:
-    """'PID 123 (grpokit eval runs/x)': the process holding a flock on the file or folder `st` describes."""
+    """'PID 123: python -m grpokit eval runs/x': the process holding a flock on the file or folder `st` describes."""
     key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as f:

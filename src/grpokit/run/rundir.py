@@ -44,7 +44,7 @@ from grpokit.run.temporaries import sweep
 from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file,
                                 write_record)
 
-_SAID: set[tuple[str, str]] = set()  # (file, why) of a damaged best.json already said in this process
+_SAID: set[tuple[str, int, int]] = set()  # (file, mtime, size) of a damaged best.json already said in this process
 
 
 # ---------------------------------------------------------------- the run directory
@@ -280,8 +280,9 @@ class RunDir:
         if type(step) is int and step >= 0:
             return best
         why = "not a JSON object (cut by a crash?)" if best is None else f"no whole step (step: {str(step)[:40]})"
-        said = (str(self.best_file), why)
-        if said not in _SAID:  # once per command: --init-from and `auto` read it twice
+        st = os.lstat(self.best_file)
+        said = (str(self.best_file), st.st_mtime_ns, st.st_size)
+        if said not in _SAID:  # once per state of the file: --init-from and `auto` read it twice in one command
             _SAID.add(said)
             note(f"{self.best_file}: {why}: ignored, so no best checkpoint is recorded (auto takes the last one); "
                  f"`grpokit eval {self.path}` chooses the best checkpoint again and writes a new one")

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from grpokit.errors import GrpokitError, Problem
+from grpokit.errors import GrpokitError, Problem, text_of
 from grpokit.run.rundir import RunDir
 
 
@@ -44,9 +44,10 @@ def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
     while exc is not None and seen < 10:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if any(w in str(exc) for w in _NO_SPACE_WORDS):  # a library's own error naming ENOSPC (safetensors' Rust)
+        text = text_of(exc)  # an exception whose __str__ raises (an own reward's) is not a full disk
+        if any(w in text for w in _NO_SPACE_WORDS):  # a library's own error naming ENOSPC (safetensors' Rust)
             return True
-        words = words or any(w in str(exc) for w in _SHORT_WRITE_WORDS)
+        words = words or any(w in text for w in _SHORT_WRITE_WORDS)
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     if words and where is not None:
         try:
