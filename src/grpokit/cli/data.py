@@ -99,10 +99,12 @@ def cmd_data_generate(args) -> int:
     from grpokit.run.writer import check_target, write_rows
     from grpokit.run.reads import reading
 
-    if not 1 <= args.rows <= MAX_GENERATED_ROWS:
-        raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
-                                    "e.g. --rows 500 (the default)")])
     generator = generators()[args.task]
+    most = min(MAX_GENERATED_ROWS, generator.most or MAX_GENERATED_ROWS)
+    if not 1 <= args.rows <= most:
+        raise GrpokitError([Problem("--rows", f"must be 1 to {most:,} for {args.task}, got {args.rows:,}" + (
+            f" ({args.task} makes at most {most:,} distinct rows)" if most < MAX_GENERATED_ROWS else ""),
+            f"e.g. --rows 500 (the default); at most --rows {most:,}")])
     given = {k[len("option_"):]: v for k, v in vars(args).items() if k.startswith("option_") and v is not None}
     own = {o.keyword: o for o in generator.options}
     foreign = [k for k in given if k not in own]
@@ -115,9 +117,9 @@ def cmd_data_generate(args) -> int:
     t0 = time.perf_counter()
     try:
         rows = generator.make(args.rows, args.seed, question_keys(args.exclude or []), **given)
-    except ValueError as e:  # a knob out of range, or no more distinct rows: the generator says which
+    except ValueError as e:  # a knob out of range, or fewer distinct rows than asked besides --exclude: it says which
         raise GrpokitError([Problem(f"grpokit data generate {args.task}", str(e),
-                                    "change the options or --rows as it says")]) from None
+                                    "change the options, ask for fewer rows, or exclude fewer questions")]) from None
     write_rows(args.out, rows, replace=args.overwrite)
     print(f"wrote {len(rows)} rows to {args.out} ({time.perf_counter() - t0:.1f} s to generate and, for countdown, "
           "solve them)")

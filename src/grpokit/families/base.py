@@ -109,6 +109,7 @@ class Generator(NamedTuple):
     make: Callable[..., list[dict]]  # make(rows, seed, exclude, **options) -> rows; questions in `exclude` never
     what: str  # one line for `grpokit data generate --help`
     options: tuple[Option, ...] = ()  # its knobs (make() raises ValueError, said with the flag, for a bad value)
+    most: int | None = None  # how many distinct rows it can make at all: `data generate --rows` above it is refused
 
 
 class Variant(NamedTuple):

@@ -28,6 +28,7 @@ depth, and Unicode look-alike digits (superscripts). Not covered: phrasings in o
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from fractions import Fraction
@@ -189,6 +190,12 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None, count: i
     _check_knobs(count, low, high, operators, target_low, target_high)
     if not 2 <= max_needed:
         raise ValueError(f"--max-needed must be at least 2 (one operation), got {max_needed}")
+    # no more problems exist than multisets of numbers times targets: past that, refuse at once rather than draw
+    # until _TRIES draws fail (a --rows 1000000 spun for minutes)
+    most = math.comb(high - low + count, count) * (target_high - target_low + 1)
+    if rows > most:
+        raise ValueError(f"at most {most:,} distinct problems exist with these numbers and targets, asked for "
+                         f"{rows:,}: widen the numbers (--low/--high) or the targets, or ask for fewer rows")
     rng, seen, out = random.Random(seed), set(exclude or ()), []
     seen |= {k for k in map(question_key, exclude or ()) if k}
     while len(out) < rows:
