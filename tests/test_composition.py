@@ -35,7 +35,7 @@ def _recipes(folder, model_dir, **edits) -> tuple:
         raw = {"model": {"name": str(model_dir)}, "data": {"train": str(rows), "eval": str(held), "template": "plain_en"},
                "rewards": rewards, "train": dict(train), "health": {"probe_rows": 0}}
         for section, values in edits.get(name, {}).items():
-            raw[section] = {**raw[section], **values}
+            raw[section] = {**raw[section], **values} if isinstance(values, dict) else values  # rewards: a list
         path = folder / f"{name}.yaml"
         path.write_text(yaml.safe_dump(raw))
         paths.append(path)
@@ -131,6 +131,10 @@ def test_refused_before_any_model_loads(tmp_path, tiny_model_dir):
     bad = _recipes(tmp_path, tiny_model_dir, sft={"data": {"train": one}}, grpo={"data": {"train": one}})
     with pytest.raises(GrpokitError, match="row 1 is not an unedited two-step problem"):
         composition.run(str(tmp_path / "new"), recipes=bad)
+    # an SFT recipe judged by an own reward: no family to work its answer-only rows out for the worked arm
+    own = _recipes(tmp_path, tiny_model_dir, sft={"rewards": [{"name": "reward_fns:even_text", "role": "correctness"}]})
+    with pytest.raises(GrpokitError, match="its rewards read no task family that works answer-only rows out"):
+        composition.run(str(tmp_path / "new"), recipes=own)
     drift = _recipes(tmp_path, tiny_model_dir, grpo={"data": {"system_prompt": "Be brief."}})
     with pytest.raises(GrpokitError, match="data.system_prompt differ"):
         composition.run(str(tmp_path / "new"), recipes=drift)

@@ -180,8 +180,10 @@ def test_generator_knobs_and_exclusion():
     first = generate(40, seed=0)
     again = generate(40, seed=0, exclude={rewrite_rows([r])[0]["question"] for r in first})
     assert not {problem_key(r) for r in again} & {problem_key(r) for r in first}
-    with pytest.raises(ValueError, match="no new solvable problem"):  # fewer problems exist than asked for
-        generate(500, seed=0, count=2, low=1, high=3, operators="+")
+    with pytest.raises(ValueError, match="no new solvable problem"):  # fewer solvable problems exist than asked for
+        generate(100, seed=0, count=2, low=1, high=3, operators="+")
+    with pytest.raises(ValueError, match="at most 20,735 distinct problems exist"):  # refused before a draw
+        generate(1_000_000, seed=0)
     with pytest.raises(ValueError, match="--numbers must be 2 to"):
         generate(5, count=9)
 

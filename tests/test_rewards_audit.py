@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from grpokit.audit.rewards import audit_rewards
-from grpokit.audit.tricks import TRICKS
+from grpokit.families.answer_lines import TRICKS
 from grpokit.rewards.registry import RewardFunction
 from grpokit.rewards.registry import build_reward as _build_builtin
 

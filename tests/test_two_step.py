@@ -11,10 +11,10 @@ import pytest
 
 from grpokit.cli import main
 from grpokit.datasets import BUILTIN_DATA
-from grpokit.families import FAMILIES, variants_of
+from grpokit.families import FAMILIES, generators, variants_of
 from grpokit.families.math import MAX_OPERAND, reference
-from grpokit.families.two_step import (ORDERS, SCENARIOS, UNSEEN, compositions_of, generate, is_two_step,
-                                       operands_of, seen_rows, with_operands, worked_lines)
+from grpokit.families.two_step import (ORDERS, SCENARIOS, UNSEEN, compositions_of, generate, is_two_step, make_row,
+                                       most_rows, operands_of, seen_rows, with_operands, worked_lines)
 from grpokit.rewards import build_reward
 
 BUNDLED = BUILTIN_DATA / "two-step"
@@ -64,8 +64,20 @@ def test_the_same_seed_gives_the_same_rows_with_or_without_operands():
 BAD_KNOBS = [
     ("an unknown side", {"compositions": "both"}, "--compositions must be one of seen, unseen"),
     ("operands too small to take two away from a third", {"high": 3}, "the largest operand must be 4 to 1000"),
-    ("more rows than exist", {"high": 4, "rows": 500}, "no new problem found"),
+    # operands 2-4: 438 problems exist on the seen side and 146 on the held-out one; half of them are drawn at most
+    ("more rows than are drawn", {"high": 4, "rows": 220}, "at most 219 distinct seen problems are drawn; asked for 220"),
+    ("the held-out side is the smaller one", {"high": 4, "rows": 74, "compositions": "unseen"},
+     "at most 73 distinct unseen problems are drawn"),
 ]
+
+
+def test_the_bound_counts_what_exists():
+    # every problem with operands 2-4, by brute force: the bound is half of them per side
+    for side in ("seen", "unseen"):
+        every = {make_row(s, o, a, b, c)["question"] for s, o in compositions_of(side) for a in (2, 3, 4)
+                 for b in (2, 3, 4) for c in (2, 3, 4) if _value(a, b, c, o) >= 0 and (a - b >= 0 or o[0] == "+")}
+        assert most_rows(side, 4) == len(every) // 2, side
+        assert len(generate(most_rows(side, 4), seed=1, high=4, compositions=side)) == most_rows(side, 4)
 
 
 @pytest.mark.parametrize("kwargs, message", [c[1:] for c in BAD_KNOBS], ids=[c[0] for c in BAD_KNOBS])
@@ -179,10 +191,18 @@ def test_data_generate_two_step_writes_either_side_and_the_operands_on_request(t
     assert all(len(r["operands"]) == 3 for r in rows)
     assert all((r["scenario"], r["order"]) in compositions_of("unseen") and "operands" not in r for r in heldout)
     assert main(["data", "check", str(held), "--task", "math"]) == 0
+    # past what a side holds: refused at once, in one line (the held-out side within --rows' bound, by generate)
+    most = generators()["two-step"].most
+    assert most == most_rows("seen", MAX_OPERAND) > most_rows("unseen", MAX_OPERAND)
+    assert main(["data", "generate", "two-step", str(tmp_path / "x.jsonl"), "--rows", str(most + 1)]) == 2
+    assert main(["data", "generate", "two-step", str(tmp_path / "x.jsonl"), "--compositions", "unseen", "--rows",
+                 str(most_rows("unseen", MAX_OPERAND) + 1)]) == 2
     assert main(["data", "generate", "two-step", str(tmp_path / "x.jsonl"), "--numbers", "3"]) == 2  # countdown's
     assert main(["data", "generate", "arithmetic", str(tmp_path / "x.jsonl"), "--operands"]) == 2
     err = capsys.readouterr().err
     assert "--numbers: does not apply to two-step" in err and "--operands: does not apply to arithmetic" in err
+    assert f"two-step makes at most {most:,} distinct rows" in err
+    assert f"at most {most_rows('unseen', MAX_OPERAND):,} distinct unseen problems are drawn" in err
     assert "Traceback" not in err
 
 

@@ -18,7 +18,7 @@ three recipes of the family's demo row: the one-step SFT recipe, the two-step SF
                                                                                     solutions would train on)
 
 Arms (b) to (d) are the SFT-only ways to use the same rows; sft-worked needs working the rows do not carry (the
-demo writes it from their operands, `two_step.with_operands`, as `data generate two-step --operands` does), so it
+demo writes it from their operands, the family's `worked_rows`, as `data generate two-step --operands` does), so it
 is the reference, not a competitor. Budgets are the recipes' steps, fixed before any held-out figure; minutes are
 each pipeline's, all stages (A's and, for rft, the sampling).
 
@@ -42,6 +42,7 @@ from grpokit.demo.common import SIGMAS, Stages, paired_difference, paired_recipe
 from grpokit.demo.sft_vs_grpo import (claim_comparison, evaluate_models, matched_retention, retention_recipe,
                                       retention_verdict, sampled_set)
 from grpokit.errors import GrpokitError, Problem
+from grpokit.families import family_of
 from grpokit.report.comparison import RESULT_FILE, comparison_table, write_comparison_report
 
 ARMS = ("atomic", "grpo", "sft-answers", "rft", "sft-worked")
@@ -55,7 +56,6 @@ def _recipes(overrides, paths: tuple[Path, Path, Path]):
     """(one-step SFT, two-step SFT, GRPO) recipes, refused before any model loads: a missing file, prompt settings
     that differ (every arm reads one prompt), SFT and GRPO on other rows, rows that are not two-step problems."""
     from grpokit.data import load_train_rows
-    from grpokit.families.two_step import with_operands
 
     atomic_path, sft_path, grpo_path = paths
     atomic, sft = paired_recipes(overrides, atomic_path, sft_path, "the composition demo")
@@ -63,8 +63,13 @@ def _recipes(overrides, paths: tuple[Path, Path, Path]):
     if (sft.data.train, sft.data.eval) != (grpo.data.train, grpo.data.eval):
         raise GrpokitError([Problem(f"{sft_path} and {grpo_path}", "they train or evaluate on different rows",
                                     "give both recipes the same data.train and data.eval")])
+    family = family_of(sft.rewards)
+    if family is None or family.worked_rows is None:
+        raise GrpokitError([Problem(f"{sft_path}", "its rewards read no task family that works answer-only rows out "
+                                    "(the worked-SFT arm's rows)", "judge the two-step rows with math_correctness, as "
+                                    "recipes/smollm2-composition-sft.yaml does")])
     try:
-        worked = with_operands(load_train_rows(sft))
+        worked = family.worked_rows(load_train_rows(sft))
     except ValueError as e:
         raise GrpokitError([Problem(f"{sft.data.train}", str(e), "train the composition demo on rows of `grpokit "
                                     "data generate two-step`")]) from None

@@ -301,7 +301,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         models[name]["minutes"] = s / 60
         models[name]["stage_minutes"] = seconds[name] / 60
     models["base"]["minutes"] = None
-    console.print(_table(models))
+    console.print(models_table(models))
     lines = verdict(models) + retention_verdict(matched, retention)
     for line in lines:
         console.print(f"[bold]verdict:[/] {line}", highlight=False)
@@ -317,7 +317,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     return result
 
 
-def _table(models: dict[str, dict]):
+def models_table(models: dict[str, dict]):
     columns, rows = comparison_table(models)
     return results_table(rows, tuple(columns), first="model", title=f"final models, greedy: "
                          f"{comparison_metric(models)} (a row per pipeline; minutes: all its stages)")

@@ -67,6 +67,8 @@ from grpokit.evaluation.metrics import GAP_KINDS, accuracy_gap, pass_at_k_of, pc
 from grpokit.evaluation.results import claim_eval_output, eval_names, refuse_eval_output, write_results
 from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, select_steps
+from grpokit.run.checkpoints import FolderLock
+from grpokit.run.writer import make_folder
 from grpokit.templates import PromptTemplate
 
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
@@ -285,6 +287,10 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
     entries = []
     for step in sorted(checkpoints):
         path = checkpoints[step]
+        if path is not None and not path.is_dir():  # a training run beside this evaluation rotated it away
+            log(f"[yellow]note:[/] step {step}: {path} is gone (the run's train.save_total_limit removed it "
+                "meanwhile): not evaluated")
+            continue
         t0 = time.time()
         adapter = models.is_adapter(path)
         if path is None or adapter:  # the base model is loaded once, for step 0 and every adapter
@@ -324,6 +330,12 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
     run = RunDir(run_dir)
     recipe = load_run_recipe(run)
     refuse_eval_output(run_dir, True, eval_names(data))  # before any model loads
+    with FolderLock(make_folder(run.eval_dir, within=run.path), "evaluation"):  # one evaluation of a run at a time
+        return _evaluate_run(run, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log)
+
+
+def _evaluate_run(run: RunDir, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log) -> dict:
+    run_dir = run.path
     by_step = run.by_step()
     best = run.read_best()
     steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)

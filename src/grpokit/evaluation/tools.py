@@ -12,7 +12,7 @@ per row at the recipe's temperature.
 
 The rewards are the recipe's, built as training builds them (grpokit.task.Task: an
 own reward function included) and found by their role. Reported per model: the
-tools family's columns (grpokit.families.tools.COLUMNS: task success, the mean of
+columns of the family whose answers are episodes (grpokit.families.episodes_family; the tools family's: task success, the mean of
 the correctness reward (answer line right, or hidden-test share); the share of
 episodes with at least one tool call; the share of calls with valid arguments,
 over the episodes that call; the share of calls that raised in the environment,
@@ -27,6 +27,15 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+
+from grpokit.families import Column, episodes_family
+
+
+def tool_columns() -> tuple[Column, ...]:
+    """The evaluation columns of the family whose answers are tool episodes (grpokit.families.episodes_family)."""
+    family = episodes_family()
+    return family.columns if family is not None else ()
+
 
 _EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): docs/measurements.md
 # "Evaluation batching" (more rows a call cost little more time until the matrix products fill the cores)
@@ -76,7 +85,6 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     from grpokit import internals, models
     from grpokit.envs import tool_setup
     from grpokit.generation.decode import replacing_generate
-    from grpokit.families.tools import COLUMNS
     from grpokit.recipe import build_prompt_dataset, grpo_args
     from grpokit.task import Task
 
@@ -86,10 +94,11 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
     task = Task.from_recipe(recipe)  # the recipe's rewards as training builds them, its own functions included
     dataset, _ = build_prompt_dataset(rows, task.template, tokenizer, None)
-    success_key = next(c.key for c in COLUMNS if c.role == "correctness")
+    columns = tool_columns()
+    success_key = next(c.key for c in columns if c.role == "correctness")
     # The episode log scores with its own copy of the correctness reward: its error counts stay the recipe's.
     success = Task.from_recipe(recipe).correctness if task.correctness is not None else None
-    log = EpisodeLog(success.fn if success else None, success_key, COLUMNS)
+    log = EpisodeLog(success.fn if success else None, success_key, columns)
     with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
         args = grpo_args(recipe, Path(tmp))
         args.num_generations_eval = generations
@@ -112,7 +121,7 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     out = {k: v for k, v in logged.items()
            if (k.startswith("rewards/") or k.startswith("tools/")) and f"/{log.__name__}/" not in k}
     return {
-        **{c.key: _column(c, task, logged, log) for c in COLUMNS},
+        **{c.key: _column(c, task, logged, log) for c in columns},
         "episodes": len(log.episodes),
         "greedy": generations == 1,
         "metrics": out,
@@ -155,14 +164,13 @@ def _fmt(v, share=True) -> str:
 
 
 def tools_table(doc: dict) -> str:
-    from grpokit.families.tools import COLUMNS
-
-    head = "  ".join([f"{'step':>10}", *(c.header for c in COLUMNS)])
+    columns = tool_columns()
+    head = "  ".join([f"{'step':>10}", *(c.header for c in columns)])
     how = "greedy" if doc["generations"] == 1 else "sampled"
     lines = [f"tool task {doc['task']}: {doc['rows']} row(s) x {doc['generations']} episode(s), {how}", head]
     for e in doc["checkpoints"]:
         lines.append("  ".join([f"{str(e['step']):>10}",
-                                *(f"{_fmt(e.get(c.key), c.share):>{len(c.header)}}" for c in COLUMNS)]))
+                                *(f"{_fmt(e.get(c.key), c.share):>{len(c.header)}}" for c in columns)]))
     return "\n".join(lines)
 
 

@@ -5,8 +5,8 @@
     grpokit demo --task sft-vs-grpo-countdown                                # SFT against GRPO on it
 
 Many expressions are right (`numbers` 3, 4, 7, `target` 16: `(7 - 3) * 4`, `4 * (7 - 3)`), which is where RL has
-something of its own to add over imitating one worked solution (TinyZero; the Countdown model card of the README's
-sources: SFT pass@1 0.30, RL 0.64 on Qwen2.5-0.5B). The `countdown` reward (grpokit.rewards.countdown) judges an
+something of its own to add over imitating one worked solution (TinyZero and the Countdown model card, docs/sources.md
+"Sources"). The `countdown` reward (grpokit.rewards.countdown) judges an
 answer by the row's numbers and target alone; the row's `answer` is one right expression, the solver's, which
 `grpokit sft` teaches as steps then the answer line (`reference`).
 
@@ -28,6 +28,7 @@ depth, and Unicode look-alike digits (superscripts). Not covered: phrasings in o
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from fractions import Fraction
@@ -189,6 +190,12 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None, count: i
     _check_knobs(count, low, high, operators, target_low, target_high)
     if not 2 <= max_needed:
         raise ValueError(f"--max-needed must be at least 2 (one operation), got {max_needed}")
+    # no more problems exist than multisets of numbers times targets: past that, refuse at once rather than draw
+    # until _TRIES draws fail (a --rows 1000000 spun for minutes)
+    most = math.comb(high - low + count, count) * (target_high - target_low + 1)
+    if rows > most:
+        raise ValueError(f"at most {most:,} distinct problems exist with these numbers and targets, asked for "
+                         f"{rows:,}: widen the numbers (--low/--high) or the targets, or ask for fewer rows")
     rng, seen, out = random.Random(seed), set(exclude or ()), []
     seen |= {k for k in map(question_key, exclude or ()) if k}
     while len(out) < rows:
@@ -386,9 +393,13 @@ FAMILY = Family(
         Option("max-needed", "max_needed", int, "countdown: the most numbers the shortest right expression may "
                f"use (default {DEFAULTS['max_needed']}: one or two operations)")))},
     variants=(Variant("rewritten", "the same held-out problems asked in words no training row uses (the same numbers "
-                      "and target)", in_training_words, rewrite_rows),
+                      "and target)", in_training_words, rewrite_rows,
+                      "generated countdown rows in a training phrasing (kind/numbers/target matching the question)",
+                      "rewritten wording"),
               Variant("harder", "each held-out problem with one more number and a target that needs at least three "
-                      "of them", is_generated, harder_rows)),
+                      "of them", is_generated, harder_rows,
+                      "generated countdown rows (kind/numbers/target matching the question)",
+                      "harder (one more number)")),
     audit=AnswerForm("countdown tricks", "`numbers` and a `target`", COUNTDOWN_TRICKS, prepare_countdown_row,
                      honest_answers),
     demos=DEMOS, reference=reference,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 import re
-from functools import partial
+from functools import cache, partial
 from typing import NamedTuple
 
 from grpokit.families.base import Generator, Option, Variant
@@ -68,7 +68,7 @@ ORDERS = ("++", "+-", "-+", "--")
 UNSEEN: dict[str, str] = {name: ORDERS[i % len(ORDERS)] for i, name in enumerate(SCENARIOS)}
 COMPOSITIONS = ("seen", "unseen")  # --compositions: the training side, the held-out side
 LOW = 2  # the smallest operand, as the one-step task's
-_TRIES = 1000  # draws before a generator gives up on a new question (the space is ~10^5 per composition)
+_TRIES = 1000  # draws in a row that find no new question before generate gives up (an --exclude that took most)
 
 
 def is_seen(scenario: str, order: str) -> bool:
@@ -107,6 +107,26 @@ def _draw(rng: random.Random, order: str, high: int) -> tuple[int, int, int]:
             return a, b, c
 
 
+@cache
+def _operand_triples(order: str, high: int) -> int:
+    """How many (a, b, c) in [LOW, high] `_draw` accepts for `order` (every amount >= 0): a loop over (a, b), c
+    counted (at most 10^6 pairs, once per order and range)."""
+    n, total = high - LOW + 1, 0
+    for a in range(LOW, high + 1):
+        for b in range(LOW, high + 1):
+            x = _step(a, order[0], b)
+            if x >= 0:
+                total += n if order[1] == "+" else max(0, min(x, high) - LOW + 1)
+    return total
+
+
+def most_rows(compositions: str, high: int) -> int:
+    """Distinct problems `generate` draws at most on one side of the split: half of those that exist (a question's
+    words and numbers are its composition and operands alone), so drawing the last ones stays quick, as the one-step
+    task's MOST_ROWS."""
+    return sum(_operand_triples(order, high) for _, order in compositions_of(compositions)) // 2
+
+
 def generate(rows: int, seed: int = 0, exclude: set[str] | None = None, *, high: int, compositions: str = "seen",
              operands: bool = False) -> list[dict]:
     """`rows` distinct problems of the `compositions` side (module docstring), operands in [LOW, high]; questions in
@@ -117,6 +137,10 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None, *, high:
         raise ValueError(f"the largest operand must be {2 * LOW} to 1000, got {high}")
     pairs = compositions_of(compositions)
     rng, seen, out = random.Random(seed), set(exclude or ()), []
+    most = most_rows(compositions, high)
+    if rows + len(seen) > most:
+        raise ValueError(f"at most {most:,} distinct {compositions} problems are drawn; asked for {rows:,}"
+                         + (f" besides the {len(seen):,} excluded" if seen else ""))
     misses = 0
     while len(out) < rows:
         scenario, order = rng.choice(pairs)
@@ -140,7 +164,8 @@ def generator(high: int) -> Generator:
                          Option("compositions", "compositions", str, "two-step: seen (the training side, default) or "
                                 "unseen (held-out compositions)"),
                          Option("operands", "operands", bool, "two-step: also write each row's operands, from which "
-                                "`grpokit sft` writes a worked solution (default: final answers only)")))
+                                "`grpokit sft` writes a worked solution (default: final answers only)")),
+                     most=most_rows("seen", high))  # the larger side; `unseen` is bounded by generate itself
 
 
 # ---------------------------------------------------------------- reading rows back
@@ -226,4 +251,5 @@ def seen_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = None) 
 
 VARIANT = Variant("seen", "each held-out row's numbers and operations asked in a composition the training rows use "
                   "(another scenario with the same order of operations): the same sums and answers", is_unseen,
-                  seen_rows)
+                  seen_rows, "two-step rows of a held-out composition (scenario/order matching the question)",
+                  "seen compositions (same numbers)")

@@ -20,14 +20,21 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
+from grpokit.families import variant
 from grpokit.report.sections import escape, html_table
 
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
 PAGE, PLOT = "report.html", "scores.png"
 REPORT_ENTRIES = {PAGE: "file", PLOT: "file"}  # what the page adds to the comparison folder's record
-SET_TITLES = {"heldout": "held-out", "perturbed": "perturbed numbers", "rewritten": "rewritten wording",
-              "harder": "harder (one more number)", "seen": "seen compositions (same numbers)"}
 TITLE = "SFT or GRPO"  # the page's title unless comparison.json names another (the composition demo's)
+
+
+def set_title(kind: str) -> str:
+    """A set's title in the tables: "held-out", else its family variant's own (grpokit.families: `Variant.title`)."""
+    if kind == "heldout":
+        return "held-out"
+    v = variant(kind)
+    return (v.title or v.name) if v else kind
 
 
 def comparison_metric(models: dict[str, dict]) -> str:
@@ -51,7 +58,7 @@ def comparison_table(models: dict[str, dict]) -> tuple[list[str], list[tuple[str
     sampled = [int(k) for m in models.values() for k in (m["sets"].get("heldout") or {}).get("pass_at_k") or {}]
     ks = list(dict.fromkeys(["1", str(max(sampled))])) if sampled else []  # pass@1 and pass@(samples per row)
     kept = any(m.get("retention") for m in models.values())  # another task's held-out score (RL's Razor)
-    columns = ([SET_TITLES.get(k, k) for k in sets] + [f"held-out sampled pass@{k}" for k in ks]
+    columns = ([set_title(k) for k in sets] + [f"held-out sampled pass@{k}" for k in ks]
                + [f"held-out {o}" for o in others] + ["format"] + (["retention"] if kept else []) + ["minutes"])
 
     def score(m: dict, key: str) -> str:
@@ -77,7 +84,7 @@ def _plot(models: dict[str, dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = list(models)
-    bars_of = [(SET_TITLES.get(k, k), [(models[n]["sets"].get(k) or {}).get("accuracy") for n in names])
+    bars_of = [(set_title(k), [(models[n]["sets"].get(k) or {}).get("accuracy") for n in names])
                for k in comparison_sets(models)]
     sampled = [((models[n]["sets"].get("heldout") or {}).get("pass_at_k") or {}).get("1") for n in names]
     if any(v is not None for v in sampled):

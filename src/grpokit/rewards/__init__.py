@@ -21,6 +21,7 @@ _LAZY = {
     "rm_input_ids": "grpokit.rewards.learned",
     "extract_final_answer": "grpokit.rewards.math",
     "parse_gold": "grpokit.rewards.math",
+    "is_numeric_answer": "grpokit.rewards.math",
     "parse_number": "grpokit.rewards.math",
     "build_own": "grpokit.rewards.own",
     "builtin_of": "grpokit.rewards.own",
@@ -52,7 +53,7 @@ def __getattr__(name: str):
 
 __all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_REWARDS", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
            "TRL_ARGUMENTS", "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available",
-           "build_own", "build_reward", "builtin_of", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_own",
+           "build_own", "build_reward", "builtin_of", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_numeric_answer", "is_own",
            "names_reading", "names_with_role", "parse_gold", "parse_number", "read_rm_info", "required_columns",
            "reward_label", "reward_title", "rm_input_ids", "schema_problem", "signature_problems", "trial_problems",
            "worked_example"]
