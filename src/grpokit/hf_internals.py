@@ -1,8 +1,30 @@
-"""Every transformers and torch internal grpokit relies on, each with a maintenance note (grpokit.internals holds
-TRL's): the TrainingArguments spelling of activation checkpointing, the tracker names of `report_to`, the CPU
-compile switch of generate, the quantizer marker of a dequantised GGUF model, a Trainer's callback list and
-sharding flags, and an LR scheduler's cached last rate. No other grpokit module touches these private parts;
-tests/test_internals.py runs every function here against the installed versions.
+"""The seam with transformers and torch: every private part of theirs grpokit relies on, in this one module, each
+with a maintenance note (grpokit.internals is the seam with TRL, on the same terms). No other grpokit module touches
+these; nothing here is rebound for the whole process (each function reads or sets one object it is given).
+
+| surface (transformers 5.25, torch 2.13)            | what grpokit does with it, and why                      | pinned by (tests/)          |
+|----------------------------------------------------|---------------------------------------------------------|-----------------------------|
+| CompileConfig._compile_all_devices                 | `generation_compile_config`: generate's decode step     | test_generation_section     |
+|                                                    | compiled on the CPU too (generation.compile)            |                             |
+| TrainingArguments' field names                     | `checkpointing_kwargs`: activation_checkpointing, or    | test_internals              |
+|                                                    | gradient_checkpointing on releases before 5.2x          |                             |
+| integrations.integration_utils.INTEGRATION_TO_     | `reporting_integrations`: the tracker names recipe check| test_internals              |
+|   CALLBACK                                         | accepts for trl.report_to                               |                             |
+| config.quantization_config, model.hf_quantizer,    | `drop_gguf_quantizer`: a model dequantised from GGUF    | test_internals              |
+|   model.is_quantized                               | saves and trains as plain weights (the embedded model)  |                             |
+| Trainer.callback_handler.callbacks                 | `trainer_callbacks`: tensorboard/ in the run folder     | test_internals              |
+| Trainer.is_fsdp_enabled / is_deepspeed_enabled,    | `reference_is_sharded`: no whole-tensor KL reference,   | test_internals              |
+|   accelerate's deepspeed_plugin.zero_stage         | probe or sampler copy on sharded weights                |                             |
+| LRScheduler._last_lr                               | `scale_learning_rate`: a rollback's lower rate, logged  | test_internals              |
+| config._attn_implementation                        | `attention_implementation`: the tree needs eager/SDPA   | test_tree                   |
+| `...RotaryEmbedding` module names                  | `has_rotary_positions`: the tree's depth positions      | test_tree                   |
+| config.layer_types / use_sliding_window /          | `sliding_window`: the tree refuses a window shorter     | test_tree                   |
+|   sliding_window                                   | than its rows                                           |                             |
+| DynamicCache.layers[i].keys/.values, the forward's | `cache_tensors`, `cache_of`, `cache_keyword`: grpokit's | test_decode                 |
+|   `cache` / `past_key_values` keyword              | decoding loop prefills each prompt once and gathers it  |                             |
+
+tests/test_internals.py runs the functions against the installed versions; a release that renames one of these
+fails there, or degrades as each maintenance note says (never a wrong number).
 """
 from __future__ import annotations
 

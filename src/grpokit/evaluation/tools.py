@@ -28,7 +28,11 @@ import json
 import tempfile
 from pathlib import Path
 
+from grpokit import models
+from grpokit.envs import tool_setup
 from grpokit.families import Column, episodes_family
+from grpokit.recipe import build_prompt_dataset
+from grpokit.task import Task
 
 
 def tool_columns() -> tuple[Column, ...]:
@@ -80,14 +84,6 @@ class EpisodeLog:
 
 
 def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) -> dict:
-    from trl import GRPOTrainer
-
-    from grpokit import internals, models
-    from grpokit.envs import tool_setup
-    from grpokit.generation.decode import replacing_generate
-    from grpokit.recipe import build_prompt_dataset, grpo_args
-    from grpokit.task import Task
-
     checkpoint = None if model_path == models.resolve_model_path(recipe.model.name) else model_path
     tokenizer = models.load_recipe_tokenizer(recipe.model, checkpoint)
     model = models.load_recipe_model(recipe.model, checkpoint, on_device=True)
@@ -99,23 +95,13 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
     # The episode log scores with its own copy of the correctness reward: its error counts stay the recipe's.
     success = Task.from_recipe(recipe).correctness if task.correctness is not None else None
     log = EpisodeLog(success.fn if success else None, success_key, columns)
-    with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
-        args = grpo_args(recipe, Path(tmp))
-        args.num_generations_eval = generations
-        args.per_device_eval_batch_size = generations * min(len(rows), _EVAL_BATCH_ROWS)
-        args.report_to = []
-        args.reward_weights = [*args.reward_weights, 0.0]  # the episode log scores nothing
-        if generations == 1:  # one episode per row: greedy (TRL samples unless told not to)
-            args.generation_kwargs = {**(args.generation_kwargs or {}), "do_sample": False}
-        trainer = GRPOTrainer(model=model, reward_funcs=[*(r.fn for r in task.rewards), log],
-                              args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer,
-                              **tool_kwargs)
-        from transformers.trainer_callback import PrinterCallback
+    from grpokit.training.factory import episode_trainer  # TRL and torch: grpokit.evaluation stays light (report)
 
-        trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
-        if recipe.train.shared_prefix and recipe.generation.backend == "hf":  # each prompt prefilled once
-            internals.generate_through(trainer, replacing_generate(trainer.model, recipe.generation.top_p_candidates))
-        internals.evaluate_episodes(trainer)  # TRL's evaluate() without the GRPO loss nobody reads
+    with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
+        trainer = episode_trainer(recipe, model, tokenizer, dataset, [*(r.fn for r in task.rewards), log], Path(tmp),
+                                  generations=generations, batch_rows=min(len(rows), _EVAL_BATCH_ROWS),
+                                  tool_kwargs=tool_kwargs)
+        trainer.evaluate()  # TRL's rollout, its rewards and eval metrics; no eval loss (episodes_only)
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
     logged = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_")}
     out = {k: v for k, v in logged.items()
