@@ -87,7 +87,7 @@ def cmd_train(args) -> int:
 
         # A taken run folder is refused before the audit's seconds to minutes (training refuses it again, locked).
         RunDir(Path(request.run_dir).resolve()).refuse_existing(args.overwrite)
-        _audit_warnings(request.recipe)
+        print_audit_warnings(request.recipe)
     if opts is not None:
         return _launch(request, opts)
     from grpokit.training import train
@@ -226,7 +226,7 @@ def _earlier_lineage(run_dir) -> dict | None:
     return RunDir(run_dir).read_status().get("init_from")
 
 
-def _audit_warnings(recipe) -> None:
+def print_audit_warnings(recipe) -> None:
     """The findings `grpokit rewards audit` prints (reward errors with the first traceback, the reward paying for
     each trick and the fix), before training starts."""
     from rich.markup import escape
