@@ -28,6 +28,9 @@ fails there, or degrades as each maintenance note says (never a wrong number).
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 
 def generation_compile_config(device_type: str):
     """transformers' CompileConfig for compiling generate's decode step on `device_type`.
@@ -36,7 +39,7 @@ def generation_compile_config(device_type: str):
     cuda/xpu/neuron/tpu unless the CompileConfig's private `_compile_all_devices` is set; on the CPU it is, with
     mode "default" ("reduce-overhead", the default, means CUDA graphs). If the attribute is renamed, compile on
     the CPU silently does nothing."""
-    from transformers import CompileConfig
+    from transformers import CompileConfig  # this module is imported by model-free modules: transformers lazily
 
     if device_type == "cuda":
         return CompileConfig()
@@ -52,9 +55,7 @@ def checkpointing_kwargs(enabled: bool) -> dict:
     warns on the old name on every run (removal announced for v6); older 5.x releases know only the old one.
     Relies on TrainingArguments' dataclass field names; if both disappear, GRPOConfig/SFTConfig refuse the
     keyword (a TypeError that `recipe check` reports)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
+    from transformers import TrainingArguments  # as above
 
     names = {f.name for f in dataclasses.fields(TrainingArguments)}
     return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
@@ -66,8 +67,10 @@ def reporting_integrations() -> tuple[list[str], set[str]]:
     Maintenance note: INTEGRATION_TO_CALLBACK (name -> callback) is not exported by transformers; it lives in
     transformers.integrations.integration_utils. If it moves, this import fails and `recipe check` of a recipe
     with trl.report_to raises instead of checking (tests/test_internals.py imports it)."""
-    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
-                                                             get_available_reporting_integrations)
+    from transformers.integrations.integration_utils import (  # as above
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
 
     return list(INTEGRATION_TO_CALLBACK), set(get_available_reporting_integrations())
 
@@ -169,7 +172,7 @@ def cache_tensors(cache) -> list:
 
 def cache_of(tensors) -> object:
     """A DynamicCache holding these (keys, values) per layer, as if a forward pass had filled it."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # as above
 
     cache = DynamicCache()
     for i, (keys, values) in enumerate(tensors):
@@ -184,7 +187,5 @@ def cache_keyword(model) -> str:
     Maintenance note: read from the model class's forward signature (a PeftModel's base model); if a release
     names it otherwise, the cache is ignored and decoding recomputes nothing it should: tests/test_decode.py's
     comparison with `generate` fails."""
-    import inspect
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"

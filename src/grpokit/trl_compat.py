@@ -12,13 +12,25 @@ import inspect
 import re
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.internals import (ADVANTAGES, BATCH_KEYS, COMPLETION_ALIGNED, COMPLETION_IDS, COMPLETION_MASK,
-                               FUSED_HEAD_MODULE, FUSED_HEAD_SWITCH, LOG_KEYS, METHODS, MULTIMODAL_KEYS, PROMPT_IDS,
-                               PROMPT_MASK, TESTED_TRL)
+from grpokit.internals import (
+    ADVANTAGES,
+    BATCH_KEYS,
+    COMPLETION_ALIGNED,
+    COMPLETION_IDS,
+    COMPLETION_MASK,
+    FUSED_HEAD_MODULE,
+    FUSED_HEAD_SWITCH,
+    LOG_KEYS,
+    METHODS,
+    MULTIMODAL_KEYS,
+    PROMPT_IDS,
+    PROMPT_MASK,
+    TESTED_TRL,
+)
 
 
 def trl_version() -> str:
-    import trl
+    import trl  # TRL loads with it: `grpokit --version` and recipe checks ask only for its version
 
     return trl.__version__
 
@@ -32,7 +44,7 @@ def _changed(internal: str, version: str, what: str) -> str:
 def problems(cls=None, version: str | None = None) -> list[str]:
     """What differs between `cls` (default: the installed GRPOTrainer) and what grpokit expects; [] if nothing."""
     if cls is None:
-        from trl import GRPOTrainer as cls
+        from trl import GRPOTrainer as cls  # TRL loads with it, only when a check runs
     version = version or trl_version()
     out = []
     for name, lead in METHODS.items():

@@ -1,8 +1,13 @@
 """`grpokit data check | generate | perturb | rewrite | import | mine-failures`: dataset tools."""
 from __future__ import annotations
 
-from grpokit.cli.output import add_overwrite_option
+from grpokit.cli.output import add_overwrite_option, err
+from grpokit.data import check_file, grouped, load_rows, question_keys
 from grpokit.errors import GrpokitError, Problem
+from grpokit.families import FAMILIES, generators, importers, variant_by_name
+from grpokit.run.reads import reading
+from grpokit.run.writer import check_target, write_rows
+from grpokit.templates import TEMPLATE_NAMES
 
 MAX_GENERATED_ROWS = 1_000_000  # far above any training set generated here; a larger number is a typo
 
@@ -14,9 +19,6 @@ def register(sub) -> None:
     dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, builtin:<bundled file>, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
-    from grpokit.families import FAMILIES, generators, importers  # light modules: the CLI still starts fast
-    from grpokit.templates import TEMPLATE_NAMES
-
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
     checked = {n: f.check for n, f in FAMILIES.items() if f.check}
@@ -65,10 +67,6 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
-    from grpokit.cli.output import err
-    from grpokit.data import check_file
-    from grpokit.families import FAMILIES
-
     if args.file.startswith("hf:"):
         from grpokit.hub_access import hub_reachable, offline_reason
 
@@ -77,8 +75,6 @@ def cmd_data_check(args) -> int:
                       "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
                         family=FAMILIES[args.task] if args.task else None)
-    from grpokit.data import grouped
-
     if report.columns:
         print(report.columns_line())
     for p in grouped(report.errors):  # "40 rows (lines 1, 2, 3, ...): missing question", not 40 lines
@@ -90,11 +86,6 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data import question_keys
-    from grpokit.families import generators
-    from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
     if not 1 <= args.rows <= MAX_GENERATED_ROWS:
         raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
                                     "e.g. --rows 500 (the default)")])
@@ -108,19 +99,12 @@ def cmd_data_generate(args) -> int:
 
 def _generators_copied_by(variant: str) -> list[str]:
     """The `data generate` names whose rows the families' variant called `variant` copies."""
-    from grpokit.families import FAMILIES
-
     return [g for f in FAMILIES.values() if any(v.name == variant for v in f.variants) for g in f.generators]
 
 
 def _write_variant(args, variant: str, verb: str, fix: str) -> int:
     """`data perturb|rewrite`: the family variant called `variant` applied to every row of args.file, written to
     args.out; refused with the first row it cannot copy."""
-    from grpokit.data import load_rows, question_keys
-    from grpokit.families import FAMILIES, variant_by_name
-    from grpokit.run.reads import reading
-    from grpokit.run.writer import check_target, write_rows
-
     reading(args.file, *(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
     rows = load_rows(args.file)[0]
@@ -147,9 +131,6 @@ def cmd_data_rewrite(args) -> int:
 
 
 def cmd_data_import(args) -> int:
-    from grpokit.families import importers
-    from grpokit.run.writer import check_target, write_rows
-
     check_target(args.out, replace=args.overwrite)  # before the benchmark is read
     n = write_rows(args.out, importers()[args.source].make(), replace=args.overwrite)
     print(f"wrote {n} rows to {args.out}")

@@ -29,9 +29,12 @@ import tempfile
 from pathlib import Path
 
 from grpokit import models
+from grpokit.data import load_datasets, load_rows
 from grpokit.envs import tool_setup
 from grpokit.families import Column, episodes_family
 from grpokit.recipe import build_prompt_dataset
+from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
+from grpokit.run.writer import write_file
 from grpokit.task import Task
 
 
@@ -136,8 +139,6 @@ def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict
         results.append({"step": step, "model": str(path), **_model_metrics(recipe, str(path), rows, generations)})
     doc = {"task": recipe.env.name, "rows": len(rows), "generations": generations, "checkpoints": results}
     if out_path is not None:
-        from grpokit.run.writer import write_file
-
         write_file(out_path, json.dumps(doc, indent=2), within=out_path.parent.parent)  # the run (or eval) folder
         doc["path"] = str(out_path)
     return doc
@@ -162,10 +163,6 @@ def tools_table(doc: dict) -> str:
 
 def cli_eval(args, recipe, run) -> int:
     """`grpokit eval` for a recipe with env: (a run directory, or a model with --recipe)."""
-    from grpokit import models
-    from grpokit.data import load_datasets, load_rows
-    from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
-
     rows = load_rows(args.data if args.data.startswith(("builtin:", "hf:")) else str(Path(args.data).resolve()))[0] \
         if args.data else load_datasets(recipe)[1]  # --data: from the working directory, as every path argument
     if not rows:  # a recipe that holds nothing out (eval_fraction 0): evaluate on its training rows, said below
@@ -181,13 +178,13 @@ def cli_eval(args, recipe, run) -> int:
     else:
         targets = [(args.target, models.resolve_model_path(args.target))]
         out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / EVAL_DIR / TOOL_RESULTS_FILE
-    from grpokit.evaluation.results import claim_eval_output, refuse_eval_output
+    from grpokit.evaluation.results import claim_eval_output, refuse_eval_output  # results -> metrics -> this package
 
     refuse_eval_output(out.parent.parent, run is not None, [out.name])  # before any model loads
     claim_eval_output(out.parent.parent, run is not None)
     doc = evaluate_tools(recipe, targets, rows, generations, out)
     if run is not None and not args.data:  # the best checkpoint by task_success: best.json, as other runs have
-        from grpokit.evaluation.results import record_tool_best
+        from grpokit.evaluation.results import record_tool_best  # results -> metrics -> this package
 
         if (best := record_tool_best(run, doc)) is not None:
             print(f"best: step {best['step']} (task_success {best['accuracy']:.3f}) -> {run.best_file}")

@@ -40,13 +40,25 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from typing import Callable, Sequence
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
-from grpokit import internals
+from grpokit import internals, models
+from grpokit.data import load_datasets
+from grpokit.envs import tool_setup, training_tools
 from grpokit.generation.tree import IGNORE, TreeCost, mask_form, pack, positions, refusal
-from grpokit.run import POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN
+from grpokit.run import (
+    POSITIONS_COMPUTED,
+    POSITIONS_RATIO,
+    POSITIONS_TRL,
+    SAMPLER_CLIPPED,
+    SAMPLER_GAP_MAX,
+    SAMPLER_GAP_MEAN,
+)
+from grpokit.task import template_of
 
 
 def rows_of(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int):
@@ -216,15 +228,6 @@ def expected_layout(recipe, micro_batches: int = 32) -> str:
     share of TRL's layout, from the prompts of `micro_batches` micro-batches of the recipe's own rows (drawn with
     its seed), every completion at max_completion_length. Loads the tokenizer, the rows and the model's config
     (an empty model on the meta device for its modules), no weights."""
-    import random
-
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from grpokit import models
-    from grpokit.data import load_datasets
-    from grpokit.envs import tool_setup, training_tools
-    from grpokit.task import template_of
-
     t = recipe.train
     if not t.shared_prefix:
         return "TRL's layout, one row per completion (train.shared_prefix: false)"

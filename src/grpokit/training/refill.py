@@ -48,6 +48,8 @@ import torch
 
 from grpokit import internals
 from grpokit.distributed import any_rank
+from grpokit.recipe import batch_geometry
+from grpokit.task import reward_roles
 from grpokit.training.no_signal import signal_rows
 from grpokit.training.selection import Selector, SignalSampler, check_processes, prompt_key
 
@@ -213,9 +215,6 @@ def selection_of(recipe, dataset, processes: int, preflight_file: Path | None = 
     """A trainer's selection part for a recipe: estimates over `dataset` (TRL's prompt dataset), seeded from
     preflight_file when it exists; refused (selection.check_processes) when `processes` cannot each hold whole
     groups."""
-    from grpokit.recipe import batch_geometry
-    from grpokit.task import reward_roles
-
     cfg = recipe.selection
     g = batch_geometry(recipe.train, recipe.trl, processes)
     check_processes(cfg, g.processes, g.per_process, g.group)

@@ -40,7 +40,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.generation import SampledLogprobs, warpers
 from grpokit.generation.decode import Decoding, answer_generate, replacing_generate
 from grpokit.generation.tree import TreeCost, refusal
-
+from grpokit.recipe import sampler_dtype_of
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -132,8 +132,6 @@ def merged_layers(policy) -> list[tuple] | None:
 
 def sampler_for(trainer, generation, policy_dtype: str, log) -> SamplerCopy | None:
     """The trainer's sampler copy for generation.sampler_dtype (None: the policy samples itself), said in one line."""
-    from grpokit.recipe import sampler_dtype_of
-
     chosen, why = sampler_dtype_of(generation, policy_dtype)
     merge = generation.sampler_dtype != "same" and merged_layers(trainer.model) is not None
     if chosen == policy_dtype and not merge:  # said on every run too: the precision a run sampled in is never left to guess
