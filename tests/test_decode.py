@@ -140,6 +140,26 @@ def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
     assert samples[True] == samples[False] and samples[True]
 
 
+def test_an_int_penalty_is_applied_on_both_paths_and_the_loop_says_so(tmp_path, tiny_model_dir, capsys):
+    # trl.repetition_penalty: 3 (an int): transformers' generate refused it at step 0 (RepetitionPenaltyLogitsProcessor
+    # takes a float only) while the loop applied it; read as 3.0, both paths sample the same, and the loop names it.
+    import json
+
+    rewards = [{"name": "reward_fns:length_spread", "role": "shaping"}]
+    samples = {}
+    for shared in (True, False):
+        folder = tmp_path / str(shared)
+        folder.mkdir()
+        recipe = make_recipe(folder, tiny_model_dir, rewards, {"trl": {"repetition_penalty": 3}},
+                             shared_prefix=shared, max_steps=1, num_samples_logged=4)
+        assert main(["train", str(recipe), "--output-dir", str(folder / "run"), "--skip-audit"]) == 0
+        samples[shared] = [json.loads(line)["completion"] for line in (folder / "run" / "samples.jsonl").open()]
+        said = capsys.readouterr().out
+        assert ("grpokit's decoding loop applies: repetition penalty 3, temperature 1, sampled" in said) == shared
+    assert samples[True] == samples[False] and samples[True]
+    assert Decoding(8, (2,), 2, sample=False, repetition_penalty=1.2).applied() == "repetition penalty 1.2, greedy"
+
+
 @pytest.mark.parametrize("samples", [1, 2])
 def test_tool_evaluation_plays_the_same_episodes_through_the_loop(tiny_tool_model_dir, tmp_path, samples):
     # grpokit eval on a tool recipe plays episodes through TRL's evaluate(); its generate calls (one per turn,

@@ -24,6 +24,7 @@ as `where: what` / `fix:` lines with the error's exit code (2 for bad input,
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import platform
 import sys
@@ -48,7 +49,7 @@ from grpokit.cli import (
     sft,
     train,
 )
-from grpokit.cli.output import err, print_error
+from grpokit.cli.output import err, os_error, print_error
 from grpokit.errors import GrpokitError
 from grpokit.run.reads import command
 
@@ -170,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except OSError as e:  # the disk's refusal (full, an I/O error), not a bug: said with the command to run again
+        return print_error(os_error(e, sys.argv[1:] if argv is None else list(argv)))
+    except Exception as e:
+        from grpokit.run.safety import is_disk_full
+
+        if not is_disk_full(e):  # a bug: its traceback
+            raise
+        # a library's writer that keeps no errno (safetensors, torch's zip writer) on a full disk
+        full = OSError(errno.ENOSPC, str(e).strip().splitlines()[0][:300] if str(e).strip() else "no space left")
+        return print_error(os_error(full, sys.argv[1:] if argv is None else list(argv)))
 
 
 __all__ = ["build_parser", "main", "version", "version_report"]

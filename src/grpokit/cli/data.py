@@ -1,6 +1,8 @@
 """`grpokit data check | generate | perturb | rewrite | import | mine-failures`: dataset tools."""
 from __future__ import annotations
 
+import time
+
 from grpokit.cli.output import add_overwrite_option, err
 from grpokit.data import check_file, grouped, load_rows, question_keys
 from grpokit.errors import GrpokitError, Problem
@@ -33,6 +35,8 @@ def register(sub) -> None:
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
     dg.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE")
+    for option in {o.flag: o for g in generators().values() for o in g.options}.values():
+        dg.add_argument(f"--{option.flag}", dest=f"option_{option.keyword}", type=option.type, help=option.help)
     add_overwrite_option(dg)
     dg.set_defaults(func=cmd_data_generate)
     # Two evaluation-only copies of generated rows (grpokit.families' variants): the same arguments each.
@@ -86,14 +90,30 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    if not 1 <= args.rows <= MAX_GENERATED_ROWS:
-        raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
-                                    "e.g. --rows 500 (the default)")])
+    generator = generators()[args.task]
+    most = min(MAX_GENERATED_ROWS, generator.most or MAX_GENERATED_ROWS)
+    if not 1 <= args.rows <= most:
+        raise GrpokitError([Problem("--rows", f"must be 1 to {most:,} for {args.task}, got {args.rows:,}" + (
+            f" ({args.task} makes at most {most:,} distinct rows)" if most < MAX_GENERATED_ROWS else ""),
+            f"e.g. --rows 500 (the default); at most --rows {most:,}")])
+    given = {k[len("option_"):]: v for k, v in vars(args).items() if k.startswith("option_") and v is not None}
+    own = {o.keyword: o for o in generator.options}
+    foreign = [k for k in given if k not in own]
+    if foreign:
+        flags = [f"--{o.flag}" for g in generators().values() for o in g.options if o.keyword in foreign]
+        raise GrpokitError([Problem(", ".join(dict.fromkeys(flags)), f"does not apply to {args.task}",
+                                    "leave it out (`grpokit data generate --help` says which task each option is for)")])
     reading(*(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before generating: a link, a hard link, --exclude itself
-    rows = generators()[args.task].make(args.rows, args.seed, question_keys(args.exclude or []))
+    t0 = time.perf_counter()
+    try:
+        rows = generator.make(args.rows, args.seed, question_keys(args.exclude or []), **given)
+    except ValueError as e:  # a knob out of range, or fewer distinct rows than asked besides --exclude: it says which
+        raise GrpokitError([Problem(f"grpokit data generate {args.task}", str(e),
+                                    "change the options, ask for fewer rows, or exclude fewer questions")]) from None
     write_rows(args.out, rows, replace=args.overwrite)
-    print(f"wrote {len(rows)} rows to {args.out}")
+    print(f"wrote {len(rows)} rows to {args.out} ({time.perf_counter() - t0:.1f} s to generate and, for countdown, "
+          "solve them)")
     return 0
 
 

@@ -7,7 +7,12 @@ from rich.markup import escape
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import load_recipe, load_run_recipe
+from grpokit.recipe.schema import MAX_TOKENS
 from grpokit.run import RunDir
+
+# pass@k is read at k of a few hundred at most; each sample is a whole completion of every row, so a larger K is a
+# typo that would sample for days.
+MAX_SAMPLES = 1024
 
 
 def register(sub) -> None:
@@ -36,11 +41,13 @@ def cmd_eval(args) -> int:
     target = Path(args.target)
     run = RunDir(target)
     _refuse_what_is_no_target(target, run)
-    for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows),
-                        ("--max-new-tokens", args.max_new_tokens)):
-        if value is not None and value < (0 if flag == "--samples" else 1):
-            raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
-                                        "pass a positive number (--samples 0 skips pass@k)")])
+    for flag, value, lo, hi in (("--samples", args.samples, 0, MAX_SAMPLES), ("--max-rows", args.max_rows, 1, None),
+                                ("--max-new-tokens", args.max_new_tokens, 1, MAX_TOKENS)):
+        if value is not None and (value < lo or (hi is not None and value > hi)):
+            span = f"at least {lo}" if hi is None else f"{lo} to {hi:,}"
+            raise GrpokitError([Problem(flag, f"must be {span}, got {value:,}",
+                                        "e.g. --samples 16 (0 skips pass@k)" if flag == "--samples" else
+                                        f"pass a number from {lo}" + (f" to {hi:,}" if hi else ""))])
     tool_recipe = load_run_recipe(run) if run.is_run() else (load_recipe(args.recipe) if args.recipe else None)
     if tool_recipe is not None and tool_recipe.env is not None:  # tool tasks: TRL's own episodes (grpokit.envs)
         from grpokit.evaluation import cli_eval

@@ -60,7 +60,7 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
 
     # ---------------------------------------------------------------- SFT on the demonstrations, then GRPO from it
     sft, recipe, lineage, grpo, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
-                                                            (sft_path.name, grpo_path.name), callbacks, t0)
+                                                            (sft_path.name, grpo_path.name), callbacks, t0, overrides)
     summary = grpo.summary
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate

@@ -73,6 +73,8 @@ from grpokit.recipe import load_recipe, load_run_recipe, validate_raw
 from grpokit.rewards import DEFAULT_REWARDS
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir, refuse_nonfinite, select_steps
 from grpokit.task import Task, reward_roles
+from grpokit.run.checkpoints import FolderLock
+from grpokit.run.writer import make_folder
 from grpokit.templates import PromptTemplate
 
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
@@ -274,6 +276,10 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
     entries = []
     for step in sorted(checkpoints):
         path = checkpoints[step]
+        if path is not None and not path.is_dir():  # a training run beside this evaluation rotated it away
+            log(f"[yellow]note:[/] step {step}: {path} is gone (the run's train.save_total_limit removed it "
+                "meanwhile): not evaluated")
+            continue
         t0 = time.time()
         adapter = models.is_adapter(path)
         if path is None or adapter:  # the base model is loaded once, for step 0 and every adapter
@@ -313,6 +319,12 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
     run = RunDir(run_dir)
     recipe = load_run_recipe(run)
     refuse_eval_output(run_dir, True, eval_names(data))  # before any model loads
+    with FolderLock(make_folder(run.eval_dir, within=run.path), "evaluation"):  # one evaluation of a run at a time
+        return _evaluate_run(run, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log)
+
+
+def _evaluate_run(run: RunDir, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log) -> dict:
+    run_dir = run.path
     by_step = run.by_step()
     best = run.read_best()
     steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)

@@ -83,7 +83,8 @@ from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, refuse_nonfinite, writable_problem
 from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import RECORD_FILE, read_record
-from grpokit.run.writer import check_target, claim, refuse_claim, remove, remove_made, write_file
+from grpokit.run.checkpoints import FolderLock
+from grpokit.run.writer import check_folder, claim, refuse_claim, remove, remove_made, write_file
 from grpokit.task import template_of
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
@@ -232,11 +233,12 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
     if out is None:  # into the run's own export/: only a run grpokit's record proves it made
         refuse_unproven_run(run_dir, f"export elsewhere: grpokit export {run_dir} --out NEW_FOLDER")
-        check_target(RunDir(run_dir).export_dir(ck), within=run_dir, replace=True)  # export/ no link
+        check_folder(RunDir(run_dir).export_dir(ck), within=run_dir)  # export/ and its folder: no link, no file
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
     created = _open_out(out, _out_entries(to, quant))
     try:
-        return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
+        with FolderLock(out, "export"):  # one export into a folder at a time
+            return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
     except BaseException:
         if created:  # refused or failed: the folder this export made goes with it
             remove_made(out)

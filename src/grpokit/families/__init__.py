@@ -17,7 +17,7 @@ Adding a family is a module with its `FAMILY` and a row here (docs/extending.md,
 from __future__ import annotations
 
 from grpokit.errors import Problem
-from grpokit.families import code, json, math, preference, sql, tools
+from grpokit.families import code, countdown, json, math, preference, sql, tools
 from grpokit.families.answer_lines import FORM as ANSWER_LINES  # the answer-line form: math's, and an own reward's
 from grpokit.families.base import (
     AnswerForm,
@@ -28,6 +28,7 @@ from grpokit.families.base import (
     Generator,
     HackCase,
     Layout,
+    Option,
     Trick,
     Variant,
     registrar,
@@ -37,6 +38,7 @@ from grpokit.rewards import builtin_of
 # The families, in the order the command line lists them.
 FAMILIES: dict[str, Family] = {
     "math": math.FAMILY,
+    "countdown": countdown.FAMILY,
     "code": code.FAMILY,
     "json": json.FAMILY,
     "sql": sql.FAMILY,
@@ -127,6 +129,7 @@ def column(title: str) -> Column | None:
 
 
 __all__ = ["ANSWER_LINES", "FAMILIES", "JUDGING_ROLES", "AnswerForm", "AnswerLines", "Column", "Demo", "Family", "Generator",
-           "HackCase", "Layout", "Trick", "Variant", "column", "demos", "episodes_family", "family_of", "generators",
-           "importers", "judged_without_answer", "layout_of", "layout_problems", "registrar", "variant", "variant_by_name",
+           "HackCase", "Layout", "Option", "Trick", "Variant", "column", "demos", "episodes_family", "family_of",
+           "generators", "importers", "judged_without_answer", "layout_of", "layout_problems", "registrar", "variant",
+           "variant_by_name",
            "variant_names", "variants_of"]

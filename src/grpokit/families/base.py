@@ -96,9 +96,20 @@ def registrar(table: dict[str, Trick], kind: str):
 
 
 # ---------------------------------------------------------------- the other parts of a row
+class Option(NamedTuple):
+    """A difficulty knob of a generator: `grpokit data generate NAME --<flag>`, passed to make() as `keyword`."""
+
+    flag: str  # e.g. "numbers" (--numbers)
+    keyword: str  # make()'s keyword argument
+    type: type
+    help: str
+
+
 class Generator(NamedTuple):
-    make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> rows; questions in `exclude` never
+    make: Callable[..., list[dict]]  # make(rows, seed, exclude, **options) -> rows; questions in `exclude` never
     what: str  # one line for `grpokit data generate --help`
+    options: tuple[Option, ...] = ()  # its knobs (make() raises ValueError, said with the flag, for a bad value)
+    most: int | None = None  # how many distinct rows it can make at all: `data generate --rows` above it is refused
 
 
 class Variant(NamedTuple):
@@ -110,6 +121,7 @@ class Variant(NamedTuple):
     applies: Callable[[dict], bool]  # the rows it can copy
     make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> the copies; questions in `exclude` never
     copies: str = "rows it applies to"  # what rows those are, for `data perturb|rewrite`'s refusal of another file
+    title: str = ""  # its column's title in the demo and comparison tables ("" : its name)
 
 
 @dataclass(frozen=True)

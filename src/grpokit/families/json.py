@@ -53,7 +53,7 @@ from typing import Any
 
 from grpokit.errors import Problem
 from grpokit.families.base import AnswerForm, Demo, Family, Generator, Layout, Trick, Variant, registrar
-from grpokit.families.json_records import generate, in_training_words, rewrite_rows
+from grpokit.families.json_records import MOST_ROWS, generate, in_training_words, rewrite_rows
 
 # ---------------------------------------------------------------- rows
 _SCHEMA_EXAMPLE = ('"schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], '
@@ -259,12 +259,13 @@ FAMILY = Family(
     row_problems=json_row_problems, without_answer=has_schema,
     layout=Layout(has_schema, schema_problems, kind=_row_kind),
     make_data="`grpokit data generate json FILE` (generated extraction rows)",
-    generators={"json": Generator(generate, "short texts -> JSON objects with typed fields, a schema per row")},
+    generators={"json": Generator(generate, "short texts -> JSON objects with typed fields, a schema per row",
+                                  most=MOST_ROWS)},
     audit=AnswerForm("schema tricks", "a `schema`", JSON_TRICKS, prepare_json_row, honest_answers),
     variants=(Variant("rewritten", "the same held-out records told in sentence shapes no training row uses (kept "
                       "for evaluation only; the same values and answers)", in_training_words, rewrite_rows,
                       "generated JSON extraction rows in a training sentence shape (kind/shape/answer matching the "
-                      "question)"),),
+                      "question)", "rewritten wording"),),
     demos={"json": Demo("json_extraction", "runs/demo-json", "GRPO on short texts -> JSON objects with typed fields "
                         "(recipes/smollm2-json-extraction.yaml)"),
            "sft-vs-grpo-json": Demo("sft_vs_grpo", "runs/sft-vs-grpo-json",

@@ -55,6 +55,9 @@ REWRITTEN: tuple[tuple[str, str], ...] = (
 ALL_PHRASINGS = PHRASINGS + REWRITTEN  # a row's `kind` indexes this
 _PERTURB_TRIES = 100  # a phrasing has ~1200 operand pairs; 100 misses in a row means train covers nearly all
 MAX_OPERAND = 50  # two-digit sums stay within what a 135M model can learn in a few dozen steps
+# Distinct problems `generate` draws at most: about half the operand pairs per phrasing (a subtraction's operands are
+# ordered), well inside what exists, so drawing the last ones stays quick.
+MOST_ROWS = len(PHRASINGS) * (MAX_OPERAND - 1) ** 2 // 2
 
 
 def _draw(rng: random.Random, op: str) -> tuple[int, int]:
@@ -75,9 +78,9 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None) -> list[
     rng = random.Random(seed)
     seen = set(exclude or ())
     out = []
-    max_distinct = len(PHRASINGS) * (MAX_OPERAND - 1) ** 2 // 2
-    if rows + len(seen) > max_distinct:
-        raise ValueError(f"at most about {max_distinct} distinct problems exist; asked for {rows}")
+    if rows + len(seen) > MOST_ROWS:
+        raise ValueError(f"at most {MOST_ROWS:,} distinct problems are drawn; asked for {rows:,}"
+                         + (f" besides the {len(seen):,} excluded" if seen else ""))
     while len(out) < rows:
         kind = rng.randrange(len(PHRASINGS))
         a, b = _draw(rng, PHRASINGS[kind][1])
@@ -204,12 +207,13 @@ FAMILY = Family(
     check="warn about answers the math reward does not read as numbers",
     answer_problem=answer_problem, audit=ANSWER_LINES, answer_note="are not numbers although math_correctness scores this recipe",
     make_data="`grpokit data generate arithmetic FILE` (generated arithmetic)",
-    generators={"arithmetic": Generator(generate, "additions and subtractions")},
+    generators={"arithmetic": Generator(generate, "additions and subtractions", most=MOST_ROWS)},
     variants=(Variant("perturbed", "the same held-out questions with new numbers and recomputed answers (never a "
                       "training question)", is_generated, perturb_rows,
-                      "generated arithmetic rows (kind/a/b matching the question)"),
+                      "generated arithmetic rows (kind/a/b matching the question)", "perturbed numbers"),
               Variant("rewritten", "the same held-out problems asked in words no training row uses (phrasings kept "
                       "for evaluation only; the same numbers and answers)", in_training_words, rewrite_rows,
-                      "generated arithmetic rows in a training phrasing (kind/a/b matching the question)")),
+                      "generated arithmetic rows in a training phrasing (kind/a/b matching the question)",
+                      "rewritten wording")),
     demos=DEMOS, reference=reference,
 )

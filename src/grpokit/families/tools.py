@@ -33,7 +33,7 @@ import json
 
 from grpokit.envs import check_tool_row, get_env, is_tool_row, load_repo, loads, tool_schemas, tools_by_name
 from grpokit.families.base import Column, Demo, Family, Generator, HackCase, Layout
-from grpokit.families.math import generate
+from grpokit.families.math import MOST_ROWS, generate
 from grpokit.rewards.tools import args_valid, tool_calls
 
 TOOL_OF_OP = {"+": "add", "-": "subtract"}  # the arithmetic task's operators and the calculator tool for each
@@ -144,7 +144,8 @@ def hack_cases(env_name: str, row: dict, env) -> tuple[HackCase, list[HackCase]]
 # ---------------------------------------------------------------- the row
 FAMILY = Family(
     "tools", "tool-calling episodes in an environment, judged by their goal (task_success)",
-    generators={"calculator": Generator(generate_tool_rows, "the arithmetic problems as tool rows for env: calculator")},
+    generators={"calculator": Generator(generate_tool_rows, "the arithmetic problems as tool rows for env: calculator",
+                                        most=MOST_ROWS)},
     layout=Layout(is_tool_row, check_tool_row), episodes=True, hacks=hack_cases,
     columns=COLUMNS,
     demos={"tools": Demo("tools", "runs/demo-tools", "calculator tool calls: SFT on demonstrations, then GRPO from it "

@@ -16,14 +16,20 @@ from grpokit.run import PROBE_ACCURACY, PROBE_ROWS
 
 def _fallen(metrics, context, code: str, role: str, w: int, learned: float, drop: float, floor: float,
             message: Callable[[str, float, float, float], str]) -> Finding | None:
-    """`code` for the first reward of `role` whose running mean (over `w` steps) reached `learned` x its full
-    marks and then fell below `drop` x that peak; `message(name, peak, now, full)` says what and the fix.
+    """`code` for the first reward of `role` whose learned level (its mean from the best `w`-step window up to the
+    last `w` steps) reached `learned` x its full marks and whose last `w` steps' mean then fell below `drop` x that
+    level; `message(name, peak, now, full)` says what and the fix.
     Full marks: the best score a sampled completion earned, else the best step mean, at least `floor`."""
     for name in context.with_role(role):
         f = metric_series(metrics, f"rewards/{name}/mean")
         if len(f) < 2 * w or f[-1][0] != metrics[-1]["step"]:
             continue
-        peak, end = rolling_peak(f, w, len(f) - w)
+        # The learned level runs from the best w-step window to the recent one: the best window alone rides the
+        # noise (on countdown, whose step means spread by 0.085 around 0.15 with nothing learned or lost, it fired
+        # three times in one run: docs/measurements.md "Countdown: where many answers are right"), while a fall
+        # right after the best window (the demo at a too-high learning rate) still reads the best window alone.
+        best, end = rolling_peak(f, w, len(f) - w)
+        peak = mean(values_of(f[end - w:len(f) - w]))
         now = mean(values_of(f[-w:]))
         full = context.full_marks.get(name, max(floor, max(values_of(f))))
         if full > 0 and peak >= learned * full and now < drop * peak:

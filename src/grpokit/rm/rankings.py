@@ -207,6 +207,9 @@ def import_csv(csv_path: str | Path, rankings_path: str | Path, overwrite: bool 
     if "\0" in text:
         raise GrpokitError([Problem(f"{path}:{text.count(chr(10), 0, text.index(chr(0))) + 1}", "holds a NUL byte: "
                                     "not a CSV file", "pass the CSV `grpokit rm export-csv` wrote")])
+    # The csv module refuses a field past 131,072 characters (a long completion is a field): no field of a text
+    # already in memory can be longer than the text itself.
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     with io.StringIO(text, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
