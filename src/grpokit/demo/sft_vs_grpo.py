@@ -270,9 +270,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     def stage(name: str, fn, max_steps: int):
         console.print(f"[bold]{name}[/] -> {dirs[name]}")
         t0 = time.time()
-        summary = fn()
+        summary = fn().summary
         seconds[name] = time.time() - t0
-        summary.pop("trainer", None)
         ends[name] = run_end(summary, max_steps)
         if summary.get("status") == "interrupted":
             raise GrpokitError([Problem(str(dirs[name]), "stopped by the user: nothing was compared",
