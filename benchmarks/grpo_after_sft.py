@@ -76,8 +76,7 @@ def main() -> int:
         recipe, lineage = apply_init_from(load_recipe(GRPO_RECIPE, sets), str(out / "sft"), sets)
         console.print(f"[bold]{arm}[/]: {' '.join(ARMS[arm]) or 'the demo recipe'} -> {out / arm}")
         t0 = time.time()
-        summary = train(recipe, run_dir=out / arm, overwrite=True, init_from=lineage, kind="demo")
-        summary.pop("trainer", None)
+        train(recipe, run_dir=out / arm, overwrite=True, init_from=lineage, kind="demo")
         seconds[arm] = time.time() - t0
         targets[arm] = resolve_init_from(str(out / arm))[0]
 

@@ -50,6 +50,9 @@ CASES = [  # (what, Decoding fields, transformers' generate keywords)
     ("greedy", dict(sample=False), dict(do_sample=False, temperature=None, top_p=None, top_k=None)),
     ("min_new_tokens and a repetition penalty", dict(temperature=0.9, min_new_tokens=12, repetition_penalty=1.3),
      dict(do_sample=True, temperature=0.9, top_k=0, top_p=1.0, min_new_tokens=12, repetition_penalty=1.3)),
+    # each of TRL's other sampling settings alone (issue 51): transformers' warper for it, nothing else
+    ("min_p alone", dict(min_p=0.1), dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, min_p=0.1)),
+    ("top_k alone", dict(top_k=5), dict(do_sample=True, temperature=1.0, top_k=5, top_p=1.0)),
 ]
 
 

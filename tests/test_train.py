@@ -62,7 +62,7 @@ def test_extra_callbacks_see_every_step(tmp_path, tiny_model_dir):
 
     recipe = load_recipe(make_recipe(tmp_path, tiny_model_dir, [CHARS]), ["preflight.prompts=0"])
     clock = Steps()
-    assert train(recipe, run_dir=tmp_path / "run", callbacks=[clock])["status"] == "completed"
+    assert train(recipe, run_dir=tmp_path / "run", callbacks=[clock]).status == "completed"
     assert clock.seen == [1, 2]
 
 

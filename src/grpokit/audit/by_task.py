@@ -31,6 +31,7 @@ from typing import Any, Callable
 from grpokit.audit.rewards import TIE, AuditResult, TrickResult, score_all
 from grpokit.console import Heartbeat, hms
 from grpokit.families import AnswerForm, Family
+from grpokit.task import recipe_rewards
 
 
 def audit_family(task) -> Family | None:
@@ -115,8 +116,6 @@ def _think(rewards) -> bool:
 def audit_task(task, family: Family, max_rows: int = 8, log: Callable[[str], None] | None = None
                ) -> TaskAuditResult:
     """Score the family's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
-    from grpokit.task import recipe_rewards
-
     form = family.audit
     rewards = recipe_rewards(task)
     prepared, skipped = [], 0

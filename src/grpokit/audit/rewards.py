@@ -22,7 +22,9 @@ numeric edits of the gold), and tricks nobody has thought of yet — add them to
 """
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from grpokit.families import ANSWER_LINES, AnswerLines
@@ -196,9 +198,6 @@ def error_findings(result) -> list[str]:
 def short_traceback(exc: BaseException, frames: int = 4) -> list[str]:
     """The first error as a traceback a reader can act on: the frames outside grpokit (the user's own reward
     code), else the last few, then the error itself."""
-    import traceback
-    from pathlib import Path
-
     inside = str(Path(__file__).resolve().parents[1])
     stack = traceback.extract_tb(exc.__traceback__)
     own = [f for f in stack if not str(Path(f.filename).resolve()).startswith(inside)] or stack[-frames:]

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grpokit.audit.rewards import TIE
+from grpokit.data import load_train_rows
 from grpokit.envs import get_env
 from grpokit.families import HackCase, episodes_family
+from grpokit.task import recipe_rewards
 
 
 def play(env, row: dict, case: HackCase) -> list[dict]:
@@ -82,8 +84,5 @@ def tool_audit_table(results: list[ToolHackResult]) -> str:
 
 
 def audit_recipe_tools(recipe, max_rows: int = 4) -> list[ToolHackResult]:
-    from grpokit.data import load_train_rows
-    from grpokit.task import recipe_rewards
-
     rows = load_train_rows(recipe)[:max_rows]
     return audit_tool_hacks(recipe.env.name, recipe.env.params, recipe_rewards(recipe), rows)

@@ -26,12 +26,32 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import platform
 import sys
+import warnings
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 
-from grpokit.cli import (compare, data, doctor, eval, export, preflight, recipe, report, rewards, rm, sandbox, serve,
-                         sft, train)
+from grpokit import __version__
+from grpokit.cli import (
+    compare,
+    data,
+    doctor,
+    eval,
+    export,
+    preflight,
+    recipe,
+    report,
+    rewards,
+    rm,
+    sandbox,
+    serve,
+    sft,
+    train,
+)
 from grpokit.cli.output import err, os_error, print_error
 from grpokit.errors import GrpokitError
+from grpokit.run.reads import command
 
 # The order of `grpokit --help`: the training loop first, then the tools around it.
 COMMAND_GROUPS = (train, sft, recipe, data, rewards, rm, preflight, eval, compare, report, doctor, export, sandbox, serve)
@@ -39,14 +59,9 @@ COMMAND_GROUPS = (train, sft, recipe, data, rewards, rm, preflight, eval, compar
 
 def version() -> str:
     """The installed distribution's version; the package's own when run from a source tree without install."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
     try:
         return dist_version("grpokit")
     except PackageNotFoundError:
-        from grpokit import __version__
-
         return __version__
 
 
@@ -57,10 +72,6 @@ REPORTED_PACKAGES = ("transformers", "trl", "peft", "accelerate", "datasets", "v
 
 def version_report() -> str:
     """`grpokit --version`: grpokit, Python, torch with its CUDA/MPS and devices, the libraries grpokit drives."""
-    import platform
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
     lines = [f"grpokit {version()}", f"python {platform.python_version()} ({platform.system().lower()} "
                                      f"{platform.machine()})"]
     try:
@@ -109,8 +120,6 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import warnings
-
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     if "transformers" in sys.modules:  # already imported (main() called in-process): set it directly
@@ -138,8 +147,6 @@ PATH_ARGS = frozenset({"output_dir", "out", "input", "data", "resume", "recipe",
 
 
 def _expand_home(args) -> None:
-    import os
-
     for name in PATH_ARGS & vars(args).keys():
         value = getattr(args, name)
         if isinstance(value, str):
@@ -153,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _expand_home(args)
-    from grpokit.run.reads import command
-
     try:
         with command():  # the files this command reads: no output of it is written over them (grpokit.run.writer)
             return int(args.func(args) or 0)

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import time
 
-from grpokit.cli.output import add_overwrite_option, add_set_option
+from grpokit.cli.output import add_overwrite_option, add_set_option, err
+from grpokit.data import check_file, grouped, load_rows, question_keys
 from grpokit.errors import GrpokitError, Problem
+from grpokit.families import FAMILIES, generators, importers, variant_by_name
+from grpokit.run.reads import reading
+from grpokit.run.writer import check_target, write_rows
+from grpokit.templates import TEMPLATE_NAMES
 
 MAX_GENERATED_ROWS = 1_000_000  # far above any training set generated here; a larger number is a typo
 
@@ -16,9 +21,6 @@ def register(sub) -> None:
     dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, builtin:<bundled file>, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
-    from grpokit.families import FAMILIES, generators, importers  # light modules: the CLI still starts fast
-    from grpokit.templates import TEMPLATE_NAMES
-
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
     checked = {n: f.check for n, f in FAMILIES.items() if f.check}
@@ -88,10 +90,6 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
-    from grpokit.cli.output import err
-    from grpokit.data import check_file
-    from grpokit.families import FAMILIES
-
     if args.file.startswith("hf:"):
         from grpokit.hub_access import hub_reachable, offline_reason
 
@@ -100,8 +98,6 @@ def cmd_data_check(args) -> int:
                       "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
                         family=FAMILIES[args.task] if args.task else None)
-    from grpokit.data import grouped
-
     if report.columns:
         print(report.columns_line())
     for p in grouped(report.errors):  # "40 rows (lines 1, 2, 3, ...): missing question", not 40 lines
@@ -113,11 +109,6 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data import question_keys
-    from grpokit.families import generators
-    from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
     generator = generators()[args.task]
     most = min(MAX_GENERATED_ROWS, generator.most or MAX_GENERATED_ROWS)
     if not 1 <= args.rows <= most:
@@ -147,19 +138,12 @@ def cmd_data_generate(args) -> int:
 
 def _generators_copied_by(variant: str) -> list[str]:
     """The `data generate` names whose rows the families' variant called `variant` copies."""
-    from grpokit.families import FAMILIES
-
     return [g for f in FAMILIES.values() if any(v.name == variant for v in f.variants) for g in f.generators]
 
 
 def _write_variant(args, variant: str, verb: str, fix: str) -> int:
     """`data perturb|rewrite`: the family variant called `variant` applied to every row of args.file, written to
     args.out; refused with the first row it cannot copy."""
-    from grpokit.data import load_rows, question_keys
-    from grpokit.families import FAMILIES, variant_by_name
-    from grpokit.run.reads import reading
-    from grpokit.run.writer import check_target, write_rows
-
     reading(args.file, *(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
     rows = load_rows(args.file)[0]
@@ -186,9 +170,6 @@ def cmd_data_rewrite(args) -> int:
 
 
 def cmd_data_import(args) -> int:
-    from grpokit.families import importers
-    from grpokit.run.writer import check_target, write_rows
-
     check_target(args.out, replace=args.overwrite)  # before the benchmark is read
     n = write_rows(args.out, importers()[args.source].make(), replace=args.overwrite)
     print(f"wrote {n} rows to {args.out}")

@@ -3,7 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
 from grpokit.errors import GrpokitError, Problem
+from grpokit.recipe import load_recipe, load_run_recipe
+from grpokit.recipe.schema import MAX_TOKENS
+from grpokit.run import RunDir
 
 # pass@k is read at k of a few hundred at most; each sample is a whole completion of every row, so a larger K is a
 # typo that would sample for days.
@@ -33,10 +38,6 @@ def register(sub) -> None:
 def cmd_eval(args) -> int:
     from grpokit.console import console
     from grpokit.evaluation import evaluate_model, evaluate_run, pct, results_legend, results_table
-    from grpokit.recipe.schema import MAX_TOKENS
-    from grpokit.recipe import load_recipe, load_run_recipe
-    from grpokit.run import RunDir
-
     target = Path(args.target)
     run = RunDir(target)
     _refuse_what_is_no_target(target, run)
@@ -66,8 +67,6 @@ def cmd_eval(args) -> int:
         results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
                                  out_dir=args.output_dir, **common)
     console.print(results_table(results))
-    from rich.markup import escape
-
     for line in results_legend(results):  # what each column means (docs/evaluation.md says the same)
         console.print(f"  [dim]{escape(line)}[/]")
     if (results.get("run_end") or {}).get("note"):

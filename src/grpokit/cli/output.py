@@ -1,12 +1,15 @@
 """What every command shares: the stderr console, the one error printer, the `--set` option."""
 from __future__ import annotations
 
+import difflib
+from pathlib import Path
 import errno
 import shlex
 
 from rich.console import Console
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.run import RunDir
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -64,10 +67,6 @@ def require_run(path: str, command: str):
 
     A run is a folder with config.yaml, run.json or metrics.jsonl (a run cut short, or one of an older version,
     still counts); anything else would give an empty report, a silent doctor or an evaluation of nothing."""
-    import difflib
-    from pathlib import Path
-
-    from grpokit.run import RunDir
 
     def is_run(folder: Path) -> bool:
         run = RunDir(folder)

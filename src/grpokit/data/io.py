@@ -44,10 +44,20 @@ from pathlib import Path
 
 from grpokit.data.formats import RawData, read_file, read_hf
 from grpokit.data.paths import resolve_data_path
-from grpokit.data.rows import (ANSWER_FIELDS, QUESTION_FIELDS, answer_type, closest_column, normalize_row, pick_field,
-                               question_key, question_text)
+from grpokit.data.rows import (
+    ANSWER_FIELDS,
+    QUESTION_FIELDS,
+    answer_type,
+    closest_column,
+    normalize_row,
+    pick_field,
+    question_key,
+    question_text,
+)
+from grpokit.datasets import BUILTIN_DATA
 from grpokit.errors import GrpokitError, Problem, UnusableData
 from grpokit.families import Family, judged_without_answer, layout_of, layout_problems
+
 
 @dataclass
 class DataReport:
@@ -190,8 +200,6 @@ def check_file(path: str | Path, question_field: str | None = None, answer_field
     if spec.startswith("builtin:"):
         path = resolve_data_path(spec, Path.cwd())
         if not Path(path).is_file():
-            from grpokit.datasets import BUILTIN_DATA
-
             files = sorted(str(f.relative_to(BUILTIN_DATA)) for f in BUILTIN_DATA.rglob("*.jsonl")
                            if "repos" not in f.parts)
             return DataReport(spec, errors=[Problem(spec, "no such bundled file", "bundled files: " + ", ".join(

@@ -72,19 +72,18 @@ def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: 
                   overrides: list[str] | None = None):
     """SFT into `sft_dir`, then GRPO from it into `run_dir` with the settings `--init-from` gives a trained model,
     except those the demo's `--set` (`overrides`) names, as `grpokit train --init-from` keeps them: (the SFT
-    summary, the GRPO recipe as it ran, its lineage, the GRPO summary with its `trainer`, seconds from `t0` to SFT's
-    end). `names`: the two recipes' file names, for the progress lines."""
+    summary, the GRPO recipe as it ran, its lineage, GRPO's TrainResult, seconds from `t0` to SFT's end). `names`: the two recipes' file names, for the progress lines."""
     from grpokit.console import console
     from grpokit.training import apply_init_from, train, train_sft
 
     console.print(f"SFT warm start: {names[0]} -> {sft_dir}")
     sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
-                    log=lambda m: console.print(m, markup=False))
+                    log=lambda m: console.print(m, markup=False)).summary
     seconds_sft = time.time() - t0
     recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir), list(overrides or []))
     console.print(f"GRPO from the SFT model: {names[1]} -> {run_dir}")
-    summary = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
-    return sft, recipe, lineage, summary, seconds_sft
+    grpo = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
+    return sft, recipe, lineage, grpo, seconds_sft
 
 
 class Stages:
@@ -97,14 +96,13 @@ class Stages:
         self.ends: dict[str, dict] = {}
 
     def run(self, name: str, fn, max_steps: int) -> dict:
-        """`fn()` (a training: its summary) as the stage `name`, whose run folder is dirs[name]."""
+        """`fn()` (a training: its TrainResult) as the stage `name`, whose run folder is dirs[name]; its summary."""
         from grpokit.console import console
 
         console.print(f"[bold]{name}[/] -> {self.dirs[name]}")
         t0 = time.time()
-        summary = fn()
+        summary = fn().summary  # a TrainResult (train, train_sft): the trained model is not kept
         self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - t0
-        summary.pop("trainer", None)
         self.ends[name] = run_end(summary, max_steps)
         if summary.get("status") == "interrupted":
             raise GrpokitError([Problem(str(self.dirs[name]), "stopped by the user: nothing was compared",
@@ -208,9 +206,9 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     console.print(f"evaluating the base model on {len(eval_rows)} held-out {what} (greedy, in {dtype_name(model)}) ...")
     before = evaluate(model, tokenizer, recipe, eval_rows)
     console.print("before: " + ", ".join(f"{name} {value}" for name, value, _ in metric_rows(before, before)[:2]))
-    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
-                    kind="demo")
-    trained = summary.pop("trainer").model
+    grpo = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
+                 kind="demo")
+    summary, trained = grpo.summary, grpo.model
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
         return stopped(run_dir, {"before": before.as_dict(), "after": None, "train": summary, "run_end": end}, end, t0)

@@ -38,12 +38,13 @@ import json
 import time
 from pathlib import Path
 
-from grpokit.demo.common import SIGMAS, Stages, paired_difference, paired_recipes, said
+from grpokit.demo.common import SIGMAS, Stages, paired_difference, paired_recipes, results_table, said
 from grpokit.demo.sft_vs_grpo import (claim_comparison, evaluate_models, matched_retention, retention_recipe,
                                       retention_verdict, sampled_set)
 from grpokit.errors import GrpokitError, Problem
 from grpokit.families import family_of
 from grpokit.report.comparison import RESULT_FILE, comparison_table, write_comparison_report
+from grpokit.run.writer import write_file
 
 ARMS = ("atomic", "grpo", "sft-answers", "rft", "sft-worked")
 SFT_ONLY = ("sft-answers", "rft")  # the SFT-only ways to use the answer-only rows GRPO trains on
@@ -84,7 +85,6 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     from grpokit.data import load_train_rows
     from grpokit.evaluation.rft import sample_solutions
     from grpokit.recipe import load_recipe
-    from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
 
     if not recipes or len(recipes) != 3:
@@ -162,8 +162,6 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
 
 def _write_rows(path: Path, rows: list[dict], folder: Path) -> None:
     """An arm's rows as JSON lines in the demo's own folder (one of the files its record names)."""
-    from grpokit.run.writer import write_file
-
     write_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), within=folder)
 
 
@@ -217,8 +215,6 @@ def verdict(models: dict[str, dict], mined: dict | None = None) -> list[str]:
 
 
 def _table(models: dict[str, dict]):
-    from grpokit.demo.common import results_table
-
     columns, rows = comparison_table(models)
     return results_table(rows, tuple(columns), first="model", title="composition: held-out = unseen compositions "
                          "(a row per arm; minutes: all its stages)")

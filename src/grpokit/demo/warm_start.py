@@ -69,9 +69,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     evals = [evaluate_sets(base, tokenizer, grpo_recipe, sets)]
     del base
 
-    sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
-                                                               (sft_path.name, grpo_path.name), callbacks, t0, overrides)
-    trained = summary.pop("trainer").model
+    sft, recipe, lineage, grpo, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
+                                                            (sft_path.name, grpo_path.name), callbacks, t0, overrides)
+    summary, trained = grpo.summary, grpo.model
     end = run_end(summary, recipe.train.max_steps)
     result = {"columns": list(COLUMNS), "sft": sft, "train": summary, "run_end": end, "sft_run": str(sft_dir),
               "seconds_to_sft_end": round(seconds_sft, 1), "seconds_to_grpo_end": round(time.time() - t0, 1)}

@@ -16,11 +16,24 @@ Adding a family is a module with its `FAMILY` and a row here (docs/extending.md,
 """
 from __future__ import annotations
 
-from grpokit.families import code, countdown, json, math, preference, sql, tools
 from grpokit.errors import Problem
+from grpokit.families import code, countdown, json, math, preference, sql, tools
 from grpokit.families.answer_lines import FORM as ANSWER_LINES  # the answer-line form: math's, and an own reward's
-from grpokit.families.base import (AnswerForm, AnswerLines, Column, Demo, Family, Generator, HackCase, Layout, Option,
-                                   Trick, Variant, registrar)
+from grpokit.families.base import (
+    AnswerForm,
+    AnswerLines,
+    Column,
+    Demo,
+    Family,
+    Generator,
+    HackCase,
+    Layout,
+    Option,
+    Trick,
+    Variant,
+    registrar,
+)
+from grpokit.rewards import builtin_of
 
 # The families, in the order the command line lists them.
 FAMILIES: dict[str, Family] = {
@@ -39,8 +52,6 @@ JUDGING_ROLES = ("correctness", "preference")  # the roles whose reward says wha
 def family_of(reward_configs) -> Family | None:
     """The family of the first built-in reward that judges the answers (a JUDGING_ROLES role) and reads a family's
     answers; None when none does (an own reward: only the checks every row gets)."""
-    from grpokit.rewards import builtin_of
-
     for rc in reward_configs:
         b = builtin_of(rc)
         if b is not None and b.role in JUDGING_ROLES and b.reads in FAMILIES:

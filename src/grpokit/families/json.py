@@ -62,7 +62,7 @@ _SCHEMA_EXAMPLE = ('"schema": {"type": "object", "properties": {"name": {"type":
 
 def json_row_problems(obj: dict, where: str, answer_key: str | None) -> list[Problem]:
     """The problems of one row of a JSON task (`answer_key`: the column holding its gold answer, if any)."""
-    from grpokit.rewards.json_schema import check_json, schema_error
+    from grpokit.rewards.json_schema import check_json, schema_error  # jsonschema: not for the --help table
 
     schema = obj.get("schema")
     if schema in (None, ""):
@@ -144,7 +144,7 @@ def _schema(row: dict) -> Any:
 
 
 def _valid(schema: Any, value: Any) -> bool:
-    from jsonschema import validators
+    from jsonschema import validators  # heavy, and only the audit's prepared rows need it
 
     try:
         return validators.validator_for(schema)(schema).is_valid(value)

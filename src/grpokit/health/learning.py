@@ -5,13 +5,12 @@ hacking). Each is a pure function of the metrics so far, as every detector is (g
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import math
 from statistics import mean
+from typing import Callable
 
-from grpokit.health.findings import (Finding, is_finite,
-                                     metric_series, rolling_peak, rounded, values_of)
+from grpokit.health.findings import Finding, is_finite, metric_series, rolling_peak, rounded, values_of
+from grpokit.rewards import BUILTIN, LEARNED_REWARDS
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS
 
 
@@ -56,8 +55,6 @@ def detect_format_never_learned(metrics, samples, config, context) -> Finding | 
     # format reward stayed at 0.00-0.12 for all 30 steps). Full marks: 1.0 for the built-in format rewards (they
     # score 0..1, and a run that never learns the format may never log a sample that earned it), an own reward's best
     # score seen. Weight-0 rewards (the preference recipe's direct_answer rule) are logged checks, not trained on.
-    from grpokit.rewards import BUILTIN
-
     n, w = config.format_never_steps, config.window
     for name in context.with_role("format"):
         f = metric_series(metrics, f"rewards/{name}/mean")
@@ -185,8 +182,6 @@ def detect_reward_hacking(metrics, samples, config, context) -> Finding | None:
 
 def _learned_vs_rules(metrics, config, context, step) -> Finding | None:
     """(c) a learned reward (reward_model) climbs while every rule reward of the recipe stays flat or falls."""
-    from grpokit.rewards import LEARNED_REWARDS
-
     learned = [n for n in context.reward_names if n in LEARNED_REWARDS]
     rules = [n for n in context.reward_names if n not in LEARNED_REWARDS]
     w = config.window

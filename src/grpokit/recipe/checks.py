@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import math
 import tempfile
 import typing
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from grpokit import hf_internals
+from grpokit.errors import GrpokitError
+from grpokit.generation.backends import BACKENDS
+from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
 
 Found = list[tuple[tuple, str, str]]
 
@@ -68,8 +74,6 @@ def non_finite(value: Any, loc: tuple) -> Found:
 
 
 def _type_problem(annotation, value) -> str | None:
-    from pydantic import TypeAdapter, ValidationError
-
     try:
         TypeAdapter(annotation).validate_python(value, strict=True)
     except ValidationError as e:
@@ -84,9 +88,6 @@ def check_rewards(rewards, base, data=None, notes: list[str] | None = None, rows
     """Every reward built as training builds it; own functions also matched against their signature and called
     once on a few real rows of `data` (the recipe's DataConfig) with TRL's keyword arguments, then, given `rows`
     (data.train's DataReport, read by check_data_rows), on every row within a time budget."""
-    from grpokit.errors import GrpokitError
-    from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
-
     out: Found = []
     names = available()
     labels = [reward_label(r) for r in rewards]
@@ -211,7 +212,6 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
     """Keys of `trl:`: known GRPOConfig fields, not modelled elsewhere in the recipe, of the field's type."""
     from trl import GRPOConfig
 
-    from grpokit.generation.backends import BACKENDS
     from grpokit.recipe.generation_section import GenerationConfig
 
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
@@ -315,8 +315,6 @@ def check_model(m, d) -> tuple[Found, list[str]]:
 
 
 def check_init_kwargs(m) -> Found:
-    import importlib.util
-
     kw = m.init_kwargs
     out = non_finite(kw, ("model", "init_kwargs"))
     for key in ("dtype", "torch_dtype"):

@@ -20,8 +20,10 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
+from grpokit.report.plots import DPI, FIGSIZE, save_figure
 from grpokit.families import variant
 from grpokit.report.sections import escape, html_table
+from grpokit.run.writer import claim, write_file
 
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
 PAGE, PLOT = "report.html", "scores.png"
@@ -76,8 +78,6 @@ def comparison_table(models: dict[str, dict]) -> tuple[list[str], list[tuple[str
 
 def _plot(models: dict[str, dict], path: Path) -> None:
     """Grouped bars: a group per model, a bar per set (greedy) and one for the held-out sampled pass@1, in %."""
-    from grpokit.report.plots import DPI, FIGSIZE, save_figure
-
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -119,8 +119,6 @@ def read_comparison(folder: Path) -> dict:
 
 def write_comparison_report(folder: str | Path) -> Path:
     """report.html and scores.png of the comparison in `folder` (module docstring); the page's path."""
-    from grpokit.run.writer import claim, write_file
-
     folder = Path(folder)
     result = read_comparison(folder)
     claim(folder, "comparison", REPORT_ENTRIES, "pass `grpokit report` the comparison's own folder")

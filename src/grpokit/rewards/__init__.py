@@ -8,9 +8,22 @@ process that bounds what C code can stall: SQLite queries, regex-bearing schemas
 imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
 scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).
 """
-from grpokit.rewards.registry import (BUILTIN, DEFAULT_REWARDS, LEARNED_REWARDS, ROLES, RewardFunction, RewardSpec,
-                                      available, build_reward, completion_text, get_spec, names_reading,
-                                      names_with_role)
+import importlib
+
+from grpokit.rewards.registry import (
+    BUILTIN,
+    DEFAULT_REWARDS,
+    LEARNED_REWARDS,
+    ROLES,
+    RewardFunction,
+    RewardSpec,
+    available,
+    build_reward,
+    completion_text,
+    get_spec,
+    names_reading,
+    names_with_role,
+)
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
@@ -44,8 +57,6 @@ _LAZY = {
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'grpokit.rewards' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value

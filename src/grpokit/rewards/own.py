@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grpokit.errors import Problem, text_of
+from grpokit.rewards.guard import guarded_call, private_copy, scores_of
 from grpokit.rewards.registry import BUILTIN, RewardFunction, RewardSpec
 
 DEFAULT_ROLE = "correctness"
@@ -181,8 +182,6 @@ def own_scorer(fn: Callable, params: dict[str, Any], timeout_s: float | None = N
     function, `timeout_s` (the recipe entry's, None: no deadline) bounds each call, and every score must be a
     finite number or None. `score.collect(...)` returns (what the function returned, its items read with that
     bound) for the recipe check, which inspects the type and length before `list()` hides them."""
-    from grpokit.rewards.guard import guarded_call, private_copy, scores_of
-
     signature = _parameters(fn)
     accepts_all = _takes_kwargs(signature)
     accepted = {n for n, p in (signature or {}).items() if p.kind in _NAMED}

@@ -25,20 +25,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from grpokit import hf_internals
+from grpokit import hf_internals, models
+from grpokit.data import read_file, resolve_data_path
 from grpokit.errors import GrpokitError, Problem
+from grpokit.evaluation import sample
 from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
 from grpokit.rm.rankings import pairs, read_rankings, split_prompts
+from grpokit.run.ownership import refuse_unproven
+from grpokit.run.reads import command, reading
 from grpokit.run.checkpoints import FolderLock
 from grpokit.run.writer import check_target, install, make_folder, refuse_claim, remove_made, write_file, write_rows
-from grpokit.run.reads import command, reading
+from grpokit.task import template_of
 
 
 # ---------------------------------------------------------------- candidates
 def read_prompts(path: str) -> list[str | list]:
     """Questions of a prompts file (any data format; `question` or `prompt` column; answers not needed)."""
-    from grpokit.data import read_file
-
     raw = read_file(path)
     problems = raw.file_errors + raw.row_errors
     out = []
@@ -58,10 +60,6 @@ def read_prompts(path: str) -> list[str | list]:
 def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens: int | None = None,
                      seed: int = 0, model=None, tokenizer=None, overwrite: bool = False) -> dict:
     """n sampled answers per prompt (the recipe's model, template and temperature), unranked, into `out`."""
-    from grpokit import models
-    from grpokit.evaluation import sample
-    from grpokit.task import template_of
-
     if n < 2:
         raise GrpokitError([Problem("--n", f"need at least 2 candidates per prompt to rank, got {n}", "pass --n 4")])
     reading(prompts_path, recipe.source)
@@ -120,8 +118,6 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
                        epochs: float = 3.0, max_steps: int = -1, learning_rate: float = 2e-5, batch_size: int = 8,
                        max_length: int = DEFAULT_MAX_LENGTH, log=print) -> dict:
     """Train a reward model on a ranking file; returns (and writes to OUT/rm.json) its record."""
-    from grpokit.data import resolve_data_path
-
     rankings_path = resolve_data_path(rankings_path, Path.cwd())  # builtin:preference/rankings.jsonl works too
     reading(rankings_path, base)
     out_dir = Path(out)
@@ -200,8 +196,6 @@ def _train(rankings_path, base: str, out_dir: Path, eval_fraction: float, seed: 
 @command()
 def evaluate_reward_model(rm_dir: str, rankings_path: str) -> dict:
     """Pairwise accuracy of a trained reward model on a ranking file; written to RM_DIR/eval/<stem>.json."""
-    from grpokit.run.ownership import refuse_unproven
-
     info = read_rm_info(rm_dir)
     refuse_unproven(rm_dir, ("rm",), "retrain it with `grpokit rm train RANKINGS --out NEW_FOLDER` (a reward model "
                     "folder from a grpokit before records has no record to prove it)")
