@@ -89,7 +89,7 @@ def _case(tmp_path: Path, kind: str, monkeypatch, model_dir: Path) -> tuple[Path
 
 
 OVERWRITE = [
-    ("user folder", "not one (no .grpokit-record.json written by grpokit): nothing was deleted"),  # the case
+    ("user folder", "not a grpokit run directory (no .grpokit-record.json written by grpokit)"),  # the case
     ("a run by its names", "a grpokit from before authorship records (no .grpokit-record.json)"),
     ("home", "it is your home folder"),
     ("data folder", "train.jsonl, which this run reads"),

@@ -81,7 +81,7 @@ def test_the_comparison_on_countdown_evaluates_its_variants_and_retention(countd
     result = countdown_compared
     for name, m in result["models"].items():
         assert set(m["sets"]) == {"heldout", "rewritten", "harder"}, name
-        assert all(s["rows"] == 6 and s["metric"] == "accuracy" for s in m["sets"].values())
+        assert all(s["rows"] == 6 and s["metric"] == "solve rate" for s in m["sets"].values())
         assert m["retention"]["rows"] == 100
     columns, _ = comparison_table(result["models"])
     assert columns[:3] == ["held-out", "rewritten wording", "harder (one more number)"]

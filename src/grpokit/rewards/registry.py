@@ -81,7 +81,7 @@ BUILTIN: dict[str, Builtin] = {
     "json_fields": Builtin("grpokit.rewards.json_fields:get_json_fields_reward", "correctness", "field accuracy",
                            reads="json", graded=True),
     "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
-    "countdown": Builtin("grpokit.rewards.countdown:get_countdown_reward", "correctness", "accuracy",
+    "countdown": Builtin("grpokit.rewards.countdown:get_countdown_reward", "correctness", "solve rate",
                          reads="countdown"),
     "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="math"),
     "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
