@@ -69,3 +69,11 @@ def same_as_answer(prompts, completions, answer, **_):
     """1.0 when the completion is the row's answer text exactly (stripped): a held-out set whose answers are one
     model's own greedy completions scores that model 100% and any other one less (tests/test_probe.py)."""
     return [1.0 if str(c).strip() == str(a).strip() else 0.0 for c, a in zip(completions, answer)]
+
+
+def even_text(prompts, completions, **_):
+    """1.0 for a completion whose text hashes even (crc32), else 0.0: a pass/fail correctness reward that a tiny
+    untrained model passes on about half its samples."""
+    import zlib
+
+    return [float(zlib.crc32(c.strip().encode()) % 2 == 0) for c in completions]

@@ -53,7 +53,7 @@ def test_generate_and_demo_offer_every_familys_generators_and_demos(capsys):
             main(argv)
         offered = capsys.readouterr().err.split("choose from", 1)[1]
         assert [name.strip(" '\n)") for name in offered.split(",")] == list(names)
-    assert set(generators()) == {"arithmetic", "countdown", "json", "calculator"} and "arithmetic" in demos()
+    assert set(generators()) == {"arithmetic", "two-step", "countdown", "json", "calculator"} and "arithmetic" in demos()
 
 
 def test_a_recipes_family_checks_its_rows_in_recipe_check(tmp_path, capsys):

@@ -97,6 +97,8 @@ FILE_COMMANDS = {
     "data import": (lambda w, out: ["data", "import", "humaneval", out], True, None),
     "data mine-failures": (lambda w, out: ["data", "mine-failures", str(w.run), "--out", out], True,
                            lambda w: ["data", "mine-failures", str(w.run), "--out", str(w.data)]),
+    "data mine-solutions": (lambda w, out: ["data", "mine-solutions", str(w.run), "--out", out], True,
+                            lambda w: ["data", "mine-solutions", str(w.run), "--out", str(w.data)]),
     "preflight --output": (lambda w, out: ["preflight", str(w.recipe), "--output", out], True,
                            lambda w: ["preflight", str(w.recipe), "--output", str(w.data)]),
     "preflight --write-filtered": (lambda w, out: ["preflight", str(w.recipe), "--output", str(w.tmp / "p.json"),

@@ -173,6 +173,9 @@ SHIPPED = [
     ("qwen3-4b-tools.yaml", "task success", None),
     ("smollm2-countdown.yaml", "solve rate", {"countdown": "correctness"}),
     ("smollm2-countdown-sft.yaml", "solve rate", {"countdown": "correctness"}),
+    ("smollm2-composition.yaml", "accuracy", {"math_correctness": "correctness", "format": "format"}),
+    ("smollm2-composition-sft.yaml", "accuracy", {"math_correctness": "correctness", "format": "format"}),
+    ("smollm2-composition-atomic-sft.yaml", "accuracy", {"math_correctness": "correctness", "format": "format"}),
 ]
 
 

@@ -1,9 +1,9 @@
-"""`grpokit data check | generate | perturb | rewrite | import | mine-failures`: dataset tools."""
+"""`grpokit data check | generate | perturb | rewrite | import | mine-failures | mine-solutions`: dataset tools."""
 from __future__ import annotations
 
 import time
 
-from grpokit.cli.output import add_overwrite_option, err
+from grpokit.cli.output import add_overwrite_option, add_set_option, err
 from grpokit.data import check_file, grouped, load_rows, question_keys
 from grpokit.errors import GrpokitError, Problem
 from grpokit.families import FAMILIES, generators, importers, variant_by_name
@@ -36,7 +36,11 @@ def register(sub) -> None:
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
     dg.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE")
     for option in {o.flag: o for g in generators().values() for o in g.options}.values():
-        dg.add_argument(f"--{option.flag}", dest=f"option_{option.keyword}", type=option.type, help=option.help)
+        if option.type is bool:  # a switch: given or not (None when not given, as the other options)
+            dg.add_argument(f"--{option.flag}", dest=f"option_{option.keyword}", action="store_true", default=None,
+                            help=option.help)
+        else:
+            dg.add_argument(f"--{option.flag}", dest=f"option_{option.keyword}", type=option.type, help=option.help)
     add_overwrite_option(dg)
     dg.set_defaults(func=cmd_data_generate)
     # Two evaluation-only copies of generated rows (grpokit.families' variants): the same arguments each.
@@ -68,6 +72,21 @@ def register(sub) -> None:
     dm.add_argument("--results", metavar="FILE", help="eval results to mine (default RUN_DIR/eval/results.json)")
     add_overwrite_option(dm)
     dm.set_defaults(func=cmd_data_mine_failures)
+    ds = data.add_parser("mine-solutions", help="a model's own right solutions to a recipe's training rows (K samples "
+                                                "a row, the correctness reward at 1.0), for rejection-sampling "
+                                                "fine-tuning with grpokit sft")
+    ds.add_argument("model", help="a run directory (its best checkpoint, else its last) or a model folder")
+    ds.add_argument("--out", required=True, help="where to write the rows, each with a `solution` (.jsonl)")
+    ds.add_argument("--recipe", metavar="RECIPE.yaml", help="the rows, template, rewards and sampling settings "
+                    "(default: the run's own recipe; required for a model folder)")
+    ds.add_argument("--samples", type=int, default=8, help="completions sampled per row at the recipe's temperature "
+                    "(default 8)")
+    ds.add_argument("--checkpoint", default="auto", metavar="best|last|auto|N",
+                    help="which checkpoint of a run (default auto: best if `grpokit eval` chose one, else last)")
+    ds.add_argument("--max-rows", type=int, metavar="N", help="the first N training rows only")
+    add_set_option(ds, "override a value of the recipe (repeatable), e.g. --set train.temperature=1.0")
+    add_overwrite_option(ds)
+    ds.set_defaults(func=cmd_data_mine_solutions)
 
 
 def cmd_data_check(args) -> int:
@@ -165,4 +184,16 @@ def cmd_data_mine_failures(args) -> int:
           f"{r['from_file']} from --from-file; dropped {r['in_train']} already in training, {r['repeated']} repeats")
     print("note: held-out rows added to training no longer measure generalisation; evaluate the next round on a "
           "fresh held-out set")
+    return 0
+
+
+def cmd_data_mine_solutions(args) -> int:
+    from grpokit.evaluation import mine_solutions
+
+    r = mine_solutions(args.model, args.out, args.recipe, args.samples, args.checkpoint, args.max_rows,
+                       args.set, args.overwrite)
+    print(f"wrote {r['solutions']} distinct right solutions to {r['out']}: {r['rows_solved']} of {r['rows']} rows "
+          f"kept at least one ({r['right_samples']} of {r['rows'] * r['samples']} samples right at temperature "
+          f"{r['temperature']:g}, top-p {r['top_p']:g}; {r['seconds'] / 60:.1f} min)")
+    print(f"next: grpokit sft RECIPE --set data.train={r['out']} --init-from {args.model}")
     return 0

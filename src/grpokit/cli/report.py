@@ -9,7 +9,8 @@ from grpokit.run.record import read_record
 def register(sub) -> None:
     p = sub.add_parser("report", help="write report.html with plots for a run (offline; run grpokit eval first), or "
                        "for an SFT-vs-GRPO comparison's folder")
-    p.add_argument("run_dir", help="a grpokit run directory, or a comparison's (grpokit demo --task sft-vs-grpo)")
+    p.add_argument("run_dir", help="a grpokit run directory, or a comparison's (grpokit demo --task sft-vs-grpo | "
+                   "composition)")
     p.add_argument("--output-dir", help=f"where report.html and its PNGs go (default RUN_DIR/{REPORT_DIR})")
     p.set_defaults(func=cmd_report)
 

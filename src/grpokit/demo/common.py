@@ -86,6 +86,30 @@ def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: 
     return sft, recipe, lineage, grpo, seconds_sft
 
 
+class Stages:
+    """The training stages of a comparison (sft_vs_grpo, composition), each run by `run`: its seconds (added up when
+    a name runs twice) and its end (grpokit.run.run_end); a stage the user stopped stops the comparison."""
+
+    def __init__(self, dirs: dict[str, Path], again: str):
+        self.dirs, self.again = dirs, again  # again: the command that runs the comparison again
+        self.seconds: dict[str, float] = {}
+        self.ends: dict[str, dict] = {}
+
+    def run(self, name: str, fn, max_steps: int) -> dict:
+        """`fn()` (a training: its TrainResult) as the stage `name`, whose run folder is dirs[name]; its summary."""
+        from grpokit.console import console
+
+        console.print(f"[bold]{name}[/] -> {self.dirs[name]}")
+        t0 = time.time()
+        summary = fn().summary  # a TrainResult (train, train_sft): the trained model is not kept
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - t0
+        self.ends[name] = run_end(summary, max_steps)
+        if summary.get("status") == "interrupted":
+            raise GrpokitError([Problem(str(self.dirs[name]), "stopped by the user: nothing was compared",
+                                        f"run `{self.again}` again")], exit_code=1)
+        return summary
+
+
 def evaluate_sets(model, tokenizer, recipe, sets, heldout_samples: int = 0) -> dict:
     """{set: EvalResult} of one model, greedy, on the held-out rows and each copy of them evaluation makes
     (grpokit.evaluation.eval_sets: perturbed, rewritten); `heldout_samples` > 0 also samples each held-out row that

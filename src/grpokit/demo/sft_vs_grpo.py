@@ -36,8 +36,8 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (RECIPES, SIGMAS, claim_run_dir, evaluate_sets, paired_difference, paired_recipes,
-                                 results_table, said)
+from grpokit.demo.common import (RECIPES, SIGMAS, Stages, claim_run_dir, evaluate_sets, paired_difference,
+                                 paired_recipes, results_table, said)
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
@@ -57,16 +57,19 @@ def _recipes(overrides, sft_path: Path, grpo_path: Path):
     return sft, grpo
 
 
-def _claim(output_dir: str, keep: list[str]) -> Path:
+def claim_comparison(output_dir: str, keep: list[str], runs: tuple[str, ...] = PIPELINES,
+                     files: tuple[str, ...] = ()) -> Path:
+    """The comparison's folder, claimed before any model loads: new or an earlier comparison's, with a run folder per
+    name of `runs` (each new or an earlier demo run) and `files` of its own beside comparison.json and the page."""
     from grpokit.run.writer import claim
 
     if not str(output_dir).strip():
         raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
                                     "name a new folder for the comparison, e.g. runs/sft-vs-grpo")])
     out = Path(output_dir)
-    entries = {RESULT_FILE: "file", **REPORT_ENTRIES, **dict.fromkeys(PIPELINES, "dir")}
+    entries = {RESULT_FILE: "file", **REPORT_ENTRIES, **dict.fromkeys(files, "file"), **dict.fromkeys(runs, "dir")}
     claim(out, "comparison", entries, "pass --output-dir a new folder (or an earlier comparison's)")
-    for name in PIPELINES:  # each pipeline's run: new, or an earlier comparison's demo run
+    for name in runs:  # each pipeline's run: new, or an earlier comparison's demo run
         claim_run_dir(str(out / name), keep=keep)
     return out
 
@@ -173,7 +176,7 @@ def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
     return [f"retention of {what} at matched held-out accuracy: " + "; ".join(parts)]
 
 
-def evaluate_models(recipe, targets: dict[str, str], log, retention=None) -> dict[str, dict]:
+def evaluate_models(recipe, targets: dict[str, str | None], log, retention=None) -> dict[str, dict]:
     """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
     them evaluation makes (grpokit.evaluation.eval_sets), greedy; with `retention` (a recipe of another family)
     also on its held-out rows (`retention` in each model's entry)."""
@@ -251,7 +254,6 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     """The comparison (module docstring) of `recipes` (the SFT recipe, the GRPO recipe: a family's demo row gives
     them); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests)."""
     from grpokit.console import console
-    from grpokit.run import run_end
     from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
 
@@ -261,23 +263,11 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     sft_path, grpo_path = (Path(p) for p in recipes)
     sft_recipe, grpo_recipe = _recipes(overrides, sft_path, grpo_path)
     keep = [str(sft_path), str(grpo_path), grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
-    out = _claim(output_dir, keep)
+    out = claim_comparison(output_dir, keep)
     dirs = {name: out / name for name in PIPELINES}
     say = lambda m: console.print(m, markup=False)  # noqa: E731
-    seconds: dict[str, float] = {}
-    ends: dict[str, dict] = {}
-
-    def stage(name: str, fn, max_steps: int):
-        console.print(f"[bold]{name}[/] -> {dirs[name]}")
-        t0 = time.time()
-        summary = fn().summary
-        seconds[name] = time.time() - t0
-        ends[name] = run_end(summary, max_steps)
-        if summary.get("status") == "interrupted":
-            raise GrpokitError([Problem(str(dirs[name]), "stopped by the user: nothing was compared",
-                                        f"run `grpokit demo --task sft-vs-grpo --output-dir {out}` again")],
-                               exit_code=1)
-        return summary
+    stages = Stages(dirs, f"grpokit demo --task sft-vs-grpo --output-dir {out}")
+    stage, seconds, ends = stages.run, stages.seconds, stages.ends
 
     t_all = time.time()
     stage("sft", lambda: train_sft(sft_recipe, run_dir=dirs["sft"], overwrite=True, kind="demo", log=say),

@@ -35,17 +35,22 @@ def k_values(n: int) -> list[int]:
     return ks + [n] if n >= 1 else []
 
 
-def sampled_hits(task, rows: list[dict], groups: list[list[str]]) -> list[int]:
-    """Per row, how many of its sampled completions pass the correctness reward (a score of 1.0; code_tests: every
-    test passed); [] without a correctness reward or samples. All samples are scored in one call, so code_tests runs
-    them through the sandbox in parallel."""
+def sample_passes(task, rows: list[dict], groups: list[list[str]]) -> list[list[bool]]:
+    """Per row, whether each of its sampled completions passes the correctness reward (a score of 1.0; code_tests:
+    every test passed); [] without a correctness reward or samples. All samples are scored in one call, so
+    code_tests runs them through the sandbox in parallel."""
     c = task.correctness
     n = len(groups[0]) if groups else 0
     if c is None or not rows or n == 0:
         return []
     flat_rows = [r for r in rows for _ in range(n)]
     flat = c.passes(c.fn.score_texts([t for g in groups for t in g], _columns(flat_rows))[0])
-    return [sum(bool(p) for p in flat[i * n:(i + 1) * n]) for i in range(len(rows))]
+    return [[bool(p) for p in flat[i * n:(i + 1) * n]] for i in range(len(rows))]
+
+
+def sampled_hits(task, rows: list[dict], groups: list[list[str]]) -> list[int]:
+    """Per row, how many of its sampled completions pass the correctness reward (`sample_passes`)."""
+    return [sum(p) for p in sample_passes(task, rows, groups)]
 
 
 def pass_at_k_of(hits: list[int], n: int) -> dict[str, float]:

@@ -101,7 +101,7 @@ class Option(NamedTuple):
 
     flag: str  # e.g. "numbers" (--numbers)
     keyword: str  # make()'s keyword argument
-    type: type
+    type: type  # bool: a switch (`--operands`), True when given
     help: str
 
 
@@ -191,3 +191,7 @@ class Family:
     # The completion `grpokit sft` teaches for one row of the family (row, the recipe's answer-line marker), or None
     # where the row gives nothing better than the answer line alone (grpokit.training.sft.reference_completion).
     reference: Callable[[dict, str], str | None] | None = None
+    # The same rows with what `reference` works a solution out from, where answer-only rows hold it in their words
+    # (math's two-step problems: their operands, read from the question); ValueError naming the first row it cannot
+    # work out. The composition demo's worked-SFT arm (grpokit.demo.composition) trains on it.
+    worked_rows: Callable[[list[dict]], list[dict]] | None = None

@@ -26,6 +26,7 @@ import random
 import re
 
 from grpokit.errors import Problem
+from grpokit.families import two_step
 from grpokit.families.answer_lines import FORM as ANSWER_LINES
 from grpokit.families.base import Demo, Family, Generator, Variant
 from grpokit.rewards import is_numeric_answer
@@ -176,9 +177,13 @@ _CALC = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: not somethi
 def reference(row: dict, marker: str) -> str | None:
     """The worked solution of a math row for `grpokit sft`: a GSM8K answer (`reasoning ... #### 72`) becomes its
     reasoning (calculator annotations dropped) then the answer line; a generated arithmetic row (kind/a/b/op)
-    `a op b = answer` then the line; None for any other row (the answer line alone is all it gives)."""
+    `a op b = answer` then the line; a two-step row with its operands (grpokit.families.two_step) its two steps then
+    the line; None for any other row (the answer line alone is all it gives)."""
     answer = str(row["answer"]).strip()
     sep = "" if marker.endswith("：") else " "  # a full-width colon takes no space after it
+    steps = two_step.worked_lines(row)
+    if steps is not None:
+        return "\n".join([*steps, f"{marker}{sep}{answer}"])
     if "####" in answer:
         reasoning, _, final = answer.rpartition("####")
         lines = [_CALC.sub("", ln).strip() for ln in reasoning.strip().splitlines() if ln.strip()]
@@ -200,6 +205,11 @@ DEMOS = {
                         "SFT, GRPO, SFT then GRPO and GRPO then SFT on the arithmetic task, each final model on "
                         "held-out, perturbed and rewritten questions (the 0.6B-Base article's experiment)",
                         recipes=("smollm2-arithmetic-sft.yaml", "smollm2-arithmetic.yaml")),
+    "composition": Demo("composition", "runs/composition",
+                        "one-step SFT, then GRPO, answer-only SFT, rejection-sampling fine-tuning and worked SFT on "
+                        "two-step problems, each on held-out compositions it never saw",
+                        recipes=("smollm2-composition-atomic-sft.yaml", "smollm2-composition-sft.yaml",
+                                 "smollm2-composition.yaml")),
 }
 
 FAMILY = Family(
@@ -207,13 +217,15 @@ FAMILY = Family(
     check="warn about answers the math reward does not read as numbers",
     answer_problem=answer_problem, audit=ANSWER_LINES, answer_note="are not numbers although math_correctness scores this recipe",
     make_data="`grpokit data generate arithmetic FILE` (generated arithmetic)",
-    generators={"arithmetic": Generator(generate, "additions and subtractions", most=MOST_ROWS)},
+    generators={"arithmetic": Generator(generate, "additions and subtractions", most=MOST_ROWS),
+                "two-step": two_step.generator(MAX_OPERAND)},
     variants=(Variant("perturbed", "the same held-out questions with new numbers and recomputed answers (never a "
                       "training question)", is_generated, perturb_rows,
                       "generated arithmetic rows (kind/a/b matching the question)", "perturbed numbers"),
               Variant("rewritten", "the same held-out problems asked in words no training row uses (phrasings kept "
                       "for evaluation only; the same numbers and answers)", in_training_words, rewrite_rows,
                       "generated arithmetic rows in a training phrasing (kind/a/b matching the question)",
-                      "rewritten wording")),
-    demos=DEMOS, reference=reference,
+                      "rewritten wording"),
+              two_step.VARIANT),
+    demos=DEMOS, reference=reference, worked_rows=two_step.with_operands,
 )

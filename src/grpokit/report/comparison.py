@@ -1,9 +1,11 @@
-"""The SFT-vs-GRPO comparison's page: its table, verdict and a bar plot, beside its comparison.json.
+"""The SFT-vs-GRPO comparison's page (and the composition demo's): its table, verdict and a bar plot, beside its
+comparison.json.
 
     grpokit demo --task sft-vs-grpo --output-dir runs/cmp     # writes runs/cmp/report.html at its end
     grpokit report runs/cmp                                   # writes it again from runs/cmp/comparison.json
 
-Reads only the comparison folder's `comparison.json` (grpokit.demo.sft_vs_grpo writes it) and writes
+Reads only the comparison folder's `comparison.json` (grpokit.demo.sft_vs_grpo and grpokit.demo.composition
+write it; its `title` and `recipes` name what was compared) and writes
 `report.html` and `scores.png` into the same folder (names its record lists: they replace only what grpokit
 wrote there). The table is the one the command prints (`comparison_table`): a row per model, the task's
 primary metric on the held-out rows and on each copy the family makes (perturbed numbers, rewritten wording),
@@ -26,6 +28,7 @@ from grpokit.run.writer import claim, write_file
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
 PAGE, PLOT = "report.html", "scores.png"
 REPORT_ENTRIES = {PAGE: "file", PLOT: "file"}  # what the page adds to the comparison folder's record
+TITLE = "SFT or GRPO"  # the page's title unless comparison.json names another (the composition demo's)
 
 
 def set_title(kind: str) -> str:
@@ -124,16 +127,19 @@ def write_comparison_report(folder: str | Path) -> Path:
     columns, rows = comparison_table(models)
     verdict = "".join(f"<li>{escape(line)}</li>" for line in result.get("verdict") or [])
     recipes = result.get("recipes") or {}
+    title = f"{result.get('title') or TITLE}: {folder.name}"
+    # each recipe by its role (sft, grpo; the composition demo's three), as comparison.json names them
+    used = ", ".join(f"{escape(role)} recipe <code>{escape(path)}</code>" for role, path in recipes.items()) or "?"
     links = "".join(f'<li><a href="{escape(n)}/">{escape(n)}</a> (a run: <code>grpokit report {escape(folder / n)}'
                     "</code>)</li>" for n in result.get("pipelines") or [])
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>SFT or GRPO: {escape(folder.name)}</title>
+<html><head><meta charset="utf-8"><title>{escape(title)}</title>
 <style>body {{ font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 1em; }}
 table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
 th:first-child, td:first-child {{ text-align: left; }} img {{ max-width: 100%; }} .note {{ color: #777; }}</style>
 </head><body>
-<h1>SFT or GRPO: {escape(folder.name)}</h1>
-<p>SFT recipe <code>{escape(recipes.get("sft", "?"))}</code>, GRPO recipe <code>{escape(recipes.get("grpo", "?"))}</code>;
+<h1>{escape(title)}</h1>
+<p>{used};
 overrides: {escape(" ".join(result.get("overrides") or []) or "none")}; {escape(result.get("seconds_total", "?"))} s
 in all.</p>
 <h2>Final models, greedy {escape(comparison_metric(models))}</h2>
