@@ -142,11 +142,12 @@ class HFBackend:
 
     def __init__(self, model, pad_token_id: int, batch_size: int | None = DEFAULT_BATCH_SIZE,
                  top_p_candidates: int = CANDIDATES, cache: str = "dynamic", compile: bool = False,
-                 shared_prefix: bool = True):
+                 shared_prefix: bool = True, draw: str = "vocabulary"):
         self.model, self.pad_token_id, self.batch_size = model, pad_token_id, batch_size
         self.top_p_candidates = top_p_candidates  # grpokit.generation.sampling: 0 = transformers' own top_p
         self.cache, self.compile = cache, compile  # the recipe's generation.cache / generation.compile
         self.shared_prefix = shared_prefix  # the recipe's train.shared_prefix
+        self.draw = draw  # the recipe's generation.draw (the decoding loop's)
 
     def generate(self, prompt_ids, params, advance):
         import torch
@@ -190,7 +191,8 @@ class HFBackend:
         n = params.n
         decoding = Decoding(max_new_tokens=params.max_tokens, stop_ids=tuple(params.stop_token_ids),
                             pad_id=self.pad_token_id, sample=not params.greedy, temperature=params.temperature,
-                            top_k=params.top_k, top_p=params.top_p, top_p_candidates=self.top_p_candidates)
+                            top_k=params.top_k, top_p=params.top_p, top_p_candidates=self.top_p_candidates,
+                            draw=self.draw)
         size = self.batch_size or rows_per_call(len(prompt_ids) * n, max(map(len, prompt_ids)), params.max_tokens)
         per_batch = max(1, size // n)
         cost, out = TreeCost.of(self.model), []

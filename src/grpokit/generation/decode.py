@@ -17,8 +17,11 @@ bound by the model's weights at every token step, so both cost in full. Here:
   penalty, min_new_tokens, suppressed tokens, then the sampling warpers of grpokit.generation.sampling), and every
   token step draws `torch.multinomial` over all rows, finished ones given a certain token, so the random stream is
   consumed exactly as `generate` consumes it (torch's multinomial draws one exponential number per row and token,
-  whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix products can change a draw (measured:
-  docs/measurements.md "Every token once").
+  whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix
+  products can change a draw (measured: docs/measurements.md "Every token once");
+- **or the draw over the nucleus only** (`draw="nucleus"`, the recipe's default `generation.draw`): the warpers'
+  kept tokens decided on the candidates, the token drawn among them (grpokit.generation.sampling.NucleusDraw):
+  the same distribution, another random stream, so a seed gives other completions than `generate`'s.
 
 `Decoding.from_generation_config` reads a transformers GenerationConfig (what TRL passes to `generate`) and
 answers why not for anything this loop does not do (beam search, n-gram bans, constraints, ...): the caller then
@@ -32,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grpokit import hf_internals
-from grpokit.generation.sampling import CANDIDATES, warpers
+from grpokit.generation.sampling import CANDIDATES, NucleusDraw, warpers
 from grpokit.generation.tree import TreeCost, mask_form, pack, positions
 
 # GenerationConfig fields this loop reads; any other field set away from its default sends the call to `generate`.
@@ -59,10 +62,14 @@ class Decoding:
     suppress_tokens: tuple[int, ...] = ()
     top_p_candidates: int = CANDIDATES  # grpokit.generation.sampling; 0: transformers' own TopPLogitsWarper
     record_logprobs: bool = False  # each drawn token's log-prob under log_softmax(raw logits / temperature)
+    # grpokit.generation.backends.DRAWS; the loop's own default keeps generate's samples for a seed (the module's
+    # promise, tests/test_decode.py); the recipe's generation.draw (default: nucleus) is what training, evaluation
+    # and preflight pass
+    draw: str = "vocabulary"
 
     @classmethod
-    def from_generation_config(cls, config, top_p_candidates: int = CANDIDATES,
-                               record_logprobs: bool = False) -> Decoding | str:
+    def from_generation_config(cls, config, top_p_candidates: int = CANDIDATES, record_logprobs: bool = False,
+                               draw: str = "vocabulary") -> Decoding | str:
         """The decoding a transformers GenerationConfig asks for, or why this loop cannot do it (a string)."""
         set_fields = set(config.to_diff_dict())
         unread = sorted(k for k in set_fields - READS if getattr(config, k, None) not in (None, False, 0, 1.0, [], {}))
@@ -87,11 +94,18 @@ class Decoding:
                    min_p=config.min_p, repetition_penalty=float(config.repetition_penalty or 1.0),
                    min_new_tokens=int(config.min_new_tokens or 0),
                    suppress_tokens=tuple(config.suppress_tokens or ()), top_p_candidates=top_p_candidates,
-                   record_logprobs=record_logprobs)
+                   record_logprobs=record_logprobs, draw=draw)
+
+    @property
+    def nucleus(self) -> bool:
+        """The next token is drawn among the nucleus only (draw: nucleus, and a nucleus NucleusDraw decides)."""
+        return self.sample and self.draw == "nucleus" and NucleusDraw.applies(self.top_k, self.top_p, self.min_p,
+                                                                              self.top_p_candidates)
 
     def processors(self, prompt_width: int):
         """transformers' processors for these settings, in `generate`'s order (`_get_logits_processor`: the
-        penalties and length rules first, the sampling warpers last)."""
+        penalties and length rules first, the sampling warpers last; no warpers when the nucleus draw applies
+        them itself)."""
         from transformers import (LogitsProcessorList, MinNewTokensLengthLogitsProcessor,
                                   RepetitionPenaltyLogitsProcessor, SuppressTokensLogitsProcessor)
 
@@ -102,7 +116,7 @@ class Decoding:
             out.append(MinNewTokensLengthLogitsProcessor(prompt_width, self.min_new_tokens, list(self.stop_ids)))
         if self.suppress_tokens:
             out.append(SuppressTokensLogitsProcessor(list(self.suppress_tokens)))
-        if self.sample:
+        if self.sample and not self.nucleus:
             out.extend(warpers(self.temperature, self.top_k, self.top_p, self.min_p, candidates=self.top_p_candidates))
         return out
 
@@ -176,10 +190,12 @@ def _decode(model, prompts, decoding: Decoding, cost) -> Decoded:
     active = torch.arange(rows, device=device)
     stops = torch.tensor(decoding.stop_ids or (-1,), device=device)
     processors = decoding.processors(width)
+    draw = NucleusDraw(decoding.temperature, decoding.top_k, decoding.top_p, decoding.top_p_candidates) \
+        if decoding.nucleus else None
     keyword = hf_internals.cache_keyword(model)
     for step in range(decoding.max_new_tokens):
         scores = processors(seq, logits)
-        token = _choose(scores, decoding, active, rows)
+        token = draw(scores) if draw is not None else _choose(scores, decoding, active, rows)
         if decoding.record_logprobs:
             drawn = torch.log_softmax(logits / (decoding.temperature or 1.0), dim=-1).gather(1, token[:, None])
             for i, lp in zip(active.tolist(), drawn.squeeze(1).tolist()):
@@ -219,7 +235,7 @@ def answer_generate(model, input_ids, attention_mask, decoding: Decoding, cost: 
     return torch.cat([input_ids, completions], dim=1), done
 
 
-def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
+def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None, draw: str = "vocabulary"):
     """A replacement for `model.generate` calls made as TRL makes them (keywords input_ids, attention_mask,
     generation_config): answered by `decode` when the settings and the model allow, else by `generate` itself
     (`log` says why, once). For grpokit.internals.generate_through: `replacement(generate, *args, **kwargs)`."""
@@ -230,7 +246,7 @@ def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
     def replacement(generate, *args, **kwargs):
         config = kwargs.get("generation_config")
         why = refusal(model) or ("not called as TRL calls it" if args or config is None else None)
-        decoding = why or Decoding.from_generation_config(config, top_p_candidates)
+        decoding = why or Decoding.from_generation_config(config, top_p_candidates, draw=draw)
         if isinstance(decoding, str):
             if log is not None and not said:
                 said.append(decoding)
@@ -244,7 +260,8 @@ def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
 
 def _choose(scores, decoding: Decoding, active, rows: int):
     """The next token of each active row: argmax, or one multinomial draw over all `rows` (finished rows given a
-    certain token) so the random stream advances exactly as in `generate` (module docstring)."""
+    certain token) so the random stream advances exactly as in `generate` (module docstring; the vocabulary
+    draw)."""
     import torch
 
     if not decoding.sample:

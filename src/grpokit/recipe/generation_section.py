@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from grpokit.generation.backends import BACKENDS, foreign_options
+from grpokit.generation.backends import BACKENDS, DRAW, DRAWS, foreign_options
 from grpokit.recipe.section import Section
 
 
@@ -67,6 +67,13 @@ class GenerationConfig(Section):
         "same kept tokens and so the same samples for a seed; a row whose nucleus is wider, or whose boundary is "
         "too close to call, goes through transformers' warper. 0: transformers' warper always. Training, "
         "evaluation and preflight all sample through it (grpokit.generation.sampling).")
+    draw: Literal[DRAWS] = Field(  # type: ignore[valid-type]
+        DRAW, description="hf backend, grpokit's decoding loop, sampling with top_p < 1 or a top_k: how the next "
+        "token is drawn. nucleus: among the tokens the top_p / top_k warpers keep, and only among them (the same "
+        "distribution as transformers' warpers, from another random stream: a seed gives other completions than "
+        "transformers' generate, the same ones on every run; runs before this option drew from the vocabulary "
+        "stream); vocabulary: over the whole vocabulary as generate draws (generate's completions for a seed, "
+        "those of older runs). grpokit.generation.sampling.NucleusDraw.")
     importance_sampling_correction: bool = Field(
         True, description="Correct for the gap between vLLM's sampling log-probs and the trainer's (TRL's default).")
     sampler_dtype: Literal["same", "auto", "float32", "bfloat16"] = Field(

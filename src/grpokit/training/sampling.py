@@ -189,15 +189,17 @@ class TrainingGeneration:
     decoding loop when `tree` (the module docstring), else `generate` with the fast top-p `processors`; on the
     sampler's copy when there is one."""
 
-    def __init__(self, trainer, sampler: SamplerCopy | None, tree: bool, candidates: int, processors, log):
+    def __init__(self, trainer, sampler: SamplerCopy | None, tree: bool, candidates: int, processors, log,
+                 draw: str = "vocabulary"):
         self.trainer, self.sampler, self.tree = trainer, sampler, tree
         self.candidates, self.processors, self.log = candidates, processors, log
+        self.draw = draw  # the recipe's generation.draw (the decoding loop's)
         self.refused: str | None = None  # the settings the loop could not read, said once
         self._cost: TreeCost | None = None
 
     def __call__(self, generate, *args, **kwargs):
         config = kwargs.get("generation_config")
-        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None) \
+        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None, self.draw) \
             if self.tree and config is not None and not args else "not called as TRL calls it"
         if isinstance(decoding, str):
             if self.tree and self.refused is None:
@@ -248,6 +250,6 @@ def attach_sampling(trainer, recipe, log) -> TrainingGeneration | None:
             processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p, candidates=g.top_p_candidates)
             internals.neutral_sampling(trainer)
     generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
-                                    processors, log)
+                                    processors, log, g.draw)
     internals.generate_through(trainer, generation)
     return generation
