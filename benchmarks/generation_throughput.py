@@ -14,10 +14,15 @@ stop ids and decoding for every variant). Variants (`--backends`, comma-separate
   hf-warper          transformers' generate with its own top_p warper (sorts the vocabulary every token)
   hf-generate        transformers' generate, top_p over the 256 most likely candidates (grpokit.generation.sampling;
                      the default until 2026-12-04, now train.shared_prefix: false)
-  hf                 the default: grpokit's decoding loop (grpokit.generation.decode: each distinct prompt prefix
-                     prefilled once, finished rows out of the batch), the same top_p
+  hf                 grpokit's decoding loop (grpokit.generation.decode: each distinct prompt prefix prefilled
+                     once, finished rows out of the batch), the same top_p, generate's draw over the vocabulary
+                     (generation.draw: vocabulary: the warper's very samples)
+  hf-nucleus         + the draw over the nucleus only (generation.draw: nucleus, the recipe's default: the same
+                     distribution, other samples)
+  hf-compile         the loop with its token step compiled over its own static cache (generation.compile: true;
+                     grpokit.generation.steps; the warm-up call pays the compile)
   hf-static          generate + generation.cache: static
-  hf-static-compile  + generation.compile (torch.compile of the decode step)
+  hf-static-compile  + generation.compile (transformers' torch.compile of its decode step)
   hf-bf16            the default on a bfloat16 copy of the weights (generation only), SDPA attention
   hf-bf16-eager      + eager attention (transformers' matmul + softmax; on some bf16 CPUs faster than SDPA's
                      CPU kernel at a growing KV cache)
@@ -47,6 +52,8 @@ VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention im
     "hf-warper": ("hf", {"top_p_candidates": 0, "shared_prefix": False}, False, None),
     "hf-generate": ("hf", {"shared_prefix": False}, False, None),
     "hf": ("hf", {}, False, None),
+    "hf-nucleus": ("hf", {"draw": "nucleus"}, False, None),
+    "hf-compile": ("hf", {"compile": True}, False, None),
     "hf-static": ("hf", {"cache": "static"}, False, None),
     "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False, None),
     "hf-bf16": ("hf", {}, True, None),

@@ -40,10 +40,10 @@ def _rows(out: str) -> dict:
 
 def test_generation_throughput_fast_top_p_draws_the_warpers_samples(tmp_path, tiny_model_dir, capsys):
     recipe = _tiny_recipe(tmp_path, tiny_model_dir)
-    assert _bench("generation_throughput").main([str(recipe), "--backends", "hf-warper,hf,hf-bf16,hf-bf16-eager",
-                                                 "--repeats", "1"]) == 0
+    assert _bench("generation_throughput").main([str(recipe), "--backends",
+                                                 "hf-warper,hf,hf-nucleus,hf-bf16,hf-bf16-eager", "--repeats", "1"]) == 0
     rows = _rows(capsys.readouterr().out)
-    assert set(rows) == {"hf-warper", "hf", "hf-bf16", "hf-bf16-eager"}
+    assert set(rows) == {"hf-warper", "hf", "hf-nucleus", "hf-bf16", "hf-bf16-eager"}
     # The gap a bf16 sampler opens against the float32 trainer is printed beside its speed; none for float32.
     assert rows["hf-bf16"]["logprob_gap_mean"] > 0 and "logprob_gap_mean" not in rows["hf"]
     assert rows["hf"]["same_as_first"] == 1.0  # the fast top-p path drew the warper's very samples

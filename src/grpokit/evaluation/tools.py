@@ -106,7 +106,8 @@ def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) 
         trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
         if recipe.train.shared_prefix and recipe.generation.backend == "hf":  # each prompt prefilled once
             internals.generate_through(trainer, replacing_generate(trainer.model, recipe.generation.top_p_candidates,
-                                                                   draw=recipe.generation.draw))
+                                                                   draw=recipe.generation.draw,
+                                                                   compile=recipe.generation.compile))
         internals.evaluate_episodes(trainer)  # TRL's evaluate() without the GRPO loss nobody reads
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
     logged = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_")}

@@ -69,13 +69,6 @@ def _hf_trl(g) -> dict:
     return {"cache_implementation": "static"} if g.cache == "static" else {}
 
 
-def _hf_checks(g, _train=None) -> list[RecipeProblem]:
-    if not g.compile or g.cache == "static":
-        return []
-    return [(("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
-             "set generation.cache: static as well (or compile: false)")]
-
-
 def _continuous_trl(g) -> dict:
     return {"use_transformers_continuous_batching": True,
             "transformers_continuous_batching_config": dict(g.continuous_config) or None}
@@ -117,8 +110,7 @@ BACKENDS: dict[str, BackendRow] = {
               Owned(("draw",), "{key} is how grpokit's decoding loop (the hf backend) draws; {backend} draws its own "
                     "way", "remove generation.{key}, or set generation.backend: hf"),
               Owned(("sampler_dtype",), "a sampler copy in another precision is an option of the hf backend; "
-                    "{backend} samples in its own", "remove generation.sampler_dtype, or set generation.backend: hf")),
-        checks=_hf_checks),
+                    "{backend} samples in its own", "remove generation.sampler_dtype, or set generation.backend: hf"))),
     "continuous": BackendRow(
         "grpokit.generation.core:ContinuousBackend",
         "transformers' continuous batching with paged attention (TRL's use_transformers_continuous_batching: a "

@@ -1,7 +1,8 @@
 """The recipe's `generation:` section: how completions are sampled, in training and in evaluation and preflight.
 
-    generation: {backend: hf}                                   # transformers' generate (default)
-    generation: {backend: hf, cache: static, compile: true}     # a static KV cache, the decode step compiled
+    generation: {backend: hf}                                   # grpokit's decoding loop (default)
+    generation: {backend: hf, compile: true}                    # the loop's token step compiled
+    generation: {backend: hf, cache: static, compile: true}     # transformers' generate, its decode step compiled
     generation: {backend: continuous}                           # transformers' continuous batching
     generation: {backend: vllm, vllm_mode: colocate, gpu_memory_utilization: 0.3}
     generation: {backend: vllm, vllm_mode: server, server_url: http://10.0.0.5:8000}
@@ -35,10 +36,14 @@ class GenerationConfig(Section):
     backend: Literal[tuple(BACKENDS)] = Field(  # type: ignore[valid-type]
         "hf", description="; ".join(f"{name}: {row.help}" for name, row in BACKENDS.items()) + ".")
     cache: Literal["dynamic", "static"] = Field(
-        "dynamic", description="hf backend: the KV cache. dynamic grows with each token; static is allocated once "
-        "for prompt + completion (TRL's cache_implementation), which `compile` needs.")
-    compile: bool = Field(False, description="hf backend with cache: static: torch.compile the decode step "
-                          "(transformers' own compilation; the first calls pay the compile time).")
+        "dynamic", description="hf backend: the KV cache. dynamic grows with each token (grpokit's decoding loop); "
+        "static is allocated once for prompt + completion by transformers' generate (TRL's cache_implementation), "
+        "which then decodes instead of the loop.")
+    compile: bool = Field(False, description="hf backend: torch.compile the token step. With cache: dynamic, "
+                          "grpokit's decoding loop compiles its own step over a static cache of its own, one graph "
+                          "for every prompt length and batch (grpokit.generation.steps; the first call in a process "
+                          "pays the compile; where compiling cannot be, the eager step and one line saying why); "
+                          "with cache: static, transformers' generate compiles its own step.")
     continuous_config: dict[str, Any] = Field(
         default_factory=dict, description="continuous backend: transformers' ContinuousBatchingConfig fields, e.g. "
         "{max_batch_tokens: 4096} (TRL's transformers_continuous_batching_config; TRL sets max_memory_percent "

@@ -190,16 +190,17 @@ class TrainingGeneration:
     sampler's copy when there is one."""
 
     def __init__(self, trainer, sampler: SamplerCopy | None, tree: bool, candidates: int, processors, log,
-                 draw: str = "vocabulary"):
+                 draw: str = "vocabulary", compile: bool = False):
         self.trainer, self.sampler, self.tree = trainer, sampler, tree
         self.candidates, self.processors, self.log = candidates, processors, log
-        self.draw = draw  # the recipe's generation.draw (the decoding loop's)
+        self.draw, self.compile = draw, compile  # the recipe's generation.draw / generation.compile (the loop's)
         self.refused: str | None = None  # the settings the loop could not read, said once
         self._cost: TreeCost | None = None
 
     def __call__(self, generate, *args, **kwargs):
         config = kwargs.get("generation_config")
-        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None, self.draw) \
+        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None, self.draw,
+                                                   self.compile) \
             if self.tree and config is not None and not args else "not called as TRL calls it"
         if isinstance(decoding, str):
             if self.tree and self.refused is None:
@@ -235,9 +236,8 @@ def attach_sampling(trainer, recipe, log) -> TrainingGeneration | None:
     sampler = attach_sampler(trainer, recipe, policy_dtype, log)  # before generate is replaced: the copy is plain
     longest = (recipe.train.max_prompt_length or 0) + recipe.train.max_completion_length
     why = "train.shared_prefix: false" if not recipe.train.shared_prefix else \
-        "generation.compile" if g.compile else "generation.cache: static" if g.cache != "dynamic" else \
-        refusal(trainer.model, longest or None)
-    if g.compile:
+        "generation.cache: static" if g.cache != "dynamic" else refusal(trainer.model, longest or None)
+    if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
         internals.compile_generation(trainer)
     fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
     processors = None
@@ -250,6 +250,6 @@ def attach_sampling(trainer, recipe, log) -> TrainingGeneration | None:
             processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p, candidates=g.top_p_candidates)
             internals.neutral_sampling(trainer)
     generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
-                                    processors, log, g.draw)
+                                    processors, log, g.draw, g.compile)
     internals.generate_through(trainer, generation)
     return generation
