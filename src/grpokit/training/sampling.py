@@ -242,8 +242,11 @@ def attach_sampling(trainer, recipe, log) -> TrainingGeneration | None:
     fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
     processors = None
     if why is None:
+        nucleus = g.draw == "nucleus" and fast_top_p and args.min_p is None  # Decoding.nucleus, for TRL's settings
         log("sampling: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows out of "
-            "the batch, transformers' samples for the seed)")
+            "the batch, " + ("the draw over the nucleus only: the warpers' distribution, its own random stream"
+                             if nucleus else "transformers' samples for the seed")
+            + (", the token step compiled" if g.compile else "") + ")")
     else:
         log(f"sampling: transformers' generate: {why}")
         if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
