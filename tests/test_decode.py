@@ -121,8 +121,8 @@ def test_evaluation_gives_the_same_completions_with_and_without_the_loop(tiny_mo
 
 
 def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
-    # The same seed with the loop and without (train.shared_prefix: false): the same completions at step 1, whose
-    # weights are the same on both sides (what each step trains on afterwards differs only by float rounding).
+    # The same seed with the loop and without (train.shared_prefix: false), the loop drawing as generate draws
+    # (generation.draw: vocabulary): the same completions at step 1, whose weights are the same on both sides (what each step trains on afterwards differs only by float rounding).
     import json
 
     rewards = [{"name": "reward_fns:length_spread", "role": "shaping"}]
@@ -130,8 +130,8 @@ def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
     for shared in (True, False):
         folder = tmp_path / str(shared)
         folder.mkdir()
-        recipe = make_recipe(folder, tiny_model_dir, rewards, shared_prefix=shared, max_steps=1, top_p=0.9,
-                             num_samples_logged=4, temperature=0.8)
+        recipe = make_recipe(folder, tiny_model_dir, rewards, {"generation": {"draw": "vocabulary"}},
+                             shared_prefix=shared, max_steps=1, top_p=0.9, num_samples_logged=4, temperature=0.8)
         assert main(["train", str(recipe), "--output-dir", str(folder / "run"), "--skip-audit"]) == 0
         samples[shared] = [json.loads(line)["completion"] for line in (folder / "run" / "samples.jsonl").open()]
     assert samples[True] == samples[False] and samples[True]

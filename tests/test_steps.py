@@ -86,3 +86,21 @@ def test_compile_off_is_the_eager_step_and_says_nothing(models, tokenizer, capsy
     done = decode(models["llama"], _rows(tokenizer, PROMPTS[:1], 2),
                   Decoding(4, (tokenizer.eos_token_id,), tokenizer.pad_token_id, sample=False))
     assert not done.compiled and "decode step" not in capsys.readouterr().out
+
+
+def test_training_samples_through_the_compiled_step(tmp_path, tiny_model_dir, capsys):
+    # generation.compile: true in a recipe: TRL's generate calls go to the loop, whose token step is compiled
+    # (a new graph for the trained model), and the run says so.
+    from torch._dynamo.utils import counters
+
+    from conftest import CHARS, make_recipe
+    from grpokit.cli import main
+
+    graphs = counters["stats"]["unique_graphs"]
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], {"generation": {"compile": True}}, max_steps=1,
+                         top_p=0.9)
+    assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit"]) == 0
+    out = capsys.readouterr().out
+    assert "the draw over the nucleus only" in out and "the token step compiled" in out
+    assert "the eager decode step" not in out  # no fallback
+    assert counters["stats"]["unique_graphs"] > graphs

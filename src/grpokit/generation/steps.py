@@ -87,7 +87,12 @@ def make_step(model, layers, mask, max_new_tokens: int, compile: bool = False):
         if compile:
             say_once(f"generation: the eager decode step: {why}")
         return EagerStep(model, layers, mask)
-    return CompiledStep(model, layers, mask, max_new_tokens)
+    try:
+        return CompiledStep(model, layers, mask, max_new_tokens)
+    except Exception as e:  # noqa: BLE001  (transformers' attention registry or the model refusing it: not here)
+        why = _failed[type(model)] = _one_line(e)
+        say_once(f"generation: the eager decode step: preparing the compiled one failed ({why})")
+        return EagerStep(model, layers, mask)
 
 
 class EagerStep:
@@ -159,8 +164,7 @@ class CompiledStep:
             logits = self.forward(self.model, self.keyword, self.token, self.position, self.at, self.start,
                                   [k[:, :, :n] for k in self.keys], [v[:, :, :n] for v in self.values])
         except Exception as e:  # noqa: BLE001  (inductor's and dynamo's many error types: any means not here)
-            why = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            _failed[type(self.model)] = why
+            why = _failed[type(self.model)] = _one_line(e)
             say_once(f"generation: the eager decode step: compiling it failed ({why})")
             self.close()
             self.eager = self._as_eager()
@@ -279,6 +283,11 @@ def compiled_forward():
         _register_decode_attention()
         _compiled = torch.compile(_step, dynamic=True)
     return _compiled
+
+
+def _one_line(e: Exception) -> str:
+    """An error as one short line: its type and the first line of its message."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}" if str(e) else type(e).__name__
 
 
 def _dropout_active(model) -> bool:
