@@ -8,7 +8,7 @@ eager over transformers' growing cache, or compiled over a static one (`generati
 
 **Eager** (`EagerStep`, the default): transformers' DynamicCache, which grows by one position a step, with the
 2-D mask grown alongside; finished rows leave it at once (`batch_select_indices`). Every step runs the model's
-forward in Python: 30 layers of small operations, each dispatched on its own.
+forward in Python: every layer's small operations, each dispatched on its own.
 
 **Compiled** (`CompiledStep`): the same forward through `torch.compile` (inductor: each layer's small operations
 fused into a few loops, no per-module Python), over a static KV cache allocated once for the call (prompt +
@@ -16,7 +16,8 @@ max_new_tokens positions): a tensor per layer that the step writes into at a pos
 position is no new graph), read through a 4-D mask built from each row's first prompt position. Its shapes are
 marked dynamic (the batch and the cache length) instead of padded to length buckets: one graph serves every
 prompt length, batch size and completion length of a model (one bucket, in the issue's words), compiled once per
-process and model (`torch._dynamo`'s guards; tests/test_steps.py counts the graphs), its kernels cached on disk
+process and model object (`torch._dynamo`'s guards: another model object, a checkpoint loaded for evaluation,
+is another graph; tests/test_steps.py counts them), its kernels cached on disk
 across runs (inductor's FX graph cache, under the grpokit cache unless TORCHINDUCTOR_CACHE_DIR says otherwise).
 Attention reads the positions written so far, not the whole allocation. Finished rows stay in the batch (their
 tokens are ignored) until at most `COMPACT` of it still decodes, then the batch is compacted, never below
@@ -27,8 +28,8 @@ dynamo or inductor on the first call), the eager step runs, with one line saying
 (`step_choice`, `say_once`). The two steps give the same logits up to float rounding (inductor's fused reductions
 round differently), so greedy decoding gives the same tokens on the tiny test models (tests/test_steps.py) and the
 samples of a seed can differ at a token whose draw falls within that rounding of a boundary. Off by default: the
-first call in a process pays the compile (tens of seconds to minutes on a 2-core CPU) and the gain on the demo was
-not measured on a quiet machine (docs/measurements.md "The roofline of a token step").
+first call for each model object pays the compile, and what it gains on the demo was not measured on a quiet
+machine (docs/measurements.md "The roofline of a token step").
 
 Not covered: models with dropout active in train mode (the compiled step runs the model in eval mode: eager
 then), other cache layouts (sliding windows, linear attention: the loop itself refuses them, tree.refusal),
