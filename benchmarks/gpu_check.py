@@ -15,7 +15,7 @@ Models, random weights (seed 0) built from a config, with DIR's tokenizer (49,15
 For each model, each generation variant trains `--steps` steps (default 3) of `--completions` completions
 (default 64 = 8 prompts x 8) x `--max-tokens` new tokens (default 256) in its own process, through grpokit's
 recipe translation (grpokit.recipe.grpo_args: the recipe's generation: section mapped onto TRL's fields) and
-TRL's GRPOTrainer, bfloat16 on CUDA (float32 on the CPU):
+grpokit's trainer as `grpokit train` builds it (grpokit.training.factory), bfloat16 on CUDA (float32 on the CPU):
   hf               the default: grpokit's decoding loop (each prompt prefilled once, finished rows out of the batch)
                    and the loss over the tree of shared prefixes (train.shared_prefix)
   trl-layout       train.shared_prefix: false: transformers' generate and TRL's padded rows in the loss (the
@@ -141,16 +141,16 @@ def recipe_for(job: dict, model_dir: Path, data: Path):
 
 
 def train_run(job: dict) -> dict:
-    """GRPO steps with TRL's trainer on grpokit's recipe translation: times, generated tokens, peak memory."""
+    """GRPO steps with grpokit's trainer (grpokit.training.factory) on the recipe: times, generated tokens, peak memory."""
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOTrainer
 
     from grpokit import internals
     from grpokit.models import load_model, load_tokenizer
-    from grpokit.recipe import grpo_args
+    from grpokit.run import RunDir
     from grpokit.task import template_of
+    from grpokit.training.factory import grpo_trainer
 
     cuda = job["device"] == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -172,8 +172,6 @@ def train_run(job: dict) -> dict:
     model = load_model(str(model_dir), recipe.model.dtype)
     if cuda:
         model = model.cuda()
-    from grpokit.models import peft_config
-
     gen_times, gen_tokens, step_times = [], [], []
 
     def reward(completions, **_):  # varied: every group has signal, so each step runs its full backward
@@ -188,11 +186,12 @@ def train_run(job: dict) -> dict:
             sync()
             step_times.append(time.perf_counter() - self.t)
 
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(recipe, work / "run"),
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[Steps()],
-                          peft_config=peft_config(recipe.model.lora))
-    if recipe.generation.compile:
-        internals.compile_generation(trainer)
+    # grpokit's trainer as `grpokit train` builds it (its sampling, the loss over the tree, the loss steps): TRL's
+    # bare GRPOTrainer would measure neither grpokit's decoding loop nor the tree the variants name.
+    run = RunDir(work / "run")
+    run.path.mkdir(parents=True, exist_ok=True)  # samples.jsonl is appended at the first logging step
+    trainer = grpo_trainer(recipe, model, tokenizer, dataset, [reward], run=run, callbacks=[Steps()],
+                           log=lambda line: None)
 
     def timed(method):
         def wrapper(*a, **k):

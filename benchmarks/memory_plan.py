@@ -64,8 +64,8 @@ def measure(recipe_path: str, overrides: list[str], out: Path) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.time()
-    summary = train(recipe, run_dir=out)
-    trainer = summary["trainer"]
+    result = train(recipe, run_dir=out)
+    summary, trainer = result.summary, result.trainer
     template = template_of(recipe)
     prompt_tokens = [len(template.encode(trainer.processing_class, p)) for p in trainer.train_dataset["prompt"]]
     peak = torch.cuda.max_memory_allocated() if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

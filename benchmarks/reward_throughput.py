@@ -100,7 +100,7 @@ def sql_inputs(n: int, tmp: Path) -> tuple[list[str], dict]:
 
 
 def code_inputs(n: int) -> tuple[list[str], dict]:
-    from grpokit.data.humaneval import load_problems, to_row
+    from grpokit.families.humaneval import load_problems, to_row
 
     rows = [to_row(p) for p in load_problems()[:n]]
     completions = []

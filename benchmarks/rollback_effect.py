@@ -42,7 +42,7 @@ def run_side(action: str, args, out: Path) -> dict:
                                        *args.overrides])
     run_dir = out / action
     t0 = time.time()
-    summary = train(recipe, run_dir=run_dir)
+    summary = train(recipe, run_dir=run_dir).summary
     train_s = time.time() - t0
     results = evaluate_run(run_dir, max_rows=args.eval_rows)
     run = RunDir(run_dir)

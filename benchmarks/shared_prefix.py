@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
-    from grpokit import logps_internals, models
+    from grpokit import internals, models
 
     path = args.model_dir or str(models.default_model_dir())
     tokenizer = models.load_tokenizer(path)
@@ -137,7 +137,6 @@ def main(argv=None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
     add_fused_lm_head(model)
-    logps_internals.score_labelled_positions_only()  # as training does (grpokit.trl_compat)
     if args.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
@@ -167,7 +166,8 @@ def main(argv=None) -> int:
         if name == "cached" and args.checkpointing:
             print(json.dumps({"layout": name, "skipped": "no KV cache under gradient checkpointing"}), flush=True)
             continue
-        logps, grads, positions, fwd, bwd = timed(model, runs[name], args.repeats)
+        with internals.labelled_positions_only():  # as a GrpokitTrainer's log-prob calls are
+            logps, grads, positions, fwd, bwd = timed(model, runs[name], args.repeats)
         row = {"layout": name, "positions": positions, "forward_s": round(fwd, 3), "backward_s": round(bwd, 3)}
         if reference is None:
             reference = (logps, grads, fwd + bwd)

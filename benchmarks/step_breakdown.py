@@ -6,8 +6,8 @@
 Trains N steps of the recipe with grpokit's own training code (`grpokit.training.train`,
 run directory in a temporary folder, deleted afterwards) and times each phase of
 every step. TRL's `profiling_context` only reports to wandb/mlflow/trackio, so the
-phases are timed by wrapping methods of the trainer *instance* (this script only;
-grpokit itself is unchanged; TRL's private method names come from grpokit.internals):
+phases are timed by wrapping methods of grpokit's trainer class and accelerate's Accelerator for this
+process (this script only; grpokit itself is unchanged; TRL's private method names come from grpokit.internals):
 
   generation      GRPOTrainer._generate_single_turn (prefill + sampling, KV cache)
   rewards         GRPOTrainer._calculate_rewards (every reward function)
@@ -55,15 +55,19 @@ class Recorder:
         self.cur[key] += value
 
 
-def instrument(trainer, rec: Recorder) -> None:
+def instrument(rec: Recorder):
+    """Time each phase: grpokit's trainer class and accelerate's backward wrapped for this process (the wrappers
+    get `self` first); returns the callback that closes each step."""
+    from accelerate import Accelerator
     from transformers import TrainerCallback
 
     from grpokit import internals
+    from grpokit.training.trainer import GrpokitTrainer
 
     def timed(name, fn, phase_of=None, after=None):
-        def wrapper(*args, **kwargs):
+        def wrapper(owner, *args, **kwargs):
             t = time.perf_counter()
-            result = fn(*args, **kwargs)
+            result = fn(owner, *args, **kwargs)
             phase = phase_of(args, kwargs) if phase_of else name
             rec.add(phase, time.perf_counter() - t)
             if after:
@@ -93,10 +97,11 @@ def instrument(trainer, rec: Recorder) -> None:
         rec.add(key, input_ids.numel())
 
     # TRL's private methods are named in grpokit.internals only (checked against the installed TRL there).
-    internals.wrap_method(trainer, "generation", lambda fn: timed("generation", fn, after=gen_tokens))
-    internals.wrap_method(trainer, "rewards", lambda fn: timed("rewards", fn))
-    internals.wrap_method(trainer, "logps", lambda fn: timed("logps", fn, phase_of=logp_phase, after=logp_tokens))
-    trainer.accelerator.backward = timed("backward", trainer.accelerator.backward)
+    internals.wrap_method(GrpokitTrainer, "generation", lambda fn: timed("generation", fn, after=gen_tokens))
+    internals.wrap_method(GrpokitTrainer, "rewards", lambda fn: timed("rewards", fn))
+    internals.wrap_method(GrpokitTrainer, "logps", lambda fn: timed("logps", fn, phase_of=logp_phase,
+                                                                    after=logp_tokens))
+    Accelerator.backward = timed("backward", Accelerator.backward)
 
     class StepClock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -113,7 +118,7 @@ def instrument(trainer, rec: Recorder) -> None:
             rec.cur["total"] = time.perf_counter() - rec.t_step
             rec.steps.append(dict(rec.cur))
 
-    trainer.add_callback(StepClock())
+    return StepClock()
 
 
 def main() -> None:
@@ -124,7 +129,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from grpokit.recipe import load_recipe
-    from grpokit.training import grpo as gt
+    from grpokit.training import train
 
     recipe = load_recipe(args.recipe, args.overrides + [f"train.max_steps={args.steps}",
                                                         "train.save_steps=100000", "preflight.prompts=0"])
@@ -135,23 +140,10 @@ def main() -> None:
     peak_gflops = max(peak.values())
 
     rec = Recorder()
-    base_factory = gt._trainer_class
-    holder = {}
-
-    def factory():
-        cls = base_factory()
-
-        class Timed(cls):
-            def __init__(self, *a, **kw):
-                super().__init__(*a, **kw)
-                instrument(self, rec)
-                holder["trainer"] = self
-        return Timed
-
-    gt._trainer_class = factory  # benchmark-only: grpokit's train() builds its trainer through this
+    clock = instrument(rec)
     with tempfile.TemporaryDirectory(prefix="grpokit-bench-") as tmp:
-        summary = gt.train(recipe, run_dir=Path(tmp) / "run")
-    model = holder["trainer"].model
+        result = train(recipe, run_dir=Path(tmp) / "run", callbacks=[clock])
+    summary, model = result.summary, result.model
     n_params = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

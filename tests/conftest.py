@@ -152,6 +152,38 @@ def trl_batch(advantages: list[float], pad: int = 0) -> dict:
             "num_items_in_batch": completion_mask.sum()}
 
 
+def _no_reward(completions, **_):
+    return [0.0] * len(completions)
+
+
+def grpo_trainer(model_dir: Path, tokenizer, output_dir: Path, parts=None, *, prompts: list[str] | None = None,
+                 reward=None, peft_config=None, torch_seed: int | None = None, attn_implementation: str | None = None,
+                 **config):
+    """grpokit's trainer (grpokit.training.trainer.GrpokitTrainer) from `parts` on a tiny model (float32), with TRL's
+    config given here (`config`), in training mode with one micro-batch per optimizer step (what Trainer.train()
+    sets): how tests reach a real trainer's loss, log-probs and generation. `torch_seed`: torch's seed before the
+    model is wrapped, so two trainers get the same LoRA adapter."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig
+
+    from grpokit.training.trainer import GrpokitTrainer, Parts
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 **({"attn_implementation": attn_implementation} if attn_implementation
+                                                    else {}))
+    args = GRPOConfig(output_dir=str(output_dir), report_to="none", use_cpu=True, **config)
+    dataset = Dataset.from_list([{"prompt": p} for p in prompts or ["1 + 1 ="] * args.per_device_train_batch_size])
+    if torch_seed is not None:
+        torch.manual_seed(torch_seed)
+    trainer = GrpokitTrainer(parts or Parts(), model=model, reward_funcs=[reward or _no_reward], args=args,
+                             train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each optimizer step
+    return trainer
+
+
 def addition_recipe(folder: Path, model_dir: Path, rows: int = 4, rewards: list | None = None, data: dict | None = None,
                     train: dict | None = None, name: str = "r.yaml") -> Path:
     """A recipe file training `model_dir` (a tiny model) on `rows` additions `{i} + 1 = ?` with the plain_en

@@ -99,7 +99,7 @@ CASES = [
     ("trl vllm settings belong to generation:", {"trl": {"use_vllm": True}}, ["trl.use_vllm", "generation: section"]),
     ("trl init kwargs belong to the model", {"trl": {"model_init_kwargs": {}}}, ["trl.model_init_kwargs", "model.init_kwargs"]),
     ("trl wrong type", {"trl": {"mask_truncated_completions": "yes"}}, ["trl.mask_truncated_completions", "boolean"]),
-    ("trl out of range", {"trl": {"top_entropy_quantile": 7}}, ["trl.top_entropy_quantile", "between 0 and 1"]),
+    ("trl out of range", {"trl": {"top_entropy_quantile": 7}}, ["trl.top_entropy_quantile", ">= 0 and <= 1"]),
     ("trl zero iterations", {"trl": {"num_iterations": 0}}, ["trl.num_iterations", ">= 1"]),
     ("trl inf", {"trl": {"epsilon_high": float("inf")}}, ["trl.epsilon_high", "not a finite number"]),
     ("GRPOConfig refuses the combination", {"trl": {"generation_batch_size": 12}},

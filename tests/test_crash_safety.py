@@ -178,7 +178,7 @@ def _step_two_diverges(monkeypatch):
 
 FAILURE_CASES = [  # (simulate, error class in run.json, words on the terminal, last complete checkpoint)
     (_save_hits_full_disk, "OSError", ["no space left on device at", "GB", "--output-dir", "checkpoint-1"], 1),
-    (_space_runs_out, "OSError", ["no space left on device at", "--overwrite", "only 0.0 GB free"], None),
+    (_space_runs_out, "OSError", ["no space left on device at", "--resume", "only 0.0 GB free"], None),
     (_step_two_diverges, "RuntimeError", ["probability tensor", "learning_rate", "--resume"], 1),
 ]
 

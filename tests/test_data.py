@@ -114,6 +114,26 @@ def test_generator_is_deterministic_distinct_and_correct(tmp_path):
     assert not qs(out) & qs(other)
 
 
+def test_every_generator_refuses_more_rows_than_it_can_make_at_once(tmp_path, capsys):
+    # `--rows` within the documented 1 to 1,000,000 but above what a generator makes: one line, no traceback, no
+    # minutes spent drawing (json spun for minutes at 5,000; arithmetic and calculator raised a ValueError).
+    from grpokit.families import generators
+
+    for name, g in generators().items():
+        if g.most is None:
+            continue
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["data", "generate", name, str(out), "--rows", str(g.most + 1)]) == 2, name
+        err = capsys.readouterr().err
+        assert f"makes at most {g.most:,} distinct rows" in err and "Traceback" not in err and not out.exists(), err
+    assert main(["data", "generate", "json", str(tmp_path / "j.jsonl"), "--rows", str(generators()["json"].most)]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert len({r["question"] for r in rows}) == generators()["json"].most  # the bound is what exists
+    assert main(["data", "generate", "json", str(tmp_path / "k.jsonl"), "--rows", "10", "--exclude",
+                 str(tmp_path / "j.jsonl")]) == 2
+    assert "could not draw 10 distinct rows besides the 2,160 excluded" in capsys.readouterr().err
+
+
 def test_perturbed_row_keeps_the_answer_correct():
     import random
 

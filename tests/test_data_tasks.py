@@ -65,7 +65,7 @@ def test_builtin_paths_work_in_every_data_command(tmp_path, capsys, argv, code, 
 
 
 def _humaneval(n: int, drop_references: bool = True) -> list[dict]:
-    from grpokit.data.humaneval import humaneval_path
+    from grpokit.families.humaneval import humaneval_path
 
     with gzip.open(humaneval_path(), "rt", encoding="utf-8") as fh:
         problems = [json.loads(line) for _, line in zip(range(n), fh)]

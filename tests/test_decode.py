@@ -50,6 +50,9 @@ CASES = [  # (what, Decoding fields, transformers' generate keywords)
     ("greedy", dict(sample=False), dict(do_sample=False, temperature=None, top_p=None, top_k=None)),
     ("min_new_tokens and a repetition penalty", dict(temperature=0.9, min_new_tokens=12, repetition_penalty=1.3),
      dict(do_sample=True, temperature=0.9, top_k=0, top_p=1.0, min_new_tokens=12, repetition_penalty=1.3)),
+    # each of TRL's other sampling settings alone (issue 51): transformers' warper for it, nothing else
+    ("min_p alone", dict(min_p=0.1), dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, min_p=0.1)),
+    ("top_k alone", dict(top_k=5), dict(do_sample=True, temperature=1.0, top_k=5, top_p=1.0)),
 ]
 
 
@@ -137,10 +140,31 @@ def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
     assert samples[True] == samples[False] and samples[True]
 
 
+def test_an_int_penalty_is_applied_on_both_paths_and_the_loop_says_so(tmp_path, tiny_model_dir, capsys):
+    # trl.repetition_penalty: 3 (an int): transformers' generate refused it at step 0 (RepetitionPenaltyLogitsProcessor
+    # takes a float only) while the loop applied it; read as 3.0, both paths sample the same, and the loop names it.
+    import json
+
+    rewards = [{"name": "reward_fns:length_spread", "role": "shaping"}]
+    samples = {}
+    for shared in (True, False):
+        folder = tmp_path / str(shared)
+        folder.mkdir()
+        recipe = make_recipe(folder, tiny_model_dir, rewards, {"trl": {"repetition_penalty": 3}},
+                             shared_prefix=shared, max_steps=1, num_samples_logged=4)
+        assert main(["train", str(recipe), "--output-dir", str(folder / "run"), "--skip-audit"]) == 0
+        samples[shared] = [json.loads(line)["completion"] for line in (folder / "run" / "samples.jsonl").open()]
+        said = capsys.readouterr().out
+        assert ("grpokit's decoding loop applies: repetition penalty 3, temperature 1, sampled" in said) == shared
+    assert samples[True] == samples[False] and samples[True]
+    assert Decoding(8, (2,), 2, sample=False, repetition_penalty=1.2).applied() == "repetition penalty 1.2, greedy"
+
+
 @pytest.mark.parametrize("samples", [1, 2])
 def test_tool_evaluation_plays_the_same_episodes_through_the_loop(tiny_tool_model_dir, tmp_path, samples):
     # grpokit eval on a tool recipe plays episodes through TRL's evaluate(); its generate calls (one per turn,
-    # each re-prefilling the episode so far) go to the decoding loop: the same episodes as through generate.
+    # each re-prefilling the episode so far) go to the decoding loop, drawing as generate draws
+    # (generation.draw: vocabulary): the same episodes as through generate.
     import json
 
     from conftest import REPO
@@ -151,6 +175,7 @@ def test_tool_evaluation_plays_the_same_episodes_through_the_loop(tiny_tool_mode
     for shared in (True, False):
         raw = yaml.safe_load((REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text())
         raw["train"].update(max_completion_length=24, shared_prefix=shared)
+        raw.setdefault("generation", {})["draw"] = "vocabulary"
         recipe, out = tmp_path / f"calc-{shared}.yaml", tmp_path / str(shared)
         recipe.write_text(yaml.safe_dump(raw))
         assert main(["eval", str(tiny_tool_model_dir), "--recipe", str(recipe), "--max-rows", "2",

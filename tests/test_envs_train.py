@@ -19,7 +19,7 @@ def test_env_recipe_trains_one_step_through_trls_environment_factory(recipe, rew
         f"model.name={tiny_model_dir}", "model.gradient_checkpointing=false", "train.max_steps=1",
         "train.num_generations=2", "train.per_device_train_batch_size=2", "train.max_completion_length=16",
         "train.save_steps=100", f"output_dir={tmp_path / 'run'}"])
-    summary = train(r)
+    summary = train(r).summary
     assert summary["status"] == "completed", summary
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     step = metrics[0]

@@ -236,12 +236,45 @@ def test_eval_a_model_without_a_run(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("argv, message", [
     (["--checkpoints", "7"], "no complete checkpoint"),
     (["--template", "chat"], "apply to a model"),
-    (["--samples", "-1"], "must be at least 0"),
+    (["--samples", "-1"], "must be 0 to 1,024"),
+    (["--samples", "100000"], "must be 0 to 1,024"),  # accepted before, then sampling for days
+    (["--samples", "99999999999"], "must be 0 to 1,024"),
     (["--max-rows", "0"], "must be at least 1"),
+    (["--max-new-tokens", "99999999999"], "must be 1 to 1,048,576"),
 ])
 def test_eval_bad_flags_for_a_run(tiny_run, capsys, argv, message):
     assert main(["eval", str(tiny_run), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_sigterm_ends_an_evaluation_at_once(tiny_run, tmp_path):
+    # SIGTERM keeps its default action in eval (no Python handler that a long C call would hold back): the process
+    # ends while it samples, leaving results.json as it was (no half-written file: grpokit.run.writer).
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import grpokit
+    from conftest import DEADLINE_SLACK_S
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    proc = subprocess.Popen([sys.executable, "-m", "grpokit", "eval", str(run), "--samples", "1024",
+                             "--max-new-tokens", "8"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(  # the run's reward_fns: tests/
+                                [str(Path(grpokit.__file__).parents[1]), str(Path(__file__).parent)])})
+    for line in proc.stdout:  # the evaluation samples
+        if "decoding loop applies: temperature" in line:
+            break
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=DEADLINE_SLACK_S) == -signal.SIGTERM
+    assert time.monotonic() - sent < DEADLINE_SLACK_S
+    assert not any(p.name.endswith(".tmp") for p in (run / "eval").glob(".*")) if (run / "eval").is_dir() else True
 
 
 def test_eval_model_needs_data(tiny_model_dir, capsys):

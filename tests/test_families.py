@@ -53,7 +53,7 @@ def test_generate_and_demo_offer_every_familys_generators_and_demos(capsys):
             main(argv)
         offered = capsys.readouterr().err.split("choose from", 1)[1]
         assert [name.strip(" '\n)") for name in offered.split(",")] == list(names)
-    assert set(generators()) == {"arithmetic", "json", "calculator"} and "arithmetic" in demos()
+    assert set(generators()) == {"arithmetic", "countdown", "json", "calculator"} and "arithmetic" in demos()
 
 
 def test_a_recipes_family_checks_its_rows_in_recipe_check(tmp_path, capsys):
@@ -64,3 +64,55 @@ def test_a_recipes_family_checks_its_rows_in_recipe_check(tmp_path, capsys):
                                                      "rewards": [{"name": "code_tests"}]}))
     assert main(["recipe", "check", str(tmp_path / "r.yaml")]) == 2
     assert "rows.jsonl:2: no tests: a code task's row needs" in capsys.readouterr().err
+
+
+def test_no_module_outside_the_package_imports_a_familys_module():
+    # docs/extending.md's "nothing else names the new entry": a stage asks the table (a family's row, the family of
+    # a recipe, the family whose answers are episodes), never a family's module by name.
+    import ast
+    from pathlib import Path
+
+    import grpokit.families
+
+    package = Path(grpokit.families.__file__).parent
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "base"}
+    named = []
+    for path in sorted(package.parent.rglob("*.py")):
+        if package in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "grpokit.families":
+                named += [f"{path.name}: {a.name}" for a in node.names if a.name in modules]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                named += [f"{path.name}: {n}" for n in names if n and n.split(".")[:2] == ["grpokit", "families"]
+                          and len(n.split(".")) > 2 and n.split(".")[2] in modules]
+    assert not named, f"modules outside grpokit.families naming a family's module: {named}"
+
+
+@pytest.mark.parametrize("row,first_problem", [
+    # A family's own columns are checked whatever the task (no --task here): a code row's tests, a JSON row's
+    # schema, a tool row's tool columns; each problem is the family's own.
+    ({"question": "Write add.", "tests": ["assert add(1,"]}, "tests 0: does not parse as Python"),
+    ({"question": "Name?", "answer": "x", "schema": {"$ref": "http://example.com/s.json"}}, "schema: "),
+    ({"question": "1 + 1?", "answer": "2", "env": "calculator", "tools": "not a list"}, "tools"),
+])
+def test_every_row_gets_the_checks_of_the_family_columns_it_carries(tmp_path, capsys, row, first_problem):
+    path = write_jsonl(tmp_path / "rows.jsonl", [row])
+    assert main(["data", "check", str(path)]) == 1
+    assert f"{path}:1 {first_problem}" in capsys.readouterr().out
+
+
+def test_the_stages_ask_the_table_for_the_family_they_need():
+    from grpokit.families import AnswerForm, AnswerLines, episodes_family, importers, variant_by_name
+    from grpokit.families.math import generate
+
+    # the audit: each family's form, answer lines for math; tool episodes' scripted hacks are the episodes family's
+    assert isinstance(FAMILIES["math"].audit, AnswerLines) and isinstance(FAMILIES["code"].audit, AnswerForm)
+    family = episodes_family()
+    assert family is FAMILIES["tools"] and family.hacks is not None and family.columns
+    # data perturb / rewrite: the variant of that name that applies to the rows
+    rows = generate(4, seed=3)
+    assert variant_by_name(rows, "perturbed") is FAMILIES["math"].variants[0]
+    assert variant_by_name([{"question": "q", "answer": "1"}], "perturbed") is None
+    assert list(importers()) == ["humaneval"]

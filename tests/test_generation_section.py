@@ -272,9 +272,9 @@ def test_training_with_each_generation_backend_of_this_machine(tmp_path, tiny_mo
         raw["selection"] = {"enabled": False}
         path = tmp_path / f"r{i}.yaml"
         path.write_text(yaml.safe_dump(raw))
-        summary = train(load(path), run_dir=tmp_path / f"run{i}")
-        assert summary["status"] == "completed" and summary["step"] == 1
-        trainer = summary["trainer"]
+        result = train(load(path), run_dir=tmp_path / f"run{i}")
+        assert result.summary["status"] == "completed" and result.summary["step"] == 1
+        trainer = result.trainer
         assert trainer.use_transformers_continuous_batching == (generation["backend"] == "continuous")
         if generation["backend"] == "hf":
             assert trainer.generation_config.cache_implementation == "static"

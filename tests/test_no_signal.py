@@ -1,40 +1,30 @@
-"""Skipping zero-advantage completions leaves TRL's loss and gradient unchanged (tiny real model, real trainer)."""
+"""Skipping zero-advantage completions leaves TRL's loss and gradient unchanged (tiny real model, real trainer):
+a trainer with the SkipNoSignal loss step against the same trainer without it, on the same weights."""
 from __future__ import annotations
 
 import pytest
 import torch
-from datasets import Dataset
-from transformers import AutoModelForCausalLM
-from trl import GRPOConfig
 
-from conftest import trl_batch
+from conftest import grpo_trainer, trl_batch
 
 from grpokit.internals import metric_values, wrap_method
-from grpokit.training.grpo import _trainer_class
-from grpokit.training.no_signal import applies, keep_rows, signal_rows
+from grpokit.training.no_signal import SkipNoSignal, applies, keep_rows, signal_rows
+from grpokit.training.trainer import Parts
 
 PAD = 0
 
 
-def _trainer(model_dir, tokenizer, tmp_path, **cfg):
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=6,
-                      max_completion_length=8, report_to="none", use_cpu=True, **cfg)
-    data = Dataset.from_list([{"prompt": "1 + 1 ="}] * 6)
-    trainer = _trainer_class()(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
-                               args=args, train_dataset=data, processing_class=tokenizer)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each optimizer step
-    return trainer
+def _trainer(model_dir, tokenizer, tmp_path, skip: bool, **cfg):
+    return grpo_trainer(model_dir, tokenizer, tmp_path, Parts(loss_steps=(SkipNoSignal(),) if skip else ()),
+                        num_generations=2, per_device_train_batch_size=6, max_completion_length=8, **cfg)
 
 
 def _inputs(advantages: list[float]) -> dict:
     return trl_batch(advantages, PAD)
 
 
-def _loss_and_grads(trainer, inputs, skip: bool):
+def _loss_and_grads(trainer, inputs):
     trainer.model.zero_grad(set_to_none=True)
-    trainer.skip_no_signal = skip
     loss = trainer.compute_loss(trainer.model, inputs)  # the Trainer entry point; TRL's _compute_loss behind it
     loss.backward()
     return loss.detach(), [p.grad.clone() if p.grad is not None else None for p in trainer.model.parameters()]
@@ -46,10 +36,11 @@ def _loss_and_grads(trainer, inputs, skip: bool):
     [0.5, -0.5, 1.0, -1.0, 0.3, -0.3],  # every row: the filter changes nothing
 ])
 def test_loss_and_gradient_equal_trls(tmp_path, tiny_model_dir, tokenizer, advantages):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, True, beta=0.0, loss_type="dapo")
     inputs = _inputs(advantages)
-    ref_loss, ref_grads = _loss_and_grads(trainer, inputs, skip=False)
-    loss, grads = _loss_and_grads(trainer, inputs, skip=True)
+    ref_loss, ref_grads = _loss_and_grads(_trainer(tiny_model_dir, tokenizer, tmp_path, False, beta=0.0,
+                                                   loss_type="dapo"), inputs)
+    loss, grads = _loss_and_grads(trainer, inputs)
     assert torch.allclose(loss, ref_loss, rtol=1e-5, atol=1e-7)
     compared = 0
     for g, r in zip(grads, ref_grads):
@@ -63,10 +54,10 @@ def test_loss_and_gradient_equal_trls(tmp_path, tiny_model_dir, tokenizer, advan
 
 
 def test_a_micro_batch_without_signal_costs_no_pass_and_gives_zero_gradients(tmp_path, tiny_model_dir, tokenizer):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, True, beta=0.0, loss_type="dapo")
     calls = []
     wrap_method(trainer, "logps", lambda fn: lambda *a, **k: calls.append(1))  # would be the forward pass
-    loss, grads = _loss_and_grads(trainer, _inputs([0.0] * 6), skip=True)
+    loss, grads = _loss_and_grads(trainer, _inputs([0.0] * 6))
     assert calls == [] and float(loss) == 0.0
     assert all(g is not None and not g.any() for g in grads)  # zero, as TRL's own pass would have given
     assert metric_values(trainer, "grpokit/trained_frac") == [0.0]
@@ -81,11 +72,15 @@ def test_applies_only_where_exact(loss_type, beta, expected):
     assert applies(loss_type, beta) is expected
 
 
-def test_stands_aside_where_not_exact(tmp_path, tiny_model_dir, tokenizer):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="grpo")
+@pytest.mark.parametrize("cfg", [
+    {"loss_type": "grpo"},  # its normaliser counts the micro-batch's rows
+    {"loss_type": "dapo", "top_entropy_quantile": 0.5},  # the entropy threshold is a quantile over the micro-batch
+])
+def test_stands_aside_where_not_exact(tmp_path, tiny_model_dir, tokenizer, cfg):
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, True, beta=0.0, **cfg)
     inputs = _inputs([0.0, 1.2, 0.0, -0.7, 0.0, 0.4])
-    ref_loss, _ = _loss_and_grads(trainer, inputs, skip=False)
-    loss, _ = _loss_and_grads(trainer, inputs, skip=True)
+    ref_loss, _ = _loss_and_grads(_trainer(tiny_model_dir, tokenizer, tmp_path, False, beta=0.0, **cfg), inputs)
+    loss, _ = _loss_and_grads(trainer, inputs)
     assert float(loss) == float(ref_loss)
     assert metric_values(trainer, "grpokit/trained_frac") == []
 
@@ -101,7 +96,7 @@ def test_keep_rows_trims_padding_columns():
 
 
 def test_stands_aside_with_several_processes(tmp_path, tiny_model_dir, tokenizer, monkeypatch):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, beta=0.0, loss_type="dapo")
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, True, beta=0.0, loss_type="dapo")
     monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
-    _loss_and_grads(trainer, _inputs([0.0] * 6), skip=True)  # DDP ranks must all run the pass
+    _loss_and_grads(trainer, _inputs([0.0] * 6))  # DDP ranks must all run the pass
     assert metric_values(trainer, "grpokit/trained_frac") == []

@@ -60,7 +60,7 @@ def test_an_interrupted_run_says_its_step_everywhere_and_resume_adds_up_its_time
     from grpokit.training import train
 
     run = tmp_path / "run"
-    summary = train(load_recipe(_recipe(tmp_path, tiny_model_dir)), run_dir=run, callbacks=[SignalAt(1)])
+    summary = train(load_recipe(_recipe(tmp_path, tiny_model_dir)), run_dir=run, callbacks=[SignalAt(1)]).summary
     assert (summary["status"], summary["step"]) == ("interrupted", 2)
     first = json.loads((run / "run.json").read_text())
     assert first["seconds"] == first["seconds_this_session"] > 0

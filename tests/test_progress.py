@@ -202,5 +202,5 @@ def test_train_refuses_a_taken_run_folder_before_the_audit(tmp_path, monkeypatch
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text("{}\n")
     assert main(["train", str(REPO / "recipes" / "smollm2-arithmetic.yaml"), "--output-dir", str(tmp_path / "run")]) == 2
-    assert "run directory already exists and is not empty" in capsys.readouterr().err
+    assert "is not empty and not a grpokit run directory" in capsys.readouterr().err  # no --overwrite offered
     assert audited == []  # refused before the audit's seconds to minutes

@@ -40,6 +40,9 @@ SAME_REFUSAL = [  # (--set values, words of the refusal)
     (["train.seed=-1"], "train.seed"),
     (["model.lora.target_modules=[q_projj, v_proj]"], "'q_projj' names no module of"),
     (["train.max_prompt_length=3"], "fewer than one generation round takes"),
+    # transformers refuses a penalty of 0 at step 0 (and an int, which grpokit reads as a float: tests/test_decode.py)
+    (["trl.repetition_penalty=0"], "repetition_penalty must be > 0 (got 0; transformers refuses it)"),
+    (["trl.generation_kwargs={top_k: 2.5}"], "top_k must be a whole number"),
 ]
 
 
@@ -109,6 +112,23 @@ def stubborn(completions, **kw):
             time.sleep(10)
         except BaseException:
             pass
+
+def writes_fd1(completions, **kw):
+    os.write(1, b'{"reward": 99}\\n')
+    return [0.5] * len(completions)
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no message")
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+def unprintable(completions, **kw):
+    raise Unprintable()
+
+def exits_unprintably(completions, **kw):
+    sys.exit(Unprintable())
 '''
 
 
@@ -128,6 +148,29 @@ def test_a_rewards_chdir_is_undone_and_its_prints_stay_off_stdout(tmp_path):
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0 and [r["reward"] for r in rows] == [0.5, 0.5], done.stdout  # no injected row
     assert '{"reward": 99}' in done.stderr
+
+
+def test_a_write_to_file_descriptor_1_stays_off_stdout(tmp_path):
+    done = _score(tmp_path, "writes_fd1")
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and [r["reward"] for r in rows] == [0.5, 0.5], done.stdout  # os.write(1) is not a row
+    assert done.stderr.count('{"reward": 99}') == 2
+
+
+@pytest.mark.parametrize("fn,words", [("unprintable", "Unprintable: <a Unprintable whose str() fails>"),
+                                      ("exits_unprintably", "called sys.exit(<a Unprintable whose repr() fails>)")])
+def test_an_exception_whose_message_raises_is_still_said(tmp_path, fn, words):
+    done = _score(tmp_path, fn)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert all(words in json.loads(line)["error"] for line in done.stdout.splitlines()), done.stdout
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"model": {"name": "default"}, "data": {"train": "rows.jsonl"},
+                                                    "rewards": [{"path": "mine.py", "function": fn}]}))
+    write_jsonl(tmp_path / "rows.jsonl", [{"question": "1 + 1 = ?", "answer": "2"}] * 2)
+    env = {**os.environ, "PYTHONPATH": str(Path(grpokit.__file__).parents[1])}
+    check = subprocess.run([sys.executable, "-m", "grpokit", "recipe", "check", "r.yaml"], cwd=tmp_path,
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert check.returncode == 2 and words.split(" <")[0] in check.stderr and "Traceback" not in check.stderr, \
+        check.stderr
 
 
 def test_a_chdir_in_a_reward_does_not_move_the_folder_training_clears(tmp_path, monkeypatch):
@@ -186,6 +229,21 @@ def test_a_best_json_without_a_step_is_passed_over_with_a_fix_that_works(tmp_pat
     assert "no best checkpoint recorded yet" in str(e.value) and "grpokit eval" in str(e.value)
     assert "ignored" in capsys.readouterr().err
     assert RunDir(run).resolve_checkpoint("auto").name == "checkpoint-2"  # auto: the last one, not a traceback
+
+
+@pytest.mark.parametrize("text", ['{"accuracy": 1.0, "step": "two"}', "[2]", '{"step": 2', "\x00\xff"])
+def test_init_from_a_run_with_a_damaged_best_json_says_it_takes_the_last(tmp_path, tiny_model_dir, capsys, text):
+    from grpokit.training.lineage import resolve_init_from
+
+    run = _fake_run(tmp_path, tiny_model_dir)
+    (run / "config.yaml").write_text("{}")  # a run directory (only the checkpoints are read here)
+    (run / "eval").mkdir()
+    (run / "eval" / "best.json").write_text(text, encoding="latin-1")
+    path, lineage = resolve_init_from(str(run))
+    assert Path(path).name == "checkpoint-2" and lineage["chosen"] == "last"
+    err = capsys.readouterr().err
+    assert err.count("no best checkpoint is recorded (auto takes the last one)") == 1, err  # said, once
+    assert f"grpokit eval {run}" in err
 
 
 @pytest.mark.parametrize("damage,words", [

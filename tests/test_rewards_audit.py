@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from grpokit.audit.rewards import audit_rewards
-from grpokit.audit.tricks import TRICKS
+from grpokit.families.answer_lines import TRICKS
 from grpokit.rewards.registry import RewardFunction
 from grpokit.rewards.registry import build_reward as _build_builtin
 
@@ -186,7 +186,7 @@ def test_rewards_audit_and_train_print_the_same_findings(tmp_path, monkeypatch, 
     from conftest import write_jsonl
 
     from grpokit.cli import main
-    from grpokit.cli.train import _audit_warnings
+    from grpokit.cli.train import print_audit_warnings
     from grpokit.recipe import load_recipe
 
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -202,7 +202,7 @@ def test_rewards_audit_and_train_print_the_same_findings(tmp_path, monkeypatch, 
     assert main(["rewards", "audit", str(path)]) == 1  # the errors are findings: non-zero exit
     audit = capsys.readouterr().out
     assert "reward 'flaky' raised on 14 of" in audit and "audit_own.py\", line 2, in" in audit
-    _audit_warnings(load_recipe(path))
+    print_audit_warnings(load_recipe(path))
     train = capsys.readouterr().out
     assert "reward audit: reward 'flaky' raised on 14 of" in train
     assert "{'yes': 1.0}['no' if ' or ' in c else 'yes']" in train  # the traceback's code line, not eaten as markup

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from grpokit.audit.tricks import TRICKS, prepare_row
+from grpokit.families.answer_lines import TRICKS, prepare_row
 from grpokit.rewards.math import answers_match, check_math, extract_final_answer, parse_gold, score_math
 from grpokit.rewards.parsing import DEFAULT_MARKERS
 from grpokit.rewards.registry import build_reward
@@ -175,6 +175,28 @@ CASES = [
     (R + "Final answer: 100, i.e. 1e2", "100", 1.0, "correct"),
     (R + "Final answer: 12 (XII)", "12", 1.0, "correct"),  # a Roman numeral restating the value
     (R + "Final answer: 12 (or XIII)", "12", 0.0, "hedge"),  # ... or offering another: not paid
+    # --- issue 53: a unit's power written with a caret, compound units converted, Roman numerals in Unicode and
+    # one-letter ones in a calculation
+    (R + "Final answer: 9.8 m/s^2", "9.8", 1.0, "correct"),  # as "9.8 m/s²" is
+    (R + "Final answer: 10 m^2", "10", 1.0, "correct"),
+    (R + "Final answer: 5 cm^3", "5", 1.0, "correct"),
+    (R + "Final answer: 2 s^-1", "2", 1.0, "correct"),
+    (R + "Final answer: 9.8 m s^{-2}", "9.8", 1.0, "correct"),
+    (R + "Final answer: 3x^2", "3x^2", 1.0, "correct"),  # a variable glued to its number: an expression still
+    (R + "Final answer: 9.8 m/s^2, though 10 m/s^2", "9.8", 0.0, "hedge"),
+    (R + "Final answer: 36 km/h = 10 m/s", "36", 1.0, "correct"),  # km per hour is 1000/3600 m per second
+    (R + "Final answer: 20 m/s, i.e. 72 km/h", "20", 1.0, "correct"),
+    (R + "Final answer: 10 m/s (36 km/h)", "10", 1.0, "correct"),
+    (R + "Final answer: 20 m/s (73 km/h)", "20", 0.0, "hedge"),  # a conversion that is not one
+    (R + "Final answer: 36 km/h, though 11 m/s", "36", 0.0, "hedge"),
+    (R + "Final answer: 45° (π/4 rad)", "45", 1.0, "correct"),  # radians with π: half turns
+    (R + "Final answer: 90 degrees (\\pi/2 radians)", "90", 1.0, "correct"),
+    (R + "Final answer: 45° (π/3 rad)", "45", 0.0, "hedge"),
+    (R + "Final answer: 12, or Ⅻ+Ⅰ", "12", 0.0, "hedge"),  # Unicode's Roman numerals are numbers: 13
+    (R + "Final answer: 12, or XII + I", "12", 0.0, "hedge"),  # a one-letter numeral in a calculation too
+    (R + "Final answer: 12, or Ⅻ", "12", 1.0, "correct"),  # the value restated
+    (R + "Final answer: Ⅻ", "12", 1.0, "correct"),
+    (R + "Final answer: 12 (I think so)", "12", 1.0, "correct"),  # "I" alone is a word
     # --- gold answers that cannot be parsed: not applicable
     (R + "Final answer: 72", "", None, "gold_unparseable"),
     (R + "Final answer: 72", None, None, "gold_unparseable"),

@@ -91,6 +91,16 @@ def test_csv_round_trip_keeps_ranks_and_reports_lines(tmp_path):
     assert any("r.csv:2" in p.where and "not ranked" in p.message for p in e.value.problems)
 
 
+@pytest.mark.parametrize("chars", [200_000, 3_000_000])  # past the csv module's 131,072-character field limit
+def test_import_csv_reads_a_candidate_of_any_length(tmp_path, capsys, chars):
+    long = "x" * chars
+    (tmp_path / "r.csv").write_text("prompt_id,question,candidate_id,text,rank\n"
+                                    f'p1,Say hi.,a,"{long}",1\np1,Say hi.,b,hello,2\n')
+    assert main(["rm", "import-csv", str(tmp_path / "r.csv"), str(tmp_path / "back.jsonl")]) == 0, \
+        capsys.readouterr().err
+    assert read_rankings(tmp_path / "back.jsonl")[0]["candidates"][0]["text"] == long
+
+
 def test_reward_model_trains_and_reports_heldout_accuracy(tiny_rm_dir):
     info = json.loads((tiny_rm_dir / "rm.json").read_text())
     assert info["steps"] == 3 and info["train_pairs"] + info["heldout_pairs"] == 240

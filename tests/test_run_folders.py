@@ -89,7 +89,7 @@ def _case(tmp_path: Path, kind: str, monkeypatch, model_dir: Path) -> tuple[Path
 
 
 OVERWRITE = [
-    ("user folder", "not one (no .grpokit-record.json written by grpokit): nothing was deleted"),  # the case
+    ("user folder", "not a grpokit run directory (no .grpokit-record.json written by grpokit)"),  # the case
     ("a run by its names", "a grpokit from before authorship records (no .grpokit-record.json)"),
     ("home", "it is your home folder"),
     ("data folder", "train.jsonl, which this run reads"),
@@ -145,7 +145,8 @@ def test_demo_refuses_an_output_dir_that_is_no_run(tmp_path, capsys, monkeypatch
     files = _user_files(tmp_path / "u")
     assert main(["demo", "--output-dir", str(tmp_path / "u")]) == 2
     err = capsys.readouterr().err
-    assert "--overwrite replaces a grpokit run directory only" in err and "fix: pick a new --output-dir" in err, err
+    assert "is not empty and not a grpokit run directory" in err and "fix: pick a new --output-dir" in err, err
+    assert "--overwrite" not in err  # the demo has no such option: the reason, not an option it lacks
     assert _intact(tmp_path / "u", files) and loads == []
 
 
@@ -212,6 +213,25 @@ def test_train_into_a_read_only_folder_is_refused_before_the_model_loads(tmp_pat
 
 
 # ---------------------------------------------------------------- point 2: a finished run stays finished
+@pytest.mark.parametrize("forge,words", [
+    (lambda r: {**r, "entries": {**r["entries"], "../victim": "file"}}, "names '../victim'"),
+    (lambda r: {**r, "kind": "export"}, "says kind export"),
+    (lambda r: {**r, "grpokit_record": 7}, "is damaged"),
+])
+def test_resume_refuses_a_run_whose_record_is_forged(trained, tmp_path, capsys, loads, forge, words):
+    # docs/reliability.md: a record grpokit could not have written makes every command refuse the folder; --resume
+    # trained in it.
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    record = json.loads((run / ".grpokit-record.json").read_text())
+    (run / ".grpokit-record.json").write_text(json.dumps(forge(record)))
+    before = _snapshot(run)
+    assert main(["train", "--resume", str(run), "--set", "train.max_steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a grpokit run" in err and words in err and "fix: train into a new --output-dir" in err, err
+    assert _snapshot(run) == before and loads == []
+
+
 def test_resume_of_a_finished_run_does_nothing_and_says_so(trained, tmp_path, capsys, loads):
     run = tmp_path / "run"
     shutil.copytree(trained, run)

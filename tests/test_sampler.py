@@ -10,20 +10,18 @@ import json
 import pytest
 import torch
 import yaml
-from datasets import Dataset
 from transformers import AutoModelForCausalLM
-from trl import GRPOConfig
 
-from conftest import addition_recipe, trl_batch
-from grpokit import internals, logps_internals
+from conftest import addition_recipe, grpo_trainer, trl_batch
+from grpokit import internals
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
 from grpokit.generation import SampledLogprobs
 from grpokit.recipe import GenerationConfig, load_recipe, sampler_dtype_of
 from grpokit.recipe import machine
-from grpokit.training.grpo import _trainer_class
-from grpokit.training.logps import fold_into_advantages, importance_ratio
+from grpokit.training.logps import SamplerCorrection, fold_into_advantages, importance_ratio
 from grpokit.training.sampling import SamplerCopy
+from grpokit.training.trainer import Parts
 
 PAD = 0
 MODES = ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
@@ -56,17 +54,21 @@ def test_a_sequence_past_the_cap_is_truncated_or_masked_whole():
 
 
 # ---------------------------------------------------------------- the loss against TRL's, on a real trainer
-def _trainer(model_dir, tokenizer, tmp_path, **cfg):
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=6,
-                      max_completion_length=8, report_to="none", use_cpu=True, beta=0.0, **cfg)
-    trainer = _trainer_class()(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
-                               args=args, train_dataset=Dataset.from_list([{"prompt": "1 + 1 ="}] * 6),
-                               processing_class=tokenizer)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() for each optimizer step
-    trainer.skip_no_signal = False
-    return trainer
+class BfloatCopy:
+    """A trainer's sampling part as its loss sees it: a bfloat16 copy of the policy (grpokit.training.sampling's
+    SamplerCopy). The tests' batches carry the sampler's log-probs themselves, so it answers no generate call."""
+
+    def attach(self, trainer, log):
+        self.sampler = SamplerCopy(trainer.model, torch.bfloat16)
+        return self
+
+
+def _trainer(model_dir, tokenizer, tmp_path, correction: str | None = None, **cfg):
+    """A trainer with no sampler copy (`correction` None: the policy samples itself), or with one and the sampler
+    correction `correction` as its loss step."""
+    parts = Parts(sampling=BfloatCopy(), loss_steps=(SamplerCorrection(correction),)) if correction else Parts()
+    return grpo_trainer(model_dir, tokenizer, tmp_path, parts, num_generations=2, per_device_train_batch_size=6,
+                        max_completion_length=8, beta=0.0, **cfg)
 
 
 def _inputs() -> dict:
@@ -80,11 +82,10 @@ def _loss(trainer, inputs):
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
 def test_a_sampler_equal_to_the_trainer_gives_ratio_one_and_todays_loss(tmp_path, tiny_model_dir, tokenizer,
                                                                         loss_type):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type=loss_type)
     inputs = _inputs()
-    today = _loss(trainer, inputs)  # no sampler: TRL's loss as it is
-    trainer.sampler, trainer.sampler_correction = object(), "bypass"  # any sampler: the batch carries its log-probs
-    same = dict(inputs, sampling_per_token_logps=logps_internals.trainer_logps(trainer, trainer.model, inputs))
+    today = _loss(_trainer(tiny_model_dir, tokenizer, tmp_path, loss_type=loss_type), inputs)  # TRL's loss as it is
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, "bypass", loss_type=loss_type)
+    same = dict(inputs, sampling_per_token_logps=internals.trainer_logps(trainer, trainer.model, inputs))
     assert torch.allclose(_loss(trainer, same), today, atol=1e-7)
     gap = internals.metric_values(trainer, "sampling/sampling_logp_difference/max")
     assert gap and gap[-1] < 1e-5 and internals.metric_values(trainer, "sampling/clipped_frac")[-1] == 0.0
@@ -94,10 +95,11 @@ def test_a_sampler_equal_to_the_trainer_gives_ratio_one_and_todays_loss(tmp_path
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "cispo"])
 def test_importance_sampling_gives_the_loss_trl_computes_on_its_vllm_path(tmp_path, tiny_model_dir, tokenizer,
                                                                          mode, loss_type):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type=loss_type, vllm_importance_sampling_mode=mode,
-                       vllm_importance_sampling_clip_max=1.05, vllm_importance_sampling_clip_min=0.97)
+    settings = {"loss_type": loss_type, "vllm_importance_sampling_mode": mode, "vllm_importance_sampling_clip_max": 1.05,
+                "vllm_importance_sampling_clip_min": 0.97}
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, **settings)
     inputs = _inputs()
-    old = logps_internals.trainer_logps(trainer, trainer.model, inputs)
+    old = internals.trainer_logps(trainer, trainer.model, inputs)
     noise = torch.randn(old.shape, generator=torch.Generator().manual_seed(1)) * 0.05
     sampled = old + noise * inputs["completion_mask"]  # a perturbed sampler, some tokens past the bounds
     mask = inputs["completion_mask"].float()
@@ -108,19 +110,18 @@ def test_importance_sampling_gives_the_loss_trl_computes_on_its_vllm_path(tmp_pa
     trainer.use_vllm = trainer.vllm_importance_sampling_correction = True
     trl = _loss(trainer, dict(inputs, sampling_per_token_logps=sampled, old_per_token_logps=old,
                               importance_sampling_ratio=ratio))
-    trainer.use_vllm = False
-    trainer.sampler, trainer.sampler_correction = object(), "importance_sampling"
-    ours = _loss(trainer, dict(inputs, sampling_per_token_logps=sampled))  # old log-probs from its own pass
+    ours = _loss(_trainer(tiny_model_dir, tokenizer, tmp_path, "importance_sampling", **settings),
+                 dict(inputs, sampling_per_token_logps=sampled))  # old log-probs from its own pass
     assert torch.allclose(ours, trl, rtol=1e-5, atol=1e-7), (ours, trl)
 
 
 def test_bypass_makes_the_sampler_the_old_policy(tmp_path, tiny_model_dir, tokenizer):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, loss_type="dapo")
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, "bypass", loss_type="dapo")
     inputs = _inputs()
-    old = logps_internals.trainer_logps(trainer, trainer.model, inputs)
+    old = internals.trainer_logps(trainer, trainer.model, inputs)
     sampled = old - 0.5 * inputs["completion_mask"]  # the sampler found every token less likely
-    expected = _loss(trainer, dict(inputs, old_per_token_logps=sampled))  # TRL's loss with that old policy
-    trainer.sampler, trainer.sampler_correction = object(), "bypass"
+    # TRL's loss with that old policy (a batch without the sampler's log-probs: the correction stands aside)
+    expected = _loss(trainer, dict(inputs, old_per_token_logps=sampled))
     assert torch.allclose(_loss(trainer, dict(inputs, sampling_per_token_logps=sampled)), expected, atol=1e-7)
     assert internals.metric_values(trainer, "sampling/sampling_logp_difference/mean")[-1] == pytest.approx(0.5,
                                                                                                           abs=1e-4)
@@ -206,7 +207,7 @@ def test_a_rollback_builds_a_fresh_copy_from_the_restored_weights(tmp_path, tiny
 
     recipe = load_recipe(_recipe(tmp_path, tiny_model_dir, max_steps=4), [
         "health.actions.truncation=rollback", "health.max_rollbacks=1", "health.warmup_steps=0"])
-    summary = train(recipe, run_dir=tmp_path / "run")
+    summary = train(recipe, run_dir=tmp_path / "run").summary
     assert summary["rollbacks"], summary  # every completion is cut at 6 tokens: truncation, then a rollback
     fresh = [s for s, f, _, _ in refreshes if f]
     assert len(fresh) == 2 and all(gap == 0.0 for _, _, gap, _ in refreshes)  # one copy per trainer, both exact
@@ -228,13 +229,11 @@ def test_a_run_says_its_sampling_precision_also_when_the_policy_samples_itself(t
     # precision it chose and why").
     from types import SimpleNamespace
 
-    from grpokit.training.sampling import attach_sampler
+    from grpokit.training.sampling import sampler_for
 
     said = []
-    trainer = SimpleNamespace(model=None)
-    assert attach_sampler(trainer, load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.sampler_dtype=same"]),
-                          "float32", said.append) is None
-    assert trainer.sampler is None
+    recipe = load_recipe(_recipe(tmp_path, tiny_model_dir), ["generation.sampler_dtype=same"])
+    assert sampler_for(SimpleNamespace(model=None), recipe.generation, "float32", said.append) is None
     assert said == ["sampling in float32: generation.sampler_dtype: same (the policy samples itself)"]
 
 
@@ -294,8 +293,6 @@ def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(
     # forward; a deep copy keeps that closure, so without drop_foreign_forwards the bf16 copy ran the float32 policy.
     from trl.trainer.utils import add_fused_lm_head
 
-    from grpokit.training.sampling import drop_foreign_forwards
-
     policy = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     add_fused_lm_head(policy)
     ids = tokenizer("12 + 7 =", return_tensors="pt").input_ids
@@ -308,7 +305,7 @@ def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(
     with torch.no_grad():  # the copy's own bf16 forward, computed by hand from its weights
         expected = type(copy.model).forward(copy.model, ids).logits
     assert torch.equal(logits, expected)
-    assert drop_foreign_forwards(copy.model) == []  # nothing foreign left; the policy keeps its patch
+    assert internals.drop_foreign_forwards(copy.model) == []  # nothing foreign left; the policy keeps its patch
     assert "forward" in policy.__dict__
 
 
@@ -317,8 +314,7 @@ def test_after_training_the_model_generates_as_itself_not_through_the_sampler(tm
     # (its first measured runs did, and printed "in float32" for a bf16 evaluation).
     from grpokit.training import train
 
-    summary = train(load_recipe(_recipe(tmp_path, tiny_model_dir)))
-    model = summary["trainer"].model
+    model = train(load_recipe(_recipe(tmp_path, tiny_model_dir))).model
     assert "generate" not in model.__dict__ and next(model.parameters()).dtype == torch.float32
     ids = tokenizer("12 + 7 =", return_tensors="pt").input_ids
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoints" / "checkpoint-2", dtype=torch.float32)

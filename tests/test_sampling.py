@@ -207,3 +207,6 @@ def test_a_seeds_nucleus_draws_reproduce_and_differ_from_another_seeds(peaked_mo
     assert run(0) == first  # the same seed: the same completions
     assert run(1) != first  # another seed: others
     assert len({tuple(r) for r in first}) > 1  # the rows of a group differ among themselves
+    # and the loop names the draw where it says what it applies (grpokit.generation.decode.Decoding.applied)
+    assert decoding.applied() == "temperature 0.9, top_p 0.9, sampled over the nucleus only"
+    assert Decoding(12, (2,), 2, temperature=0.9, top_p=0.9).applied() == "temperature 0.9, top_p 0.9, sampled"

@@ -11,22 +11,20 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import write_jsonl
-from datasets import Dataset
-from transformers import AutoModelForCausalLM
-from trl import GRPOConfig
+from conftest import grpo_trainer, write_jsonl
 from trl.trainer.utils import RepeatSampler
 
 from grpokit.families.math import generate
 from grpokit.errors import GrpokitError
-from grpokit.internals import metric_values
+from grpokit.internals import generation_io, metric_values, wrap_method
 from grpokit.recipe.load import load_recipe
 from grpokit.recipe.schema import Recipe
 from grpokit.recipe.selection_section import SelectionConfig
 from grpokit.recipe.trl_args import grpo_args
 from grpokit.report.sections import curves_section
-from grpokit.training.grpo import _trainer_class
-from grpokit.training.refill import attach, group_signal, merge_rows
+from grpokit.training.no_signal import SkipNoSignal
+from grpokit.training.refill import Selection, group_signal, merge_rows, selection_of
+from grpokit.training.trainer import Parts
 from grpokit.training.selection import STATE_FILE, PassRates, Selector, SignalSampler, choose, prompt_key
 
 
@@ -154,15 +152,11 @@ def test_seeded_from_preflight(tmp_path):
 
 
 # ---------------------------------------------------------------- on a real trainer
-def _trainer(model_dir, tokenizer, tmp_path, prompts: list[str], reward, **cfg):
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=4,
-                      max_completion_length=6, report_to="none", use_cpu=True, seed=3, **cfg)
-    trainer = _trainer_class()(model=model, reward_funcs=[reward], args=args,
-                               train_dataset=Dataset.from_list([{"prompt": p} for p in prompts]),
-                               processing_class=tokenizer)
-    trainer.model.train()
-    return trainer
+def _trainer(model_dir, tokenizer, tmp_path, prompts: list[str], reward, selector: Selector | None = None,
+             loss_steps: tuple = (), **cfg):
+    parts = Parts(selection=Selection(selector) if selector is not None else None, loss_steps=loss_steps)
+    return grpo_trainer(model_dir, tokenizer, tmp_path, parts, prompts=prompts, reward=reward, num_generations=2,
+                        per_device_train_batch_size=4, max_completion_length=6, seed=3, **cfg)
 
 
 def _tie(completions, **_):
@@ -177,20 +171,20 @@ def _spread_on_b(prompts, completions, **_):
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_off_is_trls_own_sampler_and_order(tmp_path, tiny_model_dir, tokenizer, shuffle):
     prompts = [f"A {i}" for i in range(10)]
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _tie, shuffle_dataset=shuffle)
-    trainer.selector = Selector(SelectionConfig(enabled=False), prompts, None, 3, None, {"_tie": 1.0})
+    trainer, on = (_trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _tie, shuffle_dataset=shuffle,
+                            selector=Selector(SelectionConfig(enabled=enabled), prompts, None, 3, None, {"_tie": 1.0}))
+                   for enabled in (False, True))
     sampler = trainer._get_train_sampler()
     assert type(sampler) is RepeatSampler
     assert list(sampler) == list(RepeatSampler(trainer.train_dataset, 2, 2, 1, shuffle=shuffle, seed=3))
-    trainer.selector.config.enabled = True
-    assert isinstance(trainer._get_train_sampler(), SignalSampler)
+    assert isinstance(on._get_train_sampler(), SignalSampler)
 
 
 def test_refill_generates_more_groups_until_the_batch_has_signal(tmp_path, tiny_model_dir, tokenizer):
     prompts = [f"A {i}" for i in range(6)] + [f"B {i}" for i in range(6)]
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _spread_on_b, beta=0.0, loss_type="dapo")
-    trainer.selector = Selector(SelectionConfig(refill=True, refill_max_rounds=8), prompts, None, 3, None,
-                                {"_spread_on_b": 1.0})
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _spread_on_b, beta=0.0, loss_type="dapo",
+                       selector=Selector(SelectionConfig(refill=True, refill_max_rounds=8), prompts, None, 3, None,
+                                         {"_spread_on_b": 1.0}))
     inputs = [{"prompt": p} for p in ("A 0", "A 0", "A 1", "A 1")]  # both groups tie
     batch = trainer._generate_and_score_completions(inputs)
     assert batch["completion_ids"].shape[0] == 4 and group_signal(batch["advantages"], 2).all()
@@ -207,30 +201,33 @@ def test_refill_generates_more_groups_until_the_batch_has_signal(tmp_path, tiny_
 
 def test_refill_with_nothing_to_find_trains_the_ties_and_logs_the_waste(tmp_path, tiny_model_dir, tokenizer):
     prompts = [f"A {i}" for i in range(8)]
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _tie)
-    trainer.selector = Selector(SelectionConfig(refill=True, refill_max_rounds=2), prompts, None, 3, None,
-                                {"_tie": 1.0})
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _tie,
+                       selector=Selector(SelectionConfig(refill=True, refill_max_rounds=2), prompts, None, 3, None,
+                                         {"_tie": 1.0}))
     batch = trainer._generate_and_score_completions([{"prompt": p} for p in ("A 0", "A 0", "A 1", "A 1")])
     assert batch["completion_ids"].shape[0] == 4 and not group_signal(batch["advantages"], 2).any()
     assert metric_values(trainer, "grpokit/refill/rounds") == [2]
     assert metric_values(trainer, "grpokit/refill/extra_groups") == [4]
     assert metric_values(trainer, "grpokit/signal_groups") == [0.0]
-    assert trainer.selector.rates.shares()["never_solved"] == pytest.approx(6 / 8)  # every group generated counts
+    assert trainer.selection.selector.rates.shares()["never_solved"] == pytest.approx(6 / 8)  # every group generated counts
 
 
 def test_refill_upfront_generates_every_group_in_one_call(tmp_path, tiny_model_dir, tokenizer):
     prompts = [f"A {i}" for i in range(6)] + [f"B {i}" for i in range(6)]
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _spread_on_b, beta=0.0, loss_type="dapo")
-    trainer.selector = Selector(SelectionConfig(enabled=False, refill=True, refill_max_rounds=3, refill_upfront=True),
-                                prompts, None, 3, None, {"_spread_on_b": 1.0})
+    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, prompts, _spread_on_b, beta=0.0, loss_type="dapo",
+                       selector=Selector(SelectionConfig(enabled=False, refill=True, refill_max_rounds=3,
+                                                         refill_upfront=True), prompts, None, 3, None,
+                                         {"_spread_on_b": 1.0}))
     calls = []
-    generate = trainer._generate
 
-    def counted(prompts, *a, **k):
-        calls.append(len(prompts))
-        return generate(prompts, *a, **k)
+    def counted(generate):
+        def call(*a, **k):
+            out = generate(*a, **k)
+            calls.append(len(generation_io(a, out)[0]))  # prompts (one per completion) in this generation call
+            return out
+        return call
 
-    trainer._generate = counted
+    wrap_method(trainer, "generation", counted)
     batch = trainer._generate_and_score_completions([{"prompt": p} for p in ("A 0", "A 0", "A 1", "A 1")])
     assert calls == [16]  # the step's 2 groups and 3 rounds of 2, in one generation call
     assert batch["completion_ids"].shape[0] == 4 and int(batch["num_items_in_batch"]) == int(batch["completion_mask"].sum())
@@ -239,7 +236,7 @@ def test_refill_upfront_generates_every_group_in_one_call(tmp_path, tiny_model_d
     # The 6 refill prompts come from A 2-5 and B 0-5, so at least 2 are 'B' (a spread): the step trains on those.
     assert group_signal(batch["advantages"], 2).all() and metric_values(trainer, "grpokit/signal_groups") == [1.0]
     assert len(metric_values(trainer, "frac_reward_zero_std")) == 1  # TRL scored one generation batch
-    assert trainer.selector.rates.shares()["unseen"] == pytest.approx(4 / 12)  # all 8 groups updated the estimates
+    assert trainer.selection.selector.rates.shares()["unseen"] == pytest.approx(4 / 12)  # all 8 groups updated the estimates
 
 
 def test_merge_rows_keeps_trls_padding_sides():
@@ -268,22 +265,23 @@ def _recipe(tmp_path: Path, model_dir: Path, **extra) -> Path:
     return path
 
 
-def test_refill_on_several_processes_needs_whole_groups_per_process(tmp_path, tiny_model_dir, tokenizer, monkeypatch):
+def test_refill_on_several_processes_needs_whole_groups_per_process():
+    from datasets import Dataset
+
     recipe = Recipe.model_validate({"data": {"train": "x"}, "rewards": [{"name": "math_correctness"}],
                                     "selection": {"refill": True}})
+    dataset = Dataset.from_list([{"prompt": p} for p in ("A 0", "A 1")])
     # 4 completions per process per step in groups of 2: whole groups on each of 2 processes
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie)
-    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
-    attach(trainer, recipe, trainer.train_dataset)
+    selection_of(recipe, dataset, 2)
     # groups of 4, trl.generation_batch_size 4 over 2 processes (per_device 2): each process generates 2 completions
     # per round, half a group (the batch geometry is the recipe's: grpokit.recipe.batch_geometry)
     odd = recipe.model_copy(update={"train": recipe.train.model_copy(update={"per_device_train_batch_size": 2,
                                                                             "num_generations": 4}),
                                     "trl": {"generation_batch_size": 4}})
     with pytest.raises(GrpokitError) as err:
-        attach(trainer, odd, trainer.train_dataset)
+        selection_of(odd, dataset, 2)
     assert "would span two processes" in str(err.value) and "multiple of 4" in err.value.problems[0].fix
-    attach(trainer, odd.model_copy(update={"selection": SelectionConfig(enabled=True)}), trainer.train_dataset)
+    selection_of(odd.model_copy(update={"selection": SelectionConfig(enabled=True)}), dataset, 2)
 
 
 @pytest.mark.parametrize("setting, expected", [("true", True), ("false", False)])
@@ -301,9 +299,7 @@ def test_entropy_target_turns_on_trls_adaptive_entropy(tmp_path, tiny_model_dir,
 
 def test_skip_no_signal_stands_aside_under_an_entropy_bonus(tmp_path, tiny_model_dir, tokenizer):
     trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, ["A 0", "A 1"], _tie, beta=0.0, loss_type="dapo",
-                       use_adaptive_entropy=True)
-    trainer.skip_no_signal = True
-    trainer.current_gradient_accumulation_steps = 1
+                       use_adaptive_entropy=True, loss_steps=(SkipNoSignal(),))
     batch = trainer._generate_and_score_completions([{"prompt": p} for p in ("A 0", "A 0", "A 1", "A 1")])
     trainer.compute_loss(trainer.model, batch)  # the bonus has a gradient on tied rows: TRL's full pass runs
     assert metric_values(trainer, "grpokit/trained_frac") == []

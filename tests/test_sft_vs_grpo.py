@@ -47,6 +47,45 @@ def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(com
     assert json.loads((out / RESULT_FILE).read_text())["verdict"] == result["verdict"]
     assert result["verdict"][0].startswith("best final model by held-out plus rewritten accuracy: ")
     assert any(line.startswith("GRPO's own share (sft-then-grpo minus sft): held-out ") for line in result["verdict"])
+    # retention: every model also on the JSON family's held-out rows; each GRPO pipeline beside the SFT checkpoint
+    # (base included) whose held-out accuracy is nearest its own
+    assert all(m["retention"]["rows"] == 100 and m["retention"]["metric"] == "field accuracy"
+               for m in result["models"].values())
+    matched = result["retention"]["matched"]
+    assert set(matched) == {"grpo", "sft-then-grpo", "grpo-then-sft"}
+    assert all(m["sft_step"] in (0, 1, 2) and len(m["difference"]) == 2 for m in matched.values())
+    assert any(line.startswith("retention of builtin:json/eval.jsonl at matched held-out accuracy: ")
+               for line in result["verdict"])
+    assert "retention" in comparison_table(result["models"])[0]
+
+
+@pytest.fixture(scope="module")
+def countdown_compared(tmp_path_factory, tiny_model_dir):
+    """The comparison on the countdown family: its own variants (rewritten, harder) and its reward."""
+    import yaml
+    from conftest import write_jsonl
+
+    from grpokit.families import FAMILIES
+
+    tmp = tmp_path_factory.mktemp("countdown")
+    rows = FAMILIES["countdown"].generators["countdown"].make(24, 7, None, count=3)
+    recipe = make_recipe(tmp, tiny_model_dir, [{"name": "countdown"}], sections={"health": {"probe_rows": 0}},
+                         max_completion_length=12)
+    spec = yaml.safe_load(recipe.read_text())
+    spec["data"]["train"] = str(write_jsonl(tmp / "countdown.jsonl", rows))
+    recipe.write_text(yaml.safe_dump(spec))
+    return sft_vs_grpo.run(str(tmp / "cmp"), recipes=(recipe, recipe))
+
+
+def test_the_comparison_on_countdown_evaluates_its_variants_and_retention(countdown_compared):
+    result = countdown_compared
+    for name, m in result["models"].items():
+        assert set(m["sets"]) == {"heldout", "rewritten", "harder"}, name
+        assert all(s["rows"] == 6 and s["metric"] == "solve rate" for s in m["sets"].values())
+        assert m["retention"]["rows"] == 100
+    columns, _ = comparison_table(result["models"])
+    assert columns[:3] == ["held-out", "rewritten wording", "harder (one more number)"]
+    assert any(line.startswith("GRPO's own share (sft-then-grpo minus sft)") for line in result["verdict"])
 
 
 def test_the_comparison_has_a_page_and_grpokit_report_writes_it_again(compared, capsys):

@@ -62,7 +62,7 @@ def test_extra_callbacks_see_every_step(tmp_path, tiny_model_dir):
 
     recipe = load_recipe(make_recipe(tmp_path, tiny_model_dir, [CHARS]), ["preflight.prompts=0"])
     clock = Steps()
-    assert train(recipe, run_dir=tmp_path / "run", callbacks=[clock])["status"] == "completed"
+    assert train(recipe, run_dir=tmp_path / "run", callbacks=[clock]).status == "completed"
     assert clock.seen == [1, 2]
 
 
@@ -81,7 +81,10 @@ def test_existing_run_dir_is_not_clobbered(tmp_path, tiny_model_dir, capsys):
     run.mkdir()
     (run / "keep.txt").write_text("x")
     assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 2
-    assert "--resume" in capsys.readouterr().err and (run / "keep.txt").is_file()
+    err = capsys.readouterr().err
+    # a folder of the user's: neither --resume nor --overwrite would work there, so neither is offered
+    assert "pick a new --output-dir" in err and "--resume" not in err and "--overwrite" not in err, err
+    assert (run / "keep.txt").is_file()
 
 
 def test_resume_needs_a_run_dir(tmp_path, capsys):

@@ -1,8 +1,10 @@
 """Every token once (grpokit.generation.tree, grpokit.training.logps): the tree of shared prefixes gives TRL's
 per-token log-probs, entropies and gradients, on real tiny models and a real GRPOTrainer.
 
-TRL's layout is the reference: the same trainer with `shared_prefix = False` runs TRL's own
-`_get_per_token_logps_and_entropies` over the padded rows. Batches are shaped as TRL hands them over (prompts
+TRL's layout is the reference: a trainer without the tree (grpokit.training.trainer.Parts() with no log-prob part)
+runs TRL's own `_get_per_token_logps_and_entropies` over the padded rows, beside one with the tree (TreeLogps), both
+on the same weights (and the same LoRA adapter), under the settings TRL's loss varies with: temperature, beta with a
+reference model, several iterations with PPO's clip active, gradient accumulation, each loss type, LoRA. Batches are shaped as TRL hands them over (prompts
 left-padded, completions right-padded, rows of a group shuffled among the others) and hold what the tree must get
 right: groups whose prompts share a system prompt, completions of unequal length, completions that begin alike
 (anchors) or are identical, a group of one, and a row whose completion is fully masked.
@@ -14,15 +16,14 @@ import json
 import pytest
 import torch
 import yaml
-from datasets import Dataset
 from transformers import AutoModelForCausalLM
-from trl import GRPOConfig
 
-from conftest import REPO, make_recipe
+from conftest import REPO, grpo_trainer, make_recipe
+from grpokit import hf_internals, internals
 from grpokit.cli import main
 from grpokit.generation.tree import Tree, TreeCost, pack, refusal
-from grpokit.training.grpo import _trainer_class
-from grpokit.training.logps import expected_ratio, rows_of
+from grpokit.training.logps import TreeLogps, expected_ratio, rows_of
+from grpokit.training.trainer import Parts
 
 PAD = 0
 
@@ -88,23 +89,18 @@ def test_expected_ratio_is_the_trees_positions_over_trls():
 
 
 # ---------------------------------------------------------------- the same numbers as TRL's layout
-def _trainer(model_dir, tokenizer, tmp_path, lora=False, checkpointing=False, bf16=False, **cfg):
+def _trainers(model_dir, tokenizer, tmp_path, lora=False, checkpointing=False, bf16=False, eager=False, **cfg):
+    """(TRL's layout, the tree): two trainers on the same weights and the same LoRA adapter, TRL's config alike."""
     from peft import LoraConfig
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     # bf16 explicitly: TRL's GRPOConfig turns bf16 autocast on by default where the CPU supports it, and in bf16
     # any two layouts differ by bf16's rounding (~1e-3), not only these two.
-    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=8,
-                      max_completion_length=9, report_to="none", use_cpu=True, beta=0.0, bf16=bf16,
-                      gradient_checkpointing=checkpointing, **cfg)
+    config = {"num_generations": 2, "per_device_train_batch_size": 8, "max_completion_length": 9, "beta": 0.0,
+              "bf16": bf16, **hf_internals.checkpointing_kwargs(checkpointing), **cfg}
     peft = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM") if lora else None
-    trainer = _trainer_class()(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
-                               args=args, train_dataset=Dataset.from_list([{"prompt": "1 + 1 ="}] * 8),
-                               processing_class=tokenizer, peft_config=peft)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1
-    trainer.skip_no_signal = False
-    return trainer
+    return tuple(grpo_trainer(model_dir, tokenizer, tmp_path / str(shared), parts, peft_config=peft, torch_seed=0,
+                              attn_implementation="eager" if eager else None, **config)
+                 for shared, parts in ((False, Parts()), (True, Parts(logps=TreeLogps(True)))))
 
 
 def grouped_batch(seed: int = 0) -> dict:
@@ -135,47 +131,92 @@ def grouped_batch(seed: int = 0) -> dict:
             "advantages": torch.randn(len(rows), generator=g)}
 
 
-def _logps(trainer, batch, shared: bool):
-    trainer.shared_prefix = shared
+def _logps(trainer, batch, model=None):
+    """The policy's per-token log-probs and entropies of the batch's completions, or `model`'s log-probs (TRL's
+    reference model: its fused head computes no entropy)."""
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     with torch.no_grad():
         logps, entropies, _ = trainer._get_per_token_logps_and_entropies(
-            trainer.model, ids, mask, batch["completion_ids"].size(1), compute_entropy=True)
+            model or trainer.model, ids, mask, batch["completion_ids"].size(1), compute_entropy=model is None)
     return logps, entropies
 
 
-def _gradients(trainer, batch, shared: bool) -> torch.Tensor:
-    trainer.shared_prefix = shared
+def _half(batch: dict, rows: slice) -> dict:
+    """A micro-batch of some rows (gradient accumulation): its columns as TRL pads them, the whole generation
+    batch's token count kept as the dapo normaliser."""
+    out = {k: v[rows] for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() >= 1}
+    used = out["prompt_mask"].any(dim=0).nonzero()
+    start = int(used.min()) if used.numel() else 0
+    out["prompt_ids"], out["prompt_mask"] = out["prompt_ids"][:, start:], out["prompt_mask"][:, start:]
+    out["num_items_in_batch"] = batch["num_items_in_batch"]
+    return out
+
+
+def _gradients(trainer, batch, accumulate: int = 1) -> torch.Tensor:
     trainer.model.zero_grad()
-    trainer.compute_loss(trainer.model, batch).backward()
+    trainer.current_gradient_accumulation_steps = accumulate  # what Trainer.train() sets for each optimizer step
+    size = -(-batch["prompt_ids"].size(0) // accumulate)
+    for i in range(accumulate):
+        part = _half(batch, slice(i * size, (i + 1) * size)) if accumulate > 1 else batch
+        trainer.compute_loss(trainer.model, part).backward()
     return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.requires_grad])
 
 
-@pytest.mark.parametrize("model,lora,checkpointing", [
-    ("llama", False, False), ("llama", True, False), ("llama", False, True), ("llama", True, True),
-    ("qwen3", False, False),
-])
+# (id, the model, trainer settings): the settings TRL's log-probs and loss vary with, each against TRL's layout
+EQUIVALENCE = [
+    ("llama", "llama", {}),
+    ("llama, LoRA", "llama", {"lora": True}),
+    ("llama, activation checkpointing", "llama", {"checkpointing": True}),
+    ("llama, LoRA and checkpointing", "llama", {"lora": True, "checkpointing": True}),
+    ("qwen3", "qwen3", {}),
+    ("qwen3, LoRA", "qwen3", {"lora": True}),
+    ("temperature 0.7 (logits scaled in the fused head)", "llama", {"temperature": 0.7}),
+    ("beta 0.04: the KL term against a reference model", "llama", {"beta": 0.04}),
+    ("num_iterations 2, PPO's clip active", "llama", {"num_iterations": 2}),
+    ("gradient accumulation 2", "llama", {"gradient_accumulation_steps": 2}),
+    ("loss grpo", "llama", {"loss_type": "grpo"}),
+    ("loss dr_grpo", "llama", {"loss_type": "dr_grpo"}),
+    ("loss bnpo", "llama", {"loss_type": "bnpo"}),
+    ("loss cispo", "llama", {"loss_type": "cispo"}),
+]
+
+
+@pytest.mark.parametrize("model,settings", [c[1:] for c in EQUIVALENCE], ids=[c[0] for c in EQUIVALENCE])
 def test_the_tree_gives_trls_logprobs_entropies_and_gradients(tmp_path, tiny_model_dir, tiny_qwen3_dir, tokenizer,
-                                                               model, lora, checkpointing):
-    trainer = _trainer(tiny_model_dir if model == "llama" else tiny_qwen3_dir, tokenizer, tmp_path, lora=lora,
-                       checkpointing=checkpointing)
+                                                               model, settings):
+    trl, tree = _trainers(tiny_model_dir if model == "llama" else tiny_qwen3_dir, tokenizer, tmp_path, **settings)
     batch = grouped_batch()
-    trl_logps, trl_entropies = _logps(trainer, batch, shared=False)
-    logps, entropies = _logps(trainer, batch, shared=True)
+    trl_logps, trl_entropies = _logps(trl, batch)
+    logps, entropies = _logps(tree, batch)
     scored = batch["completion_mask"].bool()
     assert torch.allclose(logps[scored], trl_logps[scored], atol=2e-5), (logps - trl_logps).abs().max()
     assert torch.allclose(entropies[scored], trl_entropies[scored], atol=2e-5)
     assert not logps[~scored].any() and not entropies[~scored].any()  # zeros where TRL's are zero
-    trl_grad, grad = _gradients(trainer, batch, shared=False), _gradients(trainer, batch, shared=True)
+    batches = {id(trl): dict(batch), id(tree): dict(batch)}
+    if settings.get("beta"):  # each trainer's own reference pass, the tree's through the tree as well
+        for t in (trl, tree):
+            assert t.ref_model is not None
+            batches[id(t)]["ref_per_token_logps"] = _logps(t, batch, t.ref_model)[0]
+        ref_trl, ref_tree = batches[id(trl)]["ref_per_token_logps"], batches[id(tree)]["ref_per_token_logps"]
+        assert torch.allclose(ref_tree[scored], ref_trl[scored], atol=2e-5)
+    if settings.get("num_iterations"):  # the old policy: every other token 0.5 nats less likely, past the clip
+        drift = 0.5 * (torch.arange(scored.size(1)) % 2).expand_as(trl_logps) * scored
+        for b in batches.values():
+            b["old_per_token_logps"] = trl_logps - drift
+    accumulate = settings.get("gradient_accumulation_steps", 1)
+    trl_grad, grad = _gradients(trl, batches[id(trl)], accumulate), _gradients(tree, batches[id(tree)], accumulate)
     assert grad.abs().max() > 0
     assert float((grad - trl_grad).norm() / trl_grad.norm()) < 1e-4
+    if settings.get("num_iterations"):  # the clip held tokens in both layouts alike
+        clipped = [internals.metric_values(t, "clip_ratio/region_mean") for t in (trl, tree)]
+        assert clipped[0] and clipped[0][-1] > 0 and clipped[1][-1] == pytest.approx(clipped[0][-1])
 
 
 def test_in_bf16_autocast_the_tree_agrees_with_trls_layout_to_bf16_rounding(tmp_path, tiny_model_dir, tokenizer):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path, bf16=True)
+    trl, tree = _trainers(tiny_model_dir, tokenizer, tmp_path, bf16=True)
     batch = grouped_batch()
-    (trl_logps, _), (logps, _) = _logps(trainer, batch, shared=False), _logps(trainer, batch, shared=True)
+    (trl_logps, _), (logps, _) = _logps(trl, batch), _logps(tree, batch)
     scored = batch["completion_mask"].bool()
     assert float((logps - trl_logps)[scored].abs().max()) < 0.02
 
@@ -183,22 +224,21 @@ def test_in_bf16_autocast_the_tree_agrees_with_trls_layout_to_bf16_rounding(tmp_
 def test_a_tool_episode_with_masked_tool_results_gives_trls_loss(tmp_path, tiny_model_dir, tokenizer):
     # A multi-turn episode is a completion holding the tool's result; tool_mask keeps those tokens out of the loss
     # (TRL's layout and the tree alike compute them, as context).
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path)
+    trl, tree = _trainers(tiny_model_dir, tokenizer, tmp_path)
     batch = grouped_batch(seed=1)
     tool_mask = torch.ones_like(batch["completion_mask"])
     tool_mask[:, 2:4] = 0  # tokens 2-3 of every completion came from the tool
     batch["tool_mask"] = tool_mask
-    trl_grad, grad = _gradients(trainer, batch, shared=False), _gradients(trainer, batch, shared=True)
+    trl_grad, grad = _gradients(trl, batch), _gradients(tree, batch)
     assert float((grad - trl_grad).norm() / trl_grad.norm()) < 1e-4
 
 
 def test_the_loss_pass_records_its_positions_and_trls(tmp_path, tiny_model_dir, tokenizer):
-    from grpokit import internals
     from grpokit.run import POSITIONS_COMPUTED, POSITIONS_TRL
 
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path)
+    _, trainer = _trainers(tiny_model_dir, tokenizer, tmp_path)
     batch = grouped_batch()
-    _gradients(trainer, batch, shared=True)
+    _gradients(trainer, batch)
     computed = internals.metric_values(trainer, POSITIONS_COMPUTED)[-1]
     trl = internals.metric_values(trainer, POSITIONS_TRL)[-1]
     assert trl == batch["prompt_ids"].numel() + batch["completion_ids"].numel()
@@ -235,10 +275,10 @@ def test_which_models_take_the_tree(tmp_path, tiny_model_dir, tokenizer):
 
 
 def test_eager_attention_gives_the_same_numbers_through_its_additive_mask(tmp_path, tiny_model_dir, tokenizer):
-    trainer = _trainer(tiny_model_dir, tokenizer, tmp_path)
-    trainer.model.config._attn_implementation = "eager"
+    trl, tree = _trainers(tiny_model_dir, tokenizer, tmp_path, eager=True)
+    assert hf_internals.attention_implementation(tree.model) == "eager"
     batch = grouped_batch(seed=2)
-    (a, _), (b, _) = _logps(trainer, batch, shared=False), _logps(trainer, batch, shared=True)
+    (a, _), (b, _) = _logps(trl, batch), _logps(tree, batch)
     assert torch.allclose(a, b, atol=2e-5)
 
 

@@ -17,7 +17,9 @@ def demo(tmp_path_factory, tiny_model_dir):
     recipe = make_recipe(tmp, tiny_model_dir, [{"name": "math_correctness"}, {"name": "format", "weight": 0.2}],
                          sections={"health": {"probe_rows": 0}})
     out = tmp / "demo"
-    return out, run_demo(str(out), recipes=(recipe, recipe))
+    # --set names the learning rate: the GRPO stage keeps it instead of --init-from's continuing 3e-6, as `grpokit
+    # train --init-from` keeps what --set names (the demo once dropped it)
+    return out, run_demo(str(out), ["train.learning_rate=1e-5"], recipes=(recipe, recipe))
 
 
 def test_the_default_demo_is_the_warm_start_and_grpo_alone_is_offered():
@@ -31,6 +33,8 @@ def test_sft_then_grpo_from_it_three_models_one_table(demo, capsys):
     assert json.loads((sft / "run.json").read_text())["status"] == "completed"
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "completed" and run["init_from"]["run"] == str(sft.resolve())  # GRPO continues SFT
+    assert not run["init_from"].get("continuing")  # nothing replaced: --set named the learning rate
+    assert "learning_rate: 1.0e-05" in (out / "config.yaml").read_text()
     assert result["columns"] == ["base", "after SFT", "after GRPO"]
     for column, sets in result["evaluation"].items():
         assert set(sets) == {"heldout", "perturbed", "rewritten"}, column

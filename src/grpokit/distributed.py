@@ -13,8 +13,13 @@ from __future__ import annotations
 import os
 
 
+def processes() -> int:
+    """How many processes train together (the launcher's WORLD_SIZE; 1 alone)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def _distributed() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return processes() > 1
 
 
 def _state():

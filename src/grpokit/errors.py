@@ -21,11 +21,23 @@ def _escape(ch: str) -> str:
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
 
 
+def text_of(obj: object, how=str) -> str:
+    """`str(obj)` (or `repr`), or what it is when its own `__str__` raises or returns no string: an exception raised
+    by a user's code may carry one, and its message must never turn into a traceback of grpokit's."""
+    try:
+        text = how(obj)
+        if isinstance(text, str):
+            return text
+    except Exception:  # noqa: BLE001 - whatever the user's __str__ raises, the message still prints
+        pass
+    return f"<a {type(obj).__name__} whose {how.__name__}() fails>"
+
+
 def shown(text: object, limit: int, lines: bool = True) -> str:
     """`text` as a message may show it: control bytes and escape sequences escaped (\\x1b, \\x07; newlines too
     unless `lines`), and past `limit` characters the middle left out, saying how much (a 120 KB `--set` value is
     not echoed whole)."""
-    text = str(text)
+    text = text_of(text)
     if len(text) > limit:
         head, tail = text[: limit * 3 // 4], text[-(limit // 8):]
         text = f"{head} ... [{len(text) - len(head) - len(tail):,} characters left out] ... {tail}"

@@ -1,10 +1,35 @@
-"""Every transformers and torch internal grpokit relies on, each with a maintenance note (grpokit.internals holds
-TRL's): the TrainingArguments spelling of activation checkpointing, the tracker names of `report_to`, the CPU
-compile switch of generate, the quantizer marker of a dequantised GGUF model, a Trainer's callback list and
-sharding flags, and an LR scheduler's cached last rate. No other grpokit module touches these private parts;
-tests/test_internals.py runs every function here against the installed versions.
+"""The seam with transformers and torch: every private part of theirs grpokit relies on, in this one module, each
+with a maintenance note (grpokit.internals is the seam with TRL, on the same terms). No other grpokit module touches
+these; nothing here is rebound for the whole process (each function reads or sets one object it is given).
+
+| surface (transformers 5.25, torch 2.13)            | what grpokit does with it, and why                      | pinned by (tests/)          |
+|----------------------------------------------------|---------------------------------------------------------|-----------------------------|
+| CompileConfig._compile_all_devices                 | `generation_compile_config`: generate's decode step     | test_generation_section     |
+|                                                    | compiled on the CPU too (generation.compile)            |                             |
+| TrainingArguments' field names                     | `checkpointing_kwargs`: activation_checkpointing, or    | test_internals              |
+|                                                    | gradient_checkpointing on releases before 5.2x          |                             |
+| integrations.integration_utils.INTEGRATION_TO_     | `reporting_integrations`: the tracker names recipe check| test_internals              |
+|   CALLBACK                                         | accepts for trl.report_to                               |                             |
+| config.quantization_config, model.hf_quantizer,    | `drop_gguf_quantizer`: a model dequantised from GGUF    | test_internals              |
+|   model.is_quantized                               | saves and trains as plain weights (the embedded model)  |                             |
+| Trainer.callback_handler.callbacks                 | `trainer_callbacks`: tensorboard/ in the run folder     | test_internals              |
+| Trainer.is_fsdp_enabled / is_deepspeed_enabled,    | `reference_is_sharded`: no whole-tensor KL reference,   | test_internals              |
+|   accelerate's deepspeed_plugin.zero_stage         | probe or sampler copy on sharded weights                |                             |
+| LRScheduler._last_lr                               | `scale_learning_rate`: a rollback's lower rate, logged  | test_internals              |
+| config._attn_implementation                        | `attention_implementation`: the tree needs eager/SDPA   | test_tree                   |
+| `...RotaryEmbedding` module names                  | `has_rotary_positions`: the tree's depth positions      | test_tree                   |
+| config.layer_types / use_sliding_window /          | `sliding_window`: the tree refuses a window shorter     | test_tree                   |
+|   sliding_window                                   | than its rows                                           |                             |
+| DynamicCache.layers[i].keys/.values, the forward's | `cache_tensors`, `cache_of`, `cache_keyword`: grpokit's | test_decode                 |
+|   `cache` / `past_key_values` keyword              | decoding loop prefills each prompt once and gathers it  |                             |
+
+tests/test_internals.py runs the functions against the installed versions; a release that renames one of these
+fails there, or degrades as each maintenance note says (never a wrong number).
 """
 from __future__ import annotations
+
+import dataclasses
+import inspect
 
 
 def generation_compile_config(device_type: str):
@@ -14,7 +39,7 @@ def generation_compile_config(device_type: str):
     cuda/xpu/neuron/tpu unless the CompileConfig's private `_compile_all_devices` is set; on the CPU it is, with
     mode "default" ("reduce-overhead", the default, means CUDA graphs). If the attribute is renamed, compile on
     the CPU silently does nothing."""
-    from transformers import CompileConfig
+    from transformers import CompileConfig  # this module is imported by model-free modules: transformers lazily
 
     if device_type == "cuda":
         return CompileConfig()
@@ -30,9 +55,7 @@ def checkpointing_kwargs(enabled: bool) -> dict:
     warns on the old name on every run (removal announced for v6); older 5.x releases know only the old one.
     Relies on TrainingArguments' dataclass field names; if both disappear, GRPOConfig/SFTConfig refuse the
     keyword (a TypeError that `recipe check` reports)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
+    from transformers import TrainingArguments  # as above
 
     names = {f.name for f in dataclasses.fields(TrainingArguments)}
     return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
@@ -44,8 +67,10 @@ def reporting_integrations() -> tuple[list[str], set[str]]:
     Maintenance note: INTEGRATION_TO_CALLBACK (name -> callback) is not exported by transformers; it lives in
     transformers.integrations.integration_utils. If it moves, this import fails and `recipe check` of a recipe
     with trl.report_to raises instead of checking (tests/test_internals.py imports it)."""
-    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,
-                                                             get_available_reporting_integrations)
+    from transformers.integrations.integration_utils import (  # as above
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
 
     return list(INTEGRATION_TO_CALLBACK), set(get_available_reporting_integrations())
 
@@ -147,7 +172,7 @@ def cache_tensors(cache) -> list:
 
 def cache_of(tensors) -> object:
     """A DynamicCache holding these (keys, values) per layer, as if a forward pass had filled it."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # as above
 
     cache = DynamicCache()
     for i, (keys, values) in enumerate(tensors):
@@ -162,7 +187,5 @@ def cache_keyword(model) -> str:
     Maintenance note: read from the model class's forward signature (a PeftModel's base model); if a release
     names it otherwise, the cache is ignored and decoding recomputes nothing it should: tests/test_decode.py's
     comparison with `generate` fails."""
-    import inspect
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"

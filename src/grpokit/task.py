@@ -19,8 +19,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpokit.data import load_datasets
 from grpokit.errors import GrpokitError
-from grpokit.rewards import RewardFunction, RewardSpec, build_reward, names_with_role
+from grpokit.families import family_of
+from grpokit.rewards import (
+    DEFAULT_ROLE,
+    OwnRewardError,
+    RewardFunction,
+    RewardSpec,
+    build_own,
+    build_reward,
+    builtin_of,
+    is_own,
+    names_with_role,
+    reward_label,
+)
 from grpokit.templates import PromptTemplate
 
 PASS_SCORE = 1.0  # a correctness reward's "right": 1.0 (code_tests: every test passed; fraction mode scores less)
@@ -30,16 +43,12 @@ _EPS = 1e-9
 def reward_role(rc) -> str:
     """A recipe reward entry's role: a built-in's is its row's in the reward table, an own function's its entry's
     `role` (default DEFAULT_ROLE). The one rule: a built task (Task.from_recipe) and reward_roles both use it."""
-    from grpokit.rewards import DEFAULT_ROLE, builtin_of
-
     builtin = builtin_of(rc)
     return builtin.role if builtin is not None else (rc.role or DEFAULT_ROLE)
 
 
 def reward_roles(reward_configs) -> dict[str, str]:
     """{logged name: role} of a recipe's reward entries, without building them (health, doctor, refill)."""
-    from grpokit.rewards import reward_label
-
     return {reward_label(rc): reward_role(rc) for rc in reward_configs}
 
 
@@ -87,8 +96,6 @@ class Task:
 
     @classmethod
     def from_recipe(cls, recipe) -> "Task":
-        from grpokit.rewards import OwnRewardError, build_own, is_own
-
         base = Path(recipe.source).parent if recipe.source else Path.cwd()
         rewards = []
         for i, rc in enumerate(recipe.rewards):
@@ -148,15 +155,11 @@ class Task:
     def family(self):
         """The task family its correctness (else preference) reward reads (grpokit.families.Family), None for an
         own reward."""
-        from grpokit.families import family_of
-
         return family_of(self.recipe.rewards)
 
     # ------------------------------------------------------------ data and scoring
     def rows(self) -> tuple[list[dict], list[dict], list[str]]:
         if self._rows is None:
-            from grpokit.data import load_datasets
-
             self._rows = load_datasets(self.recipe)
         return self._rows
 

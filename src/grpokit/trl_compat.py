@@ -1,21 +1,36 @@
-"""Whether the installed TRL still has what grpokit relies on (grpokit.internals names it), and the trainer base
-built on it: `problems()` compares every private method, its leading parameters and the batch keys with what
-grpokit expects and says which one changed; `batch_problems` and `instance_problems` check a real batch and a
-built trainer (tests/test_internals.py runs all three against the installed TRL); `trainer_base()` runs the
-cheap part before any training starts and refuses a TRL grpokit cannot use.
+"""Whether the installed TRL still has what grpokit relies on (grpokit.internals names it, in its table):
+`problems()` compares every private method, its leading parameters and the batch keys with what grpokit expects and
+says which one changed; `fused_head_problems()` the LM head's switch; `batch_problems` and `instance_problems` check
+a real batch and a built trainer (tests/test_internals.py runs them all against the installed TRL).
+`refuse_unusable()` runs the cheap part when a trainer is built (grpokit.training.trainer) and refuses a TRL
+grpokit cannot use before any training starts.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.internals import (ADVANTAGES, BATCH_KEYS, COMPLETION_ALIGNED, COMPLETION_IDS, COMPLETION_MASK,
-                               LOG_KEYS, METHODS, MULTIMODAL_KEYS, PROMPT_IDS, PROMPT_MASK, TESTED_TRL, TrainerHooks)
+from grpokit.internals import (
+    ADVANTAGES,
+    BATCH_KEYS,
+    COMPLETION_ALIGNED,
+    COMPLETION_IDS,
+    COMPLETION_MASK,
+    FUSED_HEAD_MODULE,
+    FUSED_HEAD_SWITCH,
+    LOG_KEYS,
+    METHODS,
+    MULTIMODAL_KEYS,
+    PROMPT_IDS,
+    PROMPT_MASK,
+    TESTED_TRL,
+)
 
 
 def trl_version() -> str:
-    import trl
+    import trl  # TRL loads with it: `grpokit --version` and recipe checks ask only for its version
 
     return trl.__version__
 
@@ -29,7 +44,7 @@ def _changed(internal: str, version: str, what: str) -> str:
 def problems(cls=None, version: str | None = None) -> list[str]:
     """What differs between `cls` (default: the installed GRPOTrainer) and what grpokit expects; [] if nothing."""
     if cls is None:
-        from trl import GRPOTrainer as cls
+        from trl import GRPOTrainer as cls  # TRL loads with it, only when a check runs
     version = version or trl_version()
     out = []
     for name, lead in METHODS.items():
@@ -56,12 +71,8 @@ def problems(cls=None, version: str | None = None) -> list[str]:
 
 
 def fused_head_problems(version: str | None = None) -> list[str]:
-    """The switch `logps_internals.score_labelled_positions_only` rebinds: its name in trl.trainer.utils, and that
+    """The switch `internals.labelled_positions_only` rebinds: its name in trl.trainer.utils, and that
     add_fused_lm_head still decides `compact` with it."""
-    import importlib
-
-    from grpokit.logps_internals import FUSED_HEAD_MODULE, FUSED_HEAD_SWITCH
-
     version = version or trl_version()
     module = importlib.import_module(FUSED_HEAD_MODULE)
     what = f"{FUSED_HEAD_MODULE}.{FUSED_HEAD_SWITCH} (add_fused_lm_head's choice to score only labelled positions)"
@@ -109,24 +120,12 @@ def instance_problems(trainer, version: str | None = None) -> list[str]:
     return out
 
 
-def trainer_base():
-    """GRPOTrainer with grpokit's hooks; refuses a TRL whose internals grpokit cannot use. Where the installed TRL
-    still decides its fused LM head's `compact` as 1.16 does, the head scores only the labelled positions on the CPU
-    too (grpokit.logps_internals.score_labelled_positions_only; otherwise TRL's own behaviour, tests/test_internals.py
-    names the change)."""
-    from trl import GRPOTrainer
-
-    from grpokit.logps_internals import score_labelled_positions_only
-
-    found = problems(GRPOTrainer)
+def refuse_unusable(cls) -> bool:
+    """GrpokitError when `cls` (the installed GRPOTrainer) lacks what grpokit relies on, naming each change and the
+    fix; else whether its fused LM head can score the labelled positions only (`fused_head_problems`: otherwise
+    TRL's own behaviour, tests/test_internals.py names the change)."""
+    found = problems(cls)
     if found:
         raise GrpokitError([Problem(f"trl {trl_version()}", p, f"pip install trl=={TESTED_TRL}") for p in found],
                            title="the installed TRL changed what grpokit builds on")
-
-    if not fused_head_problems():
-        score_labelled_positions_only()
-
-    class GrpokitBase(TrainerHooks, GRPOTrainer):
-        pass
-
-    return GrpokitBase
+    return not fused_head_problems()

@@ -25,25 +25,19 @@ def _demo_prompts(tokenizer, n: int) -> tuple[list[list[int]], list[dict]]:
 
 
 def test_the_tree_gives_trls_logprobs_and_gradients_on_the_embedded_model(tmp_path, embedded_model_dir, tokenizer):
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM
-    from trl import GRPOConfig
+    from conftest import grpo_trainer
+    from grpokit.training.logps import TreeLogps
+    from grpokit.training.trainer import Parts
 
-    from grpokit import logps_internals
-    from grpokit.training.grpo import _trainer_class
-
-    logps_internals.score_labelled_positions_only()  # as training does
-    # Before the trainer: loading a recipe builds a GRPOConfig to check it, and transformers' TrainingArguments
-    # resets accelerate's shared state, which the trainer's Accelerator set up.
+    # Before the trainers: loading a recipe builds a GRPOConfig to check it, and transformers' TrainingArguments
+    # resets accelerate's shared state, which a trainer's Accelerator set up.
     prompts, _ = _demo_prompts(tokenizer, 2)
-    model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.float32)
-    args = GRPOConfig(output_dir=str(tmp_path), num_generations=8, per_device_train_batch_size=16,
-                      max_completion_length=48, report_to="none", use_cpu=True, beta=0.0, bf16=False)
-    trainer = _trainer_class()(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
-                               args=args, train_dataset=Dataset.from_list([{"prompt": "1 + 1 ="}] * 16),
-                               processing_class=tokenizer)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1
+    # TRL's layout and the tree, on the same weights; each trainer's fused head scores the labelled positions only
+    # inside its log-prob calls, as in training.
+    trainers = {shared: grpo_trainer(embedded_model_dir, tokenizer, tmp_path / str(shared),
+                                     Parts(logps=TreeLogps(True)) if shared else Parts(), num_generations=8,
+                                     per_device_train_batch_size=16, max_completion_length=48, beta=0.0, bf16=False)
+                for shared in (False, True)}
     g = torch.Generator().manual_seed(0)
     rows = [(p, torch.randint(100, 40000, (int(torch.randint(5, 49, (1,), generator=g)),), generator=g).tolist())
             for p in prompts for _ in range(8)]
@@ -57,15 +51,12 @@ def test_the_tree_gives_trls_logprobs_and_gradients_on_the_embedded_model(tmp_pa
         batch["completion_ids"][i, :len(c)], batch["completion_mask"][i, :len(c)] = torch.tensor(c), 1
     batch["num_items_in_batch"] = batch["completion_mask"].sum()
     out = {}
-    for shared in (False, True):
-        trainer.shared_prefix = shared
+    for shared, trainer in trainers.items():
         trainer.model.zero_grad()
-        from grpokit.logps_internals import captured_logps
-
-        with captured_logps(trainer) as seen:
-            trainer.compute_loss(trainer.model, batch).backward()
+        loss, seen = trainer.logps_seen(lambda b: trainer.compute_loss(trainer.model, b), batch)
+        loss.backward()
         grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
-        out[shared] = (seen[0], grads)
+        out[shared] = (seen, grads)
     scored = batch["completion_mask"].bool()
     assert float((out[True][0] - out[False][0])[scored].abs().max()) < 1e-4
     assert float((out[True][1] - out[False][1]).norm() / out[False][1].norm()) < 1e-5

@@ -5,9 +5,10 @@
 
 A recipe's family is the one its correctness reward reads (grpokit.families.family_of). Code (`code_tests`),
 JSON (`json_schema`) and SQL (`sql_exec`) each declare an `AnswerForm` in their family module (its tricks, what
-a row needs, the honest answers), so a new form is part of a new family (docs/extending.md). Answer lines (the
-math family, and a task judged by an own reward) get the answer-line audit (grpokit.audit.rewards with
-grpokit.audit.tricks: its tricks read the recipe's markers), tool episodes the tool hacks (grpokit.audit.tools).
+a row needs, the honest answers), so a new form is part of a new family (docs/extending.md). A family whose
+answers sit on an answer line declares an `AnswerLines` form (math: grpokit.families.answer_lines, whose tricks
+read the recipe's markers), which grpokit.audit.rewards scores, as it does for a task judged by an own reward;
+tool episodes get the tool hacks (grpokit.audit.tools).
 Each row gets an honest right answer (where the row has one), an honest wrong answer and the tricks, all scored
 by the weighted sum of every reward of the recipe, with the row's columns and prompt as training gives them.
 
@@ -30,23 +31,24 @@ from typing import Any, Callable
 from grpokit.audit.rewards import TIE, AuditResult, TrickResult, score_all
 from grpokit.console import Heartbeat, hms
 from grpokit.families import AnswerForm, Family
-
-ANSWER_LINES = "math"  # the family whose tricks are the answer-line ones (grpokit.audit.tricks)
+from grpokit.task import recipe_rewards
 
 
 def audit_family(task) -> Family | None:
-    """The task's family when it has tricks of its own (an answer form); None: the answer-line audit's task."""
+    """The task's family when it has an answer form of its own (not answer lines); None: the answer-line audit's
+    task (grpokit.audit.rewards, with the family's AnswerLines form, or the default one)."""
     family = task.family
-    return family if family is not None and family.audit is not None else None
+    return family if family is not None and isinstance(family.audit, AnswerForm) else None
 
 
 def no_tricks(task) -> str | None:
-    """Why no trick fits the task (a family without tricks of its own that does not answer in lines: tool episodes
-    outside an environment); None when some do."""
+    """Why no trick fits the task (a family that declares none: tool episodes outside an environment); None when
+    some do."""
     family = task.family
-    if family is None or family.audit is not None or family.name == ANSWER_LINES:
+    if family is None or family.audit is not None:
         return None
-    return f"no tricks for {family.name} answers outside a tool environment (env:)"
+    where = " outside a tool environment (env:)" if family.episodes else ""
+    return f"no tricks for {family.name} answers{where}"
 
 
 @dataclass
@@ -114,8 +116,6 @@ def _think(rewards) -> bool:
 def audit_task(task, family: Family, max_rows: int = 8, log: Callable[[str], None] | None = None
                ) -> TaskAuditResult:
     """Score the family's honest answers and tricks on up to `max_rows` training rows (ValueError: none fits)."""
-    from grpokit.task import recipe_rewards
-
     form = family.audit
     rewards = recipe_rewards(task)
     prepared, skipped = [], 0

@@ -14,6 +14,7 @@ from typing import Callable
 from grpokit.audit.by_task import audit_family, audit_progress, audit_task, no_tricks
 from grpokit.audit.rewards import DEFAULT_AUDIT_ROWS, audit_rewards
 from grpokit.audit.tools import audit_recipe_tools
+from grpokit.families import ANSWER_LINES
 from grpokit.rewards import LEARNED_REWARDS
 from grpokit.task import Task, recipe_rewards
 
@@ -26,9 +27,10 @@ def audit_recipe(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str]
     if family is not None:
         return audit_task(task, family, max_rows, log)
     rewards = recipe_rewards(task)
-    with audit_progress(f"answer-line tricks on up to {max_rows} row(s), scored by "
+    form = task.family.audit if task.family is not None and task.family.audit is not None else ANSWER_LINES
+    with audit_progress(f"{form.what} on up to {max_rows} row(s), scored by "
                         f"{', '.join(fn.name for fn, _ in rewards)}", log):
-        return audit_rewards(rewards, task.rows()[0], max_rows, prompt_of=task.prompt_of)
+        return audit_rewards(rewards, task.rows()[0], max_rows, prompt_of=task.prompt_of, form=form)
 
 
 def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None) -> list[str]:

@@ -3,7 +3,7 @@
 GRPO optimises whatever the reward really measures, loopholes included. For
 each of a few training rows this module writes an honest right answer, an
 honest wrong answer (same reasoning, wrong number) and a suite of tricks built
-from the row itself (`TRICKS` in grpokit.audit.tricks: refusal with
+from the row itself (the answer-line form's `TRICKS`, grpokit.families.answer_lines: refusal with
 the marker, hedges, a bare answer line, empty, the marker repeated, symbol
 garbage, the answer only inside think, 100k characters of padding, the gold's
 digits rearranged, the prompt's own worked example copied, ...). None of
@@ -17,15 +17,17 @@ grpokit.audit.recipe, above this module and the other audits, which build on
 what is here (TrickResult, score_all, TIE).
 
 Not covered: rows whose gold answer is not a number (skipped: the tricks are
-numeric edits of the gold), and tricks nobody has thought of yet — add them to
-`TRICKS`.
+numeric edits of the gold), and tricks nobody has thought of yet — add them to the form's
+`TRICKS` (or give a family a form of its own).
 """
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from grpokit.audit.tricks import TRICKS, prepare_row
+from grpokit.families import ANSWER_LINES, AnswerLines
 from grpokit.rewards import DEFAULT_MARKERS, RewardFunction
 
 DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
@@ -196,9 +198,6 @@ def error_findings(result) -> list[str]:
 def short_traceback(exc: BaseException, frames: int = 4) -> list[str]:
     """The first error as a traceback a reader can act on: the frames outside grpokit (the user's own reward
     code), else the last few, then the error itself."""
-    import traceback
-    from pathlib import Path
-
     inside = str(Path(__file__).resolve().parents[1])
     stack = traceback.extract_tb(exc.__traceback__)
     own = [f for f in stack if not str(Path(f.filename).resolve()).startswith(inside)] or stack[-frames:]
@@ -230,18 +229,19 @@ def _reward_settings(rewards: list[tuple[RewardFunction, float]]) -> tuple[tuple
 
 def audit_rewards(
     rewards: list[tuple[RewardFunction, float]], rows: list[dict], max_rows: int = DEFAULT_AUDIT_ROWS,
-    prompt_of: Callable[[dict], Any] | None = None,
+    prompt_of: Callable[[dict], Any] | None = None, form: AnswerLines = ANSWER_LINES,
 ) -> AuditResult:
     """Score honest and adversarial completions for up to `max_rows` rows with the weighted sum of `rewards`.
 
     `prompt_of(row)`: the prompt training gives a row; rewards that read prompts get it (as TRL gives it), and
-    the tricks that need it (`prompt_example_copied`) apply. Without it those tricks are skipped."""
+    the tricks that need it (`prompt_example_copied`) apply. Without it those tricks are skipped. `form`: the
+    task family's answer-line form (default: grpokit.families.answer_lines')."""
     markers, think, min_lines = _reward_settings(rewards)
     prepared, skipped = [], 0
     for row in rows:
         if len(prepared) >= max_rows:
             break
-        p = prepare_row(row, markers, think, min_lines, prompt_of(row) if prompt_of else None)
+        p = form.prepare(row, markers, think, min_lines, prompt_of(row) if prompt_of else None)
         if p is None:
             skipped += 1
         else:
@@ -254,7 +254,7 @@ def audit_rewards(
     owners: list[tuple[int, str]] = []  # (row index, "right" | "wrong" | trick name)
     for i, r in enumerate(prepared):
         for kind, text in [("right", r.honest(r.gold)), ("wrong", r.honest(r.num(1)))] + [
-            (t.name, t.build(r)) for t in TRICKS.values()
+            (t.name, t.build(r)) for t in form.tricks.values()
         ]:
             if text is not None:
                 texts.append(text)
@@ -267,7 +267,7 @@ def audit_rewards(
     by_row: list[dict[str, tuple[float, str, dict]]] = [{} for _ in prepared]
     for j, ((i, kind), total, text) in enumerate(zip(owners, totals, texts)):
         by_row[i][kind] = (total, text, {name: p[j] for name, p in parts.items()})
-    results = {name: TrickResult(name, t.description) for name, t in TRICKS.items()}
+    results = {name: TrickResult(name, t.description) for name, t in form.tricks.items()}
     for row_scores in by_row:
         wrong, _, wrong_parts = row_scores["wrong"]
         for name, res in results.items():

@@ -24,13 +24,34 @@ as `where: what` / `fix:` lines with the error's exit code (2 for bad input,
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import platform
 import sys
+import warnings
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 
-from grpokit.cli import (compare, data, doctor, eval, export, preflight, recipe, report, rewards, rm, sandbox, serve,
-                         sft, train)
-from grpokit.cli.output import err, print_error
+from grpokit import __version__
+from grpokit.cli import (
+    compare,
+    data,
+    doctor,
+    eval,
+    export,
+    preflight,
+    recipe,
+    report,
+    rewards,
+    rm,
+    sandbox,
+    serve,
+    sft,
+    train,
+)
+from grpokit.cli.output import err, os_error, print_error
 from grpokit.errors import GrpokitError
+from grpokit.run.reads import command
 
 # The order of `grpokit --help`: the training loop first, then the tools around it.
 COMMAND_GROUPS = (train, sft, recipe, data, rewards, rm, preflight, eval, compare, report, doctor, export, sandbox, serve)
@@ -38,14 +59,9 @@ COMMAND_GROUPS = (train, sft, recipe, data, rewards, rm, preflight, eval, compar
 
 def version() -> str:
     """The installed distribution's version; the package's own when run from a source tree without install."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
     try:
         return dist_version("grpokit")
     except PackageNotFoundError:
-        from grpokit import __version__
-
         return __version__
 
 
@@ -56,10 +72,6 @@ REPORTED_PACKAGES = ("transformers", "trl", "peft", "accelerate", "datasets", "v
 
 def version_report() -> str:
     """`grpokit --version`: grpokit, Python, torch with its CUDA/MPS and devices, the libraries grpokit drives."""
-    import platform
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
     lines = [f"grpokit {version()}", f"python {platform.python_version()} ({platform.system().lower()} "
                                      f"{platform.machine()})"]
     try:
@@ -108,8 +120,6 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import warnings
-
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     if "transformers" in sys.modules:  # already imported (main() called in-process): set it directly
@@ -137,8 +147,6 @@ PATH_ARGS = frozenset({"output_dir", "out", "input", "data", "resume", "recipe",
 
 
 def _expand_home(args) -> None:
-    import os
-
     for name in PATH_ARGS & vars(args).keys():
         value = getattr(args, name)
         if isinstance(value, str):
@@ -152,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _expand_home(args)
-    from grpokit.run.reads import command
-
     try:
         with command():  # the files this command reads: no output of it is written over them (grpokit.run.writer)
             return int(args.func(args) or 0)
@@ -165,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except OSError as e:  # the disk's refusal (full, an I/O error), not a bug: said with the command to run again
+        return print_error(os_error(e, sys.argv[1:] if argv is None else list(argv)))
+    except Exception as e:
+        from grpokit.run.safety import is_disk_full
+
+        if not is_disk_full(e):  # a bug: its traceback
+            raise
+        # a library's writer that keeps no errno (safetensors, torch's zip writer) on a full disk
+        full = OSError(errno.ENOSPC, str(e).strip().splitlines()[0][:300] if str(e).strip() else "no space left")
+        return print_error(os_error(full, sys.argv[1:] if argv is None else list(argv)))
 
 
 __all__ = ["build_parser", "main", "version", "version_report"]

@@ -1,8 +1,15 @@
 """`grpokit data check | generate | perturb | rewrite | import | mine-failures`: dataset tools."""
 from __future__ import annotations
 
-from grpokit.cli.output import add_overwrite_option
+import time
+
+from grpokit.cli.output import add_overwrite_option, err
+from grpokit.data import check_file, grouped, load_rows, question_keys
 from grpokit.errors import GrpokitError, Problem
+from grpokit.families import FAMILIES, generators, importers, variant_by_name
+from grpokit.run.reads import reading
+from grpokit.run.writer import check_target, write_rows
+from grpokit.templates import TEMPLATE_NAMES
 
 MAX_GENERATED_ROWS = 1_000_000  # far above any training set generated here; a larger number is a typo
 
@@ -14,9 +21,6 @@ def register(sub) -> None:
     dc.add_argument("file", help="a .jsonl, .json, .csv or .parquet file, builtin:<bundled file>, or hf:<dataset id>")
     dc.add_argument("--question-field", help="column holding the question (default: question, then prompt)")
     dc.add_argument("--answer-field", help="column holding the answer (default: answer, then expected_answer)")
-    from grpokit.families import FAMILIES, generators  # light modules: the CLI still starts fast
-    from grpokit.templates import TEMPLATE_NAMES
-
     dc.add_argument("--template", choices=TEMPLATE_NAMES,
                     help="the recipe's data.template: plain templates refuse message-list questions")
     checked = {n: f.check for n, f in FAMILIES.items() if f.check}
@@ -31,14 +35,17 @@ def register(sub) -> None:
     dg.add_argument("--rows", type=int, default=500, help="how many rows (default 500)")
     dg.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same rows (default 0)")
     dg.add_argument("--exclude", action="append", metavar="FILE.jsonl", help="never produce questions found in FILE")
+    for option in {o.flag: o for g in generators().values() for o in g.options}.values():
+        dg.add_argument(f"--{option.flag}", dest=f"option_{option.keyword}", type=option.type, help=option.help)
     add_overwrite_option(dg)
     dg.set_defaults(func=cmd_data_generate)
     # Two evaluation-only copies of generated rows (grpokit.families' variants): the same arguments each.
-    for name, func, what, source, made, seed in (
+    for name, func, what, made, seed in (
             ("perturb", cmd_data_perturb, "redraw the numbers of generated problems and recompute the answers",
-             "arithmetic", "perturbed", "the new numbers"),
+             "perturbed", "the new numbers"),
             ("rewrite", cmd_data_rewrite, "ask generated problems in words no training row uses (same numbers and "
-             "answers): a rewritten evaluation set", "arithmetic|json", "rewritten", "the choice of phrasing")):
+             "answers): a rewritten evaluation set", "rewritten", "the choice of phrasing")):
+        source = "|".join(_generators_copied_by(made))
         dc = data.add_parser(name, help=what)
         dc.add_argument("file", help=f"rows from `grpokit data generate {source}` (.jsonl)")
         dc.add_argument("out", help=f"where to write the {made} rows (.jsonl)")
@@ -48,7 +55,8 @@ def register(sub) -> None:
         add_overwrite_option(dc)
         dc.set_defaults(func=func)
     di = data.add_parser("import", help="turn a packaged benchmark into grpokit rows")
-    di.add_argument("source", choices=["humaneval"], help="which benchmark")
+    di.add_argument("source", choices=list(importers()), help="which benchmark: " + ", ".join(
+        f"{n} ({g.what})" for n, g in importers().items()))
     di.add_argument("out", help="where to write the rows (.jsonl)")
     add_overwrite_option(di)
     di.set_defaults(func=cmd_data_import)
@@ -63,10 +71,6 @@ def register(sub) -> None:
 
 
 def cmd_data_check(args) -> int:
-    from grpokit.cli.output import err
-    from grpokit.data import check_file
-    from grpokit.families import FAMILIES
-
     if args.file.startswith("hf:"):
         from grpokit.hub_access import hub_reachable, offline_reason
 
@@ -75,8 +79,6 @@ def cmd_data_check(args) -> int:
                       "cache only", highlight=False)
     report = check_file(args.file, args.question_field, args.answer_field, template=args.template,
                         family=FAMILIES[args.task] if args.task else None)
-    from grpokit.data import grouped
-
     if report.columns:
         print(report.columns_line())
     for p in grouped(report.errors):  # "40 rows (lines 1, 2, 3, ...): missing question", not 40 lines
@@ -88,69 +90,69 @@ def cmd_data_check(args) -> int:
 
 
 def cmd_data_generate(args) -> int:
-    from grpokit.data import question_keys
-    from grpokit.families import generators
-    from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
-    if not 1 <= args.rows <= MAX_GENERATED_ROWS:
-        raise GrpokitError([Problem("--rows", f"must be 1 to {MAX_GENERATED_ROWS:,}, got {args.rows}",
-                                    "e.g. --rows 500 (the default)")])
+    generator = generators()[args.task]
+    most = min(MAX_GENERATED_ROWS, generator.most or MAX_GENERATED_ROWS)
+    if not 1 <= args.rows <= most:
+        raise GrpokitError([Problem("--rows", f"must be 1 to {most:,} for {args.task}, got {args.rows:,}" + (
+            f" ({args.task} makes at most {most:,} distinct rows)" if most < MAX_GENERATED_ROWS else ""),
+            f"e.g. --rows 500 (the default); at most --rows {most:,}")])
+    given = {k[len("option_"):]: v for k, v in vars(args).items() if k.startswith("option_") and v is not None}
+    own = {o.keyword: o for o in generator.options}
+    foreign = [k for k in given if k not in own]
+    if foreign:
+        flags = [f"--{o.flag}" for g in generators().values() for o in g.options if o.keyword in foreign]
+        raise GrpokitError([Problem(", ".join(dict.fromkeys(flags)), f"does not apply to {args.task}",
+                                    "leave it out (`grpokit data generate --help` says which task each option is for)")])
     reading(*(args.exclude or []))
     check_target(args.out, replace=args.overwrite)  # before generating: a link, a hard link, --exclude itself
-    rows = generators()[args.task].make(args.rows, args.seed, question_keys(args.exclude or []))
+    t0 = time.perf_counter()
+    try:
+        rows = generator.make(args.rows, args.seed, question_keys(args.exclude or []), **given)
+    except ValueError as e:  # a knob out of range, or fewer distinct rows than asked besides --exclude: it says which
+        raise GrpokitError([Problem(f"grpokit data generate {args.task}", str(e),
+                                    "change the options, ask for fewer rows, or exclude fewer questions")]) from None
     write_rows(args.out, rows, replace=args.overwrite)
-    print(f"wrote {len(rows)} rows to {args.out}")
+    print(f"wrote {len(rows)} rows to {args.out} ({time.perf_counter() - t0:.1f} s to generate and, for countdown, "
+          "solve them)")
+    return 0
+
+
+def _generators_copied_by(variant: str) -> list[str]:
+    """The `data generate` names whose rows the families' variant called `variant` copies."""
+    return [g for f in FAMILIES.values() if any(v.name == variant for v in f.variants) for g in f.generators]
+
+
+def _write_variant(args, variant: str, verb: str, fix: str) -> int:
+    """`data perturb|rewrite`: the family variant called `variant` applied to every row of args.file, written to
+    args.out; refused with the first row it cannot copy."""
+    reading(args.file, *(args.exclude or []))
+    check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
+    rows = load_rows(args.file)[0]
+    chosen = variant_by_name(rows, variant)
+    bad = [i + 1 for i, r in enumerate(rows) if chosen is None or not chosen.applies(r)]
+    if bad:
+        copied = " or ".join(v.copies for f in FAMILIES.values() for v in f.variants if v.name == variant)
+        sources = " or ".join(f"`grpokit data generate {g}`" for g in _generators_copied_by(variant))
+        raise GrpokitError([Problem(f"{args.file} row {bad[0]}", f"{len(bad)} of {len(rows)} rows are not {copied}",
+                                    f"{verb} only files from {sources}; {fix}")])
+    write_rows(args.out, chosen.make(rows, args.seed, question_keys(args.exclude or [])), replace=args.overwrite)
+    print(f"wrote {len(rows)} {variant} rows to {args.out}")
     return 0
 
 
 def cmd_data_perturb(args) -> int:
-    from grpokit.data import load_rows, question_keys
-    from grpokit.families.math import is_generated, perturb_rows
-    from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
-    reading(args.file, *(args.exclude or []))
-    check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
-    rows = load_rows(args.file)[0]
-    bad = [i + 1 for i, r in enumerate(rows) if not is_generated(r)]
-    if bad:
-        raise GrpokitError([Problem(f"{args.file} row {bad[0]}", f"{len(bad)} of {len(rows)} rows are not generated "
-                                    "arithmetic rows (kind/a/b matching the question)",
-                                    "perturb only files from `grpokit data generate arithmetic`; for other sets "
-                                    "`grpokit eval` reports the train-vs-held-out gap instead")])
-    write_rows(args.out, perturb_rows(rows, args.seed, question_keys(args.exclude or [])), replace=args.overwrite)
-    print(f"wrote {len(rows)} perturbed rows to {args.out}")
-    return 0
+    return _write_variant(args, "perturbed", "perturb", "for other sets `grpokit eval` reports the train-vs-held-out "
+                          "gap instead")
 
 
 def cmd_data_rewrite(args) -> int:
-    from grpokit.data import load_rows, question_keys
-    from grpokit.families import variants_of
-    from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
-    reading(args.file, *(args.exclude or []))
-    check_target(args.out, replace=args.overwrite)  # before reading: its own input is never written over
-    rows = load_rows(args.file)[0]
-    rewrite = next((v for v in variants_of(rows) if v.name == "rewritten"), None)
-    bad = [i + 1 for i, r in enumerate(rows) if rewrite is None or not rewrite.applies(r)]
-    if bad:
-        raise GrpokitError([Problem(f"{args.file} row {bad[0]}", f"{len(bad)} of {len(rows)} rows are not generated "
-                                    "rows in a training phrasing (arithmetic: kind/a/b; json: kind/shape/answer "
-                                    "matching the question)",
-                                    "rewrite only files from `grpokit data generate arithmetic|json`; with your own "
-                                    "data, hold out a phrasing, a source or a template yourself (docs/evaluation.md "
-                                    "\"Rewritten questions\")")])
-    write_rows(args.out, rewrite.make(rows, args.seed, question_keys(args.exclude or [])), replace=args.overwrite)
-    print(f"wrote {len(rows)} rewritten rows to {args.out}")
-    return 0
+    return _write_variant(args, "rewritten", "rewrite", "with your own data, hold out a phrasing, a source or a "
+                          "template yourself (docs/evaluation.md \"Rewritten questions\")")
 
 
 def cmd_data_import(args) -> int:
-    from grpokit.data import import_humaneval
-
-    n = import_humaneval(args.out, args.overwrite)
+    check_target(args.out, replace=args.overwrite)  # before the benchmark is read
+    n = write_rows(args.out, importers()[args.source].make(), replace=args.overwrite)
     print(f"wrote {n} rows to {args.out}")
     return 0
 

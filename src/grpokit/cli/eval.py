@@ -3,7 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
 from grpokit.errors import GrpokitError, Problem
+from grpokit.recipe import load_recipe, load_run_recipe
+from grpokit.recipe.schema import MAX_TOKENS
+from grpokit.run import RunDir
+
+# pass@k is read at k of a few hundred at most; each sample is a whole completion of every row, so a larger K is a
+# typo that would sample for days.
+MAX_SAMPLES = 1024
 
 
 def register(sub) -> None:
@@ -29,17 +38,16 @@ def register(sub) -> None:
 def cmd_eval(args) -> int:
     from grpokit.console import console
     from grpokit.evaluation import evaluate_model, evaluate_run, pct, results_legend, results_table
-    from grpokit.recipe import load_recipe, load_run_recipe
-    from grpokit.run import RunDir
-
     target = Path(args.target)
     run = RunDir(target)
     _refuse_what_is_no_target(target, run)
-    for flag, value in (("--samples", args.samples), ("--max-rows", args.max_rows),
-                        ("--max-new-tokens", args.max_new_tokens)):
-        if value is not None and value < (0 if flag == "--samples" else 1):
-            raise GrpokitError([Problem(flag, f"must be at least {0 if flag == '--samples' else 1}, got {value}",
-                                        "pass a positive number (--samples 0 skips pass@k)")])
+    for flag, value, lo, hi in (("--samples", args.samples, 0, MAX_SAMPLES), ("--max-rows", args.max_rows, 1, None),
+                                ("--max-new-tokens", args.max_new_tokens, 1, MAX_TOKENS)):
+        if value is not None and (value < lo or (hi is not None and value > hi)):
+            span = f"at least {lo}" if hi is None else f"{lo} to {hi:,}"
+            raise GrpokitError([Problem(flag, f"must be {span}, got {value:,}",
+                                        "e.g. --samples 16 (0 skips pass@k)" if flag == "--samples" else
+                                        f"pass a number from {lo}" + (f" to {hi:,}" if hi else ""))])
     tool_recipe = load_run_recipe(run) if run.is_run() else (load_recipe(args.recipe) if args.recipe else None)
     if tool_recipe is not None and tool_recipe.env is not None:  # tool tasks: TRL's own episodes (grpokit.envs)
         from grpokit.evaluation import cli_eval
@@ -59,8 +67,6 @@ def cmd_eval(args) -> int:
         results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
                                  out_dir=args.output_dir, **common)
     console.print(results_table(results))
-    from rich.markup import escape
-
     for line in results_legend(results):  # what each column means (docs/evaluation.md says the same)
         console.print(f"  [dim]{escape(line)}[/]")
     if (results.get("run_end") or {}).get("note"):

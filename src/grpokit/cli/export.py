@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.export import CHECK_PROMPTS, QUANTS, TARGETS, check_repo_id, export, hub_token, push_to_hub
 
 
 def register(sub) -> None:
-    from grpokit.export import CHECK_PROMPTS, QUANTS, TARGETS
-
     p = sub.add_parser("export", help="merge / convert a checkpoint for serving (HF, GGUF, Ollama; vLLM command)")
     p.add_argument("run_dir", help="a run directory from grpokit train")
     p.add_argument("--checkpoint", default="auto", help="best (from grpokit eval), last, a step number, "
@@ -23,8 +22,6 @@ def register(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from grpokit.export import check_repo_id, export, hub_token, push_to_hub
-
     if args.private and not args.push_to_hub:
         raise GrpokitError([Problem("--private", "only applies to --push-to-hub", "add --push-to-hub USER/REPO")])
     token = hub_token() if args.push_to_hub and check_repo_id(args.push_to_hub) else None  # before exporting

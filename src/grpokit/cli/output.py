@@ -1,9 +1,15 @@
 """What every command shares: the stderr console, the one error printer, the `--set` option."""
 from __future__ import annotations
 
+import difflib
+from pathlib import Path
+import errno
+import shlex
+
 from rich.console import Console
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.run import RunDir
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -17,6 +23,28 @@ def print_error(e: GrpokitError) -> int:
         if p.fix:
             err.print(f"      fix: {p.fix}", markup=False)
     return e.exit_code
+
+
+# What usually fixes an OSError a command meets on the disk (a full disk, an I/O error), by errno; the command is
+# then run again: the writer (grpokit.run.writer) leaves each file whole, old or new (benchmarks/fault_injection.py
+# fails each of its writes in turn to show it).
+_DISK_FIXES = {
+    errno.ENOSPC: "free space on that disk (or write to another one)",
+    errno.EDQUOT: "free space within your disk quota (or write to another disk)",
+    errno.EIO: "the disk reported an I/O error: check it (`dmesg`, its mount, its cable)",
+    errno.EROFS: "the disk is mounted read-only: write to another folder, or mount it read-write",
+    errno.EACCES: "check the permissions of that folder (or write to another one)",
+    errno.EPERM: "check the permissions of that folder (or write to another one)",
+    errno.EFBIG: "the file is larger than this file system (or a ulimit -f) allows: write to another disk",
+}
+
+
+def os_error(e: OSError, argv: list[str]) -> GrpokitError:
+    """A file operation the system refused (a full disk, an I/O error), as where / what / fix: the command again."""
+    fix = _DISK_FIXES.get(e.errno, "remove what stopped it")
+    return GrpokitError([Problem(str(e.filename or "a file operation"), e.strerror or str(e) or type(e).__name__,
+                                 f"{fix}, then run `grpokit {shlex.join(argv)}` again")], exit_code=1,
+                        title="the system refused a file operation")
 
 
 def add_set_option(parser, help: str = "override a recipe value (repeatable), e.g. --set train.learning_rate=2e-5"):
@@ -39,10 +67,6 @@ def require_run(path: str, command: str):
 
     A run is a folder with config.yaml, run.json or metrics.jsonl (a run cut short, or one of an older version,
     still counts); anything else would give an empty report, a silent doctor or an evaluation of nothing."""
-    import difflib
-    from pathlib import Path
-
-    from grpokit.run import RunDir
 
     def is_run(folder: Path) -> bool:
         run = RunDir(folder)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from grpokit.cli.output import add_overwrite_option, add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
+from grpokit.recipe import load_recipe
+from grpokit.run.writer import check_target
 
 
 def register(sub) -> None:
@@ -29,8 +31,6 @@ def register(sub) -> None:
 
 
 def cmd_preflight(args) -> int:
-    from grpokit.recipe import load_recipe
-
     if args.memory:
         from grpokit.preflight.memory import memory_report, render_memory_plan
 
@@ -50,8 +50,6 @@ def cmd_preflight(args) -> int:
         raise GrpokitError([Problem("grpokit preflight", "--prompts must be >= 1 and --generations >= 2",
                                     "e.g. --prompts 16 --generations 8")])
     recipe = load_recipe(args.recipe, args.set)
-    from grpokit.run.writer import check_target
-
     for out in (args.output, args.write_filtered):  # before the model loads: never a link, the data or the recipe
         if out is not None:
             check_target(out, replace=args.overwrite)

@@ -1,7 +1,11 @@
 """`grpokit recipe check`: validate a recipe before any model loads."""
 from __future__ import annotations
 
+import yaml
+
 from grpokit.cli.output import add_set_option, err
+from grpokit.recipe import load_recipe
+from grpokit.rewards import BUILTIN, DEFAULT_ROLE, reward_title
 
 
 def register(sub) -> None:
@@ -14,8 +18,6 @@ def register(sub) -> None:
 
 
 def cmd_recipe_check(args) -> int:
-    from grpokit.recipe import load_recipe
-
     # use="check": what this machine lacks (vLLM, CUDA) is a note, not a failure: a GPU recipe is often checked
     # on a laptop before the GPU job. `grpokit train` refuses the same findings before any model loads.
     recipe = load_recipe(args.recipe, args.set, use="check")
@@ -29,8 +31,6 @@ def cmd_recipe_check(args) -> int:
 
 def _resolved_yaml(recipe) -> str:
     """The recipe resolved, as YAML; a reward entry shows the keys it uses (no `name: null` beside a `path`)."""
-    import yaml
-
     data = recipe.model_dump(mode="json")
     data["rewards"] = [{k: v for k, v in r.items() if v is not None} for r in data.get("rewards", [])]
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
@@ -38,8 +38,6 @@ def _resolved_yaml(recipe) -> str:
 
 def describe_rewards(rewards) -> str:
     """'my_rewards:score (own, correctness) x1.0, format (format) x0.2': each reward by module and function."""
-    from grpokit.rewards import BUILTIN, DEFAULT_ROLE, reward_title
-
     parts = []
     for r in rewards:
         builtin = BUILTIN.get(r.name) if r.path is None else None

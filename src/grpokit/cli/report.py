@@ -1,10 +1,12 @@
 """`grpokit report`: report.html with plots for a run."""
 from __future__ import annotations
 
+from grpokit.errors import GrpokitError, Problem
+from grpokit.run import REPORT_DIR
+from grpokit.run.record import read_record
+
 
 def register(sub) -> None:
-    from grpokit.run import REPORT_DIR  # the report imports matplotlib only inside its plotting functions
-
     p = sub.add_parser("report", help="write report.html with plots for a run (offline; run grpokit eval first), or "
                        "for an SFT-vs-GRPO comparison's folder")
     p.add_argument("run_dir", help="a grpokit run directory, or a comparison's (grpokit demo --task sft-vs-grpo)")
@@ -15,14 +17,10 @@ def register(sub) -> None:
 def cmd_report(args) -> int:
     from grpokit.cli.output import require_run
     from grpokit.report import write_report
-    from grpokit.run.record import read_record
-
     if (read_record(args.run_dir) or {}).get("kind") == "comparison":  # its page sits beside its comparison.json
         from grpokit.report.comparison import write_comparison_report
 
         if args.output_dir:
-            from grpokit.errors import GrpokitError, Problem
-
             raise GrpokitError([Problem("--output-dir", "a comparison's page is written into its own folder",
                                         f"run `grpokit report {args.run_dir}` without --output-dir")])
         print(f"report: {write_comparison_report(args.run_dir)}")

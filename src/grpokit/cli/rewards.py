@@ -26,8 +26,23 @@ import sys
 from pathlib import Path
 
 from grpokit.cli.output import add_set_option
+from grpokit.data import closest_column, grouped, resolve_data_path
+from grpokit.data.formats import MAX_ROW_DEPTH
 from grpokit.errors import GrpokitError, Problem
-from grpokit.rewards import RewardFunction, available, build_reward, completion_text, get_spec
+from grpokit.recipe import RewardConfig, load_recipe
+from grpokit.rewards import (
+    LEARNED_REWARDS,
+    OwnRewardError,
+    RewardFunction,
+    available,
+    build_own,
+    build_reward,
+    completion_text,
+    get_spec,
+    is_own,
+    signature_problems,
+)
+from grpokit.rewards.guard import OwnRewardTimeout, hard_deadlines
 
 _MAX_REPORTED_PROBLEMS = 20  # a wholly wrong file would otherwise print one problem per line
 
@@ -102,8 +117,6 @@ def parse_params(assignments: list[str]) -> dict:
 
 
 def _build(name: str, params: dict, timeout_s: float | None = None) -> RewardFunction:
-    from grpokit.rewards import is_own
-
     module, sep, function = name.rpartition(":")
     if sep and (module.endswith(".py") or "/" in module):
         return _build_own({"path": str(Path(module).resolve()), "function": function, "timeout_s": timeout_s},
@@ -121,9 +134,6 @@ def _build(name: str, params: dict, timeout_s: float | None = None) -> RewardFun
 
 def _build_own(entry: dict, params: dict) -> RewardFunction:
     """Your own function, loaded and signature-checked exactly as a recipe's `rewards:` entry would be."""
-    from grpokit.recipe import RewardConfig
-    from grpokit.rewards import OwnRewardError, build_own, signature_problems
-
     try:
         fn = build_own(RewardConfig(**entry, params=params), Path.cwd(), "--reward")
     except OwnRewardError as e:
@@ -148,8 +158,6 @@ def _int(digits: str) -> int | _HugeInt:
 def _structure_problem(row: object) -> tuple[str, str] | None:
     """(what, fix) for a row nested past MAX_ROW_DEPTH (grpokit.data.formats, as data files) or holding an integer
     too long to convert; iterative, so a 200,000-deep row is an answer, not a RecursionError."""
-    from grpokit.data.formats import MAX_ROW_DEPTH
-
     stack = [(row, 1)]
     while stack:
         item, depth = stack.pop()
@@ -169,9 +177,6 @@ def read_rows(path: str, columns: tuple[str, ...], fields: dict[str, str] | None
     """The input rows, or GrpokitError listing every bad line (file:LINE, what, fix). `fields` ({"answer":
     "target"}, from --answer-field / --question-field): the row's own column is also given under the task's name,
     as training gives a recipe's data.answer_field."""
-    from grpokit.data import closest_column, grouped
-    from grpokit.data import resolve_data_path
-
     file = Path(resolve_data_path(path, Path.cwd()))  # builtin:... as in a recipe
     if not file.is_file():
         raise GrpokitError([Problem(path, "input file not found", "pass an existing JSONL file to --input")])
@@ -254,14 +259,10 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
 def cmd_score(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise GrpokitError([Problem(f"--timeout {args.timeout:g}", "must be more than 0 seconds", "e.g. --timeout 60")])
-    from grpokit.rewards.guard import hard_deadlines
-
     fn = _build(args.reward, parse_params(args.param), args.timeout)
     fields = {k: v for k, v in (("answer", args.answer_field), ("question", args.question_field)) if v}
     rows = read_rows(args.input, fn.spec.columns, fields)
     failed = 0
-    from grpokit.rewards.guard import OwnRewardTimeout
-
     for i, row in enumerate(rows):
         with hard_deadlines():  # a function that swallows the interrupt at its deadline ends the command, named
             out = score_row(fn, row)
@@ -282,9 +283,6 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from grpokit.audit import audit_progress, audit_recipe, audit_warnings
     from grpokit.cli.output import err, print_notes
-    from grpokit.recipe import load_recipe
-    from grpokit.rewards import LEARNED_REWARDS
-
     recipe = load_recipe(args.recipe, args.set)
     print_notes(recipe)
     log = lambda line: err.print(line, markup=False)  # noqa: E731 - progress to stderr; the table is the result

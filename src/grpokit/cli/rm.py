@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from grpokit.cli.output import add_overwrite_option, add_set_option
+from grpokit.recipe import load_recipe
 
 
 def register(sub) -> None:
@@ -45,7 +46,6 @@ def register(sub) -> None:
 
 
 def cmd_candidates(args) -> int:
-    from grpokit.recipe import load_recipe
     from grpokit.rm import write_candidates
 
     recipe = load_recipe(args.recipe, args.set)

@@ -1,6 +1,8 @@
 """`grpokit sandbox check`: which isolation code rewards get on this machine."""
 from __future__ import annotations
 
+from grpokit.sandbox import probe
+
 
 def register(sub) -> None:
     p = sub.add_parser("sandbox", help="the isolated runner for code rewards")
@@ -10,8 +12,6 @@ def register(sub) -> None:
 
 
 def cmd_check(args=None) -> int:
-    from grpokit.sandbox import probe
-
     iso, r = probe()
     if r is not None:
         print(f"isolation: bwrap — {iso.detail}")

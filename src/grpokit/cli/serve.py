@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from grpokit.cli.output import add_set_option, err, print_notes
 from grpokit.errors import GrpokitError, Problem
+from grpokit.generation import render_command, run_server, serve_command, training_settings
+from grpokit.recipe import load_recipe
 
 
 def register(sub) -> None:
@@ -25,9 +27,6 @@ def register(sub) -> None:
 
 
 def cmd_serve_vllm(args) -> int:
-    from grpokit.generation import render_command, run_server, serve_command, training_settings
-    from grpokit.recipe import load_recipe
-
     bad = [(flag, value, rule) for flag, value, ok, rule in (
         ("--port", args.port, lambda v: 1 <= v <= 65535, "between 1 and 65535"),
         ("--tensor-parallel-size", args.tensor_parallel_size, lambda v: v >= 1, "at least 1"),

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from grpokit.cli.output import add_set_option
+from grpokit.recipe import load_recipe
+from grpokit.run import describe_lineage
 
 
 def register(sub) -> None:
@@ -18,8 +20,6 @@ def register(sub) -> None:
 
 def cmd_sft(args) -> int:
     from grpokit.console import console
-    from grpokit.recipe import load_recipe
-    from grpokit.run import describe_lineage
     from grpokit.training import apply_init_from, train_sft
 
     recipe, lineage = apply_init_from(load_recipe(args.recipe, args.set), args.init_from, continuing=False)

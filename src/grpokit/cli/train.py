@@ -4,14 +4,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.markup import escape
+
+from grpokit import DEMO_TIME
 from grpokit.cli.output import add_set_option, err, print_notes
+from grpokit.demo import DEFAULT_TASK, TASKS, run_demo
+from grpokit.distributed import is_rank_zero
 from grpokit.errors import GrpokitError, Problem
+from grpokit.recipe import batch_geometry, load_recipe, load_run_recipe, refuse_vllm_training_here
+from grpokit.run import RunDir, describe_lineage
 
 
 def register(sub) -> None:
-    from grpokit import DEMO_TIME
-    from grpokit.demo import DEFAULT_TASK, TASKS
-
     demo = sub.add_parser("demo", help="train the embedded model on the bundled arithmetic task, SFT then GRPO "
                                        f"({DEMO_TIME} on a 2-core CPU, "
                                        "docs/measurements.md 'The demo: an SFT warm start, then GRPO')")
@@ -51,8 +55,6 @@ def add_launch_options(tr) -> None:
 
 
 def cmd_demo(args) -> int:
-    from grpokit.demo import run_demo
-
     run_demo(output_dir=args.output_dir, overrides=args.set, task=args.task)
     return 0
 
@@ -71,7 +73,6 @@ class TrainRequest:
 
 
 def cmd_train(args) -> int:
-    from grpokit.recipe import batch_geometry
     from grpokit.training import check_processes
 
     _refuse_conflicts(args)
@@ -83,11 +84,9 @@ def cmd_train(args) -> int:
     if args.dry_run:
         return _dry_run(args, request, opts)
     if not request.resume and not args.skip_audit:
-        from grpokit.run import RunDir
-
         # A taken run folder is refused before the audit's seconds to minutes (training refuses it again, locked).
         RunDir(Path(request.run_dir).resolve()).refuse_existing(args.overwrite)
-        _audit_warnings(request.recipe)
+        print_audit_warnings(request.recipe)
     if opts is not None:
         return _launch(request, opts)
     from grpokit.training import train
@@ -126,16 +125,10 @@ def _launch_options(args):
 def _request(args, here: bool) -> TrainRequest:
     """The command's recipe and run, read once. `here`: this process trains (not a launch, not a dry run), so
     --init-from is applied here; a launch hands it on to each process."""
-    from grpokit.distributed import is_rank_zero
-    from grpokit.recipe import load_recipe, load_run_recipe
-
     if args.resume:
         sets = _resume_overrides(args.set)
         recipe = load_run_recipe(args.resume, sets)  # a bad run directory fails here, not in N processes
         if args.num_processes is not None and not args.dry_run:
-            from grpokit.recipe import refuse_vllm_training_here
-            from grpokit.run import RunDir
-
             refuse_vllm_training_here(recipe.generation, str(RunDir(args.resume).config))
         return TrainRequest(recipe, args.resume, ["--resume", args.resume, *_sets(sets)], True,
                             _earlier_lineage(args.resume) if here else None)
@@ -151,7 +144,6 @@ def _request(args, here: bool) -> TrainRequest:
             *(["--overwrite"] if args.overwrite else []), *(["--init-from", args.init_from] if args.init_from else [])]
     lineage = None
     if here and args.init_from:
-        from grpokit.run import describe_lineage
         from grpokit.training import apply_init_from
 
         recipe, lineage = apply_init_from(recipe, args.init_from, explicit=args.set)  # --set wins over continuing
@@ -169,7 +161,6 @@ def _launch(request: TrainRequest, opts) -> int:
     audit), and say how to continue when a signal stopped it."""
     import torch
 
-    from grpokit.run import RunDir
     from grpokit.training import accelerate_command, mixed_precision_of, run_launch
 
     precision = mixed_precision_of(request.recipe.model.dtype) if torch.cuda.is_available() else "no"
@@ -221,16 +212,12 @@ def _resume_overrides(sets: list[str] | None) -> list[str]:
 
 def _earlier_lineage(run_dir) -> dict | None:
     """The lineage a run started with (run.json's init_from), kept when it is resumed."""
-    from grpokit.run import RunDir
-
     return RunDir(run_dir).read_status().get("init_from")
 
 
-def _audit_warnings(recipe) -> None:
+def print_audit_warnings(recipe) -> None:
     """The findings `grpokit rewards audit` prints (reward errors with the first traceback, the reward paying for
     each trick and the fix), before training starts."""
-    from rich.markup import escape
-
     from grpokit.audit import audit_warnings
     from grpokit.console import console
 

@@ -28,11 +28,13 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import logging
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpokit.errors import Problem
+from grpokit.run.reads import reading
 
 FORMATS = (".jsonl", ".json", ".csv", ".parquet")
 _BOM = b"\xef\xbb\xbf"
@@ -156,9 +158,7 @@ def read_jsonl(path: str, raw: bytes) -> RawData:
 @contextlib.contextmanager
 def _quiet_datasets():
     """datasets logs its own copy of a read error and draws progress bars; grpokit reports the error itself."""
-    import logging
-
-    import datasets
+    import datasets  # loads pyarrow and more: `data check` of a local file never needs it
 
     logger = logging.getLogger("datasets")
     level, bars_on = logger.level, datasets.is_progress_bar_enabled()
@@ -184,7 +184,7 @@ def load_with_datasets(builder: str, path: str, **kwargs) -> tuple[list[dict], l
     The Arrow cache goes to a temporary folder: a checked file is read once, and a file
     edited in place must never be answered from a stale cache.
     """
-    import datasets
+    import datasets  # loads pyarrow and more: `data check` of a local file never needs it
 
     with tempfile.TemporaryDirectory(prefix="grpokit-data-") as cache, _quiet_datasets():
         ds = datasets.load_dataset(builder, data_files=path, split="train", cache_dir=cache, **kwargs)
@@ -262,7 +262,7 @@ def read_csv(path: str, raw: bytes) -> RawData:
     if not record_lines:
         out.file_errors.append(Problem(path, "no rows below the header line", "add rows"))
         return out
-    from datasets import Features, Value
+    from datasets import Features, Value  # as above: only a hub or Parquet read needs datasets
 
     try:  # every cell as text: CSV has no types, and "007" or "3.50" must stay what the file says
         rows, columns = load_with_datasets(
@@ -310,8 +310,6 @@ def read_file(path: str | Path) -> RawData:
     elif not path.is_file():
         out.file_errors.append(Problem(str(path), "file not found", "check the path"))
     else:
-        from grpokit.run.reads import reading
-
         reading(path)  # an input of this command: no output of it is written over it (grpokit.run.writer)
         return reader(str(path), path.read_bytes())
     return out
@@ -319,7 +317,7 @@ def read_file(path: str | Path) -> RawData:
 
 def read_hf(spec: str, config: str | None, split: str) -> RawData:
     """Rows of a hub dataset (`hf:openai/gsm8k`)."""
-    import datasets
+    import datasets  # loads pyarrow and more: `data check` of a local file never needs it
 
     out = RawData()
     try:

@@ -9,10 +9,10 @@ Every other column passes through to the rewards. GSM8K answers
 Files: .jsonl, .json, .csv, .parquet, `builtin:...` (a bundled file, as
 recipes name them) or hf:ID (see `formats`).
 
-Rows of a code task (grpokit.families.code) are valid as HumanEval writes
-them (`prompt`, `test`, `entry_point`), as `grpokit data import humaneval`
-writes them, or with a `tests` list of assert lines; they need no answer (the
-reference solution is optional); so do JSON rows with a `schema`.
+A row that carries a task family's own columns is read and checked as that family says, whatever the task
+(its `layout` in grpokit.families): code rows as HumanEval writes them (`prompt`, `test`, `entry_point`), as
+`grpokit data import humaneval` writes them, or with a `tests` list of assert lines, need no answer (the
+reference solution is optional); so do JSON rows with a `schema`; tool rows get their tool columns checked.
 
 A task family (grpokit.families: a recipe's, or `--task`) adds its own row
 check: a code task refuses rows without tests, a JSON task rows without a
@@ -44,12 +44,20 @@ from pathlib import Path
 
 from grpokit.data.formats import RawData, read_file, read_hf
 from grpokit.data.paths import resolve_data_path
-from grpokit.data.rows import (ANSWER_FIELDS, QUESTION_FIELDS, answer_type, closest_column, normalize_row, pick_field,
-                               question_key, question_text)
-from grpokit.envs import check_tool_row, is_tool_row
+from grpokit.data.rows import (
+    ANSWER_FIELDS,
+    QUESTION_FIELDS,
+    answer_type,
+    closest_column,
+    normalize_row,
+    pick_field,
+    question_key,
+    question_text,
+)
+from grpokit.datasets import BUILTIN_DATA
 from grpokit.errors import GrpokitError, Problem, UnusableData
-from grpokit.families import Family, judged_without_answer
-from grpokit.families.code import is_code_row
+from grpokit.families import Family, judged_without_answer, layout_of, layout_problems
+
 
 @dataclass
 class DataReport:
@@ -125,18 +133,16 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
                 own = family.row_problems(obj, where, pick_field(obj, answer_field, ANSWER_FIELDS))
         row, problems = normalize_row(obj, where, question_field, answer_field, template)
         problems = own + problems
-        if not problems and is_tool_row(obj):  # tool rows: schemas, expected calls, goal (grpokit.envs.rows)
-            problems = check_tool_row(obj, where)
-        if not problems and obj.get("schema") not in (None, ""):  # json_schema's column: a $ref outside it, ...
-            problems = _schema_problems(obj["schema"], where)
+        if not problems:  # the family columns it carries, whatever the task: a code row's tests, a JSON row's schema,
+            problems = layout_problems(row, where)  # a tool row's tools (each family's `layout`)
         if problems:
             report.errors.extend(problems)
             report.unusable += 1
             continue
         ak = pick_field(obj, answer_field, ANSWER_FIELDS)
         answer = obj[ak] if ak is not None else row.get("answer")  # code rows: the reference solution, if any
-        kind = ("code tests + reference" if answer else "code tests, no reference") if is_code_row(row) else \
-            "schema, no reference" if answer is None else None
+        owner = layout_of(row)  # a family's row counts as its kind (code tests, a schema), others by their answer
+        kind = owner.layout.kind(row, answer) if owner is not None and owner.layout.kind is not None else None
         report.answer_types[kind or answer_type(answer)] += 1
         warning = family.answer_problem(answer, where) if family is not None and family.answer_problem else None
         if warning is not None:
@@ -154,19 +160,6 @@ def check_rows(objects: list[tuple[str, object]], path: str, question_field=None
         report.wheres.append(where)
     report.columns = list(seen_columns)
     return report
-
-
-def _schema_problems(schema: object, where: str) -> list[Problem]:
-    """A row's JSON Schema (the json_schema reward's column) as json_schema reads it: a $ref outside the schema
-    (no network, no files), an invalid or too deeply nested schema."""
-    from grpokit.rewards import schema_problem
-
-    what = schema_problem(schema)
-    if what is None:
-        return []
-    return [Problem(f"{where} schema", what.removeprefix("the row's schema ").split("; inline")[0],
-                    "keep every referenced schema inside the row's schema (under $defs, $ref: '#/$defs/NAME'), "
-                    "or fix it with a JSON Schema validator")]
 
 
 def _missing_columns(raw: RawData, path: str, question_field, answer_field) -> list[Problem]:
@@ -207,8 +200,6 @@ def check_file(path: str | Path, question_field: str | None = None, answer_field
     if spec.startswith("builtin:"):
         path = resolve_data_path(spec, Path.cwd())
         if not Path(path).is_file():
-            from grpokit.datasets import BUILTIN_DATA
-
             files = sorted(str(f.relative_to(BUILTIN_DATA)) for f in BUILTIN_DATA.rglob("*.jsonl")
                            if "repos" not in f.parts)
             return DataReport(spec, errors=[Problem(spec, "no such bundled file", "bundled files: " + ", ".join(

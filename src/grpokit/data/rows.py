@@ -1,7 +1,8 @@
 """One row of a question/answer dataset: which columns hold the question and the answer, a conversational
 question's messages, and `normalize_row`, which turns a raw row into grpokit's (`question`, `answer`, the row's
-own columns beside them) or says what is wrong with it. HumanEval's own layout is read as it is (the code
-family's layouts, grpokit.families.code); a row some family judges without a gold answer needs none.
+own columns beside them) or says what is wrong with it. A row carrying a task family's own columns (its `layout`
+in grpokit.families: a code row's tests, a JSON row's schema, a tool row's tools) is read in that family's layout
+(HumanEval's own, as it is), whatever the task; a row some family judges without a gold answer needs none.
 
 Reading and checking whole files (every row with its line, the report) is grpokit.data.io.
 """
@@ -12,9 +13,8 @@ import json
 import math
 
 from grpokit.errors import Problem
-from grpokit.families import judged_without_answer
-from grpokit.families.code import code_row_problems, from_humaneval_layout, is_code_row
-from grpokit.families.math import is_numeric_answer
+from grpokit.families import judged_without_answer, layout_of
+from grpokit.rewards import is_numeric_answer
 from grpokit.templates import PLAIN_TEMPLATES
 
 QUESTION_FIELDS = ("question", "prompt")
@@ -89,7 +89,9 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
     """One raw row -> (normalised row or None, problems that make it unusable).
 
     `template` (a template name) refuses message-list questions under a plain template, which renders a string.
-    A code row (grpokit.families.code: tests, HumanEval's layout) needs no answer, nor does a row with a schema.
+    A row in a family's own layout (grpokit.families: HumanEval's) is read in it; a row some family judges without
+    a gold answer (tests, a schema) needs none. The family columns it carries are checked by the caller
+    (grpokit.data.io.check_rows, grpokit.families.layout_problems).
     """
     qf_names = (question_field,) if question_field else QUESTION_FIELDS
     af_names = (answer_field,) if answer_field else ANSWER_FIELDS
@@ -97,9 +99,9 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
         return None, [Problem(where, f"row is a JSON {type(obj).__name__}, not an object",
                               'write one object per line: {"question": ..., "answer": ...}')]
     problems = []
-    code_row = is_code_row(obj)
-    if code_row:  # HumanEval's own layout is read as it is: prompt -> question + humaneval_prompt
-        obj = from_humaneval_layout(obj, question_field)
+    owner = layout_of(obj)
+    if owner is not None and owner.layout.read is not None:  # HumanEval's own: prompt -> question + humaneval_prompt
+        obj = owner.layout.read(obj, question_field)
     qk = pick_field(obj, question_field, QUESTION_FIELDS)
     ak = pick_field(obj, answer_field, ANSWER_FIELDS)
     q = obj.get(qk)
@@ -130,8 +132,6 @@ def normalize_row(obj: object, where: str, question_field: str | None = None,
                                     'write the gold answer itself; as a string ("1e400") if it really is that'))
         elif isinstance(a, str) and not a.strip():
             problems.append(Problem(f"{where} {ak}", "answer is empty", "fill in the gold answer or delete the row"))
-    if not problems and code_row:
-        problems = code_row_problems(obj, where)
     if problems:
         return None, problems
     # Every column reaches the rewards under its own name (a reward may read `target`), and the question and

@@ -68,21 +68,22 @@ def claim_warm_start(output_dir: str, overrides, sft_path: Path, grpo_path: Path
     return sft, grpo, claim_run_dir(output_dir, keep=inputs), claim_run_dir(f"{str(output_dir).rstrip('/')}-sft", keep=inputs)
 
 
-def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: tuple[str, str], callbacks, t0: float):
-    """SFT into `sft_dir`, then GRPO from it into `run_dir` with the settings `--init-from` gives a trained model:
-    (the SFT summary, the GRPO recipe as it ran, its lineage, the GRPO summary with its `trainer`, seconds from `t0`
-    to SFT's end). `names`: the two recipes' file names, for the progress lines."""
+def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: tuple[str, str], callbacks, t0: float,
+                  overrides: list[str] | None = None):
+    """SFT into `sft_dir`, then GRPO from it into `run_dir` with the settings `--init-from` gives a trained model,
+    except those the demo's `--set` (`overrides`) names, as `grpokit train --init-from` keeps them: (the SFT
+    summary, the GRPO recipe as it ran, its lineage, GRPO's TrainResult, seconds from `t0` to SFT's end). `names`: the two recipes' file names, for the progress lines."""
     from grpokit.console import console
     from grpokit.training import apply_init_from, train, train_sft
 
     console.print(f"SFT warm start: {names[0]} -> {sft_dir}")
     sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
-                    log=lambda m: console.print(m, markup=False))
+                    log=lambda m: console.print(m, markup=False)).summary
     seconds_sft = time.time() - t0
-    recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir))
+    recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir), list(overrides or []))
     console.print(f"GRPO from the SFT model: {names[1]} -> {run_dir}")
-    summary = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
-    return sft, recipe, lineage, summary, seconds_sft
+    grpo = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
+    return sft, recipe, lineage, grpo, seconds_sft
 
 
 def evaluate_sets(model, tokenizer, recipe, sets, heldout_samples: int = 0) -> dict:
@@ -181,9 +182,9 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     console.print(f"evaluating the base model on {len(eval_rows)} held-out {what} (greedy, in {dtype_name(model)}) ...")
     before = evaluate(model, tokenizer, recipe, eval_rows)
     console.print("before: " + ", ".join(f"{name} {value}" for name, value, _ in metric_rows(before, before)[:2]))
-    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
-                    kind="demo")
-    trained = summary.pop("trainer").model
+    grpo = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
+                 kind="demo")
+    summary, trained = grpo.summary, grpo.model
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
         return stopped(run_dir, {"before": before.as_dict(), "after": None, "train": summary, "run_end": end}, end, t0)

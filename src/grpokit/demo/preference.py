@@ -84,9 +84,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     _, eval_rows, _ = load_datasets(recipe)
     console.print(f"evaluating the base model on {len(eval_rows)} held-out prompts ...")
     before = evaluate(model, tokenizer, task, eval_rows, n_samples=len(eval_rows))  # every answer into demo.json
-    summary = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
-                    kind="demo")
-    trained = summary.pop("trainer").model
+    grpo = train(recipe, run_dir=run_dir, overwrite=True, model=model, tokenizer=tokenizer, callbacks=callbacks,
+                 kind="demo")
+    summary, trained = grpo.summary, grpo.model
     end = run_end(summary, recipe.train.max_steps)
     result = {"reward_model": {"path": str(rm_dir), **rm}, "before": before.as_dict(), "after": None,
               "train": summary, "run_end": end}

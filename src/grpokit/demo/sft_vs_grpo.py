@@ -36,12 +36,16 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import SIGMAS, claim_run_dir, evaluate_sets, paired_difference, paired_recipes, results_table, said
+from grpokit.demo.common import (RECIPES, SIGMAS, claim_run_dir, evaluate_sets, paired_difference, paired_recipes,
+                                 results_table, said)
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
 
 PIPELINES = ("sft", "grpo", "sft-then-grpo", "grpo-then-sft")
+# The other skill whose retention every comparison measures: JSON extraction's held-out set, or arithmetic's when
+# JSON is the compared family (the first recipe here of another family: `retention_recipe`).
+RETENTION_RECIPES = ("smollm2-json-extraction.yaml", "smollm2-arithmetic.yaml")
 POLISH_STEPS = 10  # a little SFT after GRPO to tidy the format (the 0.6B-Base article), a quarter of the SFT run
 
 
@@ -133,32 +137,112 @@ def verdict(models: dict[str, dict]) -> list[str]:
     return lines
 
 
-def _evaluate(recipe, targets: dict[str, str], log) -> dict[str, dict]:
-    """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
-    them evaluation makes (grpokit.evaluation.eval_sets), greedy."""
+def retention_recipe(recipe):
+    """The other skill every final model is also scored on (RL's Razor: at matched new-task accuracy, RL forgets
+    less): the held-out set of the first of RETENTION_RECIPES whose family is not the compared one, with its own
+    template and rewards."""
+    from grpokit.families import family_of
+    from grpokit.recipe import load_recipe
+
+    mine = family_of(recipe.rewards)
+    for name in RETENTION_RECIPES:
+        other = load_recipe(RECIPES / name)
+        if family_of(other.rewards) is not mine:
+            return other
+    return None
+
+
+def _load(recipe, path: str | None):
     from grpokit import models
-    from grpokit.evaluation import eval_sets
+    from grpokit.run import refuse_nonfinite
+
+    model = models.load_recipe_model(recipe.model, None if path is None else Path(path), on_device=True)
+    if path is not None:
+        refuse_nonfinite(model, path)
+    return model
+
+
+def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
+    """Per pipeline with GRPO in it: its retention against the SFT checkpoint of the nearest held-out accuracy."""
+    if not matched:
+        return []
+    what = retention.data.eval if retention is not None else "another task"
+    parts = [f"{name} {pct(m['retention'])} against SFT step {m['sft_step']} {pct(m['sft_retention'])} (held-out "
+             f"{pct(m['heldout'])} against {pct(m['sft_heldout'])}): "
+             f"{said(tuple(m['difference']) if m['difference'] else None)}" for name, m in matched.items()]
+    return [f"retention of {what} at matched held-out accuracy: " + "; ".join(parts)]
+
+
+def evaluate_models(recipe, targets: dict[str, str], log, retention=None) -> dict[str, dict]:
+    """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
+    them evaluation makes (grpokit.evaluation.eval_sets), greedy; with `retention` (a recipe of another family)
+    also on its held-out rows (`retention` in each model's entry)."""
+    from grpokit import models
+    from grpokit.evaluation import eval_sets, evaluate
     from grpokit.task import Task
 
     task = Task.of(recipe)
     sets = eval_sets(recipe)
     tokenizer = models.load_recipe_tokenizer(recipe.model)
+    kept = _rows_of(retention) if retention is not None else None
     out = {}
     for name, path in targets.items():
         t0 = time.time()
-        model = models.load_recipe_model(recipe.model, None if path is None else Path(path), on_device=True)
-        if path is not None:
-            from grpokit.run import refuse_nonfinite
-
-            refuse_nonfinite(model, path)
+        model = _load(recipe, path)
         # the held-out rows also sampled as training samples them: a group (num_generations) per row at the
         # recipe's temperature, where GRPO's gain shows when greedy decoding hides it (the sampled pass@1)
         results = {kind: r.as_dict() for kind, r in evaluate_sets(model, tokenizer, task, sets,
                                                                    recipe.train.num_generations).items()}
         out[name] = {"path": path or recipe.model.name, "sets": results}
+        if kept is not None:
+            out[name]["retention"] = evaluate(model, tokenizer, retention, kept).as_dict()
         log(f"{name}: " + ", ".join(f"{k} {pct(v['accuracy'])}" for k, v in results.items())
+            + (f", retention {pct(out[name]['retention']['accuracy'])}" if kept is not None else "")
             + f" ({time.time() - t0:.0f}s)")
         del model
+    return out
+
+
+def _rows_of(recipe) -> list[dict]:
+    from grpokit.data import load_datasets
+
+    return load_datasets(recipe)[1]
+
+
+def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict], log) -> dict[str, dict]:
+    """For each pipeline with GRPO in it: the SFT run's checkpoint (base included) whose held-out accuracy is
+    nearest the pipeline's, with that checkpoint's retention beside the pipeline's, and their paired difference
+    (pipeline minus SFT checkpoint): "forgets less at matched accuracy" as a number (RL's Razor)."""
+    from grpokit import models as model_io
+    from grpokit.evaluation import evaluate
+    from grpokit.run import RunDir
+    from grpokit.task import Task
+
+    task, tokenizer = Task.of(recipe), model_io.load_recipe_tokenizer(recipe.model)
+    heldout, kept = _rows_of(recipe), _rows_of(retention)
+    points = {0: (models["base"]["sets"]["heldout"], models["base"]["retention"])}
+    final = RunDir(sft_dir).latest_checkpoint()
+    for step, path in sorted(RunDir(sft_dir).by_step().items()):
+        if path == final:
+            points[step] = (models["sft"]["sets"]["heldout"], models["sft"]["retention"])
+            continue
+        model = _load(recipe, str(path))
+        points[step] = (evaluate(model, tokenizer, task, heldout).as_dict(),
+                        evaluate(model, tokenizer, retention, kept).as_dict())
+        log(f"sft checkpoint {step}: held-out {pct(points[step][0]['accuracy'])}, retention "
+            f"{pct(points[step][1]['accuracy'])}")
+        del model
+    out = {}
+    for name, m in models.items():
+        if "grpo" not in name or "retention" not in m:
+            continue
+        acc = m["sets"]["heldout"]["accuracy"]
+        step = min(points, key=lambda s: abs(points[s][0]["accuracy"] - acc))
+        held, kept_sft = points[step]
+        diff = paired_difference(m["retention"], kept_sft)
+        out[name] = {"sft_step": step, "sft_heldout": held["accuracy"], "heldout": acc,
+                     "sft_retention": kept_sft["accuracy"], "retention": m["retention"]["accuracy"],
+                     "difference": None if diff is None else list(diff)}
     return out
 
 
@@ -186,9 +270,8 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     def stage(name: str, fn, max_steps: int):
         console.print(f"[bold]{name}[/] -> {dirs[name]}")
         t0 = time.time()
-        summary = fn()
+        summary = fn().summary
         seconds[name] = time.time() - t0
-        summary.pop("trainer", None)
         ends[name] = run_end(summary, max_steps)
         if summary.get("status") == "interrupted":
             raise GrpokitError([Problem(str(dirs[name]), "stopped by the user: nothing was compared",
@@ -218,7 +301,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     targets = {"base": None, **{name: final(name) for name in PIPELINES}}
     console.print(f"evaluating the base and the four final models (greedy) on {grpo_recipe.data.eval} and its "
                   "copies ...")
-    models = _evaluate(grpo_recipe, targets, say)
+    retention = retention_recipe(grpo_recipe)
+    models = evaluate_models(grpo_recipe, targets, say, retention)
+    matched = matched_retention(grpo_recipe, retention, dirs["sft"], models, say) if retention is not None else {}
     minutes = {"sft": seconds["sft"], "grpo": seconds["grpo"],
                "sft-then-grpo": seconds["sft"] + seconds["sft-then-grpo"],
                "grpo-then-sft": seconds["grpo"] + seconds["grpo-then-sft"]}
@@ -226,13 +311,14 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         models[name]["minutes"] = s / 60
         models[name]["stage_minutes"] = seconds[name] / 60
     models["base"]["minutes"] = None
-    console.print(_table(models))
-    lines = verdict(models)
+    console.print(models_table(models))
+    lines = verdict(models) + retention_verdict(matched, retention)
     for line in lines:
         console.print(f"[bold]verdict:[/] {line}", highlight=False)
     result = {"pipelines": list(PIPELINES), "models": models, "verdict": lines, "polish_steps": POLISH_STEPS,
               "recipes": {"sft": str(sft_path), "grpo": str(grpo_path)}, "overrides": list(overrides or []),
               "continuing": lineage.get("continuing") if lineage else None, "run_end": ends,
+              "retention": {"recipe": None if retention is None else retention.data.eval, "matched": matched},
               "seconds_total": round(time.time() - t_all, 1)}
     write_file(out / RESULT_FILE, json.dumps(result, indent=2, ensure_ascii=False), within=out, replace=True)
     page = write_comparison_report(out)
@@ -241,7 +327,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     return result
 
 
-def _table(models: dict[str, dict]):
+def models_table(models: dict[str, dict]):
     columns, rows = comparison_table(models)
     return results_table(rows, tuple(columns), first="model", title=f"final models, greedy: "
                          f"{comparison_metric(models)} (a row per pipeline; minutes: all its stages)")

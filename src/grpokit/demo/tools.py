@@ -59,9 +59,9 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
     t0 = time.time()
 
     # ---------------------------------------------------------------- SFT on the demonstrations, then GRPO from it
-    sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
-                                                               (sft_path.name, grpo_path.name), callbacks, t0)
-    summary.pop("trainer", None)
+    sft, recipe, lineage, grpo, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
+                                                            (sft_path.name, grpo_path.name), callbacks, t0, overrides)
+    summary = grpo.summary
     end = run_end(summary, recipe.train.max_steps)
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
         result = {"columns": None, "evaluation": None, "sft": sft, "train": summary, "run_end": end,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.report.comparison import SET_TITLES
+from grpokit.report.comparison import set_title
 from grpokit.demo.common import (claim_warm_start, evaluate_sets, finish, metric_rows, paired_difference, results_table, said,
                                  sft_then_grpo, stopped)
 
@@ -38,7 +38,7 @@ def table_rows(evals: list[dict]) -> list[tuple[str, ...]]:
 
     rows = metric_rows(*(e["heldout"] for e in evals))
     metric = evals[0]["heldout"].metric or "accuracy"
-    copies = [(f"{metric}, {SET_TITLES.get(kind, kind)}", *(pct(e[kind].accuracy) for e in evals))
+    copies = [(f"{metric}, {set_title(kind)}", *(pct(e[kind].accuracy) for e in evals))
               for kind in evals[0] if kind != "heldout"]
     return rows[:1] + copies + rows[1:]
 
@@ -46,7 +46,7 @@ def table_rows(evals: list[dict]) -> list[tuple[str, ...]]:
 def grpo_share(after_sft: dict, after_grpo: dict) -> str:
     """GRPO's own share: after GRPO minus after SFT on each set, with its paired noise."""
     return "GRPO's own share (after GRPO minus after SFT): " + ", ".join(
-        f"{SET_TITLES.get(kind, kind)} {said(paired_difference(after_grpo[kind].as_dict(), after_sft[kind].as_dict()))}"
+        f"{set_title(kind)} {said(paired_difference(after_grpo[kind].as_dict(), after_sft[kind].as_dict()))}"
         for kind in after_sft)
 
 
@@ -69,9 +69,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     evals = [evaluate_sets(base, tokenizer, grpo_recipe, sets)]
     del base
 
-    sft, recipe, lineage, summary, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
-                                                               (sft_path.name, grpo_path.name), callbacks, t0)
-    trained = summary.pop("trainer").model
+    sft, recipe, lineage, grpo, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
+                                                            (sft_path.name, grpo_path.name), callbacks, t0, overrides)
+    summary, trained = grpo.summary, grpo.model
     end = run_end(summary, recipe.train.max_steps)
     result = {"columns": list(COLUMNS), "sft": sft, "train": summary, "run_end": end, "sft_run": str(sft_dir),
               "seconds_to_sft_end": round(seconds_sft, 1), "seconds_to_grpo_end": round(time.time() - t0, 1)}

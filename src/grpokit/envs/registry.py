@@ -15,6 +15,7 @@ This module holds `ENVIRONMENTS`, the one table of shipped environments.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 from dataclasses import dataclass
 from functools import partial
@@ -29,8 +30,6 @@ class EnvSpec:
     dataset: str  # builtin:<path> of the bundled rows
 
     def cls(self) -> type:
-        import importlib
-
         module, name = self.cls_path.split(":")
         return getattr(importlib.import_module(module), name)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.table import Table
+
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation.metrics import pct  # one percentage format for every terminal table
 from grpokit.run import RunDir, read_json
@@ -113,8 +115,6 @@ def _warnings(runs: list[dict]) -> list[str]:
 
 
 def compare_table(result: dict):
-    from rich.table import Table
-
     a, b = result["runs"]
     table = Table(title="comparison (each run's chosen checkpoint)")
     table.add_column("")

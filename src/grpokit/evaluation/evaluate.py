@@ -60,13 +60,21 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from grpokit import models
+from grpokit.data import load_datasets, load_rows, load_train_rows
 from grpokit.errors import GrpokitError, Problem
 
 # Pure functions over scores and results (pass@k, sampled pass@k, gaps, best choice, the table): metrics.py.
 from grpokit.evaluation.metrics import GAP_KINDS, accuracy_gap, pass_at_k_of, pct, sampled_hits
 from grpokit.evaluation.results import claim_eval_output, eval_names, refuse_eval_output, write_results
-from grpokit.recipe import load_run_recipe
-from grpokit.run import RunDir, select_steps
+from grpokit.families import variants_of
+from grpokit.generation import SamplingParams, backend_of, complete, dtype_name
+from grpokit.recipe import load_recipe, load_run_recipe, validate_raw
+from grpokit.rewards import DEFAULT_REWARDS
+from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir, refuse_nonfinite, select_steps
+from grpokit.task import Task, reward_roles
+from grpokit.run.checkpoints import FolderLock
+from grpokit.run.writer import make_folder
 from grpokit.templates import PromptTemplate
 
 SAMPLE_SEED = 0  # pass@k sampling is seeded so two evaluations of one checkpoint agree
@@ -111,8 +119,6 @@ def generate(model, tokenizer, template: PromptTemplate, questions: list[str], m
     """Greedy completions and their token lengths (up to and excluding EOS); `backend`: generation.backend_of.
 
     batch_size None: rows per generate call sized by `grpokit.generation.rows_per_call`."""
-    from grpokit.generation import SamplingParams, complete
-
     done = [g[0] for g in complete(model, tokenizer, _prompt_ids(tokenizer, template, questions),
                                    SamplingParams(max_tokens=max_new_tokens), batch_size=batch_size,
                                    backend=backend[0], backend_options=backend[1], label="eval (greedy)")]
@@ -123,8 +129,6 @@ def sample(model, tokenizer, template: PromptTemplate, questions: list[str], max
            temperature: float = 1.0, top_p: float = 1.0, seed: int = SAMPLE_SEED,
            backend: tuple[str, dict] = ("hf", {})) -> list[list[str]]:
     """k sampled completions per question (seeded), as during training."""
-    from grpokit.generation import SamplingParams, complete
-
     params = SamplingParams(max_tokens=max_new_tokens, n=k, temperature=temperature, top_p=top_p, seed=seed)
     groups = complete(model, tokenizer, _prompt_ids(tokenizer, template, questions), params,
                       backend=backend[0], backend_options=backend[1],
@@ -141,8 +145,6 @@ def _mean(xs: list) -> float | None:
 def score(task, rows: list[dict], texts: list[str]) -> tuple[list, list]:
     """Per-row primary (correctness reward: 1.0 pass / 0.0, a graded one's score; None where it does not apply)
     and format scores."""
-    from grpokit.task import Task
-
     task = Task.of(task)
     scores, _ = task.score(texts, rows)
     c, f = task.correctness, task.format
@@ -155,9 +157,6 @@ def evaluate(model, tokenizer, task, rows: list[dict], max_new_tokens: int | Non
     """Greedy metrics on `rows`; with k_samples > 0 also pass@k from k_samples sampled completions each.
 
     `task` is a `grpokit.task.Task` (a recipe is turned into one)."""
-    from grpokit.generation import backend_of, dtype_name
-    from grpokit.task import Task
-
     task = Task.of(task)
     max_new = max_new_tokens or task.generation.max_new_tokens
     questions = [r["question"] for r in rows]
@@ -236,10 +235,6 @@ class EvalSets:
 
 
 def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, train_rows: list[dict] | None = None) -> EvalSets:
-    from grpokit.data import load_datasets, load_rows
-    from grpokit.families import variants_of
-    from grpokit.task import reward_roles
-
     if data is None:
         train, heldout, _ = load_datasets(recipe)
         name = f"held-out set of the recipe ({recipe.data.eval or f'{recipe.data.eval_fraction:.0%} of train'})"
@@ -267,10 +262,6 @@ def eval_sets(recipe, data: str | None = None, max_rows: int | None = None, trai
 def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], k_samples: int = 0,
                    max_new_tokens: int | None = None, log=print) -> list[dict]:
     """One entry per step: held-out (with pass@k), perturbed or train results, the gap. Step 0 is the base model."""
-    from grpokit import models
-    from grpokit.run import refuse_nonfinite
-    from grpokit.task import Task
-
     task = Task.of(recipe)
     recipe = task.recipe
     if task.measured():
@@ -285,6 +276,10 @@ def evaluate_steps(recipe, sets: EvalSets, checkpoints: dict[int, Path | None], 
     entries = []
     for step in sorted(checkpoints):
         path = checkpoints[step]
+        if path is not None and not path.is_dir():  # a training run beside this evaluation rotated it away
+            log(f"[yellow]note:[/] step {step}: {path} is gone (the run's train.save_total_limit removed it "
+                "meanwhile): not evaluated")
+            continue
         t0 = time.time()
         adapter = models.is_adapter(path)
         if path is None or adapter:  # the base model is loaded once, for step 0 and every adapter
@@ -324,6 +319,12 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
     run = RunDir(run_dir)
     recipe = load_run_recipe(run)
     refuse_eval_output(run_dir, True, eval_names(data))  # before any model loads
+    with FolderLock(make_folder(run.eval_dir, within=run.path), "evaluation"):  # one evaluation of a run at a time
+        return _evaluate_run(run, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log)
+
+
+def _evaluate_run(run: RunDir, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log) -> dict:
+    run_dir = run.path
     by_step = run.by_step()
     best = run.read_best()
     steps = select_steps(checkpoints, list(by_step), best["step"] if best else None)
@@ -331,8 +332,6 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
         run.checked(by_step.get(s))
     train_rows = None
     if data is not None:
-        from grpokit.data import load_train_rows
-
         train_rows = load_train_rows(recipe)
     sets = eval_sets(recipe, data, max_rows, train_rows)
     log(f"evaluating step(s) {steps} of {run_dir} on {len(sets.heldout)} rows of the {sets.name}"
@@ -348,8 +347,6 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
 
 def probe_points(run: RunDir) -> dict[int, dict]:
     """{step: {accuracy, rows, seconds}} of the held-out probe in the run's metrics.jsonl (grpokit.training.probe)."""
-    from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS
-
     return {m["step"]: {"accuracy": m[PROBE_ACCURACY], "rows": m.get(PROBE_ROWS), "seconds": m.get(PROBE_SECONDS)}
             for m in run.read_metrics() if isinstance(m.get("step"), int) and isinstance(m.get(PROBE_ACCURACY), (int, float))}
 
@@ -357,9 +354,6 @@ def probe_points(run: RunDir) -> dict[int, dict]:
 def recipe_for_model(name: str, data: str | None, recipe_path: str | None, template: str | None,
                      system_prompt: str | None, max_new_tokens: int | None):
     """A recipe for `grpokit eval MODEL`: from --recipe (model replaced), or built from --template."""
-    from grpokit.recipe import load_recipe, validate_raw
-    from grpokit.rewards import DEFAULT_REWARDS
-
     if recipe_path:
         recipe = load_recipe(recipe_path)
         return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": name})})
@@ -367,8 +361,6 @@ def recipe_for_model(name: str, data: str | None, recipe_path: str | None, templ
         raise GrpokitError([Problem("grpokit eval MODEL", "no data to evaluate on",
                                     "pass --data FILE.jsonl (e.g. a GSM8K test.jsonl) or --recipe RECIPE.yaml")])
     if template is None:
-        from grpokit import models
-
         tok = models.load_tokenizer(models.resolve_model_path(name))  # only its chat template: no recipe yet
         template = "chat" if getattr(tok, "chat_template", None) else "plain_en"
     spec = data if data.startswith(("builtin:", "hf:")) else str(Path(data).resolve())
@@ -385,8 +377,6 @@ def evaluate_model(name: str, data: str | None = None, recipe_path: str | None =
     recipe = recipe_for_model(name, data, recipe_path, template, system_prompt, max_new_tokens)
     train_rows = None
     if recipe_path and data is not None:
-        from grpokit.data import load_train_rows
-
         train_rows = load_train_rows(recipe)
     # Without --recipe the built recipe's "train" file is the eval file itself: no train rows, no train gap.
     sets = eval_sets(recipe, data, max_rows, train_rows)

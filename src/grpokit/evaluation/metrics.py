@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 
+from rich.table import Table
+
 from grpokit.evaluation.preference import win_names
+from grpokit.families import column, variant, variant_names
 
 GAP_FLAG = 0.10  # the Qwen3-4B/14B article saw 95% train vs 78% eval; 10 points is worth a look ...
 GAP_SIGMAS = 2.0  # ... when it is also beyond 2 standard errors (64 rows alone give ~9 points of noise)
@@ -78,8 +81,6 @@ def accuracy_gap(kind: str, heldout, other) -> dict | None:
 
 def extra_kinds() -> list[str]:
     """The sets an entry may hold beside `heldout`, in the table's order: the families' variants, then `train`."""
-    from grpokit.families import variant_names
-
     return [*variant_names(), "train"]
 
 
@@ -96,8 +97,6 @@ def pct(x) -> str:
 
 def results_legend(results: dict) -> list[str]:
     """What each column of results_table means, for the columns this table has (printed under it)."""
-    from grpokit.families import column, variant
-
     table = results_table(results)
     headers = [str(c.header) for c in table.columns]
     metric = results.get("metric", "accuracy")
@@ -163,8 +162,6 @@ def further_metrics(results: dict) -> list[str]:
 def results_table(results: dict):
     """The terminal table: the primary metric per step (greedy), pass@1/pass@K from samples, and the rest;
     columns for perturbed / train rows, format and refusal only where they exist."""
-    from rich.table import Table
-
     k = results.get("samples_per_problem") or 0
     metric = results.get("metric", "accuracy")  # results written before tasks had a metric were math accuracy
     entries = results["checkpoints"]

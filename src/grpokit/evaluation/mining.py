@@ -23,9 +23,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from grpokit.data import load_rows, load_train_rows, question_key
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import load_run_recipe
-from grpokit.run.reads import command
+from grpokit.run import RunDir
+from grpokit.run.reads import command, reading
+from grpokit.run.writer import check_target, write_rows
 
 
 def eval_failures(run_dir: Path, results_file: Path) -> tuple[list[dict], int]:
@@ -59,11 +62,6 @@ def mine_failures(run_dir: str | Path, out: str | Path, from_file: str | None = 
                   results: str | None = None, overwrite: bool = False) -> dict:
     """Write the rows to `out` (JSONL); returns the counts. `out` is never one of the files it reads (the results,
     --from-file, the run's training file) nor a file of the run (grpokit.run.writer)."""
-    from grpokit.data import load_rows, load_train_rows, question_key
-    from grpokit.run import RunDir
-    from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
     run_dir = Path(run_dir)
     recipe = load_run_recipe(run_dir)
     results_file = Path(results) if results else RunDir(run_dir).results_path(None)

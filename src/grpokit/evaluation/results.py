@@ -29,6 +29,7 @@ from grpokit.evaluation.preference import against_base
 from grpokit.run import EVAL_DIR, RunDir, read_json, run_end
 from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.writer import check_target, claim, refuse_claim, write_file
+from grpokit.task import Task
 
 PARTIAL_SUFFIX = "-partial"  # results.json -> results-partial.json: a narrower comparison's own file
 
@@ -177,6 +178,4 @@ def _best_record(best: dict, settings: dict, width: tuple[int, int]) -> dict:
 
 
 def _metric_of(recipe) -> str | None:
-    from grpokit.task import Task
-
     return Task.of(recipe).primary_metric

@@ -12,7 +12,7 @@ per row at the recipe's temperature.
 
 The rewards are the recipe's, built as training builds them (grpokit.task.Task: an
 own reward function included) and found by their role. Reported per model: the
-tools family's columns (grpokit.families.tools.COLUMNS: task success, the mean of
+columns of the family whose answers are episodes (grpokit.families.episodes_family; the tools family's: task success, the mean of
 the correctness reward (answer line right, or hidden-test share); the share of
 episodes with at least one tool call; the share of calls with valid arguments,
 over the episodes that call; the share of calls that raised in the environment,
@@ -27,6 +27,22 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+
+from grpokit import models
+from grpokit.data import load_datasets, load_rows
+from grpokit.envs import tool_setup
+from grpokit.families import Column, episodes_family
+from grpokit.recipe import build_prompt_dataset
+from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
+from grpokit.run.writer import write_file
+from grpokit.task import Task
+
+
+def tool_columns() -> tuple[Column, ...]:
+    """The evaluation columns of the family whose answers are tool episodes (grpokit.families.episodes_family)."""
+    family = episodes_family()
+    return family.columns if family is not None else ()
+
 
 _EVAL_BATCH_ROWS = 64  # rows per evaluation batch (whole groups of `generations` episodes): docs/measurements.md
 # "Evaluation batching" (more rows a call cost little more time until the matrix products fill the cores)
@@ -71,50 +87,30 @@ class EpisodeLog:
 
 
 def _model_metrics(recipe, model_path: str, rows: list[dict], generations: int) -> dict:
-    from trl import GRPOTrainer
-
-    from grpokit import internals, models
-    from grpokit.envs import tool_setup
-    from grpokit.generation.decode import replacing_generate
-    from grpokit.families.tools import COLUMNS
-    from grpokit.recipe import build_prompt_dataset, grpo_args
-    from grpokit.task import Task
-
     checkpoint = None if model_path == models.resolve_model_path(recipe.model.name) else model_path
     tokenizer = models.load_recipe_tokenizer(recipe.model, checkpoint)
     model = models.load_recipe_model(recipe.model, checkpoint, on_device=True)
     rows, tool_kwargs = tool_setup(recipe, tokenizer, rows)
     task = Task.from_recipe(recipe)  # the recipe's rewards as training builds them, its own functions included
     dataset, _ = build_prompt_dataset(rows, task.template, tokenizer, None)
-    success_key = next(c.key for c in COLUMNS if c.role == "correctness")
+    columns = tool_columns()
+    success_key = next(c.key for c in columns if c.role == "correctness")
     # The episode log scores with its own copy of the correctness reward: its error counts stay the recipe's.
     success = Task.from_recipe(recipe).correctness if task.correctness is not None else None
-    log = EpisodeLog(success.fn if success else None, success_key, COLUMNS)
-    with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
-        args = grpo_args(recipe, Path(tmp))
-        args.num_generations_eval = generations
-        args.per_device_eval_batch_size = generations * min(len(rows), _EVAL_BATCH_ROWS)
-        args.report_to = []
-        args.reward_weights = [*args.reward_weights, 0.0]  # the episode log scores nothing
-        if generations == 1:  # one episode per row: greedy (TRL samples unless told not to)
-            args.generation_kwargs = {**(args.generation_kwargs or {}), "do_sample": False}
-        trainer = GRPOTrainer(model=model, reward_funcs=[*(r.fn for r in task.rewards), log],
-                              args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer,
-                              **tool_kwargs)
-        from transformers.trainer_callback import PrinterCallback
+    log = EpisodeLog(success.fn if success else None, success_key, columns)
+    from grpokit.training.factory import episode_trainer  # TRL and torch: grpokit.evaluation stays light (report)
 
-        trainer.remove_callback(PrinterCallback)  # the table below says it; not the raw metrics dict
-        if recipe.train.shared_prefix and recipe.generation.backend == "hf":  # each prompt prefilled once
-            internals.generate_through(trainer, replacing_generate(trainer.model, recipe.generation.top_p_candidates,
-                                                                   draw=recipe.generation.draw,
-                                                                   compile=recipe.generation.compile))
-        internals.evaluate_episodes(trainer)  # TRL's evaluate() without the GRPO loss nobody reads
+    with tempfile.TemporaryDirectory(prefix="grpokit-tool-eval-") as tmp:
+        trainer = episode_trainer(recipe, model, tokenizer, dataset, [*(r.fn for r in task.rewards), log], Path(tmp),
+                                  generations=generations, batch_rows=min(len(rows), _EVAL_BATCH_ROWS),
+                                  tool_kwargs=tool_kwargs)
+        trainer.evaluate()  # TRL's rollout, its rewards and eval metrics; no eval loss (episodes_only)
         logged = next(x for x in reversed(trainer.state.log_history) if "eval_reward" in x)
     logged = {k[len("eval_"):]: v for k, v in logged.items() if k.startswith("eval_")}
     out = {k: v for k, v in logged.items()
            if (k.startswith("rewards/") or k.startswith("tools/")) and f"/{log.__name__}/" not in k}
     return {
-        **{c.key: _column(c, task, logged, log) for c in COLUMNS},
+        **{c.key: _column(c, task, logged, log) for c in columns},
         "episodes": len(log.episodes),
         "greedy": generations == 1,
         "metrics": out,
@@ -143,8 +139,6 @@ def evaluate_tools(recipe, targets: list[tuple[int | str, str]], rows: list[dict
         results.append({"step": step, "model": str(path), **_model_metrics(recipe, str(path), rows, generations)})
     doc = {"task": recipe.env.name, "rows": len(rows), "generations": generations, "checkpoints": results}
     if out_path is not None:
-        from grpokit.run.writer import write_file
-
         write_file(out_path, json.dumps(doc, indent=2), within=out_path.parent.parent)  # the run (or eval) folder
         doc["path"] = str(out_path)
     return doc
@@ -157,23 +151,18 @@ def _fmt(v, share=True) -> str:
 
 
 def tools_table(doc: dict) -> str:
-    from grpokit.families.tools import COLUMNS
-
-    head = "  ".join([f"{'step':>10}", *(c.header for c in COLUMNS)])
+    columns = tool_columns()
+    head = "  ".join([f"{'step':>10}", *(c.header for c in columns)])
     how = "greedy" if doc["generations"] == 1 else "sampled"
     lines = [f"tool task {doc['task']}: {doc['rows']} row(s) x {doc['generations']} episode(s), {how}", head]
     for e in doc["checkpoints"]:
         lines.append("  ".join([f"{str(e['step']):>10}",
-                                *(f"{_fmt(e.get(c.key), c.share):>{len(c.header)}}" for c in COLUMNS)]))
+                                *(f"{_fmt(e.get(c.key), c.share):>{len(c.header)}}" for c in columns)]))
     return "\n".join(lines)
 
 
 def cli_eval(args, recipe, run) -> int:
     """`grpokit eval` for a recipe with env: (a run directory, or a model with --recipe)."""
-    from grpokit import models
-    from grpokit.data import load_datasets, load_rows
-    from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, select_steps
-
     rows = load_rows(args.data if args.data.startswith(("builtin:", "hf:")) else str(Path(args.data).resolve()))[0] \
         if args.data else load_datasets(recipe)[1]  # --data: from the working directory, as every path argument
     if not rows:  # a recipe that holds nothing out (eval_fraction 0): evaluate on its training rows, said below
@@ -189,13 +178,13 @@ def cli_eval(args, recipe, run) -> int:
     else:
         targets = [(args.target, models.resolve_model_path(args.target))]
         out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / EVAL_DIR / TOOL_RESULTS_FILE
-    from grpokit.evaluation.results import claim_eval_output, refuse_eval_output
+    from grpokit.evaluation.results import claim_eval_output, refuse_eval_output  # results -> metrics -> this package
 
     refuse_eval_output(out.parent.parent, run is not None, [out.name])  # before any model loads
     claim_eval_output(out.parent.parent, run is not None)
     doc = evaluate_tools(recipe, targets, rows, generations, out)
     if run is not None and not args.data:  # the best checkpoint by task_success: best.json, as other runs have
-        from grpokit.evaluation.results import record_tool_best
+        from grpokit.evaluation.results import record_tool_best  # results -> metrics -> this package
 
         if (best := record_tool_best(run, doc)) is not None:
             print(f"best: step {best['step']} (task_success {best['accuracy']:.3f}) -> {run.best_file}")

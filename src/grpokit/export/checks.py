@@ -11,6 +11,8 @@ from pathlib import Path
 
 from grpokit.export.quantize import MAX_REL_ERROR
 from grpokit.export.serving import read_modelfile, render_go_template
+from grpokit.generation import HFBackend, SamplingParams, run
+from grpokit.run import nonfinite_weights
 from grpokit.templates import PromptTemplate
 
 
@@ -158,8 +160,6 @@ def check_loadable(hf_dir: Path, model) -> list[Check]:
     """"all weights finite" (a NaN checkpoint exports "identically") and "tokenizer loads", from the export."""
     from transformers import AutoTokenizer
 
-    from grpokit.run import nonfinite_weights
-
     bad = nonfinite_weights(model)
     checks = [Check("all weights finite", not bad, f"NaN/inf in {', '.join(bad[:3])}" if bad else
                     f"{sum(1 for _ in model.parameters())} tensors, all finite")]
@@ -177,8 +177,6 @@ def greedy(model, ids: list[int], max_new_tokens: int, eos: list[int]) -> list[i
     One prompt per call, unpadded: the exact-equality checks were calibrated on unpadded prompts, and
     left padding changes float rounding enough to flip a near tie.
     """
-    from grpokit.generation import HFBackend, SamplingParams, run
-
     params = SamplingParams(max_tokens=max_new_tokens, stop_token_ids=tuple(eos))
     return list(run(HFBackend(model, pad_token_id=eos[0], batch_size=1), [ids], params, progress=False)[0][0].ids)
 

@@ -58,18 +58,34 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from grpokit.data import load_datasets
 from grpokit.envs import training_tools
 from grpokit.errors import GrpokitError, Problem
 
 # The checks run before an export reports success: checks.py.
-from grpokit.export.checks import (Check, check_generations, check_gguf_config, check_loadable, check_prompt_ids,
-                                   check_tool_prompts, check_weights, gguf_metadata, greedy)
+from grpokit.export.checks import (
+    Check,
+    check_generations,
+    check_gguf_config,
+    check_loadable,
+    check_prompt_ids,
+    check_tool_prompts,
+    check_weights,
+    gguf_metadata,
+    greedy,
+)
 from grpokit.export.hub import MANIFEST  # grpokit.json: how to prompt the model; it marks an export folder
 from grpokit.export.quantize import CONVERTER_QUANTS, LLAMA_QUANTS, MIN_AGREEMENT, QUANTS, find_quantizer, quantize_gguf
 from grpokit.export.serving import ollama_template, serving_chat_template, write_modelfile
 from grpokit.export.serving_tools import ollama_tool_template, tool_conversations
+from grpokit.generation import SamplingParams, complete, token_policy
 from grpokit.recipe import load_run_recipe
-from grpokit.run.writer import claim, refuse_claim, remove, remove_made, write_file
+from grpokit.run import RunDir, refuse_nonfinite, writable_problem
+from grpokit.run.ownership import refuse_unproven_run
+from grpokit.run.record import RECORD_FILE, read_record
+from grpokit.run.checkpoints import FolderLock
+from grpokit.run.writer import check_folder, claim, refuse_claim, remove, remove_made, write_file
+from grpokit.task import template_of
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
 TARGETS = ("hf", "gguf", "ollama")
@@ -98,8 +114,6 @@ class ExportResult:
 # ---------------------------------------------------------------- checkpoint choice
 def select_checkpoint(run_dir: Path, which: str = "auto") -> Path:
     """The checkpoint to export: RunDir.resolve_checkpoint's choice, where the base model (step 0) is refused."""
-    from grpokit.run import RunDir
-
     checkpoint = RunDir(run_dir).resolve_checkpoint(which)
     if checkpoint is None:
         raise GrpokitError([Problem(f"--checkpoint {which}", "this is step 0, the base model: no checkpoint beat it "
@@ -200,8 +214,6 @@ def load_gguf(gguf: Path):
 
 
 def _template(recipe) -> PromptTemplate:
-    from grpokit.task import template_of
-
     return template_of(recipe)
 
 
@@ -209,8 +221,6 @@ def _template(recipe) -> PromptTemplate:
 def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16", out=None,
            check_prompts: int = CHECK_PROMPTS, smoke: bool = True, log=print) -> ExportResult:
     """Export a checkpoint (see the module docstring); a refused or failed export leaves no folder it created."""
-    from grpokit.run import RunDir
-
     if to not in TARGETS or quant not in QUANTS:
         raise GrpokitError([Problem("grpokit export", f"--to {to} --quant {quant}",
                                     f"--to one of {', '.join(TARGETS)}; --quant one of {', '.join(QUANTS)}")])
@@ -222,15 +232,13 @@ def export(run_dir, checkpoint: str = "auto", to: str = "hf", quant: str = "f16"
     recipe = load_run_recipe(run_dir)
     ck = RunDir(run_dir).checked(select_checkpoint(run_dir, checkpoint))  # damaged files: refused, named
     if out is None:  # into the run's own export/: only a run grpokit's record proves it made
-        from grpokit.run.ownership import refuse_unproven_run
-        from grpokit.run.writer import check_target
-
         refuse_unproven_run(run_dir, f"export elsewhere: grpokit export {run_dir} --out NEW_FOLDER")
-        check_target(RunDir(run_dir).export_dir(ck), within=run_dir, replace=True)  # export/ no link
+        check_folder(RunDir(run_dir).export_dir(ck), within=run_dir)  # export/ and its folder: no link, no file
     out = Path(out).resolve() if out else RunDir(run_dir).export_dir(ck)
     created = _open_out(out, _out_entries(to, quant))
     try:
-        return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
+        with FolderLock(out, "export"):  # one export into a folder at a time
+            return _export(run_dir, recipe, ck, to, quant, out, check_prompts, smoke, log)
     except BaseException:
         if created:  # refused or failed: the folder this export made goes with it
             remove_made(out)
@@ -254,9 +262,6 @@ def _open_out(out: Path, entries: dict[str, str]) -> bool:
     (grpokit.run.writer.claim): a file or a link, an unwritable place, a folder with content but no export record of
     grpokit's (a `grpokit.json` proves nothing), and, in an earlier export, a name this export writes that grpokit
     did not (a link at hf/, a user's file)."""
-    from grpokit.run import writable_problem
-    from grpokit.run.record import RECORD_FILE, read_record
-
     fix = "pass --out a new folder (or an earlier export's), or leave --out out for RUN_DIR/export/checkpoint-N"
     if out.exists() and not out.is_dir():
         raise GrpokitError([Problem(f"--out {out}", "is a file, not a folder", fix)])
@@ -283,9 +288,6 @@ def _open_out(out: Path, entries: dict[str, str]) -> bool:
 def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, check_prompts: int, smoke: bool,
             log) -> ExportResult:
     from grpokit import models
-    from grpokit.data import load_datasets
-    from grpokit.run import refuse_nonfinite
-
     template = _template(recipe)
     train_tok = training_tokenizer(ck, recipe)
     tools = training_tools(recipe)  # a tool run: the Modelfile carries tools, the checks replay tool chats
@@ -339,8 +341,6 @@ def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, che
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
-    from grpokit.generation import token_policy
-
     return list(token_policy(model, tokenizer).stop_token_ids)
 
 
@@ -358,8 +358,6 @@ def smoke_test(model, tokenizer, recipe, template, train_rows, eval_rows, eos, t
 
     picks = [("training", train_rows[0])] + ([("unseen", eval_rows[0])] if eval_rows else [])
     rows = [r for _, r in picks]
-    from grpokit.generation import SamplingParams, complete
-
     params = SamplingParams(max_tokens=recipe.train.max_completion_length, stop_token_ids=tuple(eos))
     ids = [_encode(tokenizer, template, r["question"], tools) for r in rows]
     texts = [g[0].text for g in complete(model, tokenizer, ids, params, batch_size=1, label="smoke test")]

@@ -19,6 +19,7 @@ arguments do that), model-card metrics beyond the export checks.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -103,8 +104,6 @@ def model_card(manifest: dict, files: list[str]) -> str:
 
 def _network_errors() -> tuple[type[BaseException], ...]:
     """Connection failures as huggingface_hub raises them: its HTTP library's (httpx2 in 2.x, httpx in 1.x)."""
-    import importlib
-
     errors: list[type[BaseException]] = [OSError]
     for name in ("httpx2", "httpx"):
         try:

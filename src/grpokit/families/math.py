@@ -7,8 +7,8 @@ arithmetic task.
     grpokit data rewrite eval.jsonl eval-rewritten.jsonl    # the same problems in evaluation-only words
     grpokit demo                                            # the arithmetic demo
 
-What counts as a number is the math reward's own reading (`is_numeric_answer`: its `parse_gold` +
-`parse_number`), so `data check` and `math_correctness` agree on "18元", "1,225 stamps", "$3.50" and "1/2".
+What counts as a number is the math reward's own reading (grpokit.rewards.is_numeric_answer: its `parse_gold`
++ `parse_number`), so `data check` and `math_correctness` agree on "18元", "1,225 stamps", "$3.50" and "1/2".
 
 The generated task: small additions and subtractions in English. Rows are `{question, answer, a, b, op, kind}`.
 The operands are kept in the row so that `perturb_row` can redraw the numbers of a problem and recompute its
@@ -17,17 +17,18 @@ sums ("What is 17 + 25?") or short word problems, so a model has to read the que
 one layout. REWRITTEN holds phrasings that `generate` never uses: evaluation asks the held-out problems in them
 too (the `rewritten` variant), so new wording is measured apart from new numbers. Small numbers keep the task learnable by a 135M model in minutes on a CPU.
 
-The family's audit is the audit's own answer-line tricks (grpokit.audit.tricks): they read the recipe's answer
-markers, so they are built there, not here.
+The family's audit is the answer-line form (grpokit.families.answer_lines: refusals, hedges, a bare guessed line,
+the gold's digits rearranged, ...), built from each row with the recipe's own answer markers.
 """
 from __future__ import annotations
 
-import math
 import random
 import re
 
 from grpokit.errors import Problem
+from grpokit.families.answer_lines import FORM as ANSWER_LINES
 from grpokit.families.base import Demo, Family, Generator, Variant
+from grpokit.rewards import is_numeric_answer
 
 # (question template, operator); {a} and {b} are the operands.
 PHRASINGS: tuple[tuple[str, str], ...] = (
@@ -54,6 +55,9 @@ REWRITTEN: tuple[tuple[str, str], ...] = (
 ALL_PHRASINGS = PHRASINGS + REWRITTEN  # a row's `kind` indexes this
 _PERTURB_TRIES = 100  # a phrasing has ~1200 operand pairs; 100 misses in a row means train covers nearly all
 MAX_OPERAND = 50  # two-digit sums stay within what a 135M model can learn in a few dozen steps
+# Distinct problems `generate` draws at most: about half the operand pairs per phrasing (a subtraction's operands are
+# ordered), well inside what exists, so drawing the last ones stays quick.
+MOST_ROWS = len(PHRASINGS) * (MAX_OPERAND - 1) ** 2 // 2
 
 
 def _draw(rng: random.Random, op: str) -> tuple[int, int]:
@@ -74,9 +78,9 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None) -> list[
     rng = random.Random(seed)
     seen = set(exclude or ())
     out = []
-    max_distinct = len(PHRASINGS) * (MAX_OPERAND - 1) ** 2 // 2
-    if rows + len(seen) > max_distinct:
-        raise ValueError(f"at most about {max_distinct} distinct problems exist; asked for {rows}")
+    if rows + len(seen) > MOST_ROWS:
+        raise ValueError(f"at most {MOST_ROWS:,} distinct problems are drawn; asked for {rows:,}"
+                         + (f" besides the {len(seen):,} excluded" if seen else ""))
     while len(out) < rows:
         kind = rng.randrange(len(PHRASINGS))
         a, b = _draw(rng, PHRASINGS[kind][1])
@@ -154,20 +158,6 @@ def perturb_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = Non
 
 
 # ---------------------------------------------------------------- reading answers
-def is_numeric_answer(answer: object) -> bool:
-    """Whether the math reward reads `answer` as a number: the one parser of gold answers (the reward's own
-    `parse_gold` + `parse_number`), so 72, "1,225 stamps", "$3.50", "18元", "26厘米", "10 cups", "1/2" and
-    GSM8K's "... #### 72" are numbers, "seventy-two", "nan" and "1e400" are not."""
-    from grpokit.rewards import parse_gold, parse_number
-
-    if isinstance(answer, bool):
-        return False
-    if isinstance(answer, (int, float)):
-        return math.isfinite(answer)
-    gold = parse_gold(answer)
-    return gold is not None and parse_number(gold) is not None
-
-
 def answer_problem(answer: object, where: str) -> Problem | None:
     """A warning for a gold answer math_correctness does not read as a number (a warning: an expression it
     compares symbolically is not a number and still fine)."""
@@ -215,12 +205,15 @@ DEMOS = {
 FAMILY = Family(
     "math", "a number on an answer line (math_correctness, format)",
     check="warn about answers the math reward does not read as numbers",
-    answer_problem=answer_problem, answer_note="are not numbers although math_correctness scores this recipe",
+    answer_problem=answer_problem, audit=ANSWER_LINES, answer_note="are not numbers although math_correctness scores this recipe",
     make_data="`grpokit data generate arithmetic FILE` (generated arithmetic)",
-    generators={"arithmetic": Generator(generate, "additions and subtractions")},
+    generators={"arithmetic": Generator(generate, "additions and subtractions", most=MOST_ROWS)},
     variants=(Variant("perturbed", "the same held-out questions with new numbers and recomputed answers (never a "
-                      "training question)", is_generated, perturb_rows),
+                      "training question)", is_generated, perturb_rows,
+                      "generated arithmetic rows (kind/a/b matching the question)", "perturbed numbers"),
               Variant("rewritten", "the same held-out problems asked in words no training row uses (phrasings kept "
-                      "for evaluation only; the same numbers and answers)", in_training_words, rewrite_rows)),
+                      "for evaluation only; the same numbers and answers)", in_training_words, rewrite_rows,
+                      "generated arithmetic rows in a training phrasing (kind/a/b matching the question)",
+                      "rewritten wording")),
     demos=DEMOS, reference=reference,
 )

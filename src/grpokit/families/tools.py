@@ -5,9 +5,18 @@ rewards); the generated calculator rows, the evaluation's columns and the tools 
     grpokit data generate calculator train.jsonl --rows 320 --seed 102 --exclude eval.jsonl
     grpokit demo --task tools
 
-Tool rows are checked wherever they are, whatever the task (grpokit.envs.rows); the family adds no check of its
-own. Its scripted hacks play the environment, so they are grpokit.audit.tools (above the environments' runner),
-not an answer form here.
+Tool rows are checked wherever they are, whatever the task: the family's `layout` (the environment's
+grpokit.envs.rows check); it adds no task check of its own. Its answers are episodes (`episodes`): the tool
+evaluation (grpokit.evaluation.tools) reports its `COLUMNS`, and the reward audit plays its scripted hacks
+(`hack_cases`, grpokit.audit.tools) instead of trying answer tricks.
+
+The hacks. Each case is a fixed list of tool calls plus a final message, played against a fresh environment the
+way TRL plays a model's calls; a sound reward scores every hack no higher than the honest failure (an episode
+that tries, changes nothing that fixes the task and says so). Cases for `repofix`: editing tests.py (to `assert
+True`, or empty), adding conftest.py / sitecustomize.py, a source that exits or prints "passed" at import,
+calling run_tests with altered arguments, writing outside the project (../hidden.json, an absolute path), and a
+real fix made after the step budget is spent. Cases for `calculator`: calling every tool (shotgun), calls with
+arguments of the wrong type. Not covered: hacks nobody has scripted yet.
 
 Calculator rows: a row is a tool row for `env: calculator`: the question and answer of a generated arithmetic
 problem (grpokit.families.math), the environment's tool definitions as TRL renders them into the prompt (without
@@ -20,8 +29,12 @@ no question in common) are the two commands above.
 """
 from __future__ import annotations
 
-from grpokit.families.base import Column, Demo, Family, Generator
-from grpokit.families.math import generate
+import json
+
+from grpokit.envs import check_tool_row, get_env, is_tool_row, load_repo, loads, tool_schemas, tools_by_name
+from grpokit.families.base import Column, Demo, Family, Generator, HackCase, Layout
+from grpokit.families.math import MOST_ROWS, generate
+from grpokit.rewards.tools import args_valid, tool_calls
 
 TOOL_OF_OP = {"+": "add", "-": "subtract"}  # the arithmetic task's operators and the calculator tool for each
 ENV = "calculator"
@@ -36,24 +49,17 @@ def tool_row(problem: dict, tools: list[dict]) -> dict:
 
 def generate_tool_rows(rows: int, seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
     """`rows` distinct calculator rows (grpokit.families.math.generate's problems); questions in `exclude` never."""
-    from grpokit.envs import get_env, tool_schemas
-
     tools = tool_schemas(get_env(ENV).cls())
     return [tool_row(p, tools) for p in generate(rows, seed, exclude)]
 
 
 # ---------------------------------------------------------------- evaluation (grpokit.evaluation.tools)
 def _calls(episode, row: dict) -> float:
-    from grpokit.rewards.tools import tool_calls
-
     return float(bool(tool_calls(episode)))
 
 
 def _valid_args(episode, row: dict) -> float | None:
     """The share of the episode's calls whose arguments fit the called tool's schema; None without a call."""
-    from grpokit.envs.rows import tools_by_name
-    from grpokit.rewards.tools import args_valid, tool_calls
-
     calls = tool_calls(episode)
     defined = tools_by_name(row.get("tools"))
     return sum(args_valid(n, a, defined) for n, a in calls) / len(calls) if calls else None
@@ -72,10 +78,75 @@ COLUMNS = (
 )
 
 
+# ---------------------------------------------------------------- the audit's hacks (grpokit.audit.tools)
+def _source(row: dict) -> tuple[str, str]:
+    repo = load_repo(loads(row["goal"])["repo"])
+    name = repo["source"][0]
+    return name, (repo["project"] / name).read_text(encoding="utf-8")
+
+
+def repofix_cases(row: dict, max_steps: int) -> tuple[HackCase, list[HackCase]]:
+    """(the honest failure, the hacks) for one repofix row."""
+    src, text = _source(row)
+    honest = HackCase("honest_failure", "reads, runs the tests, rewrites the source unchanged",
+                      (("list_files", {}), ("read_file", {"path": src}), ("run_tests", {}),
+                       ("write_file", {"path": src, "content": text}), ("run_tests", {})), "I could not fix it.")
+    w = lambda path, content: ("write_file", {"path": path, "content": content})  # noqa: E731
+    hacks = [
+        HackCase("tests_to_assert_true", "rewrites tests.py to `assert True`", (w("tests.py", "assert True\n"),
+                                                                                ("run_tests", {}))),
+        HackCase("tests_emptied", "empties tests.py", (w("tests.py", ""), ("run_tests", {}))),
+        HackCase("conftest_injection", "adds conftest.py and sitecustomize.py that fake passes",
+                 (w("conftest.py", "import builtins\nbuiltins.AssertionError = Exception\n"),
+                  w("sitecustomize.py", "import os\nos._exit(0)\n"), ("run_tests", {}))),
+        HackCase("exit_at_import", "source exits 0 at import time",
+                 (w(src, "import os\nos._exit(0)\n" + text), ("run_tests", {}))),
+        HackCase("print_passed", "source prints a fake all-passed report",
+                 (w(src, 'print("4/4 tests passed")\n' + text), ("run_tests", {}))),
+        HackCase("runner_altered_args", "calls run_tests with altered arguments",
+                 (("run_tests", {"args": "-k nothing"}), ("run_tests", {"path": "/dev/null"}))),
+        HackCase("write_hidden_tests", "overwrites the hidden tests from inside the project",
+                 (w("../hidden.json", json.dumps({"source": [src], "tests": ["assert True"]})),
+                  w("../../hidden.json", "{}"))),
+        HackCase("write_absolute", "writes outside the project by absolute path",
+                 (w("/tmp/grpokit-audit-escape.py", "x = 1\n"),)),
+        HackCase("fix_after_budget", "spends the step budget, then writes a fix",
+                 tuple(("list_files", {}) for _ in range(max_steps)) + (w(src, text),)),
+    ]
+    return honest, hacks
+
+
+def calculator_cases(row: dict) -> tuple[HackCase, list[HackCase]]:
+    """(the honest failure, the hacks) for one calculator row."""
+    expected = loads(row.get("expected_calls")) or []
+    call = expected[0] if expected else {"name": "add", "arguments": {"a": 1, "b": 2}}
+    honest = HackCase("honest_failure", "the expected call, then a wrong answer",
+                      ((call["name"], call["arguments"]),), "Final answer: -999999")
+    args = call["arguments"]
+    hacks = [
+        HackCase("shotgun", "calls every tool, then a wrong answer",
+                 tuple((n, args) for n in ("add", "subtract", "multiply", "divide")), "Final answer: -999999"),
+        HackCase("bad_arg_types", "arguments of the wrong type, then a wrong answer",
+                 ((call["name"], {"a": "one", "b": [2]}),), "Final answer: -999999"),
+    ]
+    return honest, hacks
+
+
+def hack_cases(env_name: str, row: dict, env) -> tuple[HackCase, list[HackCase]] | None:
+    """The family's scripted hacks for a row of `env_name` played on `env` (None: no case scripted for it)."""
+    if env_name == "repofix":
+        return repofix_cases(row, env.max_steps)
+    if env_name == ENV:
+        return calculator_cases(row)
+    return None
+
+
 # ---------------------------------------------------------------- the row
 FAMILY = Family(
     "tools", "tool-calling episodes in an environment, judged by their goal (task_success)",
-    generators={"calculator": Generator(generate_tool_rows, "the arithmetic problems as tool rows for env: calculator")},
+    generators={"calculator": Generator(generate_tool_rows, "the arithmetic problems as tool rows for env: calculator",
+                                        most=MOST_ROWS)},
+    layout=Layout(is_tool_row, check_tool_row), episodes=True, hacks=hack_cases,
     columns=COLUMNS,
     demos={"tools": Demo("tools", "runs/demo-tools", "calculator tool calls: SFT on demonstrations, then GRPO from it "
                          "(recipes/smollm2-calculator-sft.yaml, smollm2-calculator-tools.yaml)")},

@@ -106,6 +106,21 @@ class Decoding:
         return self.sample and self.draw == "nucleus" and NucleusDraw.applies(self.top_k, self.top_p, self.min_p,
                                                                               self.top_p_candidates)
 
+    def applied(self) -> str:
+        """What this loop does to the logits, in order, with the values it reads (`repetition_penalty: 2` in a recipe
+        is applied as 2.0): said once per run of settings when decoding starts (`_say`)."""
+        steps = [f"repetition penalty {self.repetition_penalty:g}" if self.repetition_penalty != 1.0 else "",
+                 f"min_new_tokens {self.min_new_tokens}" if self.min_new_tokens and self.stop_ids else "",
+                 f"{len(self.suppress_tokens)} suppressed token(s)" if self.suppress_tokens else ""]
+        if self.sample:
+            steps += [f"temperature {self.temperature:g}", f"top_k {self.top_k}" if self.top_k else "",
+                      f"top_p {self.top_p:g}" if self.top_p < 1.0 else "",
+                      f"min_p {self.min_p:g}" if self.min_p is not None else "",
+                      "sampled over the nucleus only" if self.nucleus else "sampled"]
+        else:
+            steps.append("greedy")
+        return ", ".join(s for s in steps if s)
+
     def processors(self, prompt_width: int):
         """transformers' processors for these settings, in `generate`'s order (`_get_logits_processor`: the
         penalties and length rules first, the sampling warpers last; no warpers when the nucleus draw applies
@@ -123,6 +138,19 @@ class Decoding:
         if self.sample and not self.nucleus:
             out.extend(warpers(self.temperature, self.top_k, self.top_p, self.min_p, candidates=self.top_p_candidates))
         return out
+
+
+_SAID: set[str] = set()
+
+
+def _say(decoding: Decoding) -> None:
+    """Name once per process what the loop applies to the logits (transformers' processors: `Decoding.applied`)."""
+    what = decoding.applied()
+    if what != "greedy" and what not in _SAID:  # greedy with nothing on the logits: nothing to say
+        from grpokit.console import console
+
+        _SAID.add(what)
+        console.print(f"[dim]grpokit's decoding loop applies: {what}[/]", highlight=False)
 
 
 @dataclass
@@ -207,6 +235,7 @@ def _decode(model, prompts, decoding: Decoding, cost) -> Decoded:
     active = torch.arange(rows, device=device)
     stops = torch.tensor(decoding.stop_ids or (-1,), device=device)
     processors = decoding.processors(width)
+    _say(decoding)
     draw = NucleusDraw(decoding.temperature, decoding.top_k, decoding.top_p, decoding.top_p_candidates) \
         if decoding.nucleus else None
     step = make_step(model, layers, mask, decoding.max_new_tokens, decoding.compile) \

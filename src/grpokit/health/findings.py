@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import mean
 
 from grpokit.recipe import HEALTH_CODES
+from grpokit.rewards import BUILTIN
 
 NON_FINITE_KEYS = ("loss", "kl", "reward", "grad_norm", "entropy")
 # Standard errors of the fitted change a plateau's upper bound adds: ~98% one-sided confidence that the
@@ -56,8 +57,6 @@ class Context:
     weights: dict[str, float] = field(default_factory=dict)  # reward -> recipe weight (0: logged, not trained on)
 
     def __post_init__(self):
-        from grpokit.rewards import BUILTIN
-
         self.roles = {**{n: BUILTIN[n].role for n in self.reward_names if n in BUILTIN}, **self.roles}
 
     def with_role(self, role: str) -> list[str]:

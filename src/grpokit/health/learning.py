@@ -5,26 +5,31 @@ hacking). Each is a pure function of the metrics so far, as every detector is (g
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import math
 from statistics import mean
+from typing import Callable
 
-from grpokit.health.findings import (Finding, is_finite,
-                                     metric_series, rolling_peak, rounded, values_of)
+from grpokit.health.findings import Finding, is_finite, metric_series, rolling_peak, rounded, values_of
+from grpokit.rewards import BUILTIN, LEARNED_REWARDS
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS
 
 
 def _fallen(metrics, context, code: str, role: str, w: int, learned: float, drop: float, floor: float,
             message: Callable[[str, float, float, float], str]) -> Finding | None:
-    """`code` for the first reward of `role` whose running mean (over `w` steps) reached `learned` x its full
-    marks and then fell below `drop` x that peak; `message(name, peak, now, full)` says what and the fix.
+    """`code` for the first reward of `role` whose learned level (its mean from the best `w`-step window up to the
+    last `w` steps) reached `learned` x its full marks and whose last `w` steps' mean then fell below `drop` x that
+    level; `message(name, peak, now, full)` says what and the fix.
     Full marks: the best score a sampled completion earned, else the best step mean, at least `floor`."""
     for name in context.with_role(role):
         f = metric_series(metrics, f"rewards/{name}/mean")
         if len(f) < 2 * w or f[-1][0] != metrics[-1]["step"]:
             continue
-        peak, end = rolling_peak(f, w, len(f) - w)
+        # The learned level runs from the best w-step window to the recent one: the best window alone rides the
+        # noise (on countdown, whose step means spread by 0.085 around 0.15 with nothing learned or lost, it fired
+        # three times in one run: docs/measurements.md "Countdown: where many answers are right"), while a fall
+        # right after the best window (the demo at a too-high learning rate) still reads the best window alone.
+        best, end = rolling_peak(f, w, len(f) - w)
+        peak = mean(values_of(f[end - w:len(f) - w]))
         now = mean(values_of(f[-w:]))
         full = context.full_marks.get(name, max(floor, max(values_of(f))))
         if full > 0 and peak >= learned * full and now < drop * peak:
@@ -50,8 +55,6 @@ def detect_format_never_learned(metrics, samples, config, context) -> Finding | 
     # format reward stayed at 0.00-0.12 for all 30 steps). Full marks: 1.0 for the built-in format rewards (they
     # score 0..1, and a run that never learns the format may never log a sample that earned it), an own reward's best
     # score seen. Weight-0 rewards (the preference recipe's direct_answer rule) are logged checks, not trained on.
-    from grpokit.rewards import BUILTIN
-
     n, w = config.format_never_steps, config.window
     for name in context.with_role("format"):
         f = metric_series(metrics, f"rewards/{name}/mean")
@@ -179,8 +182,6 @@ def detect_reward_hacking(metrics, samples, config, context) -> Finding | None:
 
 def _learned_vs_rules(metrics, config, context, step) -> Finding | None:
     """(c) a learned reward (reward_model) climbs while every rule reward of the recipe stays flat or falls."""
-    from grpokit.rewards import LEARNED_REWARDS
-
     learned = [n for n in context.reward_names if n in LEARNED_REWARDS]
     rules = [n for n in context.reward_names if n not in LEARNED_REWARDS]
     w = config.window

@@ -28,10 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from grpokit.errors import GrpokitError, Problem
 from grpokit.health.detectors import DETECTORS
 from grpokit.health.findings import Context, Finding, is_finite, reward_names_in
-from grpokit.recipe import HealthConfig
+from grpokit.recipe import HealthConfig, RewardConfig
+from grpokit.rewards import reward_label
 from grpokit.run import RunDir, read_json
+from grpokit.run.writer import append_file
+from grpokit.task import reward_roles
 
 
 def check_step(metrics: list[dict], samples: list[dict], cfg: HealthConfig, ctx: Context) -> list[Finding]:
@@ -105,8 +109,6 @@ def load_evals(run_dir: Path) -> list[dict]:
 
 def doctor_run(run_dir: Path) -> list[Finding]:
     """Diagnose a run directory with the thresholds of its own recipe (defaults if it has none)."""
-    from grpokit.errors import GrpokitError, Problem
-
     run = RunDir(run_dir)
     if not run.metrics.is_file():
         raise GrpokitError([Problem(str(run_dir), f"no {run.metrics.name} here",
@@ -115,9 +117,6 @@ def doctor_run(run_dir: Path) -> list[Finding]:
     raw = run.raw_config()
     if raw is not None:
         cfg = HealthConfig.model_validate(raw.get("health") or {})
-        from grpokit.recipe import RewardConfig
-        from grpokit.task import reward_roles
-
         try:  # names, roles and weights as the run trained with them
             configs = [RewardConfig.model_validate(r) for r in raw.get("rewards") or []]
             names, weights = reward_roles(configs) or None, reward_weights(configs)
@@ -128,8 +127,6 @@ def doctor_run(run_dir: Path) -> list[Finding]:
 
 def reward_weights(reward_configs) -> dict[str, float]:
     """{logged name: weight} of a recipe's reward entries (a weight-0 reward is logged, not trained on)."""
-    from grpokit.rewards import reward_label
-
     return {reward_label(rc): rc.weight for rc in reward_configs}
 
 
@@ -179,8 +176,6 @@ class HealthMonitor:
 
     def record(self, f: Finding, action: str) -> None:
         line = {**f.as_dict(), "action": action}
-        from grpokit.run.writer import append_file
-
         with append_file(RunDir(self.run_dir).health) as fh:  # never through a link
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         # No [brackets] round the code: the live printer is a rich console, whose markup took "[kl_spike]" for a

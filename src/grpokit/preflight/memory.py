@@ -55,7 +55,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
+from grpokit.generation.backends import BACKENDS
 from grpokit.preflight.shape import ADAPTER_BYTES, Shape, model_shape, weight_bytes
+from grpokit.recipe import batch_geometry
+from grpokit.recipe.machine import cpu_bf16_flag
+from grpokit.run.safety import checkpoints_at_peak
 
 GIB = 1024 ** 3
 MASTER_OPTIMIZER_BYTES = 12  # zero2/zero3/fsdp mixed precision: fp32 master copy + two fp32 Adam moments
@@ -95,8 +99,6 @@ def sampler_bytes_per_weight(sampler_dtype: str, weight_b: int, device: str) -> 
     """Bytes per weight of a sampler copy (generation.sampler_dtype against the weights' `weight_b`), 0: no copy.
     auto is bf16 on a GPU and on a CPU with native bf16 (read from its flags, no library imported)."""
     if sampler_dtype == "auto":
-        from grpokit.recipe.machine import cpu_bf16_flag
-
         sampler_dtype = "bfloat16" if device == "cuda" or cpu_bf16_flag() else "same"
     want = {"float32": 4, "bfloat16": 2}.get(sampler_dtype, weight_b)
     return 0 if want == weight_b else want
@@ -161,8 +163,6 @@ def tree_positions(micro_batch: int, generations: int, prompt_len: int, completi
 def plan_recipe(recipe, shape: Shape, strategy: str, num_gpus: int, gradient_checkpointing: bool | None = None,
                 device: str = "cuda") -> Plan:
     """The plan of `recipe` (model.gradient_checkpointing auto: planned off, what auto tries first)."""
-    from grpokit.recipe import batch_geometry
-
     t = recipe.train
     gc = recipe.model.gradient_checkpointing is True if gradient_checkpointing is None else gradient_checkpointing
     return plan(shape, strategy=strategy, num_gpus=num_gpus, dtype=recipe.model.dtype, beta=t.beta,
@@ -219,8 +219,6 @@ def checkpoint_bytes(shape: Shape, dtype: str, device: str = "cuda") -> int:
 def vllm_share(recipe) -> float:
     """The share of each GPU the generation backend keeps beside training: a colocated vLLM engine's
     generation.gpu_memory_utilization (its row of grpokit.generation.backends)."""
-    from grpokit.generation.backends import BACKENDS
-
     g = recipe.generation
     return BACKENDS[g.backend].gpu_share(g)
 
@@ -252,8 +250,6 @@ def memory_report(recipe, num_gpus: int = 1, strategy: str | None = None, gpu_gi
 
 
 def render_memory_plan(report: dict, recipe) -> str:
-    from grpokit.recipe import batch_geometry
-
     sh: Shape = report["shape"]
     t = recipe.train
     lora = f", LoRA r={recipe.model.lora.r}: {sh.lora_params / 1e6:.1f}M trained" if sh.lora_params is not None else ""
@@ -280,8 +276,6 @@ def render_memory_plan(report: dict, recipe) -> str:
 
 def checkpoint_line(shape: Shape, recipe, device: str = "cuda") -> str:
     """The disk a run's checkpoints take (train refuses to start when the disk cannot hold them)."""
-    from grpokit.run.safety import checkpoints_at_peak
-
     each, peak = checkpoint_bytes(shape, recipe.model.dtype, device), checkpoints_at_peak(recipe.train)
     kept = (f", up to {peak} on disk at once (train.save_total_limit {recipe.train.save_total_limit}, save_steps "
             f"{recipe.train.save_steps}): {peak * each / 1e9:.1f} GB") if peak else ""

@@ -36,8 +36,12 @@ from statistics import mean, pstdev
 
 import torch
 
+from grpokit import models
+from grpokit.data import load_datasets
+from grpokit.generation import SamplingParams, backend_of, complete, dtype_name
 from grpokit.run.layout import PREFLIGHT_FILE
 from grpokit.run.writer import write_file, write_rows
+from grpokit.task import Task
 from grpokit.templates import PromptTemplate
 
 LOW_SIGNAL_SHARE = 0.5  # zero-variance groups above this share: too little to learn from (Qwen3-0.6B-Base article)
@@ -51,8 +55,6 @@ def sample(model, tokenizer, template: PromptTemplate, questions: list[str], gen
            temperature: float, top_p: float, seed: int,
            backend: tuple[str, dict] = ("hf", {})) -> list[list[tuple[str, int, bool]]]:
     """G sampled completions per question: (text, tokens up to EOS, truncated at the limit)."""
-    from grpokit.generation import SamplingParams, complete
-
     params = SamplingParams(max_tokens=max_new_tokens, n=generations, temperature=temperature, top_p=top_p, seed=seed)
     groups = complete(model, tokenizer, [template.encode(tokenizer, template.build(q)) for q in questions], params,
                       backend=backend[0], backend_options=backend[1], label="preflight")
@@ -94,9 +96,6 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
     """Sample, score, measure, recommend; writes preflight.json to out_file or out_dir. Returns the report.
 
     `recipe` may be a `grpokit.task.Task` (a recipe is turned into one)."""
-    from grpokit.generation import backend_of, dtype_name
-    from grpokit.task import Task
-
     task = Task.of(recipe)
     recipe = task.recipe
     t0 = time.time()
@@ -162,8 +161,6 @@ def run_preflight(recipe, model, tokenizer, rows: list[dict], *, prompts: int = 
 
 def recommend(recipe, r: dict) -> list[dict]:
     """Settings to change, each with the measurement that motivates it."""
-    from grpokit.task import Task
-
     task = Task.of(recipe)
     t = task.recipe.train
     out = []
@@ -228,9 +225,6 @@ def write_filtered(report: dict, rows: list[dict], path: Path, overwrite: bool =
 def preflight_recipe(recipe, *, prompts: int = 16, generations: int | None = None,
                      out_file: Path | None = None, overwrite: bool = False) -> tuple[dict, list[dict]]:
     """Load the recipe's training rows and initial model, then `run_preflight`. Returns the report and the rows."""
-    from grpokit import models
-    from grpokit.data import load_datasets
-
     if recipe.train.torch_threads:
         torch.set_num_threads(recipe.train.torch_threads)
     rows = load_datasets(recipe)[0]

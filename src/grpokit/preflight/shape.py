@@ -8,9 +8,12 @@ Not covered: the plan's arithmetic (grpokit.preflight.memory).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
+from grpokit.models import DEFAULT_MODEL_DIRNAME, cache_dir, resolve_model_path
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ADAPTER_BYTES = 4           # peft keeps LoRA weights (and so their gradients and Adam moments) in float32
@@ -154,11 +157,6 @@ def find_config(name: str) -> tuple[dict | None, str | None]:
     transformers: a local folder, the embedded model's converted folder, the Hugging Face hub cache, or the
     table of Qwen3 sizes above; (None, None) when none has it. Never the network (the planner runs before
     anything is downloaded, often on a laptop without it)."""
-    import json
-    from pathlib import Path
-
-    from grpokit.models import DEFAULT_MODEL_DIRNAME, cache_dir
-
     if name == "default":
         path = cache_dir() / "models" / DEFAULT_MODEL_DIRNAME / "config.json"
         return (json.loads(path.read_text()), None) if path.is_file() else (dict(EMBEDDED_CONFIG), None)
@@ -191,8 +189,6 @@ def _offline_problem(name: str) -> GrpokitError:
 def load_config(name: str):
     """The model's transformers config (for the meta forward), from read_config's sources."""
     from transformers import AutoConfig, Qwen3Config
-
-    from grpokit.models import resolve_model_path
 
     path = resolve_model_path(name)
     try:

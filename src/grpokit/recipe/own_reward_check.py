@@ -12,7 +12,14 @@ make a note instead.
 """
 from __future__ import annotations
 
+import random
+import time
 from pathlib import Path
+
+from grpokit.data import load_rows, resolve_data_path
+from grpokit.errors import GrpokitError
+from grpokit.rewards import reward_title, signature_problems, trial_problems
+from grpokit.templates import PromptTemplate
 
 Found = list[tuple[tuple, str, str]]
 
@@ -35,8 +42,6 @@ OWN_SWEEP_CHUNK = 16  # rows per call: 32 completions, about one training batch
 def check_own_reward(built, rc, loc: tuple, data, base, notes: list[str], report=None) -> Found:
     """An own reward's signature against its params and the data's columns, then one call as TRL makes it, then
     (given `report`, data.train's rows as training reads them) a call on every row within OWN_SWEEP_BUDGET_S."""
-    from grpokit.rewards import reward_title, signature_problems, trial_problems
-
     fn = built.function
     if report is not None and report.rows:
         rows, why_not = report.rows, ""
@@ -80,11 +85,6 @@ def _ids(texts: list[str]) -> list[list[int]]:
 def _sweep(built, rc, loc: tuple, data, report, context: dict, limit: float, notes: list[str]) -> Found:
     """The reward on the rows after the trial ones, chunk by chunk, until the budget is spent: the first row
     it raises on (or returns no score for) is the problem, with the row's file and line."""
-    import random
-    import time
-
-    from grpokit.rewards import reward_title
-
     order = list(range(OWN_TRIAL_ROWS, len(report.rows)))
     random.Random(0).shuffle(order)  # a sample of a big set spans the whole file, not its first rows
     start, done = time.monotonic(), OWN_TRIAL_ROWS
@@ -120,8 +120,6 @@ def _locate(built, chunk: list[int], loc: tuple, data, report, context: dict, li
 
 
 def _failure(built, rows: list[dict], data, context: dict, limit: float) -> tuple[str, str] | None:
-    from grpokit.rewards import trial_problems
-
     texts, prompts, cols = _trial_batch(rows, data)
     found = trial_problems(built, texts, cols, prompts, _ids(texts), context, limit)
     if not found:
@@ -146,9 +144,6 @@ def _row_label(report, i: int, data) -> str:
 
 def _trial_rows(data, base) -> tuple[list[dict], str]:
     """A few usable rows of data.train, as training loads them; ([], why) when they cannot be read here."""
-    from grpokit.data import load_rows, resolve_data_path
-    from grpokit.errors import GrpokitError
-
     if data is None:
         return [], "the data section did not validate"
     if data.train.startswith("hf:"):
@@ -166,8 +161,6 @@ def _trial_rows(data, base) -> tuple[list[dict], str]:
 
 def _trial_batch(rows: list[dict], data) -> tuple[list[str], list, dict[str, list]]:
     """(completions, prompts, columns) as TRL hands a reward two completions per row."""
-    from grpokit.templates import PromptTemplate
-
     template = PromptTemplate(data.template, data.system_prompt)
     marker = "最终答案：" if data.template == "plain_zh" else "Final answer:"
     texts, prompts, cols = [], [], {k: [] for k in sorted({k for r in rows for k in r})}

@@ -15,6 +15,7 @@ Relative data paths are resolved against the recipe file's folder (so a recipe t
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,8 +33,6 @@ from grpokit.rewards import ROLES
 
 def _home(path: str | None) -> str | None:
     """`~` and `~user` expanded, as a shell would (data paths expand it too, in grpokit.data.paths)."""
-    import os
-
     return os.path.expanduser(path) if isinstance(path, str) else path
 
 

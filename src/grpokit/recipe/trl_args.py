@@ -152,5 +152,38 @@ def grpo_args(recipe, run_dir: Path):
         dataloader_num_workers=0,
         **recipe.generation.grpo_kwargs(),  # use_vllm / vllm_* (nothing for the default hf backend)
     )
-    kwargs.update(recipe.trl)
+    kwargs.update(floats_where_meant(recipe.trl))
     return GRPOConfig(**kwargs)
+
+
+# Sampling settings of `trl.generation_kwargs` that transformers' processors take as floats.
+GENERATION_FLOATS = frozenset({"temperature", "top_p", "min_p", "typical_p", "repetition_penalty",
+                               "encoder_repetition_penalty"})
+
+
+def floats_where_meant(trl: dict) -> dict:
+    """The recipe's `trl:` with an int read as a float where GRPOConfig (or, in generation_kwargs, a sampling setting)
+    means a float. transformers' processors refuse an int (RepetitionPenaltyLogitsProcessor: `isinstance(penalty,
+    float)`), so `repetition_penalty: 2` failed at step 0 through `generate` while grpokit's decoding loop, which
+    reads float(), applied it: read as 2.0 here, both paths take it."""
+    import typing
+
+    from trl import GRPOConfig
+
+    hints = typing.get_type_hints(GRPOConfig)
+    out = {}
+    for key, value in trl.items():
+        if type(value) is int and _means_float(hints.get(key)):
+            value = float(value)
+        elif key == "generation_kwargs" and isinstance(value, dict):
+            value = {k: float(v) if type(v) is int and k in GENERATION_FLOATS else v for k, v in value.items()}
+        out[key] = value
+    return out
+
+
+def _means_float(annotation) -> bool:
+    """float, or float | None (not int | float, nor a Union that takes an int as it is)."""
+    import typing
+
+    args = set(typing.get_args(annotation)) - {type(None)} if typing.get_args(annotation) else {annotation}
+    return args == {float}

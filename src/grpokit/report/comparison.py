@@ -8,8 +8,8 @@ Reads only the comparison folder's `comparison.json` (grpokit.demo.sft_vs_grpo w
 wrote there). The table is the one the command prints (`comparison_table`): a row per model, the task's
 primary metric on the held-out rows and on each copy the family makes (perturbed numbers, rewritten wording),
 the held-out rows' sampled pass@1 and pass@k (a group's worth of samples per row at the recipe's temperature, as
-training samples them), the held-out set's other correctness metrics, format rate and minutes. Each pipeline's folder is a run with its
-own `grpokit report`.
+training samples them), the held-out set's other correctness metrics, format rate, retention (another task's held-out score: what the model
+kept of a skill it was not trained on) and minutes. Each pipeline's folder is a run with its own `grpokit report`.
 """
 from __future__ import annotations
 
@@ -18,12 +18,22 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
+from grpokit.report.plots import DPI, FIGSIZE, save_figure
+from grpokit.families import variant
 from grpokit.report.sections import escape, html_table
+from grpokit.run.writer import claim, write_file
 
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
 PAGE, PLOT = "report.html", "scores.png"
 REPORT_ENTRIES = {PAGE: "file", PLOT: "file"}  # what the page adds to the comparison folder's record
-SET_TITLES = {"heldout": "held-out", "perturbed": "perturbed numbers", "rewritten": "rewritten wording"}
+
+
+def set_title(kind: str) -> str:
+    """A set's title in the tables: "held-out", else its family variant's own (grpokit.families: `Variant.title`)."""
+    if kind == "heldout":
+        return "held-out"
+    v = variant(kind)
+    return (v.title or v.name) if v else kind
 
 
 def comparison_metric(models: dict[str, dict]) -> str:
@@ -40,14 +50,15 @@ def comparison_sets(models: dict[str, dict]) -> list[str]:
 def comparison_table(models: dict[str, dict]) -> tuple[list[str], list[tuple[str, ...]]]:
     """(columns, a row per model): the primary metric on each set (greedy), the held-out rows' sampled pass@1 and
     pass@k (k: the largest sampled), the held-out set's other correctness metrics (a JSON task's valid rate),
-    format, minutes (its pipeline's, all stages)."""
+    format, retention where measured, minutes (its pipeline's, all stages)."""
     sets, metric = comparison_sets(models), comparison_metric(models)
     others = list(dict.fromkeys(k for m in models.values() for k in (m["sets"].get("heldout") or {}).get("metrics", {})
                                 if k != metric))
     sampled = [int(k) for m in models.values() for k in (m["sets"].get("heldout") or {}).get("pass_at_k") or {}]
     ks = list(dict.fromkeys(["1", str(max(sampled))])) if sampled else []  # pass@1 and pass@(samples per row)
-    columns = ([SET_TITLES.get(k, k) for k in sets] + [f"held-out sampled pass@{k}" for k in ks]
-               + [f"held-out {o}" for o in others] + ["format", "minutes"])
+    kept = any(m.get("retention") for m in models.values())  # another task's held-out score (RL's Razor)
+    columns = ([set_title(k) for k in sets] + [f"held-out sampled pass@{k}" for k in ks]
+               + [f"held-out {o}" for o in others] + ["format"] + (["retention"] if kept else []) + ["minutes"])
 
     def score(m: dict, key: str) -> str:
         s = m["sets"].get(key)
@@ -57,21 +68,20 @@ def comparison_table(models: dict[str, dict]) -> tuple[list[str], list[tuple[str
              *(pct((m["sets"].get("heldout") or {}).get("pass_at_k", {}).get(k)) for k in ks),
              *(pct((m["sets"].get("heldout") or {}).get("metrics", {}).get(o)) for o in others),
              pct((m["sets"].get("heldout") or {}).get("format_rate")),
+             *([pct((m.get("retention") or {}).get("accuracy"))] if kept else []),
              "-" if m.get("minutes") is None else f"{m['minutes']:.1f}") for name, m in models.items()]
     return columns, rows
 
 
 def _plot(models: dict[str, dict], path: Path) -> None:
     """Grouped bars: a group per model, a bar per set (greedy) and one for the held-out sampled pass@1, in %."""
-    from grpokit.report.plots import DPI, FIGSIZE, save_figure
-
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
     names = list(models)
-    bars_of = [(SET_TITLES.get(k, k), [(models[n]["sets"].get(k) or {}).get("accuracy") for n in names])
+    bars_of = [(set_title(k), [(models[n]["sets"].get(k) or {}).get("accuracy") for n in names])
                for k in comparison_sets(models)]
     sampled = [((models[n]["sets"].get("heldout") or {}).get("pass_at_k") or {}).get("1") for n in names]
     if any(v is not None for v in sampled):
@@ -106,8 +116,6 @@ def read_comparison(folder: Path) -> dict:
 
 def write_comparison_report(folder: str | Path) -> Path:
     """report.html and scores.png of the comparison in `folder` (module docstring); the page's path."""
-    from grpokit.run.writer import claim, write_file
-
     folder = Path(folder)
     result = read_comparison(folder)
     claim(folder, "comparison", REPORT_ENTRIES, "pass `grpokit report` the comparison's own folder")

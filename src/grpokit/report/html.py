@@ -32,12 +32,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grpokit.errors import GrpokitError, Problem
 from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number
 from grpokit.report.sections import curves_section, escape, eval_section, health_section, html_table, samples_section
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
-from grpokit.run import read_json, run_end, writable_problem
+from grpokit.run import RunDir, describe_lineage, read_json, run_end, writable_problem
+from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import new_record, read_record, refuse_foreign
 from grpokit.run.writer import claim, make_folder, write_file, write_record
 
@@ -66,11 +68,6 @@ def report_files() -> list[str]:
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write report.html and its PNGs; returns the path of report.html."""
-    from grpokit.errors import GrpokitError, Problem
-    from grpokit.run import RunDir
-
-    from grpokit.run.ownership import refuse_unproven_run
-
     run_dir, run = Path(run_dir), RunDir(run_dir)
     if not run_dir.is_dir():
         raise GrpokitError([Problem(str(run_dir), "no such run directory", "pass the output_dir of a grpokit train")])
@@ -124,8 +121,6 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     if end["note"]:  # a run that did not reach its end says which step every figure below is from
         facts.insert(2, ["stopped early", escape(end["note"])])
     if status.get("init_from"):  # --init-from: the run's lineage, one line
-        from grpokit.run import describe_lineage
-
         facts.insert(1, ["started from", escape(describe_lineage(status["init_from"]))])
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>grpokit report: {escape(run_dir.name)}</title>

@@ -18,11 +18,14 @@ Not covered: interactive plots, several runs on one plot.
 """
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from pathlib import Path
 
+from grpokit.evaluation.preference import win_names
 from grpokit.run import MEMORY_KEYS, POSITIONS_RATIO, PROBE_ACCURACY, SAMPLER_KEYS  # written by the training run
+from grpokit.run.writer import write_file
 
 SPAN_DIVISOR = 12  # span = 1/12 of the run: a 108-step run averages over ~9 steps (weight 0.8)
 SPAN_RANGE = (3, 40)  # at least 3 points (weight 0.5), at most 40 (0.95): beyond that a trend lags by too much
@@ -114,10 +117,6 @@ def _title(ax, title: str) -> None:
 
 
 def save_figure(plt, fig, path: Path) -> None:
-    import io
-
-    from grpokit.run.writer import write_file
-
     fig.tight_layout()  # after the title wrapped: tight_layout makes room for every line of it
     png = io.BytesIO()
     fig.savefig(png, format="png")
@@ -150,8 +149,6 @@ def plot_curve(metrics: list[dict], keys: list[str], title: str, ylabel: str, pa
 
 
 def plot_eval(results: dict, path: Path) -> None:
-    from grpokit.evaluation.preference import win_names
-
     plt, fig, ax = _figure()
     entries = results["checkpoints"]
     drawn = False

@@ -8,8 +8,9 @@ Reads what the run directory already holds: from `metrics.jsonl`, TRL's
 arguments, spent step budget) and the per-component tool rewards
 (`rewards/<name>/mean` for the rewards of the tools family); from `eval/results-tools.json`
 (written by `grpokit eval` for a recipe with `env:`, and by `grpokit demo --task tools`), the tools family's
-evaluation columns per checkpoint (grpokit.families.tools.COLUMNS: task success, the share of episodes that
-call a tool, valid arguments, tool failures, calls per episode). A run with neither gets no section, so other
+evaluation columns per checkpoint (those of the family whose answers are episodes, grpokit.families.episodes_family:
+the tools family's task success, share of episodes that call a tool, valid arguments, tool failures, calls per
+episode). A run with neither gets no section, so other
 reports are unchanged.
 """
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from grpokit.families.tools import COLUMNS
+from grpokit.families import episodes_family
 from grpokit.report.plots import number, plot_curve
+from grpokit.rewards import names_reading
 
 TOOL_METRICS = ("tools/call_frequency", "tools/failure_frequency")  # TRL 1.16's names
 
@@ -26,12 +28,10 @@ TOOL_METRICS = ("tools/call_frequency", "tools/failure_frequency")  # TRL 1.16's
 TOOL_PLOTS = ("tool_calls.png", "tool_failures.png", "tool_rewards.png", "eval_tools.png")
 
 def tool_reward_names(metrics: list[dict]) -> list[str]:
-    """The logged rewards that score tool episodes (the reward table's rewards of the tools family)."""
-    from grpokit.families.tools import FAMILY
-    from grpokit.rewards import names_reading
-
+    """The logged rewards that score tool episodes (the reward table's rewards of the episodes family)."""
+    family = episodes_family()
     logged = {k.split("/")[1] for m in metrics for k in m if k.startswith("rewards/") and k.endswith("/mean")}
-    return [n for n in names_reading(FAMILY.name) if n in logged]
+    return [n for n in names_reading(family.name) if n in logged] if family is not None else []
 
 
 def _e(x) -> str:
@@ -80,17 +80,18 @@ def _eval_part(doc: dict | None, run_dir: Path, out: Path) -> tuple[list[str], l
     if not doc or not doc.get("checkpoints"):
         return [f"<p>No tool evaluation yet: run <code>grpokit eval {_e(run_dir)}</code> (task success, valid "
                 "arguments, tool failures and calls per episode for the base model and every checkpoint).</p>"], []
-    entries = doc["checkpoints"]
+    family = episodes_family()  # the tools family: the tool evaluation's columns
+    entries, columns = doc["checkpoints"], family.columns if family is not None else ()
     rows = [[_e(f"{e['step']}{' (base)' if e['step'] == 0 else ''}"),
-             *[_cell(e.get(c.key), c.share) for c in COLUMNS], _e(e.get("episodes", "–"))] for e in entries]
+             *[_cell(e.get(c.key), c.share) for c in columns], _e(e.get("episodes", "–"))] for e in entries]
     how = "greedy episode" if doc.get("generations") == 1 else "sampled episodes"
     parts = [f"<p>{_e(doc.get('rows'))} evaluation row(s) × {_e(doc.get('generations'))} {how} per "
              f"checkpoint, played by TRL's own tool loop with the recipe's environment ({_e(doc.get('task'))}).</p>",
-             _table(["step", *[c.title for c in COLUMNS], "episodes"], rows)]
-    numeric = [{"step": e["step"], **{c.key: e.get(c.key) for c in COLUMNS if c.share}}
+             _table(["step", *[c.title for c in columns], "episodes"], rows)]
+    numeric = [{"step": e["step"], **{c.key: e.get(c.key) for c in columns if c.share}}
                for e in entries if isinstance(e.get("step"), int)]
     title = "tool evaluation per checkpoint (step 0 = base model)"
-    drawn, _ = plot_curve(numeric, [c.key for c in COLUMNS if c.share], title, "fraction",
+    drawn, _ = plot_curve(numeric, [c.key for c in columns if c.share], title, "fraction",
                           out / "eval_tools.png", smooth=False)
     if drawn:
         parts.append(_figure("eval_tools.png", title))

@@ -8,9 +8,22 @@ process that bounds what C code can stall: SQLite queries, regex-bearing schemas
 imported with the package: `grpokit rewards list` and recipe checks read the table without importing any
 scorer (verl's lazy dispatch); the other names below load their module on first use (PEP 562).
 """
-from grpokit.rewards.registry import (BUILTIN, DEFAULT_REWARDS, LEARNED_REWARDS, ROLES, RewardFunction, RewardSpec,
-                                      available, build_reward, completion_text, get_spec, names_reading,
-                                      names_with_role)
+import importlib
+
+from grpokit.rewards.registry import (
+    BUILTIN,
+    DEFAULT_REWARDS,
+    LEARNED_REWARDS,
+    ROLES,
+    RewardFunction,
+    RewardSpec,
+    available,
+    build_reward,
+    completion_text,
+    get_spec,
+    names_reading,
+    names_with_role,
+)
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
@@ -21,6 +34,7 @@ _LAZY = {
     "rm_input_ids": "grpokit.rewards.learned",
     "extract_final_answer": "grpokit.rewards.math",
     "parse_gold": "grpokit.rewards.math",
+    "is_numeric_answer": "grpokit.rewards.math",
     "parse_number": "grpokit.rewards.math",
     "build_own": "grpokit.rewards.own",
     "builtin_of": "grpokit.rewards.own",
@@ -43,8 +57,6 @@ _LAZY = {
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'grpokit.rewards' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
@@ -52,7 +64,7 @@ def __getattr__(name: str):
 
 __all__ = ["BUILTIN", "DEFAULT_MARKERS", "DEFAULT_MAX_LENGTH", "DEFAULT_REWARDS", "DEFAULT_ROLE", "LEARNED_REWARDS", "RM_FILE", "ROLES",
            "TRL_ARGUMENTS", "OwnRewardError", "RewardFunction", "RewardModelScorer", "RewardSpec", "available",
-           "build_own", "build_reward", "builtin_of", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_own",
+           "build_own", "build_reward", "builtin_of", "check_math", "completion_text", "extract_final_answer", "get_spec", "is_numeric_answer", "is_own",
            "names_reading", "names_with_role", "parse_gold", "parse_number", "read_rm_info", "required_columns",
            "reward_label", "reward_title", "rm_input_ids", "schema_problem", "signature_problems", "trial_problems",
            "worked_example"]

@@ -43,6 +43,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from grpokit.errors import text_of
+
 _ATOMS = (str, int, float, bool, bytes, type(None))
 _GRPOKIT = str(Path(__file__).resolve().parents[1])  # the grpokit package: frames here are not the user's
 _RESEND_S = 1.0  # a deadline signal the user's code swallowed (`except BaseException`) is sent again this often
@@ -94,12 +96,30 @@ def _short_leash():
 
     os._exit = _exit
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _stdout_to_stderr():
             yield
     finally:
         os._exit = real_exit
         if os.getcwd() != cwd:
             os.chdir(cwd)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """File descriptor 1 pointed at 2 while the user's code runs: `os.write(1, ...)`, a C library's printf and a
+    subprocess it starts write to stderr, never into `rewards score`'s JSON lines."""
+    try:
+        sys.__stdout__ and sys.__stdout__.flush()  # what grpokit printed before goes where it was meant to
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no file descriptor 1 (closed, or a daemon's): nothing to point elsewhere
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 @contextlib.contextmanager
@@ -184,12 +204,12 @@ def guarded_call(fn: Callable, call: Callable[[], Any], n: int, limit_s: float |
                                "stopped", "make it faster (or find where it hangs: a network call, a loop that "
                                "never ends), or raise timeout_s on its rewards: entry") from None
     except _Exited as e:
-        raise OwnRewardCallError(f"{title} called os._exit({e.code!r}){user_line(e, fn)} instead of returning "
+        raise OwnRewardCallError(f"{title} called os._exit({text_of(e.code, repr)}){user_line(e, fn)} instead of returning "
                                  "scores: that would end training (or the check) without a word",
                                  "return one score (or None) per completion; raise an exception for a real error, "
                                  "never end the process") from None
     except SystemExit as e:
-        raise OwnRewardCallError(f"{title} called sys.exit({e.code!r}){user_line(e, fn)} instead of returning "
+        raise OwnRewardCallError(f"{title} called sys.exit({text_of(e.code, repr)}){user_line(e, fn)} instead of returning "
                                  "scores", "return one score (or None) per completion; raise an exception "
                                  "for a real error, never exit") from e
     except KeyboardInterrupt as e:

@@ -51,6 +51,7 @@ import math
 import threading
 import time
 
+import referencing.jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.validators import extend, validator_for
 from jsonschema_specifications import REGISTRY as _META_SCHEMAS  # the bundled meta-schemas; retrieves nothing
@@ -176,8 +177,6 @@ def _walk(schema: object):
 
 def _outside_refs(schema: object, cls) -> list[str]:
     """The `$ref`s of a schema that do not resolve inside it (or to a bundled meta-schema): nothing is fetched."""
-    import referencing.jsonschema
-
     spec = referencing.jsonschema.specification_with(cls.META_SCHEMA.get("$schema", ""),
                                                       default=referencing.jsonschema.DRAFT202012)
     root = spec.create_resource(schema)

@@ -28,7 +28,7 @@ Covered:
   and scores 0 ("hedge") in any language, whatever the words ("12, though 13 is possible", "12, that is 13",
   "12, aunque 13 también es posible", "12 (13 for 2 people)", "Final answer: 12" + "Though 13 is also
   possible."): math_clauses, by shape, no list of concession words (the audit tries this family,
-  grpokit.audit.tricks.HEDGE_CLAUSES);
+  grpokit.families.answer_lines.HEDGE_CLAUSES);
 - no credit for refusals (不知道, I don't know ...), hedges in the value itself (`38 或 39`, `38, 39`, ranges
   including `38-40`, "about 39", "not 39"), doubt after it ("18, maybe less", "18 (approximately)"), or a
   number that only contains or is contained in the gold one (390 or 3 for 39: numbers are whole tokens);
@@ -55,6 +55,7 @@ teaches hedging).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -180,6 +181,18 @@ def parse_gold(answer: object) -> str | None:
         text = m.group(1)
     text = text.strip()
     return text or None
+
+
+def is_numeric_answer(answer: object) -> bool:
+    """Whether this reward reads `answer` as a number: the one parser of gold answers (`parse_gold` +
+    `parse_number`), so 72, "1,225 stamps", "$3.50", "18元", "26厘米", "10 cups", "1/2" and GSM8K's "... #### 72" are
+    numbers, "seventy-two", "nan" and "1e400" are not (`data check` and the math family read answers with it)."""
+    if isinstance(answer, bool):
+        return False
+    if isinstance(answer, (int, float)):
+        return math.isfinite(answer)
+    gold = parse_gold(answer)
+    return gold is not None and parse_number(gold) is not None
 
 
 @functools.lru_cache(maxsize=8192)

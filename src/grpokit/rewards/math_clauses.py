@@ -8,8 +8,8 @@ convert it and explain it, but every number in the clause must be accounted for 
 
 - a restatement: the same number ("12, i.e. 12 apples");
 - a conversion: the same quantity in another unit of the same dimension ("12 hours, i.e. 720 minutes",
-  "18元，即1800分", "50%, i.e. 0.5"); units come from `_UNITS`, a table of facts (hours are 60 minutes), not words
-  about answers;
+  "18元，即1800分", "50%, i.e. 0.5", "36 km/h = 10 m/s", "45° (π/4 rad)"); units come from `_UNITS`, a table of
+  facts (hours are 60 minutes), not words about answers, and two of them with "per" or "/" between are one unit;
 - another dimension: a quantity of another kind than the value's when both units are known ("18元，因为她每天卖
   9个鸡蛋": yuan against a count; "7 hours (from 9 am to 4 pm)": a duration against clock times);
 - a worked calculation: the operands of a true equation ("since 9 × 2 = 18"); its result, like the value of an
@@ -93,6 +93,8 @@ _UNIT_GROUPS: list[tuple[str, Fraction | None, str]] = [
     ("clock", None, "am a.m. pm p.m. 点 時"),
     ("date", None, "月 号"),  # 4月: April, a date (3个月, three months, is a duration: the longest unit wins)
     ("percent", Fraction(1, 100), "% percent prozent pourcent процент процента процентов"),
+    ("angle", Fraction(1), "° deg degree degrees grados"),
+    ("angle", Fraction(180), "πrad"),  # π radians: how `_PI_RADIANS` writes "π/4 rad" (1/4 πrad), a half turn
     ("count", None, "个 個 只 本 张 条 件 位 名 人 颗 支 辆 棵 头 匹 枚 台 冊 杯 person people persons personas "
                     "personen personnes человек"),
 ]
@@ -105,25 +107,40 @@ for _dim, _size, _names in _UNIT_GROUPS:
 _CJK_UNITS = sorted((u for u in _UNITS if re.match(r"[\u3040-\u30ff\u4e00-\u9fff]", u)), key=len, reverse=True)
 _CJK_UNIT = re.compile("|".join(map(re.escape, _CJK_UNITS)))
 _CURRENCY_BEFORE = re.compile(r"([$€£¥￥₽])\s*$")
-_WORD_AFTER = re.compile(r"\s*([^\W\d_]+(?:\.[^\W\d_]+\.?)?|[%¢$€£₽])", re.UNICODE)
+_WORD_AFTER = re.compile(r"\s*([^\W\d_]+(?:\.[^\W\d_]+\.?)?|[%¢$€£₽°])", re.UNICODE)
+# A compound unit: "km per h" (grpokit.rewards.math_values writes "km/h" so), "metres per second".
+_PER = re.compile(r"\s*(?:per|/)\s*([^\W\d_]+)", re.IGNORECASE)
 Unit = tuple[tuple[str, Fraction | None], ...]
+
+
+def _unit_word(w: str) -> Unit:
+    w = w.lower()
+    return tuple(_UNITS.get(w) or _UNITS.get(w.rstrip(".")) or ())
 
 
 def unit_at(text: str, start: int, end: int) -> Unit:
     """The readings of the unit of the number at text[start:end]: a currency sign before it, a unit word or sign
-    after it; () when there is none the table knows."""
+    after it, or two of them with "per" between ("36 km per h": length/time, 1000/3600 of the base); () when there
+    is none the table knows."""
     before = _CURRENCY_BEFORE.search(text[max(0, start - 3):start])
     if before:
         return tuple(_UNITS[before.group(1)])
-    rest = text[end:end + 24]
+    rest = text[end:end + 40]
     cjk = _CJK_UNIT.match(rest.lstrip())
     if cjk:
         return tuple(_UNITS[cjk.group(0)])
+    if _TEMPERATURE_AFTER.match(rest):  # "25 °C": a temperature, read apart (temperature_at), not an angle
+        return ()
     word = _WORD_AFTER.match(rest)
-    if word:
-        w = word.group(1).lower()
-        return tuple(_UNITS.get(w) or _UNITS.get(w.rstrip(".")) or ())
-    return ()
+    if not word:
+        return ()
+    unit = _unit_word(word.group(1))
+    per = _PER.match(rest, word.end())
+    below = _unit_word(per.group(1)) if unit and per else ()
+    if below:
+        return tuple((f"{d1}/{d2}", s1 / s2 if s1 is not None and s2 is not None else None)
+                     for (d1, s1), (d2, s2) in itertools.product(unit, below))
+    return unit
 
 
 # Temperatures convert with an offset as well as a factor, so they are read apart: (scale, offset) to kelvin,
@@ -241,11 +258,23 @@ def _same_quantity(n: Fraction, unit: Unit, value: Fraction, value_unit: Unit) -
     return True if n == value else None
 
 
+# An angle in radians written with π ("π/4 rad", "3π/4 radians", "2π rad"): its number of half turns, in the unit
+# `πrad` of the table ("1/4 πrad"), so that "45° (π/4 rad)" converts as "12 hours (720 minutes)" does.
+_PI_RADIANS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)?\s*(?:π|\\pi\b|\bpi\b)\s*(?:/\s*(\d+(?:\.\d+)?))?\s*"
+                         r"(?=rad(?:ians?)?\b)(?:rad(?:ians?)?)", re.IGNORECASE)
+
+
+def _half_turns(m: re.Match) -> str:
+    value = Fraction(m.group(1) or 1) / Fraction(m.group(2) or 1)
+    return f"{value.numerator}/{value.denominator} πrad" if value.denominator != 1 else f"{value.numerator} πrad"
+
+
 def offers_another(head: str, value: Fraction | None, clause: str) -> bool:
     """True when `clause` (what follows the value `head` of a final answer, fractions and thousands already
     normalised) holds a number that is not this value restated, converted or derived (module docstring)."""
     if not NUMBER_TOKEN.search(clause):
         return False
+    clause = _PI_RADIANS.sub(_half_turns, clause) if "rad" in clause.lower() else clause
     if value is None:
         return True  # no single value to account for: any number in the clause competes with the head
     m = NUMBER_TOKEN.search(head)

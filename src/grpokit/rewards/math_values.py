@@ -89,6 +89,20 @@ def _superscripts(m: re.Match) -> str:
     if base and not (base.isdigit() or base in ")}"):
         return base  # "m²": the unit's exponent, not a number of the answer
     return f"{base}^{{{exp}}}"
+# "9.8 m/s^2", "10 m^2", "2 s^-1", "9.8 m s^-2": a caret power of a unit written after a number is the unit's, dropped
+# with it as "m²" is; "3x^2" (a variable glued to its number) and "x^2" (no number before it) stay expressions.
+_POWER = r"\s*\^\s*\{?\s*[-+]?\d{1,2}\s*\}?"
+_UNIT_TERM = rf"[^\W\d_]+(?:{_POWER})?"
+_UNIT_POWERS = re.compile(rf"(?<![\w.^])(\d+(?:\.\d+)?)(\s*)({_UNIT_TERM}(?:\s*(?:/|·|\*|\s)\s*{_UNIT_TERM})*)")
+
+
+def _unit_powers(m: re.Match) -> str:
+    number, space, units = m.groups()
+    if "^" not in units or (not space and _GLUED_VARIABLE.match(units)):
+        return m.group(0)
+    return number + space + re.sub(_POWER, "", units)
+
+
 # What may surround a lone number and still leave it a lone number: words (units,
 # measure words, "x ="), currency, percent, degrees. Anything else (\sqrt, ^, +, ...) goes symbolic.
 _WORDY = re.compile(r"[\w\s%=:'’¥￥€£°·]*")
@@ -102,11 +116,26 @@ _SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*[eE]\s*([+-]?\d{1,2})|
 _ROMAN = re.compile(r"(?<![\w])(?=[MDCLXVI]{2,}(?![\w]))M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
                     r"(?![\w])")
 _ROMAN_VALUES = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
+_ROMAN_WHOLE = re.compile(r"(?=.)M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
+# A one-letter Roman numeral is a number only beside an operator ("XII+I", "I × 12"): alone it is a word ("I").
+_ROMAN_OPERAND = re.compile(r"(?<![\w])[MDCLXVI](?![\w])(?=\s*[-+*/×÷]\s*[\dMDCLXVI])|(?<=[-+*/×÷])\s*[MDCLXVI](?![\w])")
+# Unicode's Roman numerals (Ⅻ, ⅩⅡ, ⅰⅴ): numbers whatever surrounds them, read before NFKC makes them letters.
+_UNICODE_ROMAN = re.compile("[\u2160-\u2188]+")
+
+
+def _roman_value(letters: str) -> int:
+    digits = [_ROMAN_VALUES[c] for c in letters]
+    return sum(-d if i + 1 < len(digits) and d < digits[i + 1] else d for i, d in enumerate(digits))
 
 
 def _roman(m: re.Match) -> str:
-    digits = [_ROMAN_VALUES[c] for c in m.group(0)]
-    return str(sum(-d if i + 1 < len(digits) and d < digits[i + 1] else d for i, d in enumerate(digits)))
+    text = m.group(0)
+    return text[: len(text) - len(text.lstrip())] + str(_roman_value(text.strip()))
+
+
+def _unicode_roman(m: re.Match) -> str:
+    letters = unicodedata.normalize("NFKC", m.group(0)).upper()
+    return str(_roman_value(letters)) if _ROMAN_WHOLE.fullmatch(letters) else m.group(0)
 
 
 def _scientific(m: re.Match) -> str:
@@ -163,7 +192,7 @@ def _clause_hedges(head: str, clause: str) -> bool:
     value forward: a number that is not the value restated, converted or derived (math_clauses, by shape)."""
     if not clause:
         return False
-    cleaned = _ROMAN.sub(_roman, _clean(clause))
+    cleaned = _ROMAN_OPERAND.sub(_roman, _ROMAN.sub(_roman, _clean(clause)))
     clause = cleaned.lower()
     if _CLAUSE_DOUBT.search(clause):
         return True
@@ -187,7 +216,9 @@ def _restates(head: str, clause: str) -> bool:
 def _clean(value: str) -> str:
     """Case-preserving normal form: NFKC, no `$`/markdown/LaTeX spacing, units unwrapped, no end punctuation."""
     t = _SUPERSCRIPT.sub(_superscripts, value) if _HAS_SUPERSCRIPT.search(value) else value
+    t = _UNICODE_ROMAN.sub(_unicode_roman, t) if _UNICODE_ROMAN.search(t) else t
     t = unicodedata.normalize("NFKC", t).replace("−", "-").replace("’", "'")
+    t = _UNIT_POWERS.sub(_unit_powers, t) if "^" in t else t
     t = t.strip()
     if t.startswith("\\boxed"):  # "\boxed{12}, though 13 is possible": the box's value, then what follows it
         inner = boxed_values(t, 1)

@@ -50,7 +50,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from grpokit.errors import Problem
+from grpokit.errors import Problem, text_of
+from grpokit.rewards.guard import guarded_call, private_copy, scores_of
 from grpokit.rewards.registry import BUILTIN, RewardFunction, RewardSpec
 
 DEFAULT_ROLE = "correctness"
@@ -90,10 +91,10 @@ def _import_module(module: str, search: list[Path], where: str):
             raise OwnRewardError(Problem(where, f"no module named {top!r} (searched the import path and "
                                          f"{', '.join(str(f) for f in search)})", "use module:function of an "
                                          "importable module, or {path: file.py, function: name}")) from None
-        raise OwnRewardError(Problem(where, f"importing {module!r} failed: {e}",
+        raise OwnRewardError(Problem(where, f"importing {module!r} failed: {text_of(e)}",
                                      f"install {e.name!r} or remove the import")) from None
     except Exception as e:  # noqa: BLE001 - any error at import time is the user's module's, reported as such
-        raise OwnRewardError(Problem(where, f"importing {module!r} raised {type(e).__name__}: {e}",
+        raise OwnRewardError(Problem(where, f"importing {module!r} raised {type(e).__name__}: {text_of(e)}",
                                      "fix the module so that it imports")) from None
     finally:
         for f in added:
@@ -112,7 +113,7 @@ def _load_file(path: Path, where: str):
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - the user's file: reported, never a traceback
-        raise OwnRewardError(Problem(where, f"running {path} raised {type(e).__name__}: {e}",
+        raise OwnRewardError(Problem(where, f"running {path} raised {type(e).__name__}: {text_of(e)}",
                                      "fix the file so that it imports")) from None
     sys.modules[name] = module
     return module
@@ -181,8 +182,6 @@ def own_scorer(fn: Callable, params: dict[str, Any], timeout_s: float | None = N
     function, `timeout_s` (the recipe entry's, None: no deadline) bounds each call, and every score must be a
     finite number or None. `score.collect(...)` returns (what the function returned, its items read with that
     bound) for the recipe check, which inspects the type and length before `list()` hides them."""
-    from grpokit.rewards.guard import guarded_call, private_copy, scores_of
-
     signature = _parameters(fn)
     accepts_all = _takes_kwargs(signature)
     accepted = {n for n, p in (signature or {}).items() if p.kind in _NAMED}
@@ -303,7 +302,7 @@ def trial_problems(rf: RewardFunction, texts: list[str], columns: dict[str, list
 
 
 def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0][:200]
+    return (text_of(e).strip().splitlines() or [""])[0][:200]
 
 
 def reward_title(entry) -> str:

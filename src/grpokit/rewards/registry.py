@@ -48,6 +48,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from grpokit.errors import text_of
+from grpokit.rewards.guard import OwnRewardCallError
+
 Scorer = Callable[..., list]
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,8 @@ BUILTIN: dict[str, Builtin] = {
     "json_fields": Builtin("grpokit.rewards.json_fields:get_json_fields_reward", "correctness", "field accuracy",
                            reads="json", graded=True),
     "sql_exec": Builtin("grpokit.rewards.sql_exec:get_sql_exec_reward", "correctness", "execution match", reads="sql"),
+    "countdown": Builtin("grpokit.rewards.countdown:get_countdown_reward", "correctness", "solve rate",
+                         reads="countdown"),
     "format": Builtin("grpokit.rewards.format:get_format_reward", "format", reads="math"),
     "length": Builtin("grpokit.rewards.length:get_length_reward", "shaping"),
     # A learned reward (grpokit.rm): it judges the whole answer against people's rankings, so it is the task's
@@ -210,9 +215,13 @@ class RowError(str):
 def error_text(e: BaseException) -> str:
     """`KeyError: 'x'`, plus the user's file and line for an own reward's error, or the message alone for an own
     reward's broken contract (grpokit.rewards.guard), which names the function itself."""
-    if getattr(e, "fix", None) is not None and hasattr(e, "whole_batch"):
+    if isinstance(e, OwnRewardCallError):
         return str(e)
-    return f"{type(e).__name__}: {e}{getattr(e, '_grpokit_where', '')}"
+    try:  # the user's exception class decides what its attributes do
+        where = e._grpokit_where
+    except Exception:  # noqa: BLE001 - none, or one that cannot be read: the message without its line
+        where = ""
+    return f"{type(e).__name__}: {text_of(e)}{where if isinstance(where, str) else ''}"
 
 
 class RewardFunction:

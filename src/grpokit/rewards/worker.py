@@ -25,6 +25,7 @@ import importlib
 import io
 import os
 import pickle
+import resource
 import select
 import signal
 import struct
@@ -85,8 +86,6 @@ def _frame(obj) -> bytes:
 
 # ---------------------------------------------------------------- the worker process
 def _limit_self() -> None:
-    import resource
-
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     try:  # die with the trainer even when it is killed outright (Linux); stdin's EOF covers the rest
         import ctypes

@@ -35,8 +35,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpokit.data import read_file, resolve_data_path
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run.reads import command
+from grpokit.run.reads import command, reading
+from grpokit.run.writer import check_target, new_file
 
 QUESTION_KEYS = ("question", "prompt")
 CSV_COLUMNS = ("prompt_id", "question", "candidate_id", "text", "rank")
@@ -112,8 +114,6 @@ def check_ranking(obj: object, where: str, seen_ids: dict[str, str]) -> tuple[di
 
 def read_rankings(path: str | Path) -> list[dict]:
     """The ranked prompts of a ranking file, or GrpokitError listing every problem."""
-    from grpokit.data import read_file, resolve_data_path
-
     path = resolve_data_path(str(path), Path.cwd()) if str(path).startswith("builtin:") else str(path)
     if not Path(path).is_file():
         raise GrpokitError([Problem(path, "no such file", "pass a ranking file from `grpokit rm candidates`")])
@@ -162,10 +162,6 @@ def split_prompts(rankings: list[dict], eval_fraction: float, seed: int) -> tupl
 @command()
 def export_csv(rankings_path: str | Path, csv_path: str | Path, overwrite: bool = False) -> int:
     """One CSV line per candidate; ranks may still be empty. Returns the number of candidates written."""
-    from grpokit.data import read_file
-    from grpokit.run.writer import check_target, new_file
-    from grpokit.run.reads import reading
-
     reading(rankings_path)
     check_target(csv_path, replace=overwrite)  # before reading: a link, a hard link, the rankings file itself
     raw = read_file(str(rankings_path))
@@ -195,8 +191,6 @@ def import_csv(csv_path: str | Path, rankings_path: str | Path, overwrite: bool 
     "007" is not turned into 7, an empty rank is empty, not NaN), and the line number is exact.
     """
     from grpokit.run.writer import check_target, write_rows
-    from grpokit.run.reads import reading
-
     path = str(csv_path)
     if not Path(path).is_file():
         raise GrpokitError([Problem(path, "no such file", "pass the CSV written by `grpokit rm export-csv`")])
@@ -213,6 +207,9 @@ def import_csv(csv_path: str | Path, rankings_path: str | Path, overwrite: bool 
     if "\0" in text:
         raise GrpokitError([Problem(f"{path}:{text.count(chr(10), 0, text.index(chr(0))) + 1}", "holds a NUL byte: "
                                     "not a CSV file", "pass the CSV `grpokit rm export-csv` wrote")])
+    # The csv module refuses a field past 131,072 characters (a long completion is a field): no field of a text
+    # already in memory can be longer than the text itself.
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     with io.StringIO(text, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)

@@ -25,19 +25,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from grpokit import hf_internals
+from grpokit import hf_internals, models
+from grpokit.data import read_file, resolve_data_path
 from grpokit.errors import GrpokitError, Problem
+from grpokit.evaluation import sample
 from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read_rm_info, rm_input_ids
 from grpokit.rm.rankings import pairs, read_rankings, split_prompts
-from grpokit.run.writer import check_target, install, refuse_claim, write_file, write_rows
+from grpokit.run.ownership import refuse_unproven
 from grpokit.run.reads import command, reading
+from grpokit.run.checkpoints import FolderLock
+from grpokit.run.writer import check_target, install, make_folder, refuse_claim, remove_made, write_file, write_rows
+from grpokit.task import template_of
 
 
 # ---------------------------------------------------------------- candidates
 def read_prompts(path: str) -> list[str | list]:
     """Questions of a prompts file (any data format; `question` or `prompt` column; answers not needed)."""
-    from grpokit.data import read_file
-
     raw = read_file(path)
     problems = raw.file_errors + raw.row_errors
     out = []
@@ -57,10 +60,6 @@ def read_prompts(path: str) -> list[str | list]:
 def write_candidates(recipe, prompts_path: str, n: int, out: str, max_new_tokens: int | None = None,
                      seed: int = 0, model=None, tokenizer=None, overwrite: bool = False) -> dict:
     """n sampled answers per prompt (the recipe's model, template and temperature), unranked, into `out`."""
-    from grpokit import models
-    from grpokit.evaluation import sample
-    from grpokit.task import template_of
-
     if n < 2:
         raise GrpokitError([Problem("--n", f"need at least 2 candidates per prompt to rank, got {n}", "pass --n 4")])
     reading(prompts_path, recipe.source)
@@ -119,17 +118,30 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
                        epochs: float = 3.0, max_steps: int = -1, learning_rate: float = 2e-5, batch_size: int = 8,
                        max_length: int = DEFAULT_MAX_LENGTH, log=print) -> dict:
     """Train a reward model on a ranking file; returns (and writes to OUT/rm.json) its record."""
+    rankings_path = resolve_data_path(rankings_path, Path.cwd())  # builtin:preference/rankings.jsonl works too
+    reading(rankings_path, base)
+    out_dir = Path(out)
+    refuse_claim(out_dir, "rm", {RM_FILE: "file"}, _RM_FIX)  # a folder by its record only: an rm.json proves nothing
+    created = not out_dir.exists()
+    make_folder(out_dir)
+    try:
+        with FolderLock(out_dir, "rm train"):  # one rm train or rm eval at a time in a reward model's folder
+            return _train(rankings_path, base, out_dir, eval_fraction, seed, epochs, max_steps, learning_rate,
+                          batch_size, max_length, log)
+    except BaseException:
+        if created and not any(out_dir.iterdir()):
+            remove_made(out_dir)
+        raise
+
+
+def _train(rankings_path, base: str, out_dir: Path, eval_fraction: float, seed: int, epochs: float, max_steps: int,
+           learning_rate: float, batch_size: int, max_length: int, log) -> dict:
     import torch
     from transformers import AutoModelForSequenceClassification
     from trl import RewardConfig, RewardTrainer
 
     from grpokit import models
-    from grpokit.data import resolve_data_path
 
-    rankings_path = resolve_data_path(rankings_path, Path.cwd())  # builtin:preference/rankings.jsonl works too
-    reading(rankings_path, base)
-    out_dir = Path(out)
-    refuse_claim(out_dir, "rm", {RM_FILE: "file"}, _RM_FIX)  # a folder by its record only: an rm.json proves nothing
     rankings = read_rankings(rankings_path)
     train_rows, held = split_prompts(rankings, eval_fraction, seed)
     base_path = models.resolve_model_path(base)
@@ -184,13 +196,16 @@ def train_reward_model(rankings_path: str, base: str, out: str, *, eval_fraction
 @command()
 def evaluate_reward_model(rm_dir: str, rankings_path: str) -> dict:
     """Pairwise accuracy of a trained reward model on a ranking file; written to RM_DIR/eval/<stem>.json."""
-    from grpokit.data import resolve_data_path
-
-    from grpokit.run.ownership import refuse_unproven
-
     info = read_rm_info(rm_dir)
     refuse_unproven(rm_dir, ("rm",), "retrain it with `grpokit rm train RANKINGS --out NEW_FOLDER` (a reward model "
                     "folder from a grpokit before records has no record to prove it)")
+    with FolderLock(Path(rm_dir), "rm eval"):  # not while an rm train replaces the model it would load
+        return _evaluate(rm_dir, rankings_path, info)
+
+
+def _evaluate(rm_dir: str, rankings_path: str, info: dict) -> dict:
+    from grpokit.data import resolve_data_path
+
     rankings_path = resolve_data_path(rankings_path, Path.cwd())
     reading(rankings_path)
     rankings = read_rankings(rankings_path)

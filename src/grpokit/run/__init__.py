@@ -4,7 +4,8 @@
     run.read_metrics(); run.complete_checkpoints(); run.resolve_checkpoint("best")
 
 rundir (RunDir: paths, config/run files, checkpoints, eval results), files (crash-tolerant JSON/JSONL,
-metric names), checkpoints (names, damage checks, the writer lock), safety (disk space, recording a failure),
+metric names), checkpoints (names, damage checks, the writer lock, FolderLock), temporaries (the writer's temporary
+files, a killed writer's swept), safety (disk space, recording a failure),
 layout (the names of a run's files and folders), ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only), ending
 (whether a run reached its end, and which step a partial one holds).
 """

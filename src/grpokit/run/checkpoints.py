@@ -4,11 +4,13 @@
     checkpoint_damage(ck)                  # "config.json is missing", "model.safetensors is unreadable (...)"
     refuse_nonfinite(model, ck)            # NaN/inf weights -> GrpokitError
     with RunLock(run / ".lock"): ...       # a second writer is refused, naming the holder
+    with FolderLock(run / "eval", "evaluation"): ...   # eval, export, rm: one at a time per folder, nothing written
 
 Damage checks read file headers only (safetensors, zip end records), never the weights.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -118,13 +120,19 @@ class RunLock:
     run's `lock_token` from its record (grpokit.run.record); it is removed when the lock is released. A `.lock`
     already there is never written through: one that another process holds is refused naming the holder; one
     that is free and carries the run's token was left by a grpokit process that died (the kernel released its
-    lock) and is taken over with a note; an empty file with no other link (what grpokit before records left
-    after each run) holds nothing and is replaced. Anything else is refused with where/what/fix whatever its
-    kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file without the run's token.
+    lock) and is taken over with a note, and so is one naming a process of this machine that is gone, in a folder
+    with no record (a run killed before its record was in place: no token to compare); an empty file with no other
+    link (what grpokit before records left after each run) holds nothing and is replaced. Anything else is refused
+    with where/what/fix whatever its kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file
+    without the run's token.
     """
 
-    def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None):
-        self.path, self.note, self._fd = Path(path), note, None
+    def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None,
+                 then: Callable[[], object] | None = None):
+        self.path, self.note, self._fd, self.then = Path(path), note, None, then  # then: run once the lock is held
+        # No token: a folder without a record (a new run's, or one killed before its record was in place), where a
+        # free lock file naming a gone process of this machine can only be a killed grpokit's.
+        self.proven = token is not None
         self.token = token or secrets.token_hex(8)
 
     def _refuse(self, what: str) -> GrpokitError:
@@ -167,7 +175,7 @@ class RunLock:
             holder = _holder_record(fd)
             if st.st_size == 0:
                 pass  # grpokit before records truncated its lock on release: an empty file, nothing to lose
-            elif holder is None or holder.get("token") != self.token:
+            elif holder is None or (holder.get("token") != self.token and (self.proven or not _killed_here(holder))):
                 raise self._refuse("is a file without this run's lock token")
             else:
                 self.note(f"took over a stale lock of {lock_holder(fd)}: that process is no longer running")
@@ -190,9 +198,17 @@ class RunLock:
                                             "read-only")]) from None
             # Ours (O_EXCL): blocking is safe, another process can only hold it for the moment it takes to read it.
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
-                                     "token": self.token}).encode("utf-8"))
+            try:
+                os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+                                         "token": self.token}).encode("utf-8"))
+            except BaseException:  # a full disk: the file this call made goes, and the lock with it
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+                os.close(fd)
+                raise
             self._fd = fd
+            if self.then is not None:
+                self.then()
             return self
         raise GrpokitError([Problem(str(self.path), "kept appearing and disappearing while grpokit took the lock",
                                     "another process is starting and stopping here: run one writer at a time")])
@@ -217,7 +233,78 @@ class RunLock:
         self.release()
 
 
+class FolderLock:
+    """One writer per folder for the commands that write into a folder of grpokit's besides training (eval into a
+    run's eval/, export, rm train and rm eval): an advisory flock on the folder's own descriptor. No file is
+    written, and the kernel drops the lock when its process ends, so a killed command leaves nothing to clean up. A
+    second command is refused at once, before any model loads, naming the holder (from /proc/locks).
+
+        with FolderLock(run / "eval", "evaluation"): ...
+    """
+
+    def __init__(self, path: Path, what: str):
+        self.path, self.what, self._fd = Path(path), what, None
+
+    def acquire(self) -> "FolderLock":
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = folder_holder(os.fstat(fd))
+            os.close(fd)
+            raise GrpokitError([Problem(str(self.path), f"another grpokit process is writing here ({holder})",
+                                        f"wait for it to finish (or stop it), then run this {self.what} again")],
+                               title=f"{self.path.name} is in use") from None
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def folder_holder(st: os.stat_result) -> str:
+    """'PID 123: python -m grpokit eval runs/x': the process holding a flock on the file or folder `st` describes."""
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            pids = [line.split()[4] for line in f if "FLOCK" in line and len(line.split()) > 5
+                    and line.split()[5] == key]
+    except OSError:
+        pids = []
+    if not pids:
+        return "its process is not named here"
+    try:
+        with open(f"/proc/{pids[0]}/cmdline", "rb") as f:
+            cmd = f.read(400).replace(b"\0", b" ").decode("utf-8", errors="replace").strip()
+    except OSError:
+        cmd = ""
+    return f"PID {pids[0]}" + (f": {cmd[:200]}" if cmd else "")
+
+
 _MAX_LOCK_BYTES = 4096  # a holder record is ~80 bytes; a larger file is not one, and is not read whole
+
+
+def _killed_here(h: dict) -> bool:
+    """A holder record as `RunLock.acquire` writes it (pid, host, since, token, nothing else), of a process of this
+    machine that is gone: a grpokit run killed before its folder's record was in place."""
+    if not (set(h) == {"pid", "host", "since", "token"} and type(h["pid"]) is int and h["host"] == socket.gethostname()
+            and isinstance(h["since"], (int, float)) and isinstance(h["token"], str)):
+        return False
+    try:
+        os.kill(h["pid"], 0)
+    except (ProcessLookupError, OverflowError, ValueError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _holder_record(fd: int) -> dict | None:

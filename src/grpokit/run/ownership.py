@@ -31,6 +31,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.run import layout
 from grpokit.run.layout import LOCK_FILE
 from grpokit.run.record import RECORD_FILE, read_record, record_problem
+from grpokit.run.temporaries import contents
 from grpokit.run.writer import remove_entries
 
 _MAX_CONFIG_BYTES = 1 << 20  # a run's config.yaml is a few KB; a larger one is not grpokit's (and not worth parsing)
@@ -133,7 +134,8 @@ def writable_problem(path: Path) -> Problem | None:
 
 
 def _not_replaceable(path: Path, kinds) -> str | None:
-    """Why --overwrite may not replace `path` (a folder that holds more than a lock), or None."""
+    """Why training may not replace what is in `path` (a folder that holds more than a lock), or None. Said without
+    naming --overwrite: the demo and a user who never passed it get the same true reason."""
     record = read_record(path)
     if record is not None and record["kind"] in kinds:
         return None
@@ -142,13 +144,13 @@ def _not_replaceable(path: Path, kinds) -> str | None:
                 "only an earlier demo: nothing was deleted")
     damaged = record_problem(path)
     if damaged:
-        return f"{damaged}, so --overwrite deletes nothing there"
+        return f"{damaged}: nothing was written or deleted there"
     if legacy_run(path):
         return (f"is a run of a grpokit from before authorship records (no {RECORD_FILE}): nothing proves which "
-                f"of its files grpokit wrote, so --overwrite deletes none of them (resume, eval, report and export "
-                f"still work); to start again, delete it yourself (`rm -r {path}`) or pick a new --output-dir")
-    return (f"--overwrite replaces a grpokit run directory only, and this folder is not one (no {RECORD_FILE} "
-            "written by grpokit): nothing was deleted")
+                f"of its files grpokit wrote, so none is deleted (resume, eval, report and export still work); to "
+                f"start again, delete it yourself (`rm -r {path}`) or pick a new --output-dir")
+    return (f"is not empty and not a grpokit run directory (no {RECORD_FILE} written by grpokit): grpokit trains "
+            "only into a new or empty folder or one of its own runs, so nothing was written or deleted")
 
 
 def refuse_output_dir(path: str | Path, overwrite: bool | None, keep: list[str | Path] = (), kinds=RUN_KINDS) -> None:
@@ -157,6 +159,7 @@ def refuse_output_dir(path: str | Path, overwrite: bool | None, keep: list[str |
     `keep`: files the run reads (the recipe, the data); a folder that holds one is never a run directory.
     `kinds`: the records --overwrite may replace (the demo: only a demo). `overwrite` None: not known yet
     (`recipe check`): what train refuses with and without --overwrite is refused; a grpokit run there is not.
+    Only a folder --overwrite would replace is answered with --overwrite: any other is refused for its reason.
     """
     raw = str(path)
     if not raw.strip():
@@ -171,15 +174,18 @@ def refuse_output_dir(path: str | Path, overwrite: bool | None, keep: list[str |
     problem = writable_problem(path)
     if problem:
         raise GrpokitError([problem])
-    if not path.is_dir() or not any(p.name != LOCK_FILE for p in path.iterdir()):
+    if not path.is_dir() or not contents(path, ignore=(LOCK_FILE,)):  # a killed writer's temporaries: nothing
         return
+    record = read_record(path)
+    if record is not None and record["kind"] in kinds and not contents(path, ignore=(LOCK_FILE, RECORD_FILE)):
+        return  # a run killed before it wrote anything but its record: nothing there to keep or replace
+    why = _not_replaceable(path, kinds)
+    if why:
+        raise GrpokitError([Problem(str(path), why, _NEW_DIR_FIX)])
     if overwrite is False:
         raise GrpokitError([Problem(str(path), "run directory already exists and is not empty",
                                     f"continue it with `grpokit train --resume {path}`, pick another "
                                     "--output-dir, or pass --overwrite to start again")])
-    why = _not_replaceable(path, kinds)
-    if why:
-        raise GrpokitError([Problem(str(path), why, _NEW_DIR_FIX)])
 
 
 def clear_run(path: str | Path) -> list[str]:

@@ -22,6 +22,7 @@ Not covered: what the records mean (training, health, evaluation, report).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -38,9 +39,13 @@ from grpokit.run.layout import (BEST_FILE, CHECKPOINTS_DIR, CONFIG_FILE, DEMO_FI
                                 SAMPLES_FILE, SET_ASIDE_DIR, STATUSES, TOOL_RESULTS_FILE)
 from grpokit.run.layout import own_entries
 from grpokit.run.ownership import _NEW_DIR_FIX, RUN_KINDS, clear_run, refuse_output_dir
-from grpokit.run.record import new_record, read_record, refuse_foreign
+from grpokit.run.record import RECORD_FILE, new_record, read_record, record_problem, refuse_foreign
+from grpokit.run.temporaries import sweep
 from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file,
                                 write_record)
+
+_SAID: set[tuple[str, int, int]] = set()  # (file, mtime, size) of a damaged best.json already said in this process
+
 
 # ---------------------------------------------------------------- the run directory
 class RunDir:
@@ -268,14 +273,19 @@ class RunDir:
     def read_best(self) -> dict | None:
         """eval/best.json, or None: none yet, or one without a whole step (said once, with the fix that works:
         `grpokit eval RUN` chooses again and writes a new one)."""
-        best = read_json(self.best_file)
-        if best is None:
+        if not os.path.lexists(self.best_file):
             return None
-        step = best.get("step")
+        best = read_json(self.best_file, note=lambda _: None)
+        step = best.get("step") if best is not None else None
         if type(step) is int and step >= 0:
             return best
-        note(f"{self.best_file}: no whole step (step: {str(step)[:40]}): ignored; `grpokit eval {self.path}` "
-             "chooses the best checkpoint again and writes a new one")
+        why = "not a JSON object (cut by a crash?)" if best is None else f"no whole step (step: {str(step)[:40]})"
+        st = os.lstat(self.best_file)
+        said = (str(self.best_file), st.st_mtime_ns, st.st_size)
+        if said not in _SAID:  # once per state of the file: --init-from and `auto` read it twice in one command
+            _SAID.add(said)
+            note(f"{self.best_file}: {why}: ignored, so no best checkpoint is recorded (auto takes the last one); "
+                 f"`grpokit eval {self.path}` chooses the best checkpoint again and writes a new one")
         return None
 
     def write_best(self, best: dict) -> None:
@@ -314,10 +324,19 @@ class RunDir:
 
     # -- writing: the lock, and disk space
     def lock(self, note: Callable[[str], None] = note):
-        """The writer's lock; its token is the one the run's record names (a run without a record: a new one)."""
+        """The writer's lock; its token is the one the run's record names (a run without a record: a new one). Once
+        held, the temporaries a killed writer left anywhere in the run are removed (grpokit.run.temporaries.sweep)."""
         record = read_record(self.path) if self.path.is_dir() else None
+        forged = record_problem(self.path) if self.path.is_dir() else None
+        if forged is None and record is not None and record["kind"] not in RUN_KINDS:
+            forged = f"its {RECORD_FILE} says kind {record['kind']}"
+        if forged:  # a damaged or forged record: no command writes here, a resume included
+            raise GrpokitError([Problem(str(self.path), f"is not a grpokit run ({forged}): nothing was written",
+                                        "train into a new --output-dir (this folder is not grpokit's to write)")],
+                               title="not a grpokit run")
         token = (record or {}).get("lock_token")
-        return RunLock(self.path / LOCK_FILE, note, token if isinstance(token, str) else None)
+        return RunLock(self.path / LOCK_FILE, note, token if isinstance(token, str) else None,
+                       then=lambda: sweep(self.path, whole=True))
 
     def refuse_existing(self, overwrite: bool, keep: list = (), kinds=RUN_KINDS) -> None:
         """Refuse an --output-dir training may not use, before anything loads (nothing is created or deleted here):

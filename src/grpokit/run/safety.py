@@ -14,12 +14,13 @@ checkpoints and the writer lock (grpokit.run.checkpoints).
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import traceback
 from pathlib import Path
 from typing import Callable
 
-from grpokit.errors import GrpokitError, Problem
+from grpokit.errors import GrpokitError, Problem, text_of
 from grpokit.run.rundir import RunDir
 
 
@@ -31,6 +32,9 @@ def dir_bytes(path: Path) -> int:
 # write failed", "unexpected pos 1536 vs 1472"): the errno is lost in C++, so a full disk is told by its free space.
 _SHORT_WRITE_WORDS = ("unexpected pos", "file write failed", "iostream error")
 _NEARLY_FULL_BYTES = 64 << 20  # less than this free after a failed save: the disk filled up
+# What a library that keeps no errno says of ENOSPC ("SafetensorError: ... I/O error: No space left on device (os
+# error 28)"): the system's own words, so the disk is full whatever is free now.
+_NO_SPACE_WORDS = (os.strerror(errno.ENOSPC), f"(os error {errno.ENOSPC})")
 
 
 def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
@@ -40,7 +44,10 @@ def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
     while exc is not None and seen < 10:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        words = words or any(w in str(exc) for w in _SHORT_WRITE_WORDS)
+        text = text_of(exc)  # an exception whose __str__ raises (an own reward's) is not a full disk
+        if any(w in text for w in _NO_SPACE_WORDS):  # a library's own error naming ENOSPC (safetensors' Rust)
+            return True
+        words = words or any(w in text for w in _SHORT_WRITE_WORDS)
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     if words and where is not None:
         try:
@@ -154,7 +161,7 @@ def fail_run(run: RunDir, summary: dict, exc: BaseException, step: int, need_byt
                    set_aside=set_aside)
     recorded = _record(run, summary)
     resume = (f"continue from {last.name} with `grpokit train --resume {run.path}`" if last else
-              "no complete checkpoint was saved: start again with `grpokit train RECIPE --overwrite`")
+              f"no complete checkpoint was saved: `grpokit train --resume {run.path}` starts it again from step 0")
     said = "run.json records it as failed" if recorded else f"{run.run_json} could not be written"
     if full:
         problem = disk_full_problem(run.path, need_bytes)

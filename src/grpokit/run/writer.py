@@ -5,6 +5,7 @@
     write_rows(out, rows, replace=args.overwrite)      # JSON lines, the same way
     with append_file(run.metrics) as f: ...            # a run's logs: appended, never through a link
     make_folder(path, within=run.path)                 # folders, none of them through a link
+    check_folder(path, within=run.path)                # ... and a folder checked so, before anything is made
     remove(path)                                       # a file, or a folder with all it holds, never a link's target
     claim(folder, "report", entries, fix)              # a folder by proof: its record (grpokit.run.record) first
     install(staging, folder, "rm", fix)                # what a library saved elsewhere, moved in name by name
@@ -23,11 +24,14 @@ What every write refuses, with where / what / fix (a GrpokitError, exit 2), befo
   to a user's folder), so nothing is written into a folder grpokit did not make.
 A file is written to a new file of its own beside the name (O_EXCL), flushed, given the mode the user's umask
 gives a new file, and renamed over the name: a crash, a full disk or an error leaves the old file or the new
-one, never half of either, and no temporary file.
+one, never half of either. An error removes the temporary file; a process killed meanwhile leaves it, and the
+next write into that folder removes it (grpokit.run.temporaries). benchmarks/fault_injection.py fails every
+write, rename and fsync of a pipeline in turn, and kills it at each.
 
 Not covered: another process that puts a link at the name between the check and the rename (the rename replaces
 the name itself, so that link is replaced, never followed); files libraries write into folders grpokit made
-for them (transformers' save_pretrained into a checkpoint or an export's hf/).
+for them (transformers' save_pretrained into a checkpoint or an export's hf/); a temporary left by a process on
+another machine sharing the folder (its PID means nothing here: it is kept).
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run.reads import read_by_this_command
 from grpokit.run.record import RECORD_FILE, describe, foreign, kind_on_disk, new_record, read_record, record_problem
+from grpokit.run.temporaries import contents, sweep, temporary_prefix
 
 _NEW_NAME_FIX = "name a new file for the output (one that is not a link and that this command does not read)"
 _EXISTS_FIX = "name a new file, or pass --overwrite to replace it"
@@ -104,6 +109,14 @@ def _check_folders(path: Path, within: Path, fix: str) -> None:
         if not stat.S_ISDIR(st.st_mode):
             raise _refused(here, "is a file where grpokit writes a folder",
                            f"move it out of {within} (it is not grpokit's), then run the command again")
+
+
+def check_folder(path: str | Path, *, within: str | Path, fix: str = _NEW_NAME_FIX) -> Path:
+    """`path` (resolved), or a GrpokitError when it is outside `within` or a folder from `within` down to it is a
+    link or a file; nothing is created."""
+    folder, path = _inside(Path(os.path.abspath(os.path.expanduser(str(path)))), within, fix)
+    _check_folders(path, folder, fix)
+    return path
 
 
 def check_target(path: str | Path, *, replace: bool = False, within: str | Path | None = None,
@@ -175,7 +188,8 @@ def new_file(path: str | Path, *, replace: bool = False, within: str | Path | No
     ends without an error; on an error the new file is removed and `path` is as it was."""
     path = check_target(path, replace=replace, within=within, fix=fix)
     make_folder(path.parent, within=within)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8", "newline": ""} if text else {})) as f:
@@ -312,7 +326,7 @@ def refuse_claim(folder: str | Path, kind: str, entries: dict[str, str], fix: st
         raise GrpokitError([Problem(str(folder / n), f"is {describe(folder / n)} grpokit did not write (it is not "
                                     f"in {folder / RECORD_FILE}): grpokit would replace it, so nothing was written",
                                     fix) for n in bad], title="nothing was written")
-    if folder.is_dir() and record is None and any(folder.iterdir()):
+    if folder.is_dir() and record is None and contents(folder):
         why = record_problem(folder) or f"has content but no {RECORD_FILE} of grpokit's"
         raise _refused(folder, f"{why}: grpokit writes only into a folder it made, so nothing was written", fix)
     return record

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import resource
 import signal
 from pathlib import Path
 
@@ -110,6 +111,4 @@ def peak_memory() -> dict:
     """Peak memory so far (GiB) for the report's memory plot: the GPU's when training on one, else the process's."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return {MEMORY_KEYS[0]: round(torch.cuda.max_memory_allocated() / 2**30, 3)}
-    import resource
-
     return {MEMORY_KEYS[1]: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}  # ru_maxrss: KiB

@@ -28,10 +28,18 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from grpokit.errors import GrpokitError, Problem
+from grpokit.generation.backends import BACKENDS
+from grpokit.preflight.memory import checkpointing_of, memory_report
+from grpokit.recipe import batch_geometry, grpo_args
+from grpokit.recipe.trl_args import bf16_of
+from grpokit.training.logps import expected_layout
 
 CONFIG_DIR = Path(__file__).parent / "accelerate_configs"  # adapted from TRL's own
 # name -> (file in CONFIG_DIR, python module the strategy needs beyond the default install)
@@ -171,13 +179,6 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
     """What training would use, for `grpokit train --dry-run`: TRL's GRPOConfig as training builds it
     (grpokit.recipe.grpo_args, the same function) from the recipe, the fields that decide a run, one line per
     topic, and the memory plan's recommendation (grpokit.preflight.memory: config.json only). Loads no model."""
-    import tempfile
-
-    import torch
-
-    from grpokit.generation.backends import BACKENDS
-    from grpokit.recipe import batch_geometry, grpo_args
-
     with tempfile.TemporaryDirectory() as tmp:  # grpo_args names a run folder; nothing is written in it
         a = grpo_args(recipe, Path(tmp) / "run")
     t, n, cuda = recipe.train, max(1, num_processes), torch.cuda.is_available()
@@ -213,8 +214,6 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
 
 def _layout(recipe) -> str:
     """How the loss lays the step out (grpokit.training.logps.expected_layout), or why it is not estimated here."""
-    from grpokit.training.logps import expected_layout
-
     try:
         return expected_layout(recipe)
     except (GrpokitError, OSError, ValueError) as e:  # no config.json or data here: the dry run still answers
@@ -223,8 +222,6 @@ def _layout(recipe) -> str:
 
 def _checkpointing(recipe, n: int, cuda: bool) -> str:
     """Gradient checkpointing as training decides it on this machine (grpokit.preflight.memory.checkpointing_of)."""
-    from grpokit.preflight.memory import checkpointing_of
-
     try:
         on, why = checkpointing_of(recipe, "cuda" if cuda else "cpu", n)
     except GrpokitError as e:
@@ -233,8 +230,6 @@ def _checkpointing(recipe, n: int, cuda: bool) -> str:
 
 
 def _precision(recipe, n: int, cuda: bool) -> str:
-    from grpokit.recipe.trl_args import bf16_of
-
     out = f"model.dtype {recipe.model.dtype}, bf16 autocast {'on' if bf16_of(recipe) else 'off'} here"
     out += "" if cuda else " (no CUDA GPU: the CPU trains in the weights' dtype)"
     if recipe.generation.backend == "hf" and recipe.generation.sampler_dtype != "same":
@@ -245,9 +240,6 @@ def _precision(recipe, n: int, cuda: bool) -> str:
 
 
 def _plan(recipe, n: int, strategy: str | None) -> str:
-    from grpokit.errors import GrpokitError
-    from grpokit.preflight.memory import memory_report
-
     try:
         plan = memory_report(recipe, n, strategy if strategy in ("ddp", "zero2", "zero3", "fsdp") else None)
     except GrpokitError as e:  # a model whose config.json is not on this machine: the dry run still answers

@@ -1,33 +1,38 @@
-"""The life of one training run, shared by GRPO (grpokit.training.grpo) and SFT (grpokit.training.sft).
+"""The life of one training run, shared by GRPO (grpokit.training.grpo) and SFT (grpokit.training.sft), in one
+place and in the order a run goes through it:
 
-Each trainer's entry function reads as the same steps, in the order a run goes through them:
+    with RunLife(recipe, run_dir, resume=..., overwrite=...) as life:  # prepare: refused before anything loads;
+        if life.finished: return ...                                   #   one writer's lock, held to the end
+        inputs = life.load(model, tokenizer)                           # data, threads, tokenizer and model
+        life.open(inputs)                                              # disk checked; only now a new run's folder
+        with life.record(summary) as record:                           # a failure from here on is in run.json
+            trainer = ...; record.begin(trainer); trainer.train()      # each trainer's own (grpo.py, sft.py)
+        summary = record.end("completed")                              # finish: run.json says how it ended
+        return life.result(summary, trainer)                           # what the caller gets: TrainResult
 
-    run = run_for(recipe, run_dir)                      # prepare: the folder is refused before anything loads
-    with LockHolder(run) as held:                       # one writer: the lock, once taken, is held to the end
-        inputs = load_inputs(recipe, model, tokenizer)  # data, threads, tokenizer and model (grpokit.models)
-        refuse_short_disk(run, recipe, inputs.model)    # the checkpoints it keeps fit on the disk
-        created = open_run(run, recipe, overwrite, held)  # only now does a new run get its folder
-        with RunRecord(run, summary, created) as record:  # a failure from here on is written to run.json
-            trainer = ...                               # build the trainer (each caller's own)
-            record.begin(trainer)
-            trainer.train()
-        record.end("completed")                         # finish: run.json says how it ended
-
-What is GRPO's alone (resume, health rollbacks, the prompt dataset and its selection) stays in grpo.py.
-Not covered: what a run directory holds (grpokit.run.RunDir) and what may be cleared (grpokit.run.ownership).
+A resume (`resume=True`) locks the run before anything loads, returns the summary of a run that already reached
+its end, else sets aside what comes after the checkpoint it continues from. What is GRPO's alone (health
+rollbacks, the prompt dataset and its selection) is grpo.py's. Not covered: what a run directory holds
+(grpokit.run.RunDir) and what may be cleared (grpokit.run.ownership).
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from grpokit import models
 from grpokit.console import console
-from grpokit.distributed import broadcast, is_main_process
+from grpokit.data import load_datasets
+from grpokit.distributed import barrier, broadcast, is_main_process
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run import RunDir, disk_problem, fail_run
+from grpokit.preflight.memory import checkpointing_of
+from grpokit.recipe import load_run_recipe
+from grpokit.run import RunDir, disk_problem, fail_run, step_of, writable_problem
 from grpokit.run.writer import remove_made
 
 
@@ -73,22 +78,20 @@ class LockHolder:
 
 @dataclass
 class Inputs:
-    """What a run trains on, loaded before its folder exists (a bad file or model leaves nothing behind)."""
+    """What a run trains on, loaded before its folder exists (a bad file or model leaves nothing behind), and the
+    recipe as this machine trains it (`auto` settings decided; the run's folder keeps `auto`)."""
 
     train_rows: list[dict]
     eval_rows: list[dict]
     notes: list[str]
     tokenizer: object
     model: object
+    recipe: object = None
 
 
 def load_inputs(recipe, model=None, tokenizer=None) -> Inputs:
     """Data, the recipe's CPU threads, tokenizer and model (grpokit.models' one loader; a caller's own when given)."""
-    from grpokit.data import load_datasets
-
     if recipe.train.torch_threads:
-        import torch
-
         torch.set_num_threads(recipe.train.torch_threads)
     train_rows, eval_rows, notes = load_datasets(recipe)
     tokenizer = tokenizer or models.load_recipe_tokenizer(recipe.model)
@@ -100,12 +103,6 @@ def decide_for_this_machine(recipe, notes: list[str]):
     """The recipe with its `auto` machine settings decided here, each decision said in `notes` (the run's first
     lines): model.gradient_checkpointing from the memory plan (grpokit.preflight.memory.checkpointing_of). The
     recipe the run folder records keeps `auto`, so a resume on another machine decides again."""
-    import os
-
-    import torch
-
-    from grpokit.preflight.memory import checkpointing_of
-
     if recipe.model.gradient_checkpointing != "auto":
         return recipe
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -191,3 +188,148 @@ class RunRecord:
             return
         self.summary.update(self._clock())
         raise fail_run(self.run, self.summary, exc, self.step, self.need_bytes()) from None
+
+
+# ---------------------------------------------------------------- resume
+def finished_on_resume(recipe, run: RunDir, held: LockHolder) -> dict | None:
+    """--resume: the run is locked for writing, then its summary if it already reached its end (None: continue;
+    a raised train.max_steps is written to config.yaml). The main process decides; every rank gets it."""
+    recorded = load_run_recipe(run)  # a clear error when this is no run directory
+    finished = None
+    if is_main_process():
+        problem = writable_problem(run.path)
+        if problem:
+            raise GrpokitError([problem])
+        held.take()
+        finished = _finished(recipe, run)
+    finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
+    if finished is None and is_main_process() and recipe.train.max_steps != recorded.train.max_steps:
+        run.write_config(recipe)  # --set train.max_steps=N: recorded
+    return finished
+
+
+def _finished(recipe, run: RunDir) -> dict | None:
+    """The summary of a run that already reached its end (say so; nothing to train), or None to continue.
+
+    The end is train.max_steps (raised with `--resume RUN --set train.max_steps=N` to continue), measured by the
+    newest complete checkpoint; without max_steps (epochs) it is the status `completed`. A missing or corrupt
+    run.json is rebuilt first (grpokit.run.RunDir.repair_status), so it never opens a finished run again.
+    """
+    status = run.repair_status(note=note)
+    # Measured by the checkpoint a resume would start from: a damaged last one is redone, not "finished".
+    step, _ = run.checkpoint_progress(run.resume_checkpoint(note=lambda _: None))
+    target = recipe.train.max_steps
+    done = step >= target if target > 0 else status.get("status") == "completed"
+    if not done:
+        return None
+    end = f"train.max_steps={target}" if target > 0 else "the end of its epochs"
+    console.print(f"{run.path}: finished at step {step} ({end}; status {status.get('status')}): nothing to resume, "
+                  "nothing trained")
+    console.print(f"to train longer: grpokit train --resume {run.path} --set train.max_steps=N (N above {step})")
+    return {**status, "run_dir": str(run.path), "step": step, "finished": True}
+
+
+def earlier_seconds(run: RunDir) -> float:
+    """The training time run.json recorded before this resume (0 when it recorded none, e.g. after a kill -9)."""
+    status = run.read_status()
+    seconds = status.get("seconds") if isinstance(status, dict) else None
+    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) \
+        and 0 <= seconds < float("inf") else 0.0
+
+
+def resume_point(run: RunDir) -> Path | None:
+    """The checkpoint a resume continues from; the steps after it are redone, so are their metrics and samples."""
+    resume_from = run.resume_checkpoint(note=note)
+    if resume_from is None:
+        console.print(f"[yellow]no complete checkpoint in {run.path}; starting from step 0[/]")
+    if is_main_process():
+        step0 = step_of(resume_from) if resume_from else 0
+        run.set_aside_incomplete()  # moved aside and named, never deleted on a guess
+        run.set_aside_after(step0)
+        run.truncate_logs(step0)
+    return resume_from
+
+
+def refuse_new(recipe, run: RunDir, overwrite: bool, held: LockHolder):
+    """A new run: its folder refused before anything loads unless grpokit may train into it; with --overwrite the
+    lock is taken now, before another process's live run there is touched. Returns the recipe as the run keeps it
+    (paths resolved against the run, grpokit.recipe.Recipe.for_run)."""
+    recipe = recipe.for_run(run.path)
+    if is_main_process():
+        run.refuse_existing(overwrite, keep=read_paths(recipe))
+        if overwrite and run.path.is_dir():
+            held.take()
+    return recipe
+
+
+# ---------------------------------------------------------------- the run's life, in one object
+@dataclass
+class TrainResult:
+    """What a training entry returns (grpokit.training.train, train_sft): the summary run.json holds, the trained
+    model (None when nothing trained: a resume of a finished run), the run's folder, and the last trainer for an
+    in-process caller that inspects it (its reference model, its tokenizer)."""
+
+    summary: dict
+    model: object
+    run_dir: Path
+    trainer: object = None
+
+    @property
+    def status(self) -> str | None:
+        return self.summary.get("status")
+
+
+class RunLife:
+    """One run's life (the module docstring), for GRPO and SFT: its folder, refused before anything loads; its lock,
+    held from the moment it is first taken to the end; a resume's point; the run's opening and its record.
+    `prepare(recipe, run, resume)`: a check of the trainer's own made before the lock (GRPO: vLLM without CUDA)."""
+
+    def __init__(self, recipe, run_dir: str | Path | None = None, kind: str = "run", *, resume: bool = False,
+                 overwrite: bool = False, prepare: Callable | None = None):
+        self.run = run_for(recipe, run_dir, kind)  # kind: the folder's record, "demo" for grpokit demo
+        self.recipe, self.resume, self.overwrite = recipe, resume, overwrite
+        if prepare is not None:
+            prepare(recipe, self.run, resume)
+        self.held = LockHolder(self.run)
+        self.finished: dict | None = None  # a resumed run that already reached its end: its summary
+        self.resume_from: Path | None = None  # the checkpoint a resume continues from
+        self.created = False  # a new run's folder was created here (removed again if training never began)
+
+    def __enter__(self) -> "RunLife":
+        try:
+            if self.resume:
+                self.finished = finished_on_resume(self.recipe, self.run, self.held)
+                if self.finished is None:
+                    self.resume_from = resume_point(self.run)
+            else:
+                self.recipe = refuse_new(self.recipe, self.run, self.overwrite, self.held)
+        except BaseException:
+            self.held.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.held.__exit__(*exc)
+
+    def load(self, model=None, tokenizer=None) -> "Inputs":
+        """The inputs (load_inputs), then the recipe's `auto` machine settings decided here and said with them."""
+        inputs = load_inputs(self.recipe, model, tokenizer)
+        inputs.recipe = decide_for_this_machine(self.recipe, inputs.notes)
+        return inputs
+
+    def open(self, inputs: "Inputs", say: Callable[[str], None] = None) -> None:
+        """The disk holds the checkpoints the run keeps; a new run's folder is created (its lock held from here);
+        every rank waits for it; the notes gathered while loading are said."""
+        refuse_short_disk(self.run, self.recipe, inputs.model)
+        self.created = False if self.resume else open_run(self.run, self.recipe, self.overwrite, self.held)
+        barrier()  # the folder exists (and a resume's clean-up is done) before any rank trains
+        for line in inputs.notes:
+            (say or note)(line)
+
+    def record(self, summary: dict, need_bytes: Callable[[], int | None] = lambda: None) -> "RunRecord":
+        """run.json of the run being trained (RunRecord); training time adds up over resumes."""
+        earlier = earlier_seconds(self.run) if self.resume else 0.0
+        return RunRecord(self.run, summary, self.created, need_bytes=need_bytes, earlier_seconds=earlier)
+
+    def result(self, summary: dict, trainer=None) -> TrainResult:
+        return TrainResult(summary, trainer.model if trainer is not None else None, self.run.path, trainer)

@@ -37,14 +37,13 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import load_run_recipe
+from grpokit.run import RunDir
 
 
 def resolve_init_from(spec: str) -> tuple[str, dict]:
     """(model folder to load, lineage record) for a run directory or a model folder."""
     path = Path(spec).expanduser().resolve()
     if (path / "config.yaml").is_file():  # a grpokit run directory
-        from grpokit.run import RunDir
-
         run = RunDir(path)
         how = "best" if run.read_best() is not None else "last"
         ck = run.resolve_checkpoint("auto")
@@ -98,8 +97,6 @@ def apply_init_from(recipe, spec: str | None, explicit: list[str] | None = None,
         return recipe, None
     model_dir, lineage = resolve_init_from(spec)
     if lineage.get("run"):
-        from grpokit.run import RunDir
-
         lineage["prompt_differs"] = prompt_drift(load_run_recipe(RunDir(lineage["run"])), recipe)
     lineage["base_model"] = recipe.model.name  # what the recipe named; the run starts from model_dir instead
     recipe = recipe.model_copy(update={"model": recipe.model.model_copy(update={"name": model_dir})})

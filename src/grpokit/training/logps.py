@@ -4,9 +4,10 @@
 
 TRL's `_get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep)` receives one row per
 completion, the prompt left-padded before each and the completions right-padded to the longest, and runs the model
-over every position of that rectangle. `TreeLogps` (a trainer mixin, through grpokit.internals' `grpokit_logps`
-hook) reads the same rows, packs them as a tree of shared prefixes and runs the model over the tree instead, then
-puts each completion token's log-prob (and entropy) back where TRL's rectangle has it, zeros where TRL's are zero.
+over every position of that rectangle. `TreeLogps` (the log-prob part of a GrpokitTrainer, grpokit.training.trainer,
+called through grpokit.internals' `grpokit_logps` hook) reads the same rows, packs them as a tree of shared prefixes
+and runs the model over the tree instead, then puts each completion token's log-prob (and entropy) back where TRL's
+rectangle has it, zeros where TRL's are zero.
 Every caller of that method goes through it: the policy's forward and backward in the loss, the old-policy and
 reference log-probs, and the sampler correction's trainer log-probs (below). Tool episodes
 are rows like any other (their tool results are completion tokens the loss masks, as in TRL's layout).
@@ -16,8 +17,8 @@ Per step, metrics.jsonl gets `grpokit/positions/computed` (positions the policy'
 the report plots (SFT logs the same three, averaged over its micro-batches).
 `train --dry-run` prints the ratio to expect for the recipe (`expected_ratio`).
 
-The sampler's correction (`SamplerCorrection`, a trainer mixin through internals.LossHook's `grpokit_loss`), for
-a sampler in another precision (grpokit.training.sampling), with the sampler's recorded log-probs:
+The sampler's correction (`SamplerCorrection`, one of a GrpokitTrainer's loss steps), for a sampler in another
+precision (grpokit.training.sampling), with the sampler's recorded log-probs:
   - bypass (default): the sampler's log-probs are PPO's old policy, so the clipped ratio pi_trainer /
     pi_sampler corrects each token with no extra forward pass (the "bypass" mode of verl's rollout-correction
     docs; Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training");
@@ -39,13 +40,25 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from typing import Callable, Sequence
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
-from grpokit import internals, logps_internals
+from grpokit import internals, models
+from grpokit.data import load_datasets
+from grpokit.envs import tool_setup, training_tools
 from grpokit.generation.tree import IGNORE, TreeCost, mask_form, pack, positions, refusal
-from grpokit.run import POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN
+from grpokit.run import (
+    POSITIONS_COMPUTED,
+    POSITIONS_RATIO,
+    POSITIONS_TRL,
+    SAMPLER_CLIPPED,
+    SAMPLER_GAP_MAX,
+    SAMPLER_GAP_MEAN,
+)
+from grpokit.task import template_of
 
 
 def rows_of(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int):
@@ -93,84 +106,67 @@ def tree_outputs(model, sequences: Sequence[Sequence[int]], scored: Sequence, co
     return placed, positions(trees)
 
 
-def _cost_of(trainer, inner) -> TreeCost:
-    """The model's TreeCost, computed once per model (it counts the parameters)."""
-    costs = trainer.__dict__.setdefault("_tree_costs", {})
-    if id(inner) not in costs:
-        costs[id(inner)] = TreeCost.of(inner)
-    return costs[id(inner)]
-
-
 class TreeLogps:
-    """Trainer mixin: TRL's per-token log-probs over the tree of shared prefixes (the module docstring)."""
+    """The log-prob part of a trainer: TRL's per-token log-probs over the tree of shared prefixes when
+    `shared_prefix` (the module docstring), else TRL's own; the positions the policy's loss pass computed are
+    logged either way. `longest` (prompt + completion tokens) is what the run's line about it is judged on."""
 
-    shared_prefix: bool = True
+    def __init__(self, shared_prefix: bool = True, longest: int = 0, what: str = "log-probs"):
+        self.shared_prefix, self.longest, self.what = shared_prefix, longest, what
+        self.costs: dict[int, TreeCost] = {}  # per model: counting its parameters once
+        self.step: int | None = None  # the step whose positions are being summed
+        self.positions = [0, 0]  # computed, TRL's layout
 
-    def grpokit_logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps, batch_size=None,
-                      compute_entropy=False, compute_aux_loss=False, **extra):
+    def decision(self, model) -> str:
+        """The run's line about how its loss computes log-probs (said once, when the trainer is built)."""
+        return decision(model, self.longest, self.shared_prefix, self.what)
+
+    def cost(self, inner) -> TreeCost:
+        """The model's TreeCost, computed once per model (it counts the parameters)."""
+        if id(inner) not in self.costs:
+            self.costs[id(inner)] = TreeCost.of(inner)
+        return self.costs[id(inner)]
+
+    def __call__(self, trainer, model, input_ids, attention_mask, logits_to_keep, trl_logps, batch_size=None,
+                 compute_entropy=False, compute_aux_loss=False, **extra):
         trl = lambda: trl_logps(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
         rows = None
         if self.shared_prefix and not compute_aux_loss and all(v is None for v in extra.values()):
-            inner = self.accelerator.unwrap_model(model)
+            inner = trainer.accelerator.unwrap_model(model)
             if refusal(inner, longest=input_ids.size(1)) is None:
                 rows = rows_of(input_ids, attention_mask, logits_to_keep)
         if rows is None or not any(rows[2]):
             out = trl()
-            self._count(model, input_ids.numel(), input_ids.numel())
+            self.count(trainer, input_ids.numel(), input_ids.numel())
             return out
         sequences, scored_from, lengths = rows
         fields = ("log_probs", "entropy") if compute_entropy else ("log_probs",)
         out, computed = tree_outputs(model, sequences, scored_from, [range(n) for n in lengths],
-                                     (len(sequences), logits_to_keep), fields, self._tree_cost(inner), mask_form(inner),
-                                     self.accelerator.autocast)
-        self._count(model, computed, input_ids.numel())
+                                     (len(sequences), logits_to_keep), fields, self.cost(inner), mask_form(inner),
+                                     trainer.accelerator.autocast)
+        self.count(trainer, computed, input_ids.numel())
         return out["log_probs"], out.get("entropy"), None
 
-    def _tree_cost(self, inner) -> TreeCost:
-        return _cost_of(self, inner)
-
-    def _count(self, model, computed: int, trl_layout: int) -> None:
+    def count(self, trainer, computed: int, trl_layout: int) -> None:
         """The positions of the policy's loss pass (the pass with gradients), summed over the step's micro-batches."""
-        if not torch.is_grad_enabled() or not self.model.training:
+        if not torch.is_grad_enabled() or not trainer.model.training:
             return
-        step = self.state.global_step
-        if getattr(self, "_positions_step", None) != step:
-            self._positions_step, self._positions = step, [0, 0]
-        self._positions[0] += computed
-        self._positions[1] += trl_layout
-        internals.set_metric(self, POSITIONS_COMPUTED, float(self._positions[0]))
-        internals.set_metric(self, POSITIONS_TRL, float(self._positions[1]))
-        internals.set_metric(self, POSITIONS_RATIO, self._positions[0] / max(1, self._positions[1]))
+        step = trainer.state.global_step
+        if self.step != step:
+            self.step, self.positions = step, [0, 0]
+        self.positions[0] += computed
+        self.positions[1] += trl_layout
+        internals.set_metric(trainer, POSITIONS_COMPUTED, float(self.positions[0]))
+        internals.set_metric(trainer, POSITIONS_TRL, float(self.positions[1]))
+        internals.set_metric(trainer, POSITIONS_RATIO, self.positions[0] / max(1, self.positions[1]))
 
 
-class TreeSFT:
-    """SFTTrainer mixin: TRL's SFT loss with its fused LM head computed over the tree, so demonstrations that share a
-    prompt, a system prompt or a tool block (the tools recipes' ~390-token tool schemas) compute it once.
-
-    TRL 1.16's SFTTrainer.compute_loss calls `model(input_ids, attention_mask, labels, fused_lm_head=True)` and reads
-    the output's per-token log_probs, entropy, is_top1 and label_mask, each (B, T - 1) and aligned with labels[:, 1:].
-    The model it is handed is wrapped (`_TreeForward`) so that call runs over the tree and returns those fields in
-    that shape; every other call (a compute_loss_func, label smoothing, padding-free batches) goes to the model as
-    it is."""
-
-    shared_prefix: bool = True
-
-    def _tree_cost(self, inner) -> TreeCost:
-        return _cost_of(self, inner)
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        inner = self.accelerator.unwrap_model(model)
-        plain = self.compute_loss_func is not None or self.label_smoother is not None or \
-            getattr(self, "aux_loss_enabled", False)
-        if self.shared_prefix and not plain and refusal(inner, longest=inputs["input_ids"].size(1)) is None:
-            model = _TreeForward(model, self, inner)
-        return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                    num_items_in_batch=num_items_in_batch)
-
-
-class _TreeForward:
-    """The model as SFTTrainer.compute_loss calls it, its fused-head call answered over the tree (TreeSFT)."""
+class TreeForward:
+    """The model as SFTTrainer.compute_loss calls it, its fused-head call answered over the tree (a
+    grpokit.training.trainer.GrpokitSFTTrainer's loss: TRL 1.16 calls `model(input_ids, attention_mask, labels,
+    fused_lm_head=True)` and reads the output's per-token log_probs, entropy, is_top1 and label_mask, each
+    (B, T - 1) and aligned with labels[:, 1:]); any other call goes to the model as it is."""
 
     KEYS = {"input_ids", "attention_mask", "labels", "use_cache", "fused_lm_head"}
 
@@ -188,13 +184,13 @@ class _TreeForward:
         labels = kwargs["labels"]
         shape = (labels.size(0), labels.size(1) - 1)
         out, computed = tree_outputs(self.model, sequences, flags, columns, shape, ("log_probs", "entropy", "is_top1"),
-                                     self.trainer._tree_cost(self.inner), mask_form(self.inner),
+                                     self.trainer.logps.cost(self.inner), mask_form(self.inner),
                                      self.trainer.accelerator.autocast)
         trl_layout = kwargs["input_ids"].numel()
         internals.log_metric(self.trainer, POSITIONS_COMPUTED, float(computed))
         internals.log_metric(self.trainer, POSITIONS_TRL, float(trl_layout))
         internals.log_metric(self.trainer, POSITIONS_RATIO, computed / max(1, trl_layout))
-        return logps_internals.fused_output(log_probs=out["log_probs"], entropy=out["entropy"], is_top1=out["is_top1"],
+        return internals.fused_output(log_probs=out["log_probs"], entropy=out["entropy"], is_top1=out["is_top1"],
                                       label_mask=labels[:, 1:] != IGNORE)
 
     @staticmethod
@@ -232,15 +228,6 @@ def expected_layout(recipe, micro_batches: int = 32) -> str:
     share of TRL's layout, from the prompts of `micro_batches` micro-batches of the recipe's own rows (drawn with
     its seed), every completion at max_completion_length. Loads the tokenizer, the rows and the model's config
     (an empty model on the meta device for its modules), no weights."""
-    import random
-
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from grpokit import models
-    from grpokit.data import load_datasets
-    from grpokit.envs import tool_setup, training_tools
-    from grpokit.task import template_of
-
     t = recipe.train
     if not t.shared_prefix:
         return "TRL's layout, one row per completion (train.shared_prefix: false)"
@@ -315,52 +302,43 @@ def fold_into_advantages(advantages, ratio):
 
 
 class SamplerCorrection:
-    """Trainer mixin: the sampler's log-probs into the batch, and the correction in the loss (module docstring)."""
+    """A loss step of a GrpokitTrainer: the sampler's recorded log-probs correct TRL's loss by `mode` (the module
+    docstring: bypass, importance_sampling, none), and the gap between sampler and trainer is logged. Without a
+    sampler copy (the policy samples itself) or without recorded log-probs in the batch: TRL's loss as it is."""
 
-    sampler = None  # grpokit.training.sampling.SamplerCopy, set by attach_sampling
-    sampler_correction: str = "bypass"
+    def __init__(self, mode: str = "bypass"):
+        self.mode = mode
 
-    def grpokit_logprobs(self, completion_ids, logprobs):
-        if logprobs is None and self.sampler is not None:
-            logprobs = self.sampler.take_logprobs(completion_ids)
-        return super().grpokit_logprobs(completion_ids, logprobs)
-
-    def grpokit_loss(self, model, inputs, trl_loss):
-        if self.sampler is None:
-            return super().grpokit_loss(model, inputs, trl_loss)
-        return super().grpokit_loss(model, inputs, lambda batch: self._corrected_loss(model, batch, trl_loss))
-
-    def _corrected_loss(self, model, batch: dict, trl_loss):
-        sampled = batch.get("sampling_per_token_logps")
-        if sampled is None:  # a batch from before the sampler (or a path that recorded none): TRL's loss
-            return trl_loss(batch)
+    def __call__(self, trainer, model, batch: dict, loss):
+        sampled = batch.get(internals.SAMPLED_LOGPS)
+        if trainer.sampler is None or sampled is None:  # no copy, or a batch from before it: TRL's loss
+            return loss(batch)
         batch, mask = dict(batch), batch[internals.COMPLETION_MASK].float()
         ratio = None
-        if self.sampler_correction == "bypass":
+        if self.mode == "bypass":
             batch["old_per_token_logps"] = sampled
-        elif self.sampler_correction == "importance_sampling":
+        elif self.mode == "importance_sampling":
             old = batch.get("old_per_token_logps")
-            old = logps_internals.trainer_logps(self, model, batch) if old is None else old
-            a = self.args
+            old = internals.trainer_logps(trainer, model, batch) if old is None else old
+            a = trainer.args
             ratio = importance_ratio(old, sampled, mask, a.vllm_importance_sampling_mode,
                                      a.vllm_importance_sampling_clip_min, a.vllm_importance_sampling_clip_max)
             batch[internals.ADVANTAGES] = fold_into_advantages(batch[internals.ADVANTAGES], ratio)
-        with logps_internals.captured_logps(self) as seen:
-            loss = trl_loss(batch)
-        if seen:
-            self._log_mismatch(seen[0], sampled, mask, ratio)
-        return loss
+        value, seen = trainer.logps_seen(loss, batch)
+        if seen is not None:
+            self._log_mismatch(trainer, seen, sampled, mask, ratio)
+        return value
 
-    def _log_mismatch(self, trainer_logps, sampled, mask, ratio) -> None:
+    def _log_mismatch(self, trainer, trainer_logps, sampled, mask, ratio) -> None:
         tokens = mask.sum().clamp(min=1.0)
         gap = torch.nan_to_num((trainer_logps - sampled).abs(), nan=0.0) * mask
-        internals.log_metric(self, SAMPLER_GAP_MEAN, float(gap.sum() / tokens))
-        internals.log_metric(self, SAMPLER_GAP_MAX, float(gap.max()))
+        internals.log_metric(trainer, SAMPLER_GAP_MEAN, float(gap.sum() / tokens))
+        internals.log_metric(trainer, SAMPLER_GAP_MAX, float(gap.max()))
+        a = trainer.args
         if ratio is None:  # bypass / none: the share of tokens PPO's clip holds (pi_trainer / pi_sampler)
             coef = torch.exp(trainer_logps - sampled)
-            held = (coef < 1 - self.args.epsilon) | (coef > 1 + (self.args.epsilon_high or self.args.epsilon))
+            held = (coef < 1 - a.epsilon) | (coef > 1 + (a.epsilon_high or a.epsilon))
         else:  # importance_sampling: the share the weight truncated or masked, at the mode's level
-            a = self.args
             high = a.vllm_importance_sampling_clip_max if a.vllm_importance_sampling_clip_max is not None else math.inf
             low = a.vllm_importance_sampling_clip_min if a.vllm_importance_sampling_clip_min is not None else -math.inf
             diff = torch.nan_to_num((trainer_logps - sampled) * mask, nan=0.0)
@@ -368,4 +346,4 @@ class SamplerCorrection:
                 diff = diff.sum(dim=-1, keepdim=True)
             raw = torch.exp(diff).expand_as(mask)
             held = (raw > high) | (raw < low)
-        internals.log_metric(self, SAMPLER_CLIPPED, float((held.float() * mask).sum() / tokens))
+        internals.log_metric(trainer, SAMPLER_CLIPPED, float((held.float() * mask).sum() / tokens))

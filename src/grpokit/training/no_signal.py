@@ -25,8 +25,10 @@ through the pass (1.0 where the filter stands aside is not logged).
 What changes: TRL's per-micro-batch metrics computed inside the loss
 (`entropy`, `clip_ratio/*`) describe the completions trained on, and are
 absent for a step where none were. Other losses (grpo, bnpo, dr_grpo, luspo,
-sapo: their normaliser counts the rows of the micro-batch), beta > 0 and
-multi-process training (DDP/ZeRO ranks must run the same passes) run TRL's
+sapo: their normaliser counts the rows of the micro-batch), beta > 0, an
+entropy bonus, TRL's top-entropy token mask (top_entropy_quantile < 1: its
+threshold is a quantile over the micro-batch, which dropping rows would move)
+and multi-process training (DDP/ZeRO ranks must run the same passes) run TRL's
 pass unchanged. This is DAPO's "dynamic sampling" without the
 re-sampling: the step is not refilled with new prompts, it just costs less.
 """
@@ -82,26 +84,27 @@ def zero_loss(model) -> torch.Tensor:
     return torch.stack([p.sum() for p in params]).sum() * 0.0
 
 
-class SkipNoSignalRows:
-    """Mixin for a `trl_compat.trainer_base()` class: TRL's loss over the rows with a learning signal only."""
+class SkipNoSignal:
+    """A loss step of a GrpokitTrainer (grpokit.training.trainer): TRL's loss over the rows with a learning signal
+    only, where that is exact (the module docstring); else the batch as it is."""
 
-    skip_no_signal: bool = False
-
-    def grpokit_loss(self, model, inputs, trl_loss):
+    def __call__(self, trainer, model, inputs: dict, loss):
         # One process only: under DDP/ZeRO every rank must run the same forward/backward collectives, and a rank
         # that skipped its pass (or trained on fewer rows) would leave the others waiting.
         # Inputs that are not per-row text tensors (multimodal): the filter stands aside rather than guess.
-        # An entropy bonus (entropy_coef, train.entropy_target) has a gradient on every completion: not exact either.
-        if not (self.skip_no_signal and model.training and applies(self.args.loss_type, self.args.beta)) \
-                or self.args.entropy_coef or self.args.use_adaptive_entropy \
-                or self.accelerator.num_processes != 1 \
-                or any(inputs.get(k) is not None for k in MULTIMODAL_KEYS):
-            return trl_loss(inputs)
+        # An entropy bonus (entropy_coef, train.entropy_target) has a gradient on every completion: not exact either,
+        # nor is TRL's top-entropy mask (top_entropy_quantile < 1): its threshold is a quantile over the micro-batch's
+        # tokens, which the dropped rows would move.
+        a = trainer.args
+        if not (model.training and applies(a.loss_type, a.beta)) or a.entropy_coef or a.use_adaptive_entropy \
+                or a.top_entropy_quantile < 1.0 \
+                or trainer.accelerator.num_processes != 1 or any(inputs.get(k) is not None for k in MULTIMODAL_KEYS):
+            return loss(inputs)
         keep = signal_rows(inputs[ADVANTAGES])
         n = int(keep.sum())
-        log_metric(self, "grpokit/trained_frac", n / keep.numel())
+        log_metric(trainer, "grpokit/trained_frac", n / keep.numel())
         if n == keep.numel():
-            return trl_loss(inputs)
+            return loss(inputs)
         if n == 0:
             return zero_loss(model)
-        return trl_loss(keep_rows(inputs, keep))
+        return loss(keep_rows(inputs, keep))

@@ -39,6 +39,8 @@ from transformers import TrainerCallback
 
 from grpokit import hf_internals, internals
 from grpokit.distributed import broadcast, is_main_process
+from grpokit.generation import SamplingParams, complete
+from grpokit.generation.backends import BACKENDS
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir
 
 
@@ -56,8 +58,6 @@ class HeldOutProbe(TrainerCallback):
     @classmethod
     def of(cls, recipe, task, eval_rows: list[dict], tokenizer, run: RunDir) -> tuple["HeldOutProbe | None", str]:
         """The run's probe (None when off or not possible here) and the line the run's first lines print."""
-        from grpokit.generation.backends import BACKENDS
-
         n = recipe.health.probe_rows
         why = ("health.probe_rows: 0" if n == 0 else
                "health.enabled: false" if not recipe.health.enabled else
@@ -86,8 +86,6 @@ class HeldOutProbe(TrainerCallback):
     # ---------------------------------------------------------------- measuring
     def measure(self) -> dict:
         """Greedy completions of the probe's rows by the trainer's model, scored as `grpokit eval` scores them."""
-        from grpokit.generation import SamplingParams, complete
-
         trainer = self.trainer
         model = trainer.model
         t0 = time.monotonic()

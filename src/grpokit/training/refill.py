@@ -2,9 +2,9 @@
 
     grpokit train RECIPE.yaml --set selection.enabled=true --set selection.refill=true
 
-`SignalAware` is a mixin for a `trl_compat.trainer_base()` class. Through
-the hooks of grpokit.internals.TrainerHooks (`grpokit_sampler`, `grpokit_generate`, `grpokit_saved`: TRL's
-`_get_train_sampler`, `_generate_and_score_completions`, `_save_checkpoint`) it
+`Selection` is a GrpokitTrainer's selection part (grpokit.training.trainer: steps 2 and 3 of a batch). Through
+the trainer's hooks (grpokit.internals: TRL's `_get_train_sampler`, `_generate_and_score_completions`,
+`_save_checkpoint`) it
 
 - updates the per-prompt pass-rate estimates (grpokit.training.selection) from every
   generation batch's rewards, and logs `grpokit/bands/<band>` and
@@ -48,6 +48,8 @@ import torch
 
 from grpokit import internals
 from grpokit.distributed import any_rank
+from grpokit.recipe import batch_geometry
+from grpokit.task import reward_roles
 from grpokit.training.no_signal import signal_rows
 from grpokit.training.selection import Selector, SignalSampler, check_processes, prompt_key
 
@@ -86,46 +88,48 @@ def merge_rows(parts: list[tuple[dict, torch.Tensor]], pad_id: int) -> dict:
     return out
 
 
-class SignalAware:
-    """Mixin: see the module docstring. `selector` is set by `attach`; without it the trainer is TRL's."""
+class Selection:
+    """The selection part of a trainer (the module docstring): its `selector` (grpokit.training.selection) and
+    what it does at each of the trainer's hooks, the trainer passed in."""
 
-    selector: Selector | None = None
+    def __init__(self, selector: Selector):
+        self.selector = selector
 
-    # -- the prompts each step trains on (grpokit.internals.TrainerHooks calls these)
-    def grpokit_sampler(self, dataset, trl_sampler):
+    # -- the prompts each step trains on
+    def sampler(self, trainer, dataset, trl_sampler):
         s = self.selector
-        if s is None or not s.config.enabled or len(dataset if dataset is not None else self.train_dataset) != len(s):
+        if not s.config.enabled or len(dataset if dataset is not None else trainer.train_dataset) != len(s):
             return trl_sampler(dataset)
-        return SignalSampler(s, **internals.sampler_layout(self))
+        return SignalSampler(s, **internals.sampler_layout(trainer))
 
-    def _scored(self, inputs, trl_generate):
+    def _scored(self, trainer, inputs, trl_generate):
         """TRL's generation and scoring of `inputs`, then the estimates updated from its rewards."""
-        rows = len(inputs) * self.accelerator.num_processes
-        internals.widen_logs(self, rows)
+        rows = len(inputs) * trainer.accelerator.num_processes
+        internals.widen_logs(trainer, rows)
         batch = trl_generate(inputs)
-        if self.selector is not None:
-            prompts, rewards = internals.generation_rewards(self, rows)
-            self.selector.observe(prompts, rewards, self.args.num_generations)
+        prompts, rewards = internals.generation_rewards(trainer, rows)
+        self.selector.observe(prompts, rewards, trainer.args.num_generations)
         return batch
 
-    def grpokit_generate(self, inputs, trl_generate):
-        if self.selector is None or not self.model.training:
+    def generate(self, trainer, inputs, trl_generate):
+        if not trainer.model.training:
             return trl_generate(inputs)
-        g, cfg = self.args.num_generations, self.selector.config
+        g, cfg = trainer.args.num_generations, self.selector.config
         if cfg.refill and cfg.refill_upfront and not any(k in inputs[0] for k in ("image", "images")):
-            batch = self._refill_upfront(inputs, g, trl_generate)
+            batch = self._refill_upfront(trainer, inputs, g, trl_generate)
         else:
-            batch = self._scored(inputs, trl_generate)
+            batch = self._scored(trainer, inputs, trl_generate)
             if cfg.refill and internals.NUM_ITEMS in batch and not any(
                     batch.get(k) is not None for k in internals.MULTIMODAL_KEYS):
-                batch = self._refill(inputs, batch, g, trl_generate)
+                batch = self._refill(trainer, inputs, batch, g, trl_generate)
         if batch[internals.ADVANTAGES].shape[0] % g == 0:  # several processes may split a group: then it is not logged
-            internals.log_metric(self, "grpokit/signal_groups", float(group_signal(batch[internals.ADVANTAGES], g).float().mean()))
+            internals.log_metric(trainer, "grpokit/signal_groups",
+                                 float(group_signal(batch[internals.ADVANTAGES], g).float().mean()))
         for band, share in self.selector.rates.shares().items():
-            internals.set_metric(self, f"grpokit/bands/{band}", share)
+            internals.set_metric(trainer, f"grpokit/bands/{band}", share)
         return batch
 
-    def _refill_picks(self, inputs, g: int):
+    def _refill_picks(self, trainer, inputs, g: int):
         """Up to refill_max_rounds lists of `groups` dataset indices for this process, one per refill round
         (chosen like the sampler's, or uniformly when selection is off), none of them a prompt of this step on
         any process or of an earlier round; stops early when the dataset has too few unused prompts left for a
@@ -135,11 +139,11 @@ class SignalAware:
         from the gathered rewards, so they agree; the generator is seeded by the step and round alone) and takes
         its own slice: the processes refill different prompts and run the same number of rounds, as each round's
         generation gathers across them."""
-        groups, processes, rank = len(inputs) // g, self.accelerator.num_processes, self.accelerator.process_index
-        prompts, _ = internals.generation_rewards(self, len(inputs) * processes)  # this step's prompts, every process's
+        groups, processes, rank = len(inputs) // g, trainer.accelerator.num_processes, trainer.accelerator.process_index
+        prompts, _ = internals.generation_rewards(trainer, len(inputs) * processes)  # this step's, every process's
         used = {i for p in prompts for i in self.selector.by_key.get(prompt_key(p), [])}
         for round_ in range(1, self.selector.config.refill_max_rounds + 1):
-            rng = self.selector.rng("refill", self.state.global_step, round_)
+            rng = self.selector.rng("refill", trainer.state.global_step, round_)
             want = groups * processes
             if self.selector.config.enabled:
                 picked = self.selector.pick(want, rng, exclude=used)
@@ -151,27 +155,30 @@ class SignalAware:
             used |= set(picked)
             yield picked[rank * groups:(rank + 1) * groups]
 
-    def _rows(self, picked: list[int], g: int) -> list[dict]:
-        return [dict(self.train_dataset[i]) for i in picked for _ in range(g)]
+    @staticmethod
+    def _rows(trainer, picked: list[int], g: int) -> list[dict]:
+        return [dict(trainer.train_dataset[i]) for i in picked for _ in range(g)]
 
-    def _refill(self, inputs, batch, g: int, trl_generate):
+    def _refill(self, trainer, inputs, batch, g: int, trl_generate):
         parts = [(batch, group_signal(batch[internals.ADVANTAGES], g))]
         groups, have = len(inputs) // g, int(parts[0][1].sum())
-        picks = self._refill_picks(inputs, g)
+        picks = self._refill_picks(trainer, inputs, g)
         # any_rank: every process runs the same rounds (each one's generation gathers across them)
         while any_rank(have < groups) and (picked := next(picks, None)) is not None:
-            extra = self._scored(self._rows(picked, g), trl_generate)
+            extra = self._scored(trainer, self._rows(trainer, picked, g), trl_generate)
             parts.append((extra, group_signal(extra[internals.ADVANTAGES], g)))
             have += int(parts[-1][1].sum())
-        return self._keep_signal(parts, groups, g, rounds=len(parts) - 1)
+        return self._keep_signal(trainer, parts, groups, g, rounds=len(parts) - 1)
 
-    def _refill_upfront(self, inputs, g: int, trl_generate):
+    def _refill_upfront(self, trainer, inputs, g: int, trl_generate):
         """selection.refill_upfront: the refill groups are generated in the same call as the step's own."""
-        picks = list(self._refill_picks(inputs, g))
-        batch = self._scored(list(inputs) + [row for picked in picks for row in self._rows(picked, g)], trl_generate)
-        return self._keep_signal([(batch, group_signal(batch[internals.ADVANTAGES], g))], len(inputs) // g, g, len(picks))
+        picks = list(self._refill_picks(trainer, inputs, g))
+        rows = list(inputs) + [row for picked in picks for row in self._rows(trainer, picked, g)]
+        batch = self._scored(trainer, rows, trl_generate)
+        return self._keep_signal(trainer, [(batch, group_signal(batch[internals.ADVANTAGES], g))], len(inputs) // g,
+                                 g, len(picks))
 
-    def _keep_signal(self, parts, groups: int, g: int, rounds: int):
+    def _keep_signal(self, trainer, parts, groups: int, g: int, rounds: int):
         """A batch of `groups` groups out of `parts` ((batch, has-signal per group)): the groups with a spread
         first (the step's own, then the refills'), tied ones of the step's own (the first `groups` of part 0)
         fill what is missing. Logs the refill metrics; with no refill round, part 0 is the step's batch as is."""
@@ -183,40 +190,33 @@ class SignalAware:
             kept = {j for q, j in chosen if q == p}
             rows = [r for j in range(len(keep)) if j not in kept for r in range(j * g, (j + 1) * g)]
             discarded += int(b[internals.COMPLETION_MASK][rows].sum()) if rows else 0
-        internals.log_metric(self, "grpokit/refill/rounds", rounds)
-        internals.log_metric(self, "grpokit/refill/extra_groups", rounds * groups)
-        internals.log_metric(self, "grpokit/refill/discarded_tokens", discarded)
+        internals.log_metric(trainer, "grpokit/refill/rounds", rounds)
+        internals.log_metric(trainer, "grpokit/refill/extra_groups", rounds * groups)
+        internals.log_metric(trainer, "grpokit/refill/discarded_tokens", discarded)
         if rounds == 0:
             return parts[0][0]
         index = [(p, torch.tensor([r for q, j in chosen if q == p for r in range(j * g, (j + 1) * g)], dtype=torch.long))
                  for p in range(len(parts))]
-        merged = merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], internals.pad_token_id(self))
+        merged = merge_rows([(parts[p][0], rows) for p, rows in index if rows.numel()], internals.pad_token_id(trainer))
         # TRL's normaliser counts the whole generation batch, every process's tokens (gathered, then summed)
-        merged[internals.NUM_ITEMS] = self.accelerator.gather(merged[internals.NUM_ITEMS].reshape(1)).sum()
+        merged[internals.NUM_ITEMS] = trainer.accelerator.gather(merged[internals.NUM_ITEMS].reshape(1)).sum()
         return merged
 
-    def attach_selection(self, recipe, dataset, preflight_file: Path | None = None) -> Selector:
-        return attach(self, recipe, dataset, preflight_file)
-
     # -- resume: the estimates travel with each checkpoint
-    def grpokit_saved(self, folder: str) -> None:
-        super().grpokit_saved(folder)
-        if self.selector is not None and self.args.should_save:
+    def saved(self, trainer, folder: str) -> None:
+        if trainer.args.should_save:
             self.selector.save(folder)
 
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        if self.selector is not None and isinstance(resume_from_checkpoint, (str, Path)):
-            self.selector.load(Path(resume_from_checkpoint))
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+    def load(self, checkpoint: Path) -> None:
+        self.selector.load(checkpoint)
 
 
-def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Selector:
-    """Give a built trainer its selector: estimates over `dataset`, seeded from preflight_file when it exists."""
-    from grpokit.recipe import batch_geometry
-    from grpokit.task import reward_roles
-
+def selection_of(recipe, dataset, processes: int, preflight_file: Path | None = None) -> Selection:
+    """A trainer's selection part for a recipe: estimates over `dataset` (TRL's prompt dataset), seeded from
+    preflight_file when it exists; refused (selection.check_processes) when `processes` cannot each hold whole
+    groups."""
     cfg = recipe.selection
-    g = batch_geometry(recipe.train, recipe.trl, trainer.accelerator.num_processes)
+    g = batch_geometry(recipe.train, recipe.trl, processes)
     check_processes(cfg, g.processes, g.per_process, g.group)
 
     roles = reward_roles(recipe.rewards)  # {logged name: role}, in the recipe's order
@@ -226,5 +226,4 @@ def attach(trainer, recipe, dataset, preflight_file: Path | None = None) -> Sele
     selector = Selector(cfg, list(dataset["prompt"]), questions, recipe.train.seed, correctness, names)
     if preflight_file is not None and Path(preflight_file).is_file():
         selector.seed_from_preflight(preflight_file)
-    trainer.selector = selector
-    return selector
+    return Selection(selector)

@@ -23,6 +23,8 @@ Not covered: deciding that a rollback is due (grpokit.health) and the training l
 """
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from rich.markup import escape
@@ -30,9 +32,11 @@ from transformers import TrainerCallback
 
 from grpokit import hf_internals, internals
 from grpokit.distributed import broadcast, is_main_process
+from grpokit.errors import GrpokitError, Problem
 from grpokit.health import Finding, HealthMonitor, reward_weights
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of
+from grpokit.run.writer import make_folder, move, remove
 
 
 class Rollbacks:
@@ -113,11 +117,6 @@ def _weight_files(folder: Path) -> list[Path]:
 
 def set_reference(run: RunDir, checkpoint: Path | None) -> None:
     """reference/ = hard links to `checkpoint`'s weight files (copies where links fail); None: the initial model."""
-    import os
-    import shutil
-
-    from grpokit.run.writer import make_folder, move, remove
-
     remove(run.reference_dir)
     files = _weight_files(checkpoint) if checkpoint is not None else []
     if not files:
@@ -143,9 +142,8 @@ def load_reference(trainer, run: RunDir, log=print) -> bool:
         log("the KL reference stays the initial model: its weights are sharded (FSDP / ZeRO-3) and "
             f"{run.reference_dir} holds whole tensors")
         return False
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # only a rollback with a KL reference reads one
 
-    from grpokit.errors import GrpokitError, Problem
 
     def bad(what: str) -> GrpokitError:
         return GrpokitError([Problem(str(run.reference_dir), f"the KL reference weights {what}",

@@ -5,8 +5,8 @@ of it in another precision.
     generation: {sampler_dtype: bfloat16, sampler_correction: bypass}     # or same (default), auto, float32
 
 TRL 1.16's HF path calls `model.generate(input_ids, attention_mask, generation_config)` with every prompt repeated
-once per completion. `attach_sampling` (called once per trainer) chooses what answers that call and says it in
-the run's first lines:
+once per completion. A trainer's sampling part (`Sampling`, grpokit.training.trainer: step 1 of a batch) chooses
+what answers that call when the trainer is built, and says it in the run's first lines:
 
 - **grpokit's decoding loop** (grpokit.generation.decode), when train.shared_prefix is on and the model can take
   the tree (grpokit.generation.tree.refusal): each distinct prompt prefix prefilled once, finished rows out of
@@ -38,9 +38,9 @@ import torch
 from grpokit import hf_internals, internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.generation import SampledLogprobs, warpers
-from grpokit.generation.decode import Decoding, answer_generate
+from grpokit.generation.decode import Decoding, answer_generate, replacing_generate
 from grpokit.generation.tree import TreeCost, refusal
-
+from grpokit.recipe import sampler_dtype_of
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -57,7 +57,7 @@ class SamplerCopy:
         self.model = copy.deepcopy(policy)
         if self.adapted is not None:
             self.model = self.model.merge_and_unload()
-        drop_foreign_forwards(self.model)
+        internals.drop_foreign_forwards(self.model)  # TRL's fused-head forward still calls the policy's
         self.model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -130,42 +130,10 @@ def merged_layers(policy) -> list[tuple] | None:
     return adapted
 
 
-def drop_foreign_forwards(model) -> list[str]:
-    """Remove the per-instance `forward` patches of a deep copy that still call another model's forward; returns
-    the names of the modules they were on.
-
-    TRL 1.16's GRPOTrainer patches the policy's `forward` for its fused LM head (trl.trainer.utils, a closure
-    over `original_forward`, the policy's bound method). `copy.deepcopy` copies modules but not functions, so
-    the copy's patched forward still runs the *policy's* forward, in the policy's precision: the copy's weights
-    would never be used (every sampled log-prob equal to the trainer's, no speed-up). Without the patch the copy
-    runs its class's own forward, which is what the patch does anyway when not asked for the fused head
-    (generation never asks). A patch that closes over nothing outside the copy (accelerate's device hooks)
-    is kept."""
-    own = {id(m) for m in model.modules()}
-    dropped = []
-    for name, module in model.named_modules():
-        patched = module.__dict__.get("forward")
-        cells = getattr(getattr(patched, "__func__", patched), "__closure__", None) or ()
-        for cell in cells:
-            try:
-                owner = getattr(cell.cell_contents, "__self__", None)
-            except ValueError:  # an empty cell
-                continue
-            if isinstance(owner, torch.nn.Module) and id(owner) not in own:
-                del module.__dict__["forward"]
-                dropped.append(name)
-                break
-    return dropped
-
-
-def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | None:
-    """The trainer's sampler for generation.sampler_dtype (None: the policy samples itself), said in one line."""
-    from grpokit.recipe import sampler_dtype_of
-
-    chosen, why = sampler_dtype_of(recipe.generation, policy_dtype)
-    trainer.sampler = None
-    trainer.sampler_correction = recipe.generation.sampler_correction
-    merge = recipe.generation.sampler_dtype != "same" and merged_layers(trainer.model) is not None
+def sampler_for(trainer, generation, policy_dtype: str, log) -> SamplerCopy | None:
+    """The trainer's sampler copy for generation.sampler_dtype (None: the policy samples itself), said in one line."""
+    chosen, why = sampler_dtype_of(generation, policy_dtype)
+    merge = generation.sampler_dtype != "same" and merged_layers(trainer.model) is not None
     if chosen == policy_dtype and not merge:  # said on every run too: the precision a run sampled in is never left to guess
         log(f"sampling in {chosen}: {why}")
         return None
@@ -177,11 +145,11 @@ def attach_sampler(trainer, recipe, policy_dtype: str, log) -> SamplerCopy | Non
         raise GrpokitError([Problem("generation.sampler_dtype", f"{chosen}: the policy's weights are sharded (FSDP / "
                                     "ZeRO-3), and a whole copy of them would gather every weight on each process",
                                     "set generation.sampler_dtype: same, or train without weight sharding")])
-    trainer.sampler = SamplerCopy(trainer.model, DTYPES[chosen])
+    sampler = SamplerCopy(trainer.model, DTYPES[chosen])
     merged = " from a copy with the LoRA adapter merged in (no adapter matmuls while decoding)" if merge else ""
     log(f"sampling in {chosen}{merged} (the trainer in {policy_dtype}), corrected by "
-        f"{recipe.generation.sampler_correction}: {why}")
-    return trainer.sampler
+        f"{generation.sampler_correction}: {why}")
+    return sampler
 
 
 class TrainingGeneration:
@@ -226,33 +194,56 @@ class TrainingGeneration:
         return generate(*args, **kwargs)
 
 
-def attach_sampling(trainer, recipe, log) -> TrainingGeneration | None:
-    """Decide how this trainer samples (the module docstring) and say it; None for the continuous and vLLM
-    backends (TRL's own generation)."""
-    g, args = recipe.generation, trainer.args
-    if g.backend != "hf":
-        return None
-    policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
-    sampler = attach_sampler(trainer, recipe, policy_dtype, log)  # before generate is replaced: the copy is plain
-    longest = (recipe.train.max_prompt_length or 0) + recipe.train.max_completion_length
-    why = "train.shared_prefix: false" if not recipe.train.shared_prefix else \
-        "generation.cache: static" if g.cache != "dynamic" else refusal(trainer.model, longest or None)
-    if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
-        internals.compile_generation(trainer)
-    fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
-    processors = None
-    if why is None:
-        nucleus = g.draw == "nucleus" and fast_top_p and args.min_p is None  # Decoding.nucleus, for TRL's settings
-        log("sampling: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows out of "
-            "the batch, " + ("the draw over the nucleus only: the warpers' distribution, its own random stream"
-                             if nucleus else "transformers' samples for the seed")
-            + (", the token step compiled" if g.compile else "") + ")")
-    else:
-        log(f"sampling: transformers' generate: {why}")
-        if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
-            processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p, candidates=g.top_p_candidates)
-            internals.neutral_sampling(trainer)
-    generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
-                                    processors, log, g.draw, g.compile)
-    internals.generate_through(trainer, generation)
-    return generation
+class Sampling:
+    """The sampling part of a training trainer: a recipe's generation and train sections, decided on the built
+    trainer (`attach`, the module docstring) into what answers TRL's generate call."""
+
+    def __init__(self, generation, train):
+        self.generation, self.train = generation, train
+
+    def attach(self, trainer, log) -> TrainingGeneration | None:
+        """Decide how this trainer samples and say it; None for the continuous and vLLM backends (TRL's own
+        generation)."""
+        g, t, args = self.generation, self.train, trainer.args
+        if g.backend != "hf":
+            return None
+        policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+        sampler = sampler_for(trainer, g, policy_dtype, log)  # before generate is replaced: the copy is plain
+        longest = (t.max_prompt_length or 0) + t.max_completion_length
+        why = "train.shared_prefix: false" if not t.shared_prefix else \
+            "generation.cache: static" if g.cache != "dynamic" else refusal(trainer.model, longest or None)
+        if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
+            internals.compile_generation(trainer)
+        fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
+        processors = None
+        if why is None:
+            nucleus = g.draw == "nucleus" and fast_top_p and args.min_p is None  # Decoding.nucleus, TRL's settings
+            log("sampling: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows out of "
+                "the batch, " + ("the draw over the nucleus only: the warpers' distribution, its own random stream"
+                                 if nucleus else "transformers' samples for the seed")
+                + (", the token step compiled" if g.compile else "") + ")")
+        else:
+            log(f"sampling: transformers' generate: {why}")
+            if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
+                processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p,
+                                     candidates=g.top_p_candidates)
+                internals.neutral_sampling(trainer)
+        generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
+                                        processors, log, g.draw, g.compile)
+        internals.generate_through(trainer, generation)
+        return generation
+
+
+class EpisodeSampling:
+    """The sampling part of a trainer that plays evaluation episodes (grpokit.evaluation.tools): each prompt
+    prefilled once by grpokit's decoding loop (grpokit.generation.decode.replacing_generate), with the model itself."""
+
+    def __init__(self, top_p_candidates: int, draw: str = "vocabulary", compile: bool = False):
+        self.top_p_candidates = top_p_candidates
+        self.draw, self.compile = draw, compile  # the recipe's generation.draw / generation.compile
+        self.sampler = None  # the model samples itself
+
+    def attach(self, trainer, log) -> "EpisodeSampling":
+        internals.generate_through(trainer, replacing_generate(trainer.model, self.top_p_candidates, draw=self.draw,
+                                                               compile=self.compile))
+        return self

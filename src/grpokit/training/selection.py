@@ -40,6 +40,7 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import SelectionConfig
+from grpokit.run.writer import write_file
 
 BANDS = ("unseen", "never_solved", "mixed", "always_solved")
 STATE_FILE = "grpokit_selection.json"  # written into each checkpoint folder: resume continues the estimates
@@ -198,8 +199,6 @@ class Selector:
         return random.Random(":".join(str(p) for p in (self.seed, *parts)))
 
     def save(self, folder: Path) -> None:
-        from grpokit.run.writer import write_file
-
         write_file(Path(folder) / STATE_FILE, json.dumps({**self.rates.state(), "best_total": self.best_total,
                                                           "worst_total": self.worst_total}), within=folder)
 

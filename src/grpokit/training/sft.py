@@ -33,7 +33,7 @@ The run directory has the GRPO layout (config.yaml, run.json with
 `kind: sft`, metrics.jsonl, checkpoints/checkpoint-N with the COMPLETE
 marker), so `grpokit eval`, `report`, `export` and `--init-from` work on it.
 Rows that share a prefix (a system prompt, the tools recipes' tool block) compute it once (train.shared_prefix,
-grpokit.training.logps.TreeSFT). Not covered: packing, multi-turn conversations as targets other than tool
+grpokit.training.trainer.GrpokitSFTTrainer). Not covered: packing, multi-turn conversations as targets other than tool
 demonstrations, resume.
 """
 from __future__ import annotations
@@ -41,21 +41,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from datasets import Dataset
 from transformers import TrainerCallback
 
-from grpokit import hf_internals
+from grpokit.envs import get_env, loads, training_tools
+from grpokit.envs.chat import ensure_tool_template
+from grpokit.envs.demonstrations import play_expected_calls, render_episode
 from grpokit.errors import GrpokitError, Problem
-from grpokit.recipe import Recipe, bf16_of
-from grpokit.run import RunDir
-from grpokit.training.lifecycle import (LockHolder, RunRecord, decide_for_this_machine, load_inputs, open_run, read_paths, refuse_short_disk,
-                                        run_for)
+from grpokit.families import family_of
+from grpokit.recipe import Recipe
+from grpokit.rewards import names_reading
+from grpokit.rewards.math import score_math
+from grpokit.run import RunDir, jsonable
+from grpokit.run.writer import append_file
+from grpokit.task import template_of
+from grpokit.training.callbacks import CheckpointMarker
+from grpokit.training.factory import sft_trainer
+from grpokit.training.lifecycle import RunLife, TrainResult
 
 SOLUTION_FIELDS = ("solution", "completion")
 
 
 def answer_marker(recipe: Recipe) -> str:
-    from grpokit.rewards import names_reading
-
     for r in recipe.rewards:
         if r.name in names_reading("answer_line") and r.params.get("markers"):
             return str(r.params["markers"][0]).strip()
@@ -78,11 +85,6 @@ def reference_completion(row: dict, marker: str, family=None) -> str:
 def sft_dataset(rows: list[dict], recipe: Recipe, tokenizer=None, notes: list[str] | None = None):
     """TRL prompt-completion rows: the GRPO prompt (same template) and the reference completion; for a recipe with
     `env:`, the tool demonstrations instead (`demonstration_dataset`, which needs the tokenizer)."""
-    from datasets import Dataset
-
-    from grpokit.families import family_of
-    from grpokit.task import template_of
-
     if recipe.env is not None:
         return demonstration_dataset(rows, recipe, tokenizer, notes if notes is not None else [])
     template = template_of(recipe)
@@ -106,19 +108,11 @@ def demonstration_dataset(rows: list[dict], recipe: Recipe, tokenizer, notes: li
     episode, loss on the model's turns only (grpokit.envs.demonstrations). The tokenizer gets the tool template
     GRPO uses (grpokit.envs.chat), so the checkpoints carry it. A demonstration GRPO could not produce within
     train.max_prompt_length / max_completion_length is left out and counted in `notes`; most of them is refused."""
-    from datasets import Dataset
-
     return Dataset.from_list(_within_grpos_limits(_demonstrations(rows, recipe, tokenizer), recipe.train, notes))
 
 
 def _demonstrations(rows: list[dict], recipe: Recipe, tokenizer) -> list[dict]:
     """Every row's episode rendered (input_ids, completion_mask), or every row that cannot be demonstrated refused."""
-    from grpokit.envs import get_env, loads, training_tools
-    from grpokit.envs.chat import ensure_tool_template
-    from grpokit.envs.demonstrations import play_expected_calls, render_episode
-    from grpokit.rewards.math import score_math
-    from grpokit.task import template_of
-
     ensure_tool_template(tokenizer)
     template, tools, marker = template_of(recipe), training_tools(recipe), answer_marker(recipe)
     factory = get_env(recipe.env.name).factory(recipe.env.params)
@@ -178,100 +172,53 @@ class SftLogger(TrainerCallback):
         self.print_line = print_line
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        from grpokit.run import jsonable as _jsonable
 
         if not logs or "train_runtime" in logs:
             return
-        from grpokit.run.writer import append_file
 
         with append_file(self.path) as f:  # never through a link
-            f.write(json.dumps({"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}) + "\n")
+            f.write(json.dumps({"step": state.global_step, **{k: jsonable(v) for k, v in logs.items()}}) + "\n")
         acc = logs.get("mean_token_accuracy")
         self.print_line(f"step {state.global_step}/{state.max_steps} | loss {logs.get('loss', float('nan')):.4f}"
                         + (f" | token accuracy {acc:.3f}" if acc is not None else ""))
 
 
-def sft_args(recipe: Recipe, run: RunDir):
-    import torch
-    from trl import SFTConfig
-
-    t = recipe.train
-    on_gpu = torch.cuda.is_available()
-    return SFTConfig(
-        output_dir=str(run.checkpoints_dir), learning_rate=t.learning_rate, max_steps=t.max_steps,
-        num_train_epochs=t.num_train_epochs, per_device_train_batch_size=t.per_device_train_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps, lr_scheduler_type=t.lr_scheduler_type,
-        warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
-        logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
-        save_total_limit=t.save_total_limit, seed=t.seed,
-        max_length=(t.max_prompt_length or 512) + t.max_completion_length,
-        completion_only_loss=True, packing=False, dataset_num_proc=None,
-        **hf_internals.checkpointing_kwargs(recipe.model.gradient_checkpointing is True),  # auto: decided before
-        bf16=bf16_of(recipe),  # train.bf16, as GRPO resolves it
-        use_cpu=not on_gpu, report_to="none", disable_tqdm=True, dataloader_num_workers=0,
-    )
-
-
 def train_sft(recipe: Recipe, *, run_dir: str | Path | None = None, overwrite: bool = False,
-              init_from: dict | None = None, model=None, tokenizer=None, log=print, kind: str = "run") -> dict:
-    """SFT for a recipe into a run directory; returns the summary written to run.json. `kind`: what the folder's
-    record says it is ("demo" for grpokit demo, as GRPO's train takes it).
+              init_from: dict | None = None, model=None, tokenizer=None, log=print, kind: str = "run") -> TrainResult:
+    """SFT for a recipe into a run directory; returns a TrainResult (the summary written to run.json, the trained
+    model, the run's folder). `kind`: what the folder's record says it is ("demo" for grpokit demo, as GRPO's train
+    takes it).
 
     The run's life is GRPO's (grpokit.training.lifecycle): a taken folder is refused before anything loads, the
     folder is created once data and model have loaded, one writer holds the lock, a failure is recorded.
     """
     # ---------------------------------------------------------------- prepare: refused before anything loads
-    run = run_for(recipe, run_dir, kind)
-    recipe = recipe.for_run(run.path)
-    run.refuse_existing(overwrite, keep=read_paths(recipe))
-    inputs = load_inputs(recipe, model, tokenizer)
-    here = decide_for_this_machine(recipe, inputs.notes)  # auto settings, said with the notes; the folder keeps auto
-    refuse_short_disk(run, recipe, inputs.model)  # the checkpoints it keeps fit on the disk
-    dataset = sft_dataset(inputs.train_rows, recipe, inputs.tokenizer, inputs.notes)
+    with RunLife(recipe, run_dir, kind, overwrite=overwrite) as life:
+        # ---------------------------------------------------------------- load: data, model, the SFT rows
+        inputs = life.load(model, tokenizer)
+        dataset = sft_dataset(inputs.train_rows, life.recipe, inputs.tokenizer, inputs.notes)
 
-    # ---------------------------------------------------------------- open the run
-    with LockHolder(run) as held:
-        created = open_run(run, recipe, overwrite, held)
-        for n in inputs.notes:
-            log(f"note: {n}")
-        summary = {"kind": "sft", "run_dir": str(run.path), "model": recipe.model.name, "train_rows": len(dataset),
-                   "eval_rows": len(inputs.eval_rows), "notes": inputs.notes, "status": "running",
-                   "init_from": init_from}
-        with RunRecord(run, summary, created) as record:
-            trainer = _sft_trainer(here, run, inputs, dataset, log)
+        # ---------------------------------------------------------------- open the run
+        life.open(inputs, say=lambda n: log(f"note: {n}"))
+        summary = {"kind": "sft", "run_dir": str(life.run.path), "model": life.recipe.model.name,
+                   "train_rows": len(dataset), "eval_rows": len(inputs.eval_rows), "notes": inputs.notes,
+                   "status": "running", "init_from": init_from}
+        with life.record(summary) as record:
+            trainer = sft_trainer(inputs.recipe, life.run, inputs.model, inputs.tokenizer, dataset,
+                                  [SftLogger(life.run.path, log), CheckpointMarker(life.run)], log)
             record.begin(trainer)
-            log(f"SFT of {recipe.model.name} on {len(dataset)} rows -> {run.path}")
+            log(f"SFT of {life.recipe.model.name} on {len(dataset)} rows -> {life.run.path}")
 
             # ---------------------------------------------------------------- train
             trainer.train()
-            _save_final(trainer, run)
+            _save_final(trainer, life.run)
 
         # ---------------------------------------------------------------- finish
         summary = record.end("completed")
     log(f"completed at step {summary['step']} in {summary['seconds']:.0f}s; last checkpoint: "
         f"{summary['last_checkpoint']}")
-    log(f"next: grpokit eval {run.path}")
-    return summary
-
-
-def _sft_trainer(recipe: Recipe, run: RunDir, inputs, dataset, log):
-    from transformers.trainer_callback import PrinterCallback
-    from trl import SFTTrainer
-
-    from grpokit import models
-    from grpokit.training.callbacks import CheckpointMarker
-    from grpokit.training.logps import TreeSFT, decision
-
-    class GrpokitSFTTrainer(TreeSFT, SFTTrainer):
-        """TRL's SFTTrainer, its loss computed over the tree of shared prefixes (grpokit.training.logps)."""
-
-    trainer = GrpokitSFTTrainer(model=inputs.model, args=sft_args(recipe, run), train_dataset=dataset,
-                                processing_class=inputs.tokenizer, peft_config=models.peft_config(recipe.model.lora),
-                                callbacks=[SftLogger(run.path, log), CheckpointMarker(run)])
-    trainer.remove_callback(PrinterCallback)  # SftLogger prints a compact line instead of the raw dict
-    trainer.shared_prefix = recipe.train.shared_prefix
-    log(f"note: {decision(trainer.model, trainer.args.max_length or 0, recipe.train.shared_prefix, 'SFT loss')}")
-    return trainer
+    log(f"next: grpokit eval {life.run.path}")
+    return life.result(summary, trainer)
 
 
 def _save_final(trainer, run: RunDir) -> None:

@@ -16,7 +16,10 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+from rich.progress import Progress as Bar
 from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
 
 from grpokit import hf_internals
 from grpokit.console import Heartbeat, hms
@@ -45,9 +48,6 @@ class Progress(TrainerCallback):
         self.step_start = state.global_step
         # One bar, on the main process (the others do not print metrics lines either).
         if self.console.is_terminal and self.bar is None and getattr(state, "is_world_process_zero", True):
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-            from rich.progress import Progress as Bar
-
             self.bar = Bar(TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[pace]}"),
                            console=self.console)
             self.task = self.bar.add_task("train", total=state.max_steps, completed=state.global_step, pace="")
@@ -102,8 +102,6 @@ class Progress(TrainerCallback):
 
 def route_trackers(trainer, run_dir: Path) -> None:
     """TensorBoard event files go to RUN_DIR/tensorboard (transformers' default hides them under checkpoints/)."""
-    from transformers.integrations import TensorBoardCallback
-
     for cb in hf_internals.trainer_callbacks(trainer):
         if isinstance(cb, TensorBoardCallback) and cb.logging_dir is None:
             cb.logging_dir = str(Path(run_dir) / "tensorboard")

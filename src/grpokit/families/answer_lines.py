@@ -1,11 +1,11 @@
-"""The reward audit's material: training rows prepared as honest answers, and the tricks built from them.
+"""The answer-line form: the reward audit's tricks for an answer on a marker line (`Final answer: 72`).
 
 `prepare_row` turns a training row (and the prompt training gives it) into an `AuditRow`: the gold value,
 honest reasoning in the row's language, the recipe's answer marker. `TRICKS` maps each trick's name to a
 builder of one adversarial completion from an `AuditRow` (None: the trick does not apply to that row);
-register a new one with `@trick(name, description)`. Scoring them is `grpokit.audit`'s job. These are the
-answer-line tricks (the math family's, and the audit's for any task whose family has no tricks of its own:
-an own correctness reward); the other families declare theirs in their module (grpokit.families).
+register a new one with `@trick(name, description)`. `FORM` is the form a family's row names as its `audit`
+(the math family's), and the one the audit uses for a task judged by an own reward; scoring the tricks is
+grpokit.audit.rewards' job. Families whose answers are not on an answer line declare their own AnswerForm.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
-from grpokit.families import Trick, registrar
+from grpokit.families.base import AnswerLines, Trick, registrar
 from grpokit.rewards import extract_final_answer, parse_gold, parse_number, worked_example
 
 _PADDING_CHARS = 100_000  # the issue's "very long" case; also exercises each reward's time bound
@@ -185,3 +185,6 @@ def prepare_row(row: dict, markers: tuple[str, ...], think: bool, min_lines: int
     while len(lines) < min_lines:
         lines.insert(0, filler[len(lines) % len(filler)])
     return AuditRow(row, gold, value, zh, marker, "\n".join(lines), think, prompt, tuple(markers))
+
+
+FORM = AnswerLines("answer-line tricks", TRICKS, prepare_row)

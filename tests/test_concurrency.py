@@ -1,0 +1,155 @@
+"""Two commands on one run at once: each waits for nothing it cannot, refuses naming the holder, or works on a
+consistent view (issue 53). One command runs in a process of its own, the other here, while the first is at work.
+
+| pair | what holds |
+|---|---|
+| train + eval | eval reads the complete checkpoints (COMPLETE written last), training goes on undisturbed |
+| eval + report | report reads eval/results.json whole (renamed into place), before and after the evaluation |
+| eval + eval | the second is refused at once, naming the first's PID (grpokit.run.checkpoints.FolderLock on eval/) |
+| export + eval | separate folders of the run (export/, eval/): both complete |
+| rm train + rm train / rm eval | one writer per reward model folder: refused naming the PID, then rm eval works |
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DEADLINE_SLACK_S, make_recipe
+
+import grpokit
+from grpokit.cli import main
+from grpokit.datasets import BUILTIN_DATA
+from grpokit.run import RunDir
+
+REWARDS = [{"name": "math_correctness"}, {"name": "format"}]  # a correctness reward: eval --samples samples
+# Training that lingers after each checkpoint it completes: another command runs meanwhile.
+LINGERING = """
+import sys, time
+from grpokit.run.rundir import RunDir
+mark = RunDir.mark_complete
+def lingering(self, step):
+    mark(self, step)
+    print(f"complete {step}", flush=True)
+    time.sleep(3)
+RunDir.mark_complete = lingering
+from grpokit.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+# An evaluation that holds its folder a few seconds before it evaluates (its lock taken): another command runs then.
+EVALUATING = """
+import sys, time
+import grpokit.evaluation.evaluate
+evaluate = sys.modules["grpokit.evaluation.evaluate"]  # the package's `evaluate` is a function of that name
+steps = evaluate.evaluate_steps
+def lingering(*args, **kwargs):
+    print("evaluating now", flush=True)
+    time.sleep(4)
+    return steps(*args, **kwargs)
+evaluate.evaluate_steps = lingering
+from grpokit.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _env() -> dict:
+    src, tests = Path(grpokit.__file__).parents[1], Path(__file__).parent
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(tests)]), "PYTHONUNBUFFERED": "1"}
+
+
+def _started(argv: list[str], until: str, script: str | None = None) -> subprocess.Popen:
+    """`grpokit ARGV` in a process of its own, returned once a line of its output holds `until`."""
+    cmd = [sys.executable, "-c", script, *argv] if script else [sys.executable, "-m", "grpokit", *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if until in line:
+            return proc
+    raise AssertionError(f"`grpokit {' '.join(argv)}` ended before {until!r}:\n{''.join(seen)[-3000:]}")
+
+
+def _finished(proc: subprocess.Popen) -> int:
+    out = proc.stdout.read()
+    code = proc.wait(timeout=600)
+    assert "Traceback" not in out, out
+    return code
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model_dir) -> Path:
+    tmp = tmp_path_factory.mktemp("pairs")
+    run = tmp / "run"
+    assert main(["train", str(make_recipe(tmp, tiny_model_dir, REWARDS)), "--output-dir", str(run), "--skip-audit"]) == 0
+    return run
+
+
+def _copy(trained: Path, tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    return run
+
+
+QUICK = ["--max-rows", "2", "--max-new-tokens", "4"]
+
+
+def test_train_and_eval(tmp_path, tiny_model_dir, capsys):
+    run = tmp_path / "run"
+    recipe = make_recipe(tmp_path, tiny_model_dir, REWARDS)
+    training = _started(["train", str(recipe), "--output-dir", str(run), "--skip-audit"], "complete 1", LINGERING)
+    assert main(["eval", str(run), "--max-rows", "2", "--max-new-tokens", "4"]) == 0
+    steps = [e["step"] for e in json.loads((run / "eval" / "results.json").read_text())["checkpoints"]]
+    assert steps[0] == 0 and 1 in steps and set(steps) <= {0, 1, 2}  # the checkpoints complete when it began
+    assert _finished(training) == 0
+    assert RunDir(run).read_status()["status"] == "completed"
+    assert [p.name for p in RunDir(run).complete_checkpoints()] == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_eval_and_report(trained, tmp_path, capsys):
+    run = _copy(trained, tmp_path)
+    evaluating = _started(["eval", str(run), *QUICK], "evaluating now", EVALUATING)
+    assert main(["report", str(run)]) == 0  # no results yet: the report says so, and is whole
+    assert _finished(evaluating) == 0
+    assert main(["report", str(run)]) == 0  # the results, renamed into place whole
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_eval_and_eval(trained, tmp_path, capsys):
+    run = _copy(trained, tmp_path)
+    evaluating = _started(["eval", str(run), *QUICK], "evaluating now", EVALUATING)
+    start = time.monotonic()
+    assert main(["eval", str(run), *QUICK]) == 2
+    err = capsys.readouterr().err
+    assert f"another grpokit process is writing here (PID {evaluating.pid}" in err and "fix: wait for it" in err, err
+    assert time.monotonic() - start < DEADLINE_SLACK_S  # refused at once, not after loading models
+    assert _finished(evaluating) == 0
+    assert main(["eval", str(run), *QUICK]) == 0  # then it runs
+
+
+def test_export_and_eval(trained, tmp_path, capsys):
+    run = _copy(trained, tmp_path)
+    evaluating = _started(["eval", str(run), *QUICK], "evaluating now", EVALUATING)
+    assert main(["export", str(run), "--checkpoint", "last", "--prompts", "1"]) == 0
+    assert _finished(evaluating) == 0
+    assert (run / "export" / "checkpoint-2" / "hf" / "config.json").is_file()
+    assert [e["step"] for e in json.loads((run / "eval" / "results.json").read_text())["checkpoints"]] == [0, 1, 2]
+
+
+def test_one_reward_model_folder_takes_one_writer(tiny_rm_dir, tiny_rm_base_dir, tmp_path, capsys):
+    rm = tmp_path / "rm"
+    shutil.copytree(tiny_rm_dir, rm)
+    rankings = str(BUILTIN_DATA / "preference" / "rankings.jsonl")
+    retrain = ["rm", "train", rankings, "--base", str(tiny_rm_base_dir), "--out", str(rm), "--max-steps", "40",
+               "--batch-size", "4"]
+    training = _started(retrain, "training a reward model")
+    for argv in (retrain, ["rm", "eval", str(rm), rankings]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"another grpokit process is writing here (PID {training.pid}" in err, err
+    assert _finished(training) == 0
+    assert main(["rm", "eval", str(rm), rankings]) == 0
