@@ -14,10 +14,15 @@ stop ids and decoding for every variant). Variants (`--backends`, comma-separate
   hf-warper          transformers' generate with its own top_p warper (sorts the vocabulary every token)
   hf-generate        transformers' generate, top_p over the 256 most likely candidates (grpokit.generation.sampling;
                      the default until 2026-12-04, now train.shared_prefix: false)
-  hf                 the default: grpokit's decoding loop (grpokit.generation.decode: each distinct prompt prefix
-                     prefilled once, finished rows out of the batch), the same top_p
+  hf                 grpokit's decoding loop (grpokit.generation.decode: each distinct prompt prefix prefilled
+                     once, finished rows out of the batch), the same top_p, generate's draw over the vocabulary
+                     (generation.draw: vocabulary: the warper's very samples)
+  hf-nucleus         + the draw over the nucleus only (generation.draw: nucleus, the recipe's default: the same
+                     distribution, other samples)
+  hf-compile         the loop with its token step compiled over its own static cache (generation.compile: true;
+                     grpokit.generation.steps; the warm-up call pays the compile)
   hf-static          generate + generation.cache: static
-  hf-static-compile  + generation.compile (torch.compile of the decode step)
+  hf-static-compile  + generation.compile (transformers' torch.compile of its decode step)
   hf-bf16            the default on a bfloat16 copy of the weights (generation only), SDPA attention
   hf-bf16-eager      + eager attention (transformers' matmul + softmax; on some bf16 CPUs faster than SDPA's
                      CPU kernel at a growing KV cache)
@@ -30,7 +35,10 @@ The first call per variant is warm-up (compilation, vLLM's engine start: reporte
 variants take turns, `--repeats` rounds of one call each on other prompts, so a change in the machine's speed
 reaches every variant alike. Tokens counted are the completions' ids (stop id included: the model generated
 it). `same_as_first` is the share of completions identical to the first variant's for the same prompts and
-seed (sampled as training samples: 1.0 means the same samples).
+seed (sampled as training samples: 1.0 means the same samples). Last, `--roofline` (on by default): the
+roofline of a token step at the call's rows and mean cached positions (benchmarks/roofline.py: bytes read, FLOPs,
+the bound at this machine's measured bandwidth and matmul rate), and each float32 variant's measured seconds per
+token step (its seconds over the token steps its calls ran, the prefill included) against it.
 """
 from __future__ import annotations
 
@@ -41,12 +49,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's grpokit
+from roofline import bandwidth_gb_s, matmul_gflops, print_roofline  # noqa: E402  (beside this script)
 
 
 VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention implementation: None = the model's)
     "hf-warper": ("hf", {"top_p_candidates": 0, "shared_prefix": False}, False, None),
     "hf-generate": ("hf", {"shared_prefix": False}, False, None),
     "hf": ("hf", {}, False, None),
+    "hf-nucleus": ("hf", {"draw": "nucleus"}, False, None),
+    "hf-compile": ("hf", {"compile": True}, False, None),
     "hf-static": ("hf", {"cache": "static"}, False, None),
     "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False, None),
     "hf-bf16": ("hf", {}, True, None),
@@ -96,6 +107,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     p.add_argument("--max-model-len", type=int, default=512)
+    p.add_argument("--no-roofline", dest="roofline", action="store_false",
+                   help="skip the roofline (measuring the bandwidth and matmul rate takes a few seconds)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override the recipe, e.g. train.per_device_train_batch_size=32 (rows per call)")
     args = p.parse_args(argv)
@@ -140,6 +153,7 @@ def main(argv=None) -> int:
         return copies[VARIANTS[v][2:4]]
     calls = [prompt_ids[i * per_call:(i + 1) * per_call] for i in range(args.repeats + 1)]
     rows_per_call, result, outputs, gaps = per_call * params.n, {}, {}, {}
+    steps: dict[str, int] = {}  # token steps run per variant: each call decodes until its longest completion ends
     for v in variants:  # warm-up: compilation, engine start
         options = dict(gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len) \
             if VARIANTS[v][0] == "vllm" else {}
@@ -152,6 +166,7 @@ def main(argv=None) -> int:
             result[v]["seconds"] += seconds
             result[v]["tokens"] += sum(len(c) for g in done for c in g)
             outputs[v] += [c for g in done for c in g]
+            steps[v] = steps.get(v, 0) + max(len(c) for g in done for c in g)
             if VARIANTS[v][2]:  # the gap the trainer sees: its float32 log-probs against the sampler's, per token
                 gaps.setdefault(v, []).extend(logprob_gaps(model, model_of(v), tokenizer, ids, done, params))
     first = outputs[variants[0]]
@@ -167,6 +182,14 @@ def main(argv=None) -> int:
             g = sorted(gaps[v])
             r.update(logprob_gap_mean=round(sum(g) / len(g), 4), logprob_gap_p99=round(g[int(0.99 * (len(g) - 1))], 3))
         print(json.dumps(r), flush=True)
+    if args.roofline:
+        rates = dict(gb_s=bandwidth_gb_s(), gflop_s=max(matmul_gflops().values()))
+        timed = [p for c in calls[1:] for p in c]
+        context = sum(map(len, timed)) / len(timed) + sum(map(len, first)) / len(first) / 2
+        for v in variants:
+            if not VARIANTS[v][2] and VARIANTS[v][0] != "vllm":  # the float32 model in this process
+                print(f"{v}: ", end="")
+                print_roofline(model, rows_per_call, context, result[v]["seconds"] / steps[v], rates)
     return 0
 
 

@@ -21,7 +21,9 @@ process (this script only; grpokit itself is unchanged; TRL's private method nam
 Also: generated tokens per second, peak resident memory (getrusage ru_maxrss,
 the whole process), and fp32 torch.matmul throughput measured in the same
 process with the same thread count, so each phase is stated as a fraction of
-what this machine's matmul reaches. FLOPs are estimated as 2*params*tokens for a
+what this machine's matmul reaches; last, the roofline of a generation token step
+at the step's rows and cached positions (benchmarks/roofline.py: bytes read, FLOPs,
+the bound at the measured bandwidth and matmul rate, and the measured step against it). FLOPs are estimated as 2*params*tokens for a
 forward pass (padded tokens counted: the hardware computes them) and twice that
 for backward; attention's quadratic term is ignored (short sequences here).
 The table averages steps 2..N (step 1 carries one-off warm-up costs); every step is listed too.
@@ -36,26 +38,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from roofline import bandwidth_gb_s, matmul_gflops, print_roofline
 
 PHASES = ["generation", "rewards", "old/ref logps", "loss forward", "backward", "optimizer", "other"]
-_MATMUL_SIZES = (512, 1024, 2048)  # from small (overhead-bound) to big enough to reach the BLAS plateau
-
-
-def matmul_gflops(sizes=_MATMUL_SIZES, min_seconds: float = 1.0) -> dict[int, float]:
-    """fp32 torch.matmul GFLOP/s per square size (2*n^3 FLOPs each), best of repeated timings."""
-    out = {}
-    for n in sizes:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        torch.matmul(a, b)  # warm-up: thread pool, allocator
-        best, spent = 0.0, 0.0
-        while spent < min_seconds:
-            t = time.perf_counter()
-            torch.matmul(a, b)
-            dt = time.perf_counter() - t
-            spent += dt
-            best = max(best, 2 * n**3 / dt / 1e9)
-        out[n] = best
-    return out
 
 
 class Recorder:
@@ -97,6 +82,11 @@ def instrument(rec: Recorder):
         # generate() runs every row until the longest is done: compute is rows x (prompt + longest).
         longest_prompt = max(len(p) for p in prompt_ids)
         rec.add("gen_padded_tokens", len(lengths) * (longest_prompt + max(lengths, default=0)))
+        # for the roofline: token steps run (the longest completion's), rows, and each row's mean cached positions
+        rec.add("gen_steps", max(lengths, default=0))
+        rec.add("gen_rows", len(lengths))
+        rec.add("gen_context", sum(len(p) + len(c) / 2 for p, c in zip(prompt_ids, completion_ids)))
+        rec.add("gen_calls", 1)
 
     def logp_phase(args, kwargs):
         return "loss forward" if torch.is_grad_enabled() else "old/ref logps"
@@ -200,6 +190,9 @@ def main() -> None:
           f"no-grad log-prob tokens/step: {mean.get('nograd_tokens', 0):.0f}")
     print(f"peak resident memory (ru_maxrss of the process: model load, training, checkpoint save, "
           f"matmul test): {rss_gib:.2f} GiB")
+    if mean.get("gen_steps"):  # the measured seconds a token step took (the prefill included) against its bound
+        print_roofline(model, round(mean["gen_rows"] / mean["gen_calls"]), mean["gen_context"] / mean["gen_rows"],
+                       mean["generation"] / mean["gen_steps"], dict(gb_s=bandwidth_gb_s(), gflop_s=peak_gflops))
 
 
 if __name__ == "__main__":

@@ -124,8 +124,8 @@ def test_evaluation_gives_the_same_completions_with_and_without_the_loop(tiny_mo
 
 
 def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
-    # The same seed with the loop and without (train.shared_prefix: false): the same completions at step 1, whose
-    # weights are the same on both sides (what each step trains on afterwards differs only by float rounding).
+    # The same seed with the loop and without (train.shared_prefix: false), the loop drawing as generate draws
+    # (generation.draw: vocabulary): the same completions at step 1, whose weights are the same on both sides (what each step trains on afterwards differs only by float rounding).
     import json
 
     rewards = [{"name": "reward_fns:length_spread", "role": "shaping"}]
@@ -133,8 +133,8 @@ def test_training_samples_what_trls_generate_samples(tmp_path, tiny_model_dir):
     for shared in (True, False):
         folder = tmp_path / str(shared)
         folder.mkdir()
-        recipe = make_recipe(folder, tiny_model_dir, rewards, shared_prefix=shared, max_steps=1, top_p=0.9,
-                             num_samples_logged=4, temperature=0.8)
+        recipe = make_recipe(folder, tiny_model_dir, rewards, {"generation": {"draw": "vocabulary"}},
+                             shared_prefix=shared, max_steps=1, top_p=0.9, num_samples_logged=4, temperature=0.8)
         assert main(["train", str(recipe), "--output-dir", str(folder / "run"), "--skip-audit"]) == 0
         samples[shared] = [json.loads(line)["completion"] for line in (folder / "run" / "samples.jsonl").open()]
     assert samples[True] == samples[False] and samples[True]
@@ -163,7 +163,8 @@ def test_an_int_penalty_is_applied_on_both_paths_and_the_loop_says_so(tmp_path, 
 @pytest.mark.parametrize("samples", [1, 2])
 def test_tool_evaluation_plays_the_same_episodes_through_the_loop(tiny_tool_model_dir, tmp_path, samples):
     # grpokit eval on a tool recipe plays episodes through TRL's evaluate(); its generate calls (one per turn,
-    # each re-prefilling the episode so far) go to the decoding loop: the same episodes as through generate.
+    # each re-prefilling the episode so far) go to the decoding loop, drawing as generate draws
+    # (generation.draw: vocabulary): the same episodes as through generate.
     import json
 
     from conftest import REPO
@@ -174,6 +175,7 @@ def test_tool_evaluation_plays_the_same_episodes_through_the_loop(tiny_tool_mode
     for shared in (True, False):
         raw = yaml.safe_load((REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text())
         raw["train"].update(max_completion_length=24, shared_prefix=shared)
+        raw.setdefault("generation", {})["draw"] = "vocabulary"
         recipe, out = tmp_path / f"calc-{shared}.yaml", tmp_path / str(shared)
         recipe.write_text(yaml.safe_dump(raw))
         assert main(["eval", str(tiny_tool_model_dir), "--recipe", str(recipe), "--max-rows", "2",

@@ -40,10 +40,11 @@ def _rows(out: str) -> dict:
 
 def test_generation_throughput_fast_top_p_draws_the_warpers_samples(tmp_path, tiny_model_dir, capsys):
     recipe = _tiny_recipe(tmp_path, tiny_model_dir)
-    assert _bench("generation_throughput").main([str(recipe), "--backends", "hf-warper,hf,hf-bf16,hf-bf16-eager",
-                                                 "--repeats", "1"]) == 0
-    rows = _rows(capsys.readouterr().out)
-    assert set(rows) == {"hf-warper", "hf", "hf-bf16", "hf-bf16-eager"}
+    assert _bench("generation_throughput").main([str(recipe), "--backends",
+                                                 "hf-warper,hf,hf-nucleus,hf-bf16,hf-bf16-eager", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    assert set(rows) == {"hf-warper", "hf", "hf-nucleus", "hf-bf16", "hf-bf16-eager"}
     # The gap a bf16 sampler opens against the float32 trainer is printed beside its speed; none for float32.
     assert rows["hf-bf16"]["logprob_gap_mean"] > 0 and "logprob_gap_mean" not in rows["hf"]
     assert rows["hf"]["same_as_first"] == 1.0  # the fast top-p path drew the warper's very samples
@@ -51,6 +52,34 @@ def test_generation_throughput_fast_top_p_draws_the_warpers_samples(tmp_path, ti
     for v in ("hf", "hf-bf16"):  # each speed-up is its tokens/s over the first variant's, as printed
         want = rows[v]["tokens_per_s"] / rows["hf-warper"]["tokens_per_s"]
         assert rows[v]["vs_first"] == pytest.approx(want, rel=0.05, abs=0.01), (v, rows)
+    # the roofline of a token step for each float32 variant, its measured step against the bound
+    roofline = [line for line in out.splitlines() if "roofline of a token step at 8 rows" in line]
+    assert [line.split(":")[0] for line in roofline] == ["hf-warper", "hf", "hf-nucleus"], out
+    assert all("x the bound" in line for line in roofline)
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied: the input embedding's rows only", "tied: read once"])
+def test_the_roofline_counts_a_token_steps_bytes_and_flops(tiny_model_dir, tied):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    roofline = _bench("roofline")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    if tied:  # the embedded SmolLM2 ties its embedding and LM head: the LM head reads the matrix whole
+        model.lm_head.weight = model.get_input_embeddings().weight
+    c, rows, context = model.config, 4, 10
+    cost = roofline.token_step(model, rows=rows, context=context)
+    head_dim = c.hidden_size // c.num_attention_heads
+    embedding = model.get_input_embeddings().weight.numel()
+    everything = sum(p.numel() for p in model.parameters())  # parameters() yields a shared matrix once
+    weights = everything if tied else everything - embedding + rows * c.hidden_size
+    matrices = sum(p.numel() for p in model.parameters() if p.dim() == 2) - (0 if tied else embedding)
+    assert cost["weight_bytes"] == 4 * weights  # float32
+    assert cost["kv_bytes"] == 4 * 2 * c.num_hidden_layers * rows * c.num_key_value_heads * head_dim * context
+    assert cost["flops"] == 2 * rows * matrices + 4 * rows * c.num_hidden_layers * c.num_attention_heads * head_dim * context
+    # twice the bandwidth halves a memory-bound step's bound
+    slow, fast = roofline.bound(cost, 1.0, 1e6), roofline.bound(cost, 2.0, 1e6)
+    assert slow["bound_by"] == "memory" and slow["bound_ms"] == pytest.approx(2 * fast["bound_ms"], rel=1e-3)
 
 
 def test_generation_throughput_refuses_an_unknown_variant(tmp_path, tiny_model_dir, capsys):

@@ -2,7 +2,8 @@
 
 The claim: the scores `TopPCandidates` returns equal `TopPLogitsWarper`'s on every row, so sampling from them
 draws the same ids for the same seed: in a plain `generate`, in grpokit's evaluation backend and in TRL's own
-generate call during training.
+generate call during training. And the draw over the nucleus only (NucleusDraw, generation.draw: nucleus): the
+warpers' distribution (chi-square over many draws on a tiny model's real logits, seeded), a seed's run reproduced.
 """
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ def _train_samples(tmp_path, model_dir, candidates: int) -> list[str]:
     recipe = {"model": {"name": str(model_dir)},
               "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
               "rewards": [{"name": "format"}],
-              "generation": {"top_p_candidates": candidates},
+              # generate's own draw over the vocabulary: its completions for a seed, to compare
+              "generation": {"top_p_candidates": candidates, "draw": "vocabulary"},
               "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
                         "max_completion_length": 8, "max_steps": 2, "save_steps": 100, "temperature": 0.7,
                         "top_p": 0.9, "num_samples_logged": 4, "seed": 3}}
@@ -133,3 +135,78 @@ def test_training_samples_the_same_completions_through_the_candidates(tmp_path, 
     calls.clear()
     plain = _train_samples(tmp_path, peaked_model_dir, 0)
     assert not calls and fast == plain  # transformers' own warper: the same completions, step by step
+
+
+# ------------------------------------------------------------------ the draw over the nucleus only (NucleusDraw)
+def _chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """Pearson's chi-square goodness of fit of `counts` to `probs`: the p-value, tokens expected fewer than 5
+    times pooled into one bin (the test's usual validity rule)."""
+    expected = probs * counts.sum()
+    big = expected >= 5
+    obs = torch.cat([counts[big], counts[~big].sum()[None]])
+    exp = torch.cat([expected[big], expected[~big].sum()[None]])
+    keep = exp > 0
+    stat = (((obs - exp) ** 2)[keep] / exp[keep]).sum()
+    df = int(keep.sum()) - 1
+    return float(torch.special.gammaincc(torch.tensor(df / 2.0, dtype=torch.float64), stat.double() / 2))
+
+
+def _row_logits(model_dir, tokenizer) -> torch.Tensor:
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    ids = tokenizer(["1 + 1 =", "Tom has 5 apples and"], return_tensors="pt", padding=True, padding_side="left")
+    with torch.no_grad():
+        return model(**ids).logits[:, -1].float()
+
+
+# The random tiny model's rows are nearly flat (logits' spread ~0.16): low temperatures give nuclei of a few to a
+# few dozen tokens, as a trained model's are at temperature 1. The fallback sorts the whole vocabulary of every
+# draw (transformers' warper): fewer draws there.
+DRAWS = [  # (what, temperature, top_k, top_p, candidates, draws, the rows' path)
+    ("top_p on the candidates: ~50 tokens", 0.03, None, 0.9, CANDIDATES, 4000, "fast"),
+    ("top_k then top_p: ~20 tokens", 0.04, 30, 0.9, CANDIDATES, 4000, "fast"),
+    ("top_k alone: 10 tokens", 0.03, 10, 1.0, CANDIDATES, 4000, "fast"),
+    ("a nucleus wider than the candidates: transformers' warper", 0.03, None, 0.9, 8, 1000, "fallback"),
+]
+
+
+@pytest.mark.parametrize("what,temperature,top_k,top_p,candidates,draws,path", DRAWS, ids=[d[0] for d in DRAWS])
+def test_the_nucleus_draw_has_the_warpers_distribution(tiny_model_dir, tokenizer, what, temperature, top_k, top_p,
+                                                        candidates, draws, path):
+    from grpokit.generation.sampling import NucleusDraw
+
+    logits = _row_logits(tiny_model_dir, tokenizer)
+    chain = warpers(temperature, top_k, top_p, candidates=0)  # transformers' own warpers: the reference
+    for row in logits:
+        want = torch.softmax(chain(None, row[None].clone()), dim=-1)[0]
+        assert int((want > 0).sum()) > 2, what  # a nucleus with a choice in it
+        draw, counts = NucleusDraw(temperature, top_k, top_p, candidates), torch.zeros_like(want)
+        torch.manual_seed(1)  # a fixed stream: the verdict is the same on every run
+        for _ in range(draws // 500):
+            counts += torch.bincount(draw(row.repeat(500, 1)), minlength=len(want)).float()
+        assert counts[want == 0].sum() == 0, what  # never a token the warpers removed
+        assert _chi_square_p(counts, want) > 1e-3, what
+        # the same counts are far from a neighbouring distribution: the test can fail
+        other = torch.softmax(warpers(temperature * 1.3, top_k, top_p, candidates=0)(None, row[None].clone()), -1)[0]
+        assert _chi_square_p(counts, other) < 1e-6, what
+        assert (draw.fallback_rows == 0) == (path == "fast"), what
+
+
+def test_a_seeds_nucleus_draws_reproduce_and_differ_from_another_seeds(peaked_model_dir, tokenizer):
+    from grpokit.generation.decode import Decoding, decode
+
+    model = AutoModelForCausalLM.from_pretrained(peaked_model_dir, dtype=torch.float32).eval()
+    rows = [tokenizer(p).input_ids for p in ("1 + 1 =", "What is 12 - 5?") for _ in range(4)]
+    decoding = Decoding(12, (tokenizer.eos_token_id,), tokenizer.pad_token_id, temperature=0.9, top_p=0.9,
+                        draw="nucleus")
+
+    def run(seed):
+        torch.manual_seed(seed)
+        return decode(model, rows, decoding).ids
+
+    first = run(0)
+    assert run(0) == first  # the same seed: the same completions
+    assert run(1) != first  # another seed: others
+    assert len({tuple(r) for r in first}) > 1  # the rows of a group differ among themselves
+    # and the loop names the draw where it says what it applies (grpokit.generation.decode.Decoding.applied)
+    assert decoding.applied() == "temperature 0.9, top_p 0.9, sampled over the nucleus only"
+    assert Decoding(12, (2,), 2, temperature=0.9, top_p=0.9).applied() == "temperature 0.9, top_p 0.9, sampled"

@@ -164,14 +164,16 @@ def test_refill_on_two_processes_agrees_on_its_rounds(tmp_path, tiny_model_dir, 
 def test_two_processes_train_the_same_with_the_tree_as_in_trls_layout(tmp_path, tiny_model_dir, monkeypatch):
     # Each process computes its own micro-batch over the tree (grpokit.training.logps); DDP averages the
     # gradients as before. The same seed with and without the tree: the same samples and rewards at every step
-    # (the decoding loop draws generate's tokens), losses equal to float rounding, and the positions recorded.
+    # (the decoding loop draws generate's tokens: generation.draw: vocabulary), losses equal to float rounding,
+    # and the positions recorded.
     monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
     metrics = {}
     for shared in (True, False):
         run = tmp_path / f"run-{shared}"
         recipe = _recipe(tmp_path, tiny_model_dir, max_steps=2)
         assert main(["train", str(recipe), "--output-dir", str(run), "--num-processes", "2", "--skip-audit",
-                     "--set", f"train.shared_prefix={str(shared).lower()}"]) == 0
+                     "--set", f"train.shared_prefix={str(shared).lower()}",
+                     "--set", "generation.draw=vocabulary"]) == 0
         metrics[shared] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     for tree, trl in zip(metrics[True], metrics[False], strict=True):
         assert tree["reward"] == trl["reward"] and tree["completions/mean_length"] == trl["completions/mean_length"]

@@ -24,6 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 RecipeProblem = tuple[tuple, str, str]  # (location in the recipe, what is wrong, the fix), as the recipe checks return
+# How grpokit's decoding loop (the hf backend) draws the next token, the recipe's generation.draw: nucleus: among
+# the tokens the warpers keep only (grpokit.generation.sampling.NucleusDraw: the same distribution, another random
+# stream); vocabulary: torch.multinomial over the whole vocabulary of every row, finished ones included, as
+# `generate` draws (its samples for a seed). Here, not in the loop's module, so the recipe reads it model-free.
+DRAWS = ("nucleus", "vocabulary")
+DRAW = "nucleus"  # the default: the same distribution as generate's draw, without a draw per vocabulary entry
 
 
 def _nothing(*_args) -> dict:
@@ -63,13 +69,6 @@ def _hf_trl(g) -> dict:
     return {"cache_implementation": "static"} if g.cache == "static" else {}
 
 
-def _hf_checks(g, _train=None) -> list[RecipeProblem]:
-    if not g.compile or g.cache == "static":
-        return []
-    return [(("generation", "compile"), "compiling the decode step needs fixed shapes: a static KV cache",
-             "set generation.cache: static as well (or compile: false)")]
-
-
 def _continuous_trl(g) -> dict:
     return {"use_transformers_continuous_batching": True,
             "transformers_continuous_batching_config": dict(g.continuous_config) or None}
@@ -103,14 +102,15 @@ BACKENDS: dict[str, BackendRow] = {
         "in the training process: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows "
         "out of the batch; train.shared_prefix) or transformers' model.generate",
         options=lambda g, train: {"top_p_candidates": g.top_p_candidates, "cache": g.cache, "compile": g.compile,
-                                  "shared_prefix": train.shared_prefix},
+                                  "shared_prefix": train.shared_prefix, "draw": g.draw},
         trl=_hf_trl,
         summary=lambda g: "hf (grpokit's decoding loop or model.generate)",
         owns=(Owned(("cache", "compile"), "{key} is an option of the hf backend; {backend} manages its own cache",
                     "remove generation.{key}, or set generation.backend: hf"),
+              Owned(("draw",), "{key} is how grpokit's decoding loop (the hf backend) draws; {backend} draws its own "
+                    "way", "remove generation.{key}, or set generation.backend: hf"),
               Owned(("sampler_dtype",), "a sampler copy in another precision is an option of the hf backend; "
-                    "{backend} samples in its own", "remove generation.sampler_dtype, or set generation.backend: hf")),
-        checks=_hf_checks),
+                    "{backend} samples in its own", "remove generation.sampler_dtype, or set generation.backend: hf"))),
     "continuous": BackendRow(
         "grpokit.generation.core:ContinuousBackend",
         "transformers' continuous batching with paged attention (TRL's use_transformers_continuous_batching: a "

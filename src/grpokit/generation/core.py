@@ -142,11 +142,12 @@ class HFBackend:
 
     def __init__(self, model, pad_token_id: int, batch_size: int | None = DEFAULT_BATCH_SIZE,
                  top_p_candidates: int = CANDIDATES, cache: str = "dynamic", compile: bool = False,
-                 shared_prefix: bool = True):
+                 shared_prefix: bool = True, draw: str = "vocabulary"):
         self.model, self.pad_token_id, self.batch_size = model, pad_token_id, batch_size
         self.top_p_candidates = top_p_candidates  # grpokit.generation.sampling: 0 = transformers' own top_p
         self.cache, self.compile = cache, compile  # the recipe's generation.cache / generation.compile
         self.shared_prefix = shared_prefix  # the recipe's train.shared_prefix
+        self.draw = draw  # the recipe's generation.draw (the decoding loop's)
 
     def generate(self, prompt_ids, params, advance):
         import torch
@@ -174,8 +175,8 @@ class HFBackend:
 
         if not self.shared_prefix:
             return "train.shared_prefix: false"
-        if self.cache != "dynamic" or self.compile:
-            return "generation.cache / generation.compile ask for transformers' generate"
+        if self.cache != "dynamic":
+            return "generation.cache: static asks for transformers' generate"
         return refusal(self.model)
 
     def _generate(self, prompt_ids, params, advance, device):
@@ -190,7 +191,8 @@ class HFBackend:
         n = params.n
         decoding = Decoding(max_new_tokens=params.max_tokens, stop_ids=tuple(params.stop_token_ids),
                             pad_id=self.pad_token_id, sample=not params.greedy, temperature=params.temperature,
-                            top_k=params.top_k, top_p=params.top_p, top_p_candidates=self.top_p_candidates)
+                            top_k=params.top_k, top_p=params.top_p, top_p_candidates=self.top_p_candidates,
+                            draw=self.draw, compile=self.compile)
         size = self.batch_size or rows_per_call(len(prompt_ids) * n, max(map(len, prompt_ids)), params.max_tokens)
         per_batch = max(1, size // n)
         cost, out = TreeCost.of(self.model), []
@@ -212,7 +214,7 @@ class HFBackend:
                 params.temperature, params.top_k, params.top_p, candidates=self.top_p_candidates))
         if self.cache == "static":
             how["cache_implementation"] = "static"
-        if self.compile:
+        if self.compile:  # where the loop cannot decode: transformers' own compiled step (with cache: static)
             how.update(disable_compile=False, compile_config=hf_internals.generation_compile_config(device.type))
         size = self.batch_size or rows_per_call(len(prompt_ids) * n, max(map(len, prompt_ids)), params.max_tokens)
         per_batch = max(1, size // n)  # whole prompts per call, so a group never straddles two calls

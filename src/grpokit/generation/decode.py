@@ -17,22 +17,28 @@ bound by the model's weights at every token step, so both cost in full. Here:
   penalty, min_new_tokens, suppressed tokens, then the sampling warpers of grpokit.generation.sampling), and every
   token step draws `torch.multinomial` over all rows, finished ones given a certain token, so the random stream is
   consumed exactly as `generate` consumes it (torch's multinomial draws one exponential number per row and token,
-  whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix products can change a draw (measured:
-  docs/measurements.md "Every token once").
+  whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix
+  products can change a draw (measured: docs/measurements.md "Every token once");
+- **or the draw over the nucleus only** (`draw="nucleus"`, the recipe's default `generation.draw`): the warpers'
+  kept tokens decided on the candidates, the token drawn among them (grpokit.generation.sampling.NucleusDraw):
+  the same distribution, another random stream, so a seed gives other completions than `generate`'s.
 
 `Decoding.from_generation_config` reads a transformers GenerationConfig (what TRL passes to `generate`) and
 answers why not for anything this loop does not do (beam search, n-gram bans, constraints, ...): the caller then
 uses `generate` itself. `refusal(model)` (grpokit.generation.tree) says which models cannot take the tree.
 
-Not covered: encoder-decoder and multimodal models, static caches and torch.compile (transformers' `generate`
-does those: `generation.cache: static` / `generation.compile` keep it), stop strings.
+The token step after the prefill is grpokit.generation.steps': eager over transformers' DynamicCache, or with
+`compile=True` (`generation.compile`) through torch.compile over a static cache of its own.
+
+Not covered: encoder-decoder and multimodal models, transformers' static cache (`generation.cache: static` keeps
+`generate`), stop strings.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from grpokit import hf_internals
-from grpokit.generation.sampling import CANDIDATES, warpers
+from grpokit.generation.sampling import CANDIDATES, NucleusDraw, warpers
 from grpokit.generation.tree import TreeCost, mask_form, pack, positions
 
 # GenerationConfig fields this loop reads; any other field set away from its default sends the call to `generate`.
@@ -59,10 +65,15 @@ class Decoding:
     suppress_tokens: tuple[int, ...] = ()
     top_p_candidates: int = CANDIDATES  # grpokit.generation.sampling; 0: transformers' own TopPLogitsWarper
     record_logprobs: bool = False  # each drawn token's log-prob under log_softmax(raw logits / temperature)
+    # grpokit.generation.backends.DRAWS; the loop's own default keeps generate's samples for a seed (the module's
+    # promise, tests/test_decode.py); the recipe's generation.draw (default: nucleus) is what training, evaluation
+    # and preflight pass
+    draw: str = "vocabulary"
+    compile: bool = False  # the token step through torch.compile over a static cache (grpokit.generation.steps)
 
     @classmethod
-    def from_generation_config(cls, config, top_p_candidates: int = CANDIDATES,
-                               record_logprobs: bool = False) -> Decoding | str:
+    def from_generation_config(cls, config, top_p_candidates: int = CANDIDATES, record_logprobs: bool = False,
+                               draw: str = "vocabulary", compile: bool = False) -> Decoding | str:
         """The decoding a transformers GenerationConfig asks for, or why this loop cannot do it (a string)."""
         set_fields = set(config.to_diff_dict())
         unread = sorted(k for k in set_fields - READS if getattr(config, k, None) not in (None, False, 0, 1.0, [], {}))
@@ -87,7 +98,13 @@ class Decoding:
                    min_p=config.min_p, repetition_penalty=float(config.repetition_penalty or 1.0),
                    min_new_tokens=int(config.min_new_tokens or 0),
                    suppress_tokens=tuple(config.suppress_tokens or ()), top_p_candidates=top_p_candidates,
-                   record_logprobs=record_logprobs)
+                   record_logprobs=record_logprobs, draw=draw, compile=compile)
+
+    @property
+    def nucleus(self) -> bool:
+        """The next token is drawn among the nucleus only (draw: nucleus, and a nucleus NucleusDraw decides)."""
+        return self.sample and self.draw == "nucleus" and NucleusDraw.applies(self.top_k, self.top_p, self.min_p,
+                                                                              self.top_p_candidates)
 
     def applied(self) -> str:
         """What this loop does to the logits, in order, with the values it reads (`repetition_penalty: 2` in a recipe
@@ -98,14 +115,16 @@ class Decoding:
         if self.sample:
             steps += [f"temperature {self.temperature:g}", f"top_k {self.top_k}" if self.top_k else "",
                       f"top_p {self.top_p:g}" if self.top_p < 1.0 else "",
-                      f"min_p {self.min_p:g}" if self.min_p is not None else "", "sampled"]
+                      f"min_p {self.min_p:g}" if self.min_p is not None else "",
+                      "sampled over the nucleus only" if self.nucleus else "sampled"]
         else:
             steps.append("greedy")
         return ", ".join(s for s in steps if s)
 
     def processors(self, prompt_width: int):
         """transformers' processors for these settings, in `generate`'s order (`_get_logits_processor`: the
-        penalties and length rules first, the sampling warpers last)."""
+        penalties and length rules first, the sampling warpers last; no warpers when the nucleus draw applies
+        them itself)."""
         from transformers import (LogitsProcessorList, MinNewTokensLengthLogitsProcessor,
                                   RepetitionPenaltyLogitsProcessor, SuppressTokensLogitsProcessor)
 
@@ -116,7 +135,7 @@ class Decoding:
             out.append(MinNewTokensLengthLogitsProcessor(prompt_width, self.min_new_tokens, list(self.stop_ids)))
         if self.suppress_tokens:
             out.append(SuppressTokensLogitsProcessor(list(self.suppress_tokens)))
-        if self.sample:
+        if self.sample and not self.nucleus:
             out.extend(warpers(self.temperature, self.top_k, self.top_p, self.min_p, candidates=self.top_p_candidates))
         return out
 
@@ -143,12 +162,13 @@ class Decoded:
     steps: int = 0  # token steps run
     row_steps: int = 0  # rows decoded, summed over the steps (generate's: rows x steps)
     extra: dict = field(default_factory=dict)
+    compiled: bool = False  # every token step ran compiled (grpokit.generation.steps)
 
 
 def prefill(model, prompts: list[list[int]], cost: TreeCost | None = None):
-    """Every row's prompt in a KV cache, left-padded to the longest, and the logits after each prompt, from a
-    forward pass over the tree of the prompts' shared prefixes. Returns (cache, logits (rows, vocab) float32,
-    attention mask (rows, width), positions computed)."""
+    """Every row's prompt's keys and values, left-padded to the longest, and the logits after each prompt, from a
+    forward pass over the tree of the prompts' shared prefixes. Returns (per layer (keys, values), each (rows,
+    kv_heads, width, head_dim); logits (rows, vocab) float32; attention mask (rows, width); positions computed)."""
     import torch
 
     device = next(model.parameters()).device
@@ -178,24 +198,36 @@ def prefill(model, prompts: list[list[int]], cost: TreeCost | None = None):
         logits[here] = out.logits[0, [at[tree.paths[r][-1]] for r in tree.rows]].float()
     lengths = torch.tensor([len(p) for p in prompts], device=device)
     mask = (torch.arange(width, device=device)[None] >= (width - lengths)[:, None]).long()
-    return hf_internals.cache_of(layers), logits, mask, positions(trees)
+    return layers, logits, mask, positions(trees)
 
 
 def decode(model, prompts: list[list[int]], decoding: Decoding, cost: TreeCost | None = None) -> Decoded:
     """Generate for each row of `prompts` (see the module docstring). Runs under torch.no_grad(); the caller sets
-    the seed (and the model's eval mode, as `generate` expects)."""
+    the seed (and the model's eval mode, as `generate` expects; a compiled step puts a model without dropout in
+    eval mode for the call: one graph for training's sampling and evaluation)."""
     import torch
 
-    with torch.no_grad():
-        return _decode(model, prompts, decoding, cost)
+    from grpokit.generation.steps import step_choice
+
+    training = model.training and decoding.max_new_tokens > 1 and step_choice(model, decoding.compile) is None
+    try:
+        if training:
+            model.eval()
+        with torch.no_grad():
+            return _decode(model, prompts, decoding, cost)
+    finally:
+        if training:
+            model.train()
 
 
 def _decode(model, prompts, decoding: Decoding, cost) -> Decoded:
     import torch
 
+    from grpokit.generation.steps import make_step
+
     device = next(model.parameters()).device
     rows, width = len(prompts), max(map(len, prompts))
-    cache, logits, mask, computed = prefill(model, prompts, cost)
+    layers, logits, mask, computed = prefill(model, prompts, cost)
     done = Decoded([[] for _ in prompts], [[] for _ in prompts] if decoding.record_logprobs else None,
                    prefill_positions=computed, padded_prefill_positions=rows * width)
     seq = torch.tensor([[decoding.pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
@@ -204,32 +236,37 @@ def _decode(model, prompts, decoding: Decoding, cost) -> Decoded:
     stops = torch.tensor(decoding.stop_ids or (-1,), device=device)
     processors = decoding.processors(width)
     _say(decoding)
-    keyword = hf_internals.cache_keyword(model)
-    for step in range(decoding.max_new_tokens):
-        scores = processors(seq, logits)
-        token = _choose(scores, decoding, active, rows)
-        if decoding.record_logprobs:
-            drawn = torch.log_softmax(logits / (decoding.temperature or 1.0), dim=-1).gather(1, token[:, None])
-            for i, lp in zip(active.tolist(), drawn.squeeze(1).tolist()):
-                done.logprobs[i].append(lp)
-        for i, t in zip(active.tolist(), token.tolist()):
-            done.ids[i].append(t)
-        done.steps, done.row_steps = step + 1, done.row_steps + len(active)
-        if step + 1 == decoding.max_new_tokens:
-            break
-        going = ~torch.isin(token, stops)
-        if not bool(going.all()):  # finished rows leave the batch, their cache with them
-            keep = going.nonzero().squeeze(1)
-            if keep.numel() == 0:
+    draw = NucleusDraw(decoding.temperature, decoding.top_k, decoding.top_p, decoding.top_p_candidates) \
+        if decoding.nucleus else None
+    step = make_step(model, layers, mask, decoding.max_new_tokens, decoding.compile) \
+        if decoding.max_new_tokens > 1 else None
+    try:
+        for i in range(decoding.max_new_tokens):
+            scores = processors(seq, logits)
+            token = draw(scores) if draw is not None else _choose(scores, decoding, active, rows)
+            if decoding.record_logprobs:
+                drawn = torch.log_softmax(logits / (decoding.temperature or 1.0), dim=-1).gather(1, token[:, None])
+                for r, lp in zip(active.tolist(), drawn.squeeze(1).tolist()):
+                    done.logprobs[r].append(lp)
+            for r, t in zip(active.tolist(), token.tolist()):
+                done.ids[r].append(t)
+            done.steps, done.row_steps = i + 1, done.row_steps + len(active)
+            if i + 1 == decoding.max_new_tokens:
                 break
-            cache.batch_select_indices(keep)
-            active, token, seq, mask, position = active[keep], token[keep], seq[keep], mask[keep], position[keep]
-        seq = torch.cat([seq, token[:, None]], dim=1)
-        mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
-        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=position[:, None],
-                    **{keyword: cache}, use_cache=True)
-        position = position + 1
-        logits = out.logits[:, -1].float()
+            going = ~torch.isin(token, stops)
+            if not bool(going.all()):  # finished rows leave the batch, their cache with them
+                keep = going.nonzero().squeeze(1)
+                if keep.numel() == 0:
+                    break
+                step.keep(keep)
+                active, token, seq, position = active[keep], token[keep], seq[keep], position[keep]
+            seq = torch.cat([seq, token[:, None]], dim=1)
+            logits = step(token, position)
+            position = position + 1
+    finally:
+        if step is not None:
+            step.close()
+    done.compiled = step is not None and step.compiled and step.eager is None
     return done
 
 
@@ -247,7 +284,8 @@ def answer_generate(model, input_ids, attention_mask, decoding: Decoding, cost: 
     return torch.cat([input_ids, completions], dim=1), done
 
 
-def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
+def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None, draw: str = "vocabulary",
+                       compile: bool = False):
     """A replacement for `model.generate` calls made as TRL makes them (keywords input_ids, attention_mask,
     generation_config): answered by `decode` when the settings and the model allow, else by `generate` itself
     (`log` says why, once). For grpokit.internals.generate_through: `replacement(generate, *args, **kwargs)`."""
@@ -258,7 +296,7 @@ def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
     def replacement(generate, *args, **kwargs):
         config = kwargs.get("generation_config")
         why = refusal(model) or ("not called as TRL calls it" if args or config is None else None)
-        decoding = why or Decoding.from_generation_config(config, top_p_candidates)
+        decoding = why or Decoding.from_generation_config(config, top_p_candidates, draw=draw, compile=compile)
         if isinstance(decoding, str):
             if log is not None and not said:
                 said.append(decoding)
@@ -272,7 +310,8 @@ def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None):
 
 def _choose(scores, decoding: Decoding, active, rows: int):
     """The next token of each active row: argmax, or one multinomial draw over all `rows` (finished rows given a
-    certain token) so the random stream advances exactly as in `generate` (module docstring)."""
+    certain token) so the random stream advances exactly as in `generate` (module docstring; the vocabulary
+    draw)."""
     import torch
 
     if not decoding.sample:

@@ -70,11 +70,13 @@ class TopPCandidates:
         self.reference = TopPLogitsWarper(top_p, filter_value=filter_value, min_tokens_to_keep=min_tokens_to_keep)
         self.fallback_rows = 0  # rows decided by transformers' warper (counted for the benchmark)
 
-    def __call__(self, input_ids, scores):
+    def decide(self, scores):
+        """The nucleus of each row decided on its candidates: (values, index, remove, exact). `values` and `index`
+        are the `candidates` largest scores of each row and their token ids, most likely first; `remove` marks the
+        candidates transformers' warper removes; `exact` (rows,) is True where that decision is the warper's
+        without looking past the candidates (the module docstring), False where only the warper itself can say."""
         import torch
 
-        if self.top_p >= 1.0:
-            return scores
         k = min(self.candidates, scores.shape[-1])
         values, index = scores.topk(k, dim=-1)  # most likely first
         probs = (values - torch.logsumexp(scores, dim=-1, keepdim=True)).exp()
@@ -87,6 +89,14 @@ class TopPCandidates:
         last_kept = values.gather(-1, (kept - 1).clamp(max=k - 1))
         first_removed = values.gather(-1, kept.clamp(max=k - 1))
         exact = remove[..., -1] & ~unsure.any(dim=-1) & (last_kept != first_removed).squeeze(-1)
+        return values, index, remove, exact
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self.top_p >= 1.0:
+            return scores
+        values, index, remove, exact = self.decide(scores)
         out = torch.full_like(scores, self.filter_value)
         out.scatter_(-1, index, values.masked_fill(remove, self.filter_value))
         if not bool(exact.all()):
@@ -130,3 +140,62 @@ class SampledLogprobs:
             self._table = None
         steps, self._steps = self._steps, []
         return torch.stack(steps, dim=1) if steps else torch.zeros(sequences.shape[0], 0)
+
+
+class NucleusDraw:
+    """The next token of each row drawn among the tokens transformers' warpers keep, and only among them.
+
+    transformers' sampling (and `generate`'s random stream) draws with `torch.multinomial` over the whole
+    vocabulary: its CPU kernel takes one exponential number per row and vocabulary entry, whatever the
+    probabilities (49,152 for SmolLM2, 151,936 for Qwen3), the largest single cost of a CPU token step after the
+    weights (docs/measurements.md "Every token once"). Here temperature and top_k are transformers' own warpers on
+    the whole row, the nucleus is decided on the candidates (`TopPCandidates.decide`, the warper's kept tokens),
+    and the draw is `torch.multinomial` over the candidates' probabilities with the removed ones at zero: the same
+    distribution as softmax of the warper's scores (the tokens outside the nucleus have probability zero there),
+    drawn from another random stream, so a seed gives other samples than `generate`'s (and the same ones on every
+    run). A row the candidates cannot decide (`exact` False: a nucleus wider than the candidates, a mass at the
+    threshold, a tie at the boundary) is drawn over the whole vocabulary from transformers' warper itself.
+
+    Covers temperature, top_k and top_p; min_p is not decided here (`applies` says so): those settings keep the
+    whole-vocabulary draw."""
+
+    def __init__(self, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0,
+                 candidates: int = CANDIDATES):
+        from transformers import TopPLogitsWarper
+
+        if not self.applies(top_k, top_p, None, candidates):
+            raise ValueError("a nucleus draw needs top_p < 1 or top_k, and candidates > 0")
+        self.before = warpers(temperature, top_k, 1.0, None)  # transformers' temperature and top_k warpers
+        self.top_p, self.top_k, self.candidates = float(top_p), int(top_k or 0), int(candidates)
+        self.nucleus = TopPCandidates(top_p, candidates) if top_p < 1.0 else None
+        self.reference = TopPLogitsWarper(top_p) if top_p < 1.0 else None
+        self.fallback_rows = 0  # rows drawn over the whole vocabulary (counted for the benchmark and the tests)
+
+    @staticmethod
+    def applies(top_k: int | None, top_p: float, min_p: float | None, candidates: int) -> bool:
+        """Whether there is a nucleus to draw from that this class decides: top_p < 1 or a top_k, no min_p, and
+        candidates to decide it on."""
+        return candidates > 0 and min_p is None and ((top_p is not None and top_p < 1.0) or bool(top_k))
+
+    def __call__(self, scores):
+        """(rows,) token ids, one draw per row of `scores` (the logits after the penalties, before any warper)."""
+        import torch
+
+        scores = self.before(None, scores)
+        if self.nucleus is not None:
+            values, index, remove, exact = self.nucleus.decide(scores)
+        else:  # top_k alone: the nucleus is the tokens the top_k warper left finite
+            values, index = scores.topk(min(self.candidates, scores.shape[-1]), dim=-1)
+            remove = torch.isinf(values)
+            exact = remove[:, -1]  # the last candidate is out: every kept token is a candidate
+        tokens = torch.empty(scores.shape[0], dtype=torch.long, device=scores.device)
+        fast = exact.nonzero(as_tuple=True)[0]
+        if fast.numel():
+            probs = torch.softmax(values[fast].masked_fill(remove[fast], -float("inf")), dim=-1)
+            tokens[fast] = index[fast].gather(1, torch.multinomial(probs, num_samples=1)).squeeze(1)
+        if fast.numel() < len(tokens):
+            slow = (~exact).nonzero(as_tuple=True)[0]
+            self.fallback_rows += int(slow.numel())
+            kept = scores[slow] if self.reference is None else self.reference(None, scores[slow])
+            tokens[slow] = torch.multinomial(torch.softmax(kept, dim=-1), num_samples=1).squeeze(1)
+        return tokens

@@ -1,7 +1,8 @@
 """The recipe's `generation:` section: how completions are sampled, in training and in evaluation and preflight.
 
-    generation: {backend: hf}                                   # transformers' generate (default)
-    generation: {backend: hf, cache: static, compile: true}     # a static KV cache, the decode step compiled
+    generation: {backend: hf}                                   # grpokit's decoding loop (default)
+    generation: {backend: hf, compile: true}                    # the loop's token step compiled
+    generation: {backend: hf, cache: static, compile: true}     # transformers' generate, its decode step compiled
     generation: {backend: continuous}                           # transformers' continuous batching
     generation: {backend: vllm, vllm_mode: colocate, gpu_memory_utilization: 0.3}
     generation: {backend: vllm, vllm_mode: server, server_url: http://10.0.0.5:8000}
@@ -22,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from grpokit.generation.backends import BACKENDS, foreign_options
+from grpokit.generation.backends import BACKENDS, DRAW, DRAWS, foreign_options
 from grpokit.recipe.section import Section
 
 
@@ -35,10 +36,14 @@ class GenerationConfig(Section):
     backend: Literal[tuple(BACKENDS)] = Field(  # type: ignore[valid-type]
         "hf", description="; ".join(f"{name}: {row.help}" for name, row in BACKENDS.items()) + ".")
     cache: Literal["dynamic", "static"] = Field(
-        "dynamic", description="hf backend: the KV cache. dynamic grows with each token; static is allocated once "
-        "for prompt + completion (TRL's cache_implementation), which `compile` needs.")
-    compile: bool = Field(False, description="hf backend with cache: static: torch.compile the decode step "
-                          "(transformers' own compilation; the first calls pay the compile time).")
+        "dynamic", description="hf backend: the KV cache. dynamic grows with each token (grpokit's decoding loop); "
+        "static is allocated once for prompt + completion by transformers' generate (TRL's cache_implementation), "
+        "which then decodes instead of the loop.")
+    compile: bool = Field(False, description="hf backend: torch.compile the token step. With cache: dynamic, "
+                          "grpokit's decoding loop compiles its own step over a static cache of its own, one graph "
+                          "for every prompt length and batch (grpokit.generation.steps; the first call in a process "
+                          "pays the compile; where compiling cannot be, the eager step and one line saying why); "
+                          "with cache: static, transformers' generate compiles its own step.")
     continuous_config: dict[str, Any] = Field(
         default_factory=dict, description="continuous backend: transformers' ContinuousBatchingConfig fields, e.g. "
         "{max_batch_tokens: 4096} (TRL's transformers_continuous_batching_config; TRL sets max_memory_percent "
@@ -67,6 +72,13 @@ class GenerationConfig(Section):
         "same kept tokens and so the same samples for a seed; a row whose nucleus is wider, or whose boundary is "
         "too close to call, goes through transformers' warper. 0: transformers' warper always. Training, "
         "evaluation and preflight all sample through it (grpokit.generation.sampling).")
+    draw: Literal[DRAWS] = Field(  # type: ignore[valid-type]
+        DRAW, description="hf backend, grpokit's decoding loop, sampling with top_p < 1 or a top_k: how the next "
+        "token is drawn. nucleus: among the tokens the top_p / top_k warpers keep, and only among them (the same "
+        "distribution as transformers' warpers, from another random stream: a seed gives other completions than "
+        "transformers' generate, the same ones on every run; runs before this option drew from the vocabulary "
+        "stream); vocabulary: over the whole vocabulary as generate draws (generate's completions for a seed, "
+        "those of older runs). grpokit.generation.sampling.NucleusDraw.")
     importance_sampling_correction: bool = Field(
         True, description="Correct for the gap between vLLM's sampling log-probs and the trainer's (TRL's default).")
     sampler_dtype: Literal["same", "auto", "float32", "bfloat16"] = Field(

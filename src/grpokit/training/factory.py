@@ -77,7 +77,8 @@ def episode_trainer(recipe: Recipe, model, tokenizer, dataset, reward_funcs: lis
     if generations == 1:  # one episode per row: greedy (TRL samples unless told not to)
         args.generation_kwargs = {**(args.generation_kwargs or {}), "do_sample": False}
     hf = recipe.train.shared_prefix and recipe.generation.backend == "hf"  # each prompt prefilled once
-    parts = Parts(sampling=EpisodeSampling(recipe.generation.top_p_candidates) if hf else None, episodes_only=True)
+    parts = Parts(sampling=EpisodeSampling(recipe.generation.top_p_candidates, recipe.generation.draw,
+                                                  recipe.generation.compile) if hf else None, episodes_only=True)
     return GrpokitTrainer(parts, model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                           eval_dataset=dataset, processing_class=tokenizer, **(tool_kwargs or {}))
 

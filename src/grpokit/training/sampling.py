@@ -157,15 +157,18 @@ class TrainingGeneration:
     decoding loop when `tree` (the module docstring), else `generate` with the fast top-p `processors`; on the
     sampler's copy when there is one."""
 
-    def __init__(self, trainer, sampler: SamplerCopy | None, tree: bool, candidates: int, processors, log):
+    def __init__(self, trainer, sampler: SamplerCopy | None, tree: bool, candidates: int, processors, log,
+                 draw: str = "vocabulary", compile: bool = False):
         self.trainer, self.sampler, self.tree = trainer, sampler, tree
         self.candidates, self.processors, self.log = candidates, processors, log
+        self.draw, self.compile = draw, compile  # the recipe's generation.draw / generation.compile (the loop's)
         self.refused: str | None = None  # the settings the loop could not read, said once
         self._cost: TreeCost | None = None
 
     def __call__(self, generate, *args, **kwargs):
         config = kwargs.get("generation_config")
-        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None) \
+        decoding = Decoding.from_generation_config(config, self.candidates, self.sampler is not None, self.draw,
+                                                   self.compile) \
             if self.tree and config is not None and not args else "not called as TRL calls it"
         if isinstance(decoding, str):
             if self.tree and self.refused is None:
@@ -208,15 +211,17 @@ class Sampling:
         sampler = sampler_for(trainer, g, policy_dtype, log)  # before generate is replaced: the copy is plain
         longest = (t.max_prompt_length or 0) + t.max_completion_length
         why = "train.shared_prefix: false" if not t.shared_prefix else \
-            "generation.compile" if g.compile else "generation.cache: static" if g.cache != "dynamic" else \
-            refusal(trainer.model, longest or None)
-        if g.compile:
+            "generation.cache: static" if g.cache != "dynamic" else refusal(trainer.model, longest or None)
+        if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
             internals.compile_generation(trainer)
         fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
         processors = None
         if why is None:
+            nucleus = g.draw == "nucleus" and fast_top_p and args.min_p is None  # Decoding.nucleus, TRL's settings
             log("sampling: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows out of "
-                "the batch, transformers' samples for the seed)")
+                "the batch, " + ("the draw over the nucleus only: the warpers' distribution, its own random stream"
+                                 if nucleus else "transformers' samples for the seed")
+                + (", the token step compiled" if g.compile else "") + ")")
         else:
             log(f"sampling: transformers' generate: {why}")
             if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
@@ -224,7 +229,7 @@ class Sampling:
                                      candidates=g.top_p_candidates)
                 internals.neutral_sampling(trainer)
         generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
-                                        processors, log)
+                                        processors, log, g.draw, g.compile)
         internals.generate_through(trainer, generation)
         return generation
 
@@ -233,10 +238,12 @@ class EpisodeSampling:
     """The sampling part of a trainer that plays evaluation episodes (grpokit.evaluation.tools): each prompt
     prefilled once by grpokit's decoding loop (grpokit.generation.decode.replacing_generate), with the model itself."""
 
-    def __init__(self, top_p_candidates: int):
+    def __init__(self, top_p_candidates: int, draw: str = "vocabulary", compile: bool = False):
         self.top_p_candidates = top_p_candidates
+        self.draw, self.compile = draw, compile  # the recipe's generation.draw / generation.compile
         self.sampler = None  # the model samples itself
 
     def attach(self, trainer, log) -> "EpisodeSampling":
-        internals.generate_through(trainer, replacing_generate(trainer.model, self.top_p_candidates))
+        internals.generate_through(trainer, replacing_generate(trainer.model, self.top_p_candidates, draw=self.draw,
+                                                               compile=self.compile))
         return self
