@@ -97,7 +97,7 @@ def test_training_samples_through_the_compiled_step(tmp_path, tiny_model_dir, ca
     from grpokit.cli import main
 
     graphs = counters["stats"]["unique_graphs"]
-    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], {"generation": {"compile": True}}, max_steps=1,
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], {"generation": {"compile": True, "draw": "nucleus"}}, max_steps=1,
                          top_p=0.9)
     assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit"]) == 0
     out = capsys.readouterr().out
