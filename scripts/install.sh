@@ -3,7 +3,8 @@
 #   bash scripts/install.sh            # the main job (grpokit demo): Python packages, the embedded model, and
 #                                      # bubblewrap (apt: root or sudo), which isolates model-written code
 #   bash scripts/install.sh --tests    # also what only the tests use: headless Chromium (opens report.html)
-#                                      # and Go (checks exported Ollama templates), ~610 MiB more from apt
+#                                      # and Go (checks exported Ollama templates), g++ where missing (torch.compile
+#                                      # builds C++ for the compiled decode step), ~610 MiB more from apt
 # Each step says what it installs and how long it usually takes (this project's 2-core CPU, a fast mirror;
 # the whole script about 4 minutes, plus about 2 for --tests); a line every 30 s while a step runs.
 # Order matters: torch is pinned and installed first, so no other package can pull a multi-GB CUDA build;
@@ -51,6 +52,8 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 if [ "$TESTS" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || [ "${GRPOKIT_NO_CHROMIUM:-0}" = 1 ] || missing+=(chromium)
   command -v go >/dev/null 2>&1 || missing+=(golang-go)
+  # torch.compile's CPU backend builds C++: the compiled decode step's tests (tests/test_steps.py) need it
+  command -v g++ >/dev/null 2>&1 || missing+=(g++)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
