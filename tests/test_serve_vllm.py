@@ -107,7 +107,7 @@ def test_without_vllm_serving_and_the_backend_say_how_to_install(capsys, tiny_mo
 
 def test_the_default_recipe_generates_with_hf():
     assert backend_of(load_recipe(SMOLLM)) == ("hf", {"top_p_candidates": 256, "cache": "dynamic", "compile": False,
-                                                   "shared_prefix": True, "draw": "nucleus"})
+                                                   "shared_prefix": True, "draw": "vocabulary"})
 
 
 @pytest.mark.parametrize("token_ids, finish_reason, stop_reason, expect", [

@@ -30,7 +30,7 @@ RecipeProblem = tuple[tuple, str, str]  # (location in the recipe, what is wrong
 # `generate` draws (its samples for a seed). Here, not in the loop's module, so the recipe reads it model-free.
 DRAWS = ("nucleus", "vocabulary")
 DRAW = "vocabulary"  # the default until the nucleus draw's learning per minute is measured on 3 seeds (issue 52
-# item 4): every seeded figure of docs/measurements.md was drawn from this stream and reproduces with it
+# item 4): every seeded figure of the measurement log was drawn from this stream and reproduces with it
 
 
 def _nothing(*_args) -> dict:
