@@ -54,11 +54,13 @@ def test_a_failed_write_rename_or_fsync_loses_nothing_and_the_fix_works(pipeline
     "the run's record, before anything else of the run exists",  # trained into again: nothing there to keep
     "a checkpoint's COMPLETE marker",                             # resumed from the checkpoint before
     "a plot of the report",                                       # the same command again
-])
+    "the export's record, before anything else of the export",   # found by the full sweep: the folder held only
+])                                                                # the killed writer's temporary and was refused
 def test_a_kill_at_a_write_loses_nothing_and_the_next_command_completes(pipeline, where):
     pipe, points = pipeline
     match = {"the run's record, before anything else of the run exists": (".grpokit-record.json", "train"),
-             "a checkpoint's COMPLETE marker": ("COMPLETE", "train"), "a plot of the report": (".png", "report")}[where]
+             "a checkpoint's COMPLETE marker": ("COMPLETE", "train"), "a plot of the report": (".png", "report"),
+             "the export's record, before anything else of the export": (".grpokit-record.json", "export")}[where]
     n = next(n for n, (i, _, kind, path) in enumerate(points)
              if pipe.commands[i][0] == match[1] and kind == "write" and match[0] in path)
     o = harness.one_point(pipe, *points[n], "kill")

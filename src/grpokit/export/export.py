@@ -84,6 +84,7 @@ from grpokit.run import RunDir, refuse_nonfinite, writable_problem
 from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import RECORD_FILE, read_record
 from grpokit.run.checkpoints import FolderLock
+from grpokit.run.temporaries import contents
 from grpokit.run.writer import check_folder, claim, refuse_claim, remove, remove_made, write_file
 from grpokit.task import template_of
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
@@ -265,7 +266,8 @@ def _open_out(out: Path, entries: dict[str, str]) -> bool:
     fix = "pass --out a new folder (or an earlier export's), or leave --out out for RUN_DIR/export/checkpoint-N"
     if out.exists() and not out.is_dir():
         raise GrpokitError([Problem(f"--out {out}", "is a file, not a folder", fix)])
-    if out.is_dir() and any(out.iterdir()) and (read_record(out) or {}).get("kind") != "export":
+    # a killed export's temporary record (its process gone) is no content: the folder is still the export's to make
+    if out.is_dir() and contents(out) and (read_record(out) or {}).get("kind") != "export":
         old = " (an export from a grpokit before records: delete it yourself to export there again)" if (
             (out / MANIFEST).is_file() and read_record(out) is None) else ""
         raise GrpokitError([Problem(f"--out {out}", f"is a folder that is not a grpokit export (no {RECORD_FILE} of "
