@@ -122,7 +122,9 @@ def test_the_examples_work_when_added_as_the_page_says(copy):
 @pytest.mark.slow
 def test_the_whole_fast_tier_passes_with_the_examples_added(copy):
     # This file is left out (it would copy the copy); the slow tier trains the embedded model and reads no table
-    # an example adds a row to.
-    res = _pytest(copy, "-x", "-m", "not slow", "--ignore", "tests/test_extending.py", "tests", timeout=3600)
+    # an example adds a row to. The package map's test is too: it holds docs/layout.md to grpokit's own modules,
+    # and an example is a user's (a module meant to ship gets its line there: docs/extending.md says so).
+    res = _pytest(copy, "-x", "-m", "not slow", "--ignore", "tests/test_extending.py", "--deselect",
+                  "tests/test_layout_doc.py::test_the_package_map_names_every_module", "tests", timeout=3600)
     tail = res.stdout.splitlines()[-1] if res.stdout else ""
     assert res.returncode == 0 and " passed" in tail and "failed" not in tail, res.stdout[-6000:] + res.stderr[-3000:]
