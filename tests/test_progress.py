@@ -156,7 +156,7 @@ def _install(tmp_path, *args, uid="0", sudo=True):
 @pytest.mark.parametrize("args, uid, sudo, apt", [
     # (install.sh arguments, uid, sudo present?, what apt-get is asked to install; None: apt skipped)
     ((), "0", True, "bubblewrap"),                                   # the main job: bubblewrap only
-    (("--tests",), "0", True, "bubblewrap chromium golang-go"),      # the test set-up adds Chromium and Go
+    (("--tests",), "0", True, "bubblewrap chromium golang-go g++"),  # the test set-up adds Chromium, Go and g++
     (("--tests",), "1000", False, None),                             # no root, no sudo: said, and skipped
 ])
 def test_install_script_says_what_it_installs(tmp_path, args, uid, sudo, apt):
@@ -164,7 +164,7 @@ def test_install_script_says_what_it_installs(tmp_path, args, uid, sudo, apt):
     assert res.returncode == 0, res.stdout + res.stderr
     installs = [line for line in log.splitlines() if line.startswith("apt-get install")]
     if apt is None:
-        assert installs == [] and "apt needs root or sudo; as root: apt-get install bubblewrap chromium golang-go" \
+        assert installs == [] and "apt needs root or sudo; as root: apt-get install bubblewrap chromium golang-go g++" \
             in res.stdout
     else:
         assert installs == [f"apt-get install -y -qq {apt}"], log
