@@ -12,7 +12,8 @@ import pytest
 
 from grpokit.families import FAMILIES
 from grpokit.families.countdown import (ALL_PHRASINGS, PHRASINGS, generate, harder_rows, is_generated,
-                                        problem_key, question_key, reference, rewrite_rows, row_problems, solve)
+                                        problem_key, question_key, reference, rewrite_rows, row_problems)
+from grpokit.families.countdown_solver import solve
 from grpokit.rewards.countdown import check_countdown, evaluate_expression, worked_steps
 from grpokit.rewards.registry import build_reward
 

@@ -27,7 +27,6 @@ depth, and Unicode look-alike digits (superscripts). Not covered: phrasings in o
 """
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import re
@@ -36,7 +35,8 @@ from typing import NamedTuple
 
 from grpokit.errors import Problem
 from grpokit.families.base import AnswerForm, Demo, Family, Generator, Option, Trick, Variant, registrar
-from grpokit.rewards.countdown import (OPERATORS, Refused, apply, evaluate_expression, row_numbers, whole,
+from grpokit.families.countdown_solver import reference_solution, solve
+from grpokit.rewards.countdown import (OPERATORS, Refused, evaluate_expression, row_numbers, whole,
                                        worked_steps)
 
 # Question phrasings for training rows ({numbers}: "3, 4 and 7"; {target}); a row's `kind` indexes ALL_PHRASINGS.
@@ -60,59 +60,6 @@ ALL_PHRASINGS = PHRASINGS + REWRITTEN
 DEFAULTS = {"count": 4, "low": 1, "high": 10, "operators": "+-*", "target_low": 2, "target_high": 30, "max_needed": 3}
 MAX_COUNT = 5  # the solver enumerates every expression: 5 numbers take ~0.5 s a row, 6 half a minute
 _TRIES = 200  # draws of numbers before a row with a target in range is given up (a setting with none raises)
-
-
-# ---------------------------------------------------------------- the solver
-class Expr(NamedTuple):
-    value: Fraction
-    text: str
-    precedence: int  # 3 a number, 2 a product or quotient, 1 a sum or difference
-    numbers: int  # how many given numbers it uses
-
-
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
-
-
-def _combine(a: Expr, op: str, b: Expr, integer_steps: bool) -> Expr | None:
-    try:
-        value = apply(op, a.value, b.value, integer_steps)
-    except Refused:
-        return None
-    p = _PRECEDENCE[op]
-    left = a.text if a.precedence >= p else f"({a.text})"
-    right = b.text if b.precedence > p or (b.precedence == p and op in "+*") else f"({b.text})"
-    return Expr(value, f"{left} {op} {right}", p, a.numbers + b.numbers)
-
-
-def solve(numbers, operators: str = OPERATORS, integer_steps: bool = True) -> dict[Fraction, list[str]]:
-    """{value: [expressions reaching it]} over every expression that uses at least two of `numbers` (each at most
-    once), each written once up to commuting + and * (`a + b`, never also `b + a`)."""
-    found: dict[Fraction, set[str]] = {}
-
-    def search(items: list[Expr]) -> None:
-        for i, j in itertools.combinations(range(len(items)), 2):
-            rest = [x for k, x in enumerate(items) if k not in (i, j)]
-            a, b = items[i], items[j]
-            for op in operators:
-                pairs = [(a, b)] if op in "+*" else [(a, b), (b, a)]
-                for x, y in pairs:
-                    if op in "+*" and x.text > y.text:
-                        x, y = y, x
-                    e = _combine(x, op, y, integer_steps)
-                    if e is None:
-                        continue
-                    found.setdefault(e.value, set()).add(e.text)
-                    if rest:
-                        search(rest + [e])
-
-    search([Expr(Fraction(n), str(n), 3, 1) for n in numbers])
-    return {v: sorted(texts, key=lambda t: (len(t), t)) for v, texts in found.items()}
-
-
-def reference_solution(solutions: list[str]) -> str:
-    """The one solution SFT teaches: the fewest numbers, then the shortest, then the first in order."""
-    return min(solutions, key=lambda t: (sum(c.isdigit() and (i == 0 or not t[i - 1].isdigit())
-                                             for i, c in enumerate(t)), len(t), t))
 
 
 # ---------------------------------------------------------------- rows
