@@ -286,7 +286,7 @@ def test_compile_switches_trl_generation_compile_on(tiny_model_dir, tokenizer, t
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpokit import internals
+    from grpokit import generation_internals
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2,
@@ -294,6 +294,6 @@ def test_compile_switches_trl_generation_compile_on(tiny_model_dir, tokenizer, t
     trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)], args=args,
                           train_dataset=Dataset.from_list([{"prompt": "1 + 1 ="}] * 2), processing_class=tokenizer)
     assert trainer.generation_config.disable_compile is True  # TRL's own, with no way to override it
-    internals.compile_generation(trainer)
+    generation_internals.compile_generation(trainer)
     assert trainer.generation_config.disable_compile is False
     assert trainer.generation_config.compile_config._compile_all_devices is True  # the CPU: transformers' opt-in

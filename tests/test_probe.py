@@ -352,19 +352,19 @@ def test_format_never_learned_stays_silent_on_healthy_streams_of_every_seed():
 def test_the_probe_generates_with_the_policy_itself_not_through_the_training_sampler():
     from types import SimpleNamespace
 
-    from grpokit import internals
+    from grpokit import generation_internals
 
     class Model:
         def generate(self):
             return "own"
 
     trainer = SimpleNamespace(model=Model())
-    internals.generate_through(trainer, lambda generate, *a, **k: "through the sampler")
+    generation_internals.generate_through(trainer, lambda generate, *a, **k: "through the sampler")
     assert trainer.model.generate() == "through the sampler"
-    with internals.generating_as_itself(trainer):
+    with generation_internals.generating_as_itself(trainer):
         assert trainer.model.generate() == "own"
     assert trainer.model.generate() == "through the sampler"  # put back for the next training step
     plain = SimpleNamespace(model=Model())
-    with internals.generating_as_itself(plain):  # nothing replaced: nothing to do
+    with generation_internals.generating_as_itself(plain):  # nothing replaced: nothing to do
         assert plain.model.generate() == "own"
     assert plain.model.generate() == "own"

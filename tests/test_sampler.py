@@ -13,6 +13,7 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from conftest import addition_recipe, grpo_trainer, trl_batch
+from grpokit import generation_internals
 from grpokit import internals
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
@@ -305,7 +306,7 @@ def test_the_copy_samples_with_its_own_weights_not_through_trls_patched_forward(
     with torch.no_grad():  # the copy's own bf16 forward, computed by hand from its weights
         expected = type(copy.model).forward(copy.model, ids).logits
     assert torch.equal(logits, expected)
-    assert internals.drop_foreign_forwards(copy.model) == []  # nothing foreign left; the policy keeps its patch
+    assert generation_internals.drop_foreign_forwards(copy.model) == []  # nothing foreign left; the policy keeps its patch
     assert "forward" in policy.__dict__
 
 

@@ -288,7 +288,7 @@ def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None, draw
                        compile: bool = False):
     """A replacement for `model.generate` calls made as TRL makes them (keywords input_ids, attention_mask,
     generation_config): answered by `decode` when the settings and the model allow, else by `generate` itself
-    (`log` says why, once). For grpokit.internals.generate_through: `replacement(generate, *args, **kwargs)`."""
+    (`log` says why, once). For grpokit.generation_internals.generate_through: `replacement(generate, *args, **kwargs)`."""
     from grpokit.generation.tree import refusal
 
     said, cost = [], []

@@ -23,7 +23,7 @@ penalty, suppressed tokens, ...) still runs first, as it does without them.
 """
 from __future__ import annotations
 
-from grpokit import internals
+from grpokit import generation_internals
 
 # torch and transformers are imported where they are used: importing the generation package stays light for the
 # commands that load no model.
@@ -31,7 +31,7 @@ from grpokit import internals
 CANDIDATES = 256  # a nucleus of 0.9-0.95 on a trained model is tens of tokens; torch.topk(256) took 1.4 ms at 16 rows
 MARGIN = 1e-4  # float32 mass differences between transformers' full cumulative sum and ours are ~1e-6
 # The generation_config values that switch transformers' own sampling warpers off, so `warpers` replaces them.
-NEUTRAL = internals.NEUTRAL_SAMPLING
+NEUTRAL = generation_internals.NEUTRAL_SAMPLING
 
 
 def warpers(temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0, min_p: float | None = None,

@@ -37,7 +37,7 @@ import time
 import torch
 from transformers import TrainerCallback
 
-from grpokit import hf_internals, internals
+from grpokit import generation_internals, hf_internals, internals
 from grpokit.distributed import broadcast, is_main_process
 from grpokit.generation import SamplingParams, complete
 from grpokit.generation.backends import BACKENDS
@@ -92,7 +92,7 @@ class HeldOutProbe(TrainerCallback):
         devices = [d for d in {p.device for p in model.parameters()} if d.type == "cuda"]
         # The training random stream set aside (greedy draws nothing, but the same samples with and without the
         # probe should not rest on that), and the policy generating as itself, not through the training sampler.
-        with torch.random.fork_rng(devices=devices), internals.generating_as_itself(trainer):
+        with torch.random.fork_rng(devices=devices), generation_internals.generating_as_itself(trainer):
             done = complete(model, self.tokenizer, self.ids, SamplingParams(max_tokens=self.task.generation.max_new_tokens),
                             backend="hf", backend_options=self.backend_options, batch_size=None, label="health probe",
                             progress=False)

@@ -14,7 +14,7 @@ what answers that call when the trainer is built, and says it in the run's first
   top_p over `generation.top_p_candidates`). A call whose generation settings the loop does not read (a user's
   `trl.generation_kwargs` with beam search, n-gram bans, ...) goes to `generate` as it is, said once.
 - **transformers' `generate`** otherwise (train.shared_prefix: false, a static cache or compile asked for, a model
-  the tree cannot be exact on), through grpokit's exact top-p warpers when top_p < 1 (internals.NEUTRAL_SAMPLING
+  the tree cannot be exact on), through grpokit's exact top-p warpers when top_p < 1 (generation_internals.NEUTRAL_SAMPLING
   switches transformers' own off).
 
 A sampler in another precision: sampling is half of a CPU step and bfloat16 roughly halves its arithmetic, but a
@@ -35,7 +35,7 @@ import copy
 
 import torch
 
-from grpokit import hf_internals, internals
+from grpokit import generation_internals, hf_internals
 from grpokit.errors import GrpokitError, Problem
 from grpokit.generation import SampledLogprobs, warpers
 from grpokit.generation.decode import Decoding, answer_generate, replacing_generate
@@ -57,7 +57,7 @@ class SamplerCopy:
         self.model = copy.deepcopy(policy)
         if self.adapted is not None:
             self.model = self.model.merge_and_unload()
-        internals.drop_foreign_forwards(self.model)  # TRL's fused-head forward still calls the policy's
+        generation_internals.drop_foreign_forwards(self.model)  # TRL's fused-head forward still calls the policy's
         self.model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -153,7 +153,7 @@ def sampler_for(trainer, generation, policy_dtype: str, log) -> SamplerCopy | No
 
 
 class TrainingGeneration:
-    """What TRL's HF generation call runs instead of the policy's `generate` (internals.generate_through): grpokit's
+    """What TRL's HF generation call runs instead of the policy's `generate` (generation_internals.generate_through): grpokit's
     decoding loop when `tree` (the module docstring), else `generate` with the fast top-p `processors`; on the
     sampler's copy when there is one."""
 
@@ -213,7 +213,7 @@ class Sampling:
         why = "train.shared_prefix: false" if not t.shared_prefix else \
             "generation.cache: static" if g.cache != "dynamic" else refusal(trainer.model, longest or None)
         if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
-            internals.compile_generation(trainer)
+            generation_internals.compile_generation(trainer)
         fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
         processors = None
         if why is None:
@@ -227,10 +227,10 @@ class Sampling:
             if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
                 processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p,
                                      candidates=g.top_p_candidates)
-                internals.neutral_sampling(trainer)
+                generation_internals.neutral_sampling(trainer)
         generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
                                         processors, log, g.draw, g.compile)
-        internals.generate_through(trainer, generation)
+        generation_internals.generate_through(trainer, generation)
         return generation
 
 
@@ -244,6 +244,6 @@ class EpisodeSampling:
         self.sampler = None  # the model samples itself
 
     def attach(self, trainer, log) -> "EpisodeSampling":
-        internals.generate_through(trainer, replacing_generate(trainer.model, self.top_p_candidates, draw=self.draw,
+        generation_internals.generate_through(trainer, replacing_generate(trainer.model, self.top_p_candidates, draw=self.draw,
                                                                compile=self.compile))
         return self

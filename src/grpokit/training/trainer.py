@@ -34,6 +34,7 @@ import torch
 from transformers.trainer_callback import PrinterCallback
 from trl import GRPOTrainer, SFTTrainer
 
+from grpokit import generation_internals
 from grpokit import internals, trl_compat
 from grpokit.distributed import broadcast
 from grpokit.generation.tree import refusal
@@ -204,7 +205,7 @@ class GrpokitTrainer(internals.TrainerHooks, GRPOTrainer):
         try:
             return super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
-            internals.stop_generating_through(self)  # the trained model generates as itself from here on
+            generation_internals.stop_generating_through(self)  # the trained model generates as itself from here on
             if self.progress is not None:
                 self.progress.close()  # a live progress bar must not outlive an exception
 
