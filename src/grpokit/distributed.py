@@ -61,6 +61,24 @@ def broadcast(obj):
     return broadcast_object_list([obj], from_process=0)[0]
 
 
+def shutdown(finished: bool) -> None:
+    """End this worker's process group before the interpreter exits (no-op in one process or without a group).
+
+    A gloo group left to the interpreter's teardown can abort the process ("terminate called without an active
+    exception", SIGABRT) after training completed: torch's own advice is to destroy the group before exit.
+    `finished`: every rank got here the same way, so they first wait for each other (no peer closes its end
+    of a collective still running); after an exception the group is only destroyed, never waited on."""
+    if not _distributed():
+        return
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if finished:
+        barrier()
+    _state().destroy_process_group()
+
+
 def any_rank(flag: bool) -> bool:
     """True on every rank when it is true on at least one (e.g. a signal that reached only some ranks)."""
     if not _distributed():

@@ -9,7 +9,7 @@ from rich.markup import escape
 from grpokit import DEMO_TIME
 from grpokit.cli.output import add_set_option, err, print_notes
 from grpokit.demo import DEFAULT_TASK, TASKS, run_demo
-from grpokit.distributed import is_rank_zero
+from grpokit.distributed import is_rank_zero, shutdown
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import batch_geometry, load_recipe, load_run_recipe, refuse_vllm_training_here
 from grpokit.run import RunDir, describe_lineage
@@ -91,10 +91,15 @@ def cmd_train(args) -> int:
         return _launch(request, opts)
     from grpokit.training import train
 
-    if request.resume:
-        train(request.recipe, run_dir=args.resume, resume=True, init_from=request.lineage)
-    else:
-        train(request.recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=request.lineage)
+    finished = False
+    try:  # in a launched worker the process group ends here, before the interpreter's teardown
+        if request.resume:
+            train(request.recipe, run_dir=args.resume, resume=True, init_from=request.lineage)
+        else:
+            train(request.recipe, run_dir=args.output_dir, overwrite=args.overwrite, init_from=request.lineage)
+        finished = True
+    finally:
+        shutdown(finished)
     return 0
 
 
