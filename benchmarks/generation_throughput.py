@@ -17,7 +17,7 @@ stop ids and decoding for every variant). Variants (`--backends`, comma-separate
   hf                 grpokit's decoding loop (grpokit.generation.decode: each distinct prompt prefix prefilled
                      once, finished rows out of the batch), the same top_p, generate's draw over the vocabulary
                      (generation.draw: vocabulary: the warper's very samples)
-  hf-nucleus         + the draw over the nucleus only (generation.draw: nucleus, the recipe's default: the same
+  hf-nucleus         + the draw over the nucleus only (generation.draw: nucleus, an option: the same
                      distribution, other samples)
   hf-compile         the loop with its token step compiled over its own static cache (generation.compile: true;
                      grpokit.generation.steps; the warm-up call pays the compile)

@@ -368,3 +368,79 @@ def test_the_probe_generates_with_the_policy_itself_not_through_the_training_sam
     with generation_internals.generating_as_itself(plain):  # nothing replaced: nothing to do
         assert plain.model.generate() == "own"
     assert plain.model.generate() == "own"
+
+
+# ---------------------------------------------------------------- the probe confirms correctness_collapse
+# The countdown reward per step of a real GRPO run from the countdown SFT model (2026-12-05, SmolLM2-135M, 2 prompts
+# x 8 completions a step, lr 3e-6; the 500-row measurement of docs/measurements.md "Countdown"): correctness_collapse
+# read a learned level of 0.273 and 0.109 over steps 14-18 and rolled the run back, while the probe of 48 held-out
+# rows read 22.9% at step 0 and 31.2% at every later checkpoint (500 rows: 21.2% -> 22.6% at step 40).
+COUNTDOWN_FALSE_FALL = [0.062, 0.194, 0.188, 0.144, 0.156, 0.531, 0.144, 0.2, 0.3, 0.363, 0.138, 0.319, 0.194, 0.2,
+                        0.038, 0.069, 0.169, 0.069]
+
+
+def _monitor(tmp_path, probe):
+    from grpokit.health import HealthMonitor
+    from grpokit.recipe import validate_raw
+
+    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"},
+                           "rewards": [{"name": "math_correctness"}],
+                           "health": {"actions": {"correctness_collapse": "rollback"}}})
+    said: list[str] = []
+    monitor = HealthMonitor(recipe.health, tmp_path, {"math_correctness": "correctness"}, rollbacks_left=2,
+                            plan_rollback=lambda f: "rollback: planned", printer=said.append, probe=probe)
+    monitor.observe({"step": 0, "probe/accuracy": 11 / 48, "probe/rows": 48}, [])
+    for step, value in enumerate(COUNTDOWN_FALSE_FALL, start=1):
+        monitor.observe({"step": step, "reward": value, "rewards/math_correctness/mean": value}, [])
+    return monitor, said, [json.loads(line) for line in (tmp_path / "health.jsonl").read_text().splitlines()]
+
+
+def test_a_correctness_collapse_the_probe_does_not_confirm_is_a_warning(tmp_path):
+    readings: list[int] = []
+
+    def probe():  # what the run's probe read at its next checkpoint: 15 of the 48 rows
+        readings.append(1)
+        return {"probe/accuracy": 15 / 48, "probe/rows": 48}
+
+    monitor, said, health = _monitor(tmp_path, probe)
+    assert monitor.decision is None and len(readings) == 1  # asked once, at the finding (step 18)
+    (line,) = [h for h in health if h["code"] == "correctness_collapse"]
+    assert line["step"] == 18 and line["action"].startswith("warn (not confirmed by the held-out probe: 31.2% of its "
+                                                            "48 rows now, 22.9% at step 0, within its noise")
+    assert line["evidence"]["probe"] == {"now": 0.3125, "best": 0.2292, "best_step": 0, "rows": 48,
+                                         "noise": 0.0907, "confirmed": False}
+    assert any("not confirmed" in s for s in said)
+
+
+def test_a_correctness_collapse_the_probe_confirms_rolls_back(tmp_path):
+    monitor, _, health = _monitor(tmp_path, lambda: {"probe/accuracy": 3 / 48, "probe/rows": 48})
+    assert monitor.decision is not None and monitor.decision.action == "rollback"
+    (line,) = [h for h in health if h["code"] == "correctness_collapse"]
+    assert line["action"] == "rollback: planned" and line["evidence"]["probe"]["confirmed"] is True
+
+
+def test_without_a_probe_or_an_earlier_reading_the_finding_decides_alone(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monitor, _, _ = _monitor(tmp_path / "a", None)
+    assert monitor.decision.action == "rollback"
+    # A probe on other rows than the earlier readings has nothing to compare with: the finding stands.
+    monitor, _, _ = _monitor(tmp_path / "b", lambda: {"probe/accuracy": 0.5, "probe/rows": 40})
+    assert monitor.decision.action == "rollback"
+
+
+def test_the_run_wires_its_probe_into_the_monitor(tmp_path):
+    from grpokit.recipe import HEALTH_CODES, validate_raw
+    from grpokit.run import RunDir
+    from grpokit.training.rollback import Rollbacks
+
+    assert [c for c, row in HEALTH_CODES.items() if row.probe_confirms] == ["correctness_collapse"]
+
+    class Probe:  # the one method the monitor calls (grpokit.training.probe.HeldOutProbe.confirm)
+        def confirm(self):
+            return {}
+
+    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]})
+    probe = Probe()
+    monitor = Rollbacks(RunDir(tmp_path), print).monitor(recipe, {"format": "format"}, probe)
+    assert monitor.probe == probe.confirm

@@ -6,6 +6,7 @@ hacking). Each is a pure function of the metrics so far, as every detector is (g
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from statistics import mean
 from typing import Callable
 
@@ -93,15 +94,10 @@ def detect_probe_drop(metrics, samples, config, context) -> Finding | None:
         return None
     step, now = points[-1]
     n = int(rows[step])
-    earlier = [(st, v) for st, v in points[:-1] if rows.get(st) == n]
-    if not earlier:
+    fall = probe_fall([m for m in metrics if m.get("step", 0) < step], now, n, config)
+    if fall is None or not fall.beyond_noise:
         return None
-    best_step, best = max(earlier, key=lambda p: (p[1], -p[0]))
-    pooled = (best + now) / 2
-    noise = math.sqrt(max(pooled * (1 - pooled), 0.0) * 2 / n)
-    drop = best - now
-    if drop < config.probe_drop_min or drop < config.probe_noise * noise:
-        return None
+    best_step, best, noise, drop = fall.best_step, fall.best, fall.noise, fall.drop
     return Finding("probe_drop", step,
                    f"the held-out probe fell from {rounded(100 * best, 1)}% (step {best_step}) to "
                    f"{rounded(100 * now, 1)}% (step {step}) on the same {n} held-out rows, answered greedily: "
@@ -115,6 +111,36 @@ def detect_probe_drop(metrics, samples, config, context) -> Finding | None:
                    {"best": rounded(best), "best_step": best_step, "now": rounded(now), "rows": n,
                     "drop": rounded(drop), "noise": rounded(noise), "noise_errors": config.probe_noise,
                     "drop_min": config.probe_drop_min}, since=best_step + 1, restore=best_step)
+
+
+@dataclass(frozen=True)
+class ProbeFall:
+    """A probe reading against the best earlier one on as many rows (ties: the earlier step)."""
+    best_step: int
+    best: float
+    now: float
+    rows: int
+    noise: float  # the standard error of the difference of two shares of `rows` at their pooled level
+    beyond_noise: bool  # probe_drop's rule: a fall of probe_drop_min or more and probe_noise standard errors
+
+    @property
+    def drop(self) -> float:
+        return self.best - self.now
+
+
+def probe_fall(earlier_metrics: list[dict], now: float, rows: int, config) -> ProbeFall | None:
+    """`now` (a probe reading on `rows` rows) against the best probe reading on as many rows in `earlier_metrics`;
+    None when there is none. One rule for probe_drop and for a probe confirming a finding (grpokit.health.monitor)."""
+    counts = dict(metric_series(earlier_metrics, PROBE_ROWS))
+    earlier = [(st, v) for st, v in metric_series(earlier_metrics, PROBE_ACCURACY) if counts.get(st) == rows]
+    if not earlier or rows <= 0:
+        return None
+    best_step, best = max(earlier, key=lambda p: (p[1], -p[0]))
+    pooled = (best + now) / 2
+    noise = math.sqrt(max(pooled * (1 - pooled), 0.0) * 2 / rows)
+    drop = best - now
+    return ProbeFall(best_step, best, now, rows, noise,
+                     drop >= config.probe_drop_min and drop >= config.probe_noise * noise)
 
 
 def detect_correctness_collapse(metrics, samples, config, context) -> Finding | None:

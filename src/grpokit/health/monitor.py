@@ -30,10 +30,11 @@ from typing import Callable
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.health.detectors import DETECTORS
-from grpokit.health.findings import Context, Finding, is_finite, reward_names_in
-from grpokit.recipe import HealthConfig, RewardConfig
+from grpokit.health.findings import Context, Finding, is_finite, reward_names_in, rounded
+from grpokit.health.learning import probe_fall
+from grpokit.recipe import HEALTH_CODES, HealthConfig, RewardConfig
 from grpokit.rewards import reward_label
-from grpokit.run import RunDir, read_json
+from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, RunDir, read_json
 from grpokit.run.writer import append_file
 from grpokit.task import reward_roles
 
@@ -146,7 +147,7 @@ class HealthMonitor:
 
     def __init__(self, cfg: HealthConfig, run_dir: Path, reward_names: list[str], rollbacks_left: int,
                  plan_rollback: Callable[[Finding], str] | None = None, printer: Callable[[str], None] = print,
-                 weights: dict[str, float] | None = None):
+                 weights: dict[str, float] | None = None, probe: Callable[[], dict] | None = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.ctx = Context(list(reward_names), load_evals(run_dir),
                            roles=dict(reward_names) if isinstance(reward_names, dict) else {}, weights=dict(weights or {}))
@@ -156,12 +157,15 @@ class HealthMonitor:
         self.printer = printer
         self.tracker = Tracker()
         self.decision: Decision | None = None
+        self.probe = probe  # measures the held-out probe on the weights as they are now (grpokit.training.probe)
 
     def observe(self, record: dict, samples: list[dict]) -> Decision | None:
         self.metrics = [r for r in self.metrics if r.get("step", 0) < record["step"]] + [record]
         for f in self.tracker.new(check_step(self.metrics, samples, self.cfg, self.ctx)):
             action = getattr(self.cfg.actions, f.code)
             detail = action
+            if action in ("stop", "rollback") and self.decision is None and (held := self.unconfirmed(f)):
+                action, detail = "warn", held
             if action == "rollback" and self.decision is None:
                 if self.rollbacks_left <= 0:
                     action, detail = "stop", f"stop (rollback asked, but health.max_rollbacks={self.cfg.max_rollbacks} spent)"
@@ -173,6 +177,26 @@ class HealthMonitor:
                 self.decision = Decision(action, f)
             self.record(f, detail)
         return self.decision
+
+    def unconfirmed(self, f: Finding) -> str | None:
+        """Why a stop or rollback on `f` does not happen: a finding read on the drawn training prompts
+        (HEALTH_CODES' probe_confirms) that the held-out probe, measured now, does not confirm (it has not fallen
+        from its best beyond probe_drop's noise). None: the action goes ahead (confirmed, or no probe to ask).
+        The reading goes into the finding's evidence, not into metrics.jsonl: it measured weights no checkpoint holds."""
+        if self.probe is None or not HEALTH_CODES[f.code].probe_confirms:
+            return None
+        figures = self.probe()
+        now, rows = figures.get(PROBE_ACCURACY), int(figures.get(PROBE_ROWS) or 0)
+        fall = probe_fall(self.metrics, now, rows, self.cfg) if now is not None else None
+        if fall is None:  # nothing to compare with: the finding decides alone
+            return None
+        f.evidence["probe"] = {"now": rounded(now), "best": rounded(fall.best), "best_step": fall.best_step,
+                               "rows": rows, "noise": rounded(fall.noise), "confirmed": fall.beyond_noise}
+        if fall.beyond_noise:
+            return None
+        return (f"warn (not confirmed by the held-out probe: {rounded(100 * now, 1)}% of its {rows} rows now, "
+                f"{rounded(100 * fall.best, 1)}% at step {fall.best_step}, within its noise: the prompts drawn lately "
+                "were harder, the model is not measurably worse)")
 
     def record(self, f: Finding, action: str) -> None:
         line = {**f.as_dict(), "action": action}

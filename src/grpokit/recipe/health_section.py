@@ -30,6 +30,9 @@ class HealthCode:
     thresholds: dict[str, tuple[type, Any]] = field(default_factory=dict)  # health.<name>: threshold(...)
     action_note: str = ""  # what the reference page adds to "Action on <code>"
     action: HealthAction = "warn"  # the monitor's default action
+    # Read on the prompts each step draws: where the run has a held-out probe, a stop or rollback on it waits for
+    # the probe, measured there and then, to confirm the fall (grpokit.health.monitor); unconfirmed, it is a warning.
+    probe_confirms: bool = False
 
 
 # The order is the recipe reference's (health.actions and the thresholds, row by row); the detectors run in
@@ -91,14 +94,17 @@ HEALTH_CODES: dict[str, HealthCode] = {
     }, action_note=" (tool tasks)"),
     # Chosen on the logs of the demo-recipe runs (docs/measurements.md "Health and rollback"): window 5, 0.2 and
     # 0.4 never fired on the healthy ones and fired on the run at a too-high learning rate whose held-out accuracy
-    # fell; a drop of 0.5 fired on a healthy one.
+    # fell; a drop of 0.5 fired on a healthy one. Confirmed by the probe: at 2 prompts a step a 5-step mean is 10
+    # prompts, and on countdown (prompts of unequal difficulty, nothing learned or lost) the same rule read 0.273
+    # -> 0.109 and rolled back a run whose probe stood above its start (docs/measurements.md "Countdown").
     "correctness_collapse": HealthCode("warning", {
         "correctness_learned": threshold(
             0.2, "A correctness reward's running mean must have reached this share of its full marks (1.0 for "
             "math_correctness) ...", ge=0),
         "correctness_drop": threshold(
             0.4, "... and then fallen below this share of that peak: correctness_collapse.", gt=0, lt=1),
-    }),
+    }, action_note=" (with a held-out probe, a stop or rollback waits for the probe to confirm the fall)",
+        probe_confirms=True),
     # Every group tied means every advantage is 0: the policy-gradient term, and with beta 0 the loss and grad_norm,
     # are exactly 0 (the tiny-model run of tests/fixtures/run_before_layout logs loss 0.0, grad_norm 0.0 at 1.0), so
     # the steps changed nothing but weight decay: a fact, not a judgement, hence the share 1.0. 3 steps: the

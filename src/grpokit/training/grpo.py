@@ -151,7 +151,7 @@ class GrpoJob:
         the last attempt says whether the user stopped it."""
         model = self.inputs.model
         while True:
-            monitor = rollbacks.monitor(self.recipe, self.task.roles)
+            monitor = rollbacks.monitor(self.recipe, self.task.roles, self.probe)
             trainer, stopper = self.trainer(model, monitor, extra_callbacks)
             record.begin(trainer)
             console.print(f"training {self.recipe.model.name} on {len(self.dataset)} prompts -> {self.run.path}"

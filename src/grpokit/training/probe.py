@@ -102,6 +102,11 @@ class HeldOutProbe(TrainerCallback):
         return {PROBE_ACCURACY: sum(values) / len(values) if values else None, PROBE_ROWS: len(values),
                 PROBE_SECONDS: round(time.monotonic() - t0, 2)}
 
+    def confirm(self) -> dict:
+        """A reading now, off the checkpoint schedule, for the health monitor to confirm a finding read on the drawn
+        prompts (grpokit.health.monitor); {} when the probe is not bound to a trainer (sharded weights)."""
+        return self.measure() if self.trainer is not None else {}
+
     def take(self) -> dict:
         """The figures of a probe measured this step, once (merged into the step's metrics line)."""
         out, self.pending = self.pending, {}

@@ -52,15 +52,16 @@ class Rollbacks:
         self.decision = None  # the monitor's last decision (warn-only runs: None); a stop is the run's end reason
         self.history: list[dict] = []  # run.json's `rollbacks`
 
-    def monitor(self, recipe: Recipe, roles: dict[str, str]) -> HealthMonitor | None:
-        """This attempt's health monitor (main process only; None when health is off), its rollback plan bound here."""
+    def monitor(self, recipe: Recipe, roles: dict[str, str], probe=None) -> HealthMonitor | None:
+        """This attempt's health monitor (main process only; None when health is off), its rollback plan bound here;
+        `probe` (grpokit.training.probe.HeldOutProbe) confirms a finding read on the drawn prompts before acting."""
         self.plan = {}
         if not recipe.health.enabled or not is_main_process():
             return None
         return HealthMonitor(recipe.health, self.run.path, roles, recipe.health.max_rollbacks - self.done,
                              plan_rollback=lambda f: plan_rollback(recipe, self.run, f, self.plan),
                              printer=lambda line: self.printer(f"[yellow]{escape(line)}[/]"),  # [code]: text
-                             weights=reward_weights(recipe.rewards))
+                             weights=reward_weights(recipe.rewards), probe=probe.confirm if probe else None)
 
     def after(self, recipe: Recipe, monitor: HealthMonitor | None, stopped: bool) -> tuple[Recipe, Path | None] | None:
         """When trainer.train() returned: (gentler recipe, checkpoint to resume) if a rollback is due, else None.
