@@ -96,7 +96,8 @@ HEALTH_CODES: dict[str, HealthCode] = {
     # 0.4 never fired on the healthy ones and fired on the run at a too-high learning rate whose held-out accuracy
     # fell; a drop of 0.5 fired on a healthy one. Confirmed by the probe: at 2 prompts a step a 5-step mean is 10
     # prompts, and on countdown (prompts of unequal difficulty, nothing learned or lost) the same rule read 0.273
-    # -> 0.109 and rolled back a run whose probe stood above its start (docs/measurements.md "Countdown").
+    # -> 0.109 and rolled back a run whose probe stood above its start (docs/measurements.md
+    # "Countdown: where many answers are right").
     "correctness_collapse": HealthCode("warning", {
         "correctness_learned": threshold(
             0.2, "A correctness reward's running mean must have reached this share of its full marks (1.0 for "
