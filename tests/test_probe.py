@@ -444,3 +444,25 @@ def test_the_run_wires_its_probe_into_the_monitor(tmp_path):
     probe = Probe()
     monitor = Rollbacks(RunDir(tmp_path), print).monitor(recipe, {"format": "format"}, probe)
     assert monitor.probe == probe.confirm
+
+
+def test_a_live_run_asks_its_probe_before_rolling_back_on_correctness_collapse(tmp_path, tiny_model_dir):
+    # A correctness reward that only scatters (a hash of the text) and a learning rate too small to change the
+    # model: correctness_collapse, set to fire on any fall, finds one on the drawn prompts; the probe, measured at
+    # that step on the same weights as at step 0, has not moved, so the rollback does not happen.
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "reward_fns:text_spread", "role": "correctness"}],
+                         sections={"health": {"window": 1, "correctness_learned": 0.0, "correctness_drop": 0.99,
+                                              "probe_rows": 6, "actions": {"correctness_collapse": "rollback"}}},
+                         max_steps=4, learning_rate=1e-12)
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit"]) == 0
+    found = [h for h in _lines(run / "health.jsonl") if h["code"] == "correctness_collapse"]
+    assert found, _lines(run / "health.jsonl")
+    for h in found:
+        assert h["action"].startswith("warn (not confirmed by the held-out probe: "), h
+        probe = h["evidence"]["probe"]
+        assert probe["confirmed"] is False and probe["rows"] == 6 and probe["best_step"] == 0
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "completed" and status["rollbacks"] == []
+    # The confirming readings stay out of metrics.jsonl: the probe's lines are step 0 and the saved steps.
+    assert [m["step"] for m in _lines(run / "metrics.jsonl") if "probe/accuracy" in m] == [0, 1, 2, 3, 4]
