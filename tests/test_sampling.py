@@ -109,7 +109,7 @@ def test_grpokits_backend_samples_as_transformers_does(peaked_model_dir, tokeniz
     assert [[c.ids for c in g] for g in fast] == [[c.ids for c in g] for g in plain]
 
 
-def _train_samples(tmp_path, model_dir, candidates: int) -> list[str]:
+def _train_samples(tmp_path, model_dir, candidates: int, shared_prefix: bool = True) -> list[str]:
     data = write_jsonl(tmp_path / "train.jsonl", arithmetic(24, seed=7))
     recipe = {"model": {"name": str(model_dir)},
               "data": {"train": str(data), "eval_fraction": 0.25, "template": "plain_en"},
@@ -118,10 +118,10 @@ def _train_samples(tmp_path, model_dir, candidates: int) -> list[str]:
               "generation": {"top_p_candidates": candidates, "draw": "vocabulary"},
               "train": {"learning_rate": 1e-3, "num_generations": 2, "per_device_train_batch_size": 4,
                         "max_completion_length": 8, "max_steps": 2, "save_steps": 100, "temperature": 0.7,
-                        "top_p": 0.9, "num_samples_logged": 4, "seed": 3}}
-    path = tmp_path / f"recipe-{candidates}.yaml"
+                        "top_p": 0.9, "num_samples_logged": 4, "seed": 3, "shared_prefix": shared_prefix}}
+    path = tmp_path / f"recipe-{candidates}-{shared_prefix}.yaml"
     path.write_text(yaml.safe_dump(recipe))
-    run = tmp_path / f"run-{candidates}"
+    run = tmp_path / f"run-{candidates}-{shared_prefix}"
     assert main(["train", str(path), "--output-dir", str(run), "--skip-audit"]) == 0
     return [json.loads(line)["completion"] for line in (run / "samples.jsonl").read_text().splitlines()]
 
@@ -135,6 +135,53 @@ def test_training_samples_the_same_completions_through_the_candidates(tmp_path, 
     calls.clear()
     plain = _train_samples(tmp_path, peaked_model_dir, 0)
     assert not calls and fast == plain  # transformers' own warper: the same completions, step by step
+
+
+def test_transformers_generate_in_training_draws_through_grpokits_top_p_alone(tmp_path, peaked_model_dir,
+                                                                              monkeypatch):
+    # train.shared_prefix: false -> TRL's call answered by transformers' generate, with grpokit's exact top-p in
+    # place of transformers' own warpers: those are off in the generation config TRL built from the
+    # generation_kwargs the factory passed (Sampling.generation_kwargs), so top-p is applied once.
+    calls = []
+    original = TopPCandidates.__call__
+    monkeypatch.setattr(TopPCandidates, "__call__", lambda self, i, s: calls.append(1) or original(self, i, s))
+    fast = _train_samples(tmp_path, peaked_model_dir, CANDIDATES, shared_prefix=False)
+    assert calls
+    calls.clear()
+    plain = _train_samples(tmp_path, peaked_model_dir, 0, shared_prefix=False)
+    assert not calls and fast == plain
+
+
+def test_sampling_asks_for_transformers_warpers_off_only_where_its_own_replace_them(tiny_model_dir, tokenizer,
+                                                                                  tmp_path):
+    from trl import GRPOConfig
+
+    from grpokit.errors import GrpokitError
+    from grpokit.recipe import Recipe
+    from grpokit.training.sampling import Sampling
+    from grpokit.training.trainer import Parts
+
+    from conftest import grpo_trainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+
+    def kwargs(top_p: float, **train):
+        recipe = Recipe.model_validate({"model": {"name": "x"}, "data": {"train": "t.jsonl"},
+                                        "rewards": [{"name": "format"}], "train": {"top_p": top_p, **train}})
+        args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", top_p=top_p,
+                          generation_kwargs={"repetition_penalty": 1.1})
+        return Sampling(recipe.generation, recipe.train), args
+
+    sampling, args = kwargs(0.9, shared_prefix=False)  # transformers' generate through grpokit's exact top-p
+    assert sampling.generation_kwargs(model, args) == {"repetition_penalty": 1.1, **NEUTRAL}
+    for top_p, train in ((0.9, {}), (1.0, {"shared_prefix": False})):  # the loop; no top-p to replace
+        sampling, args = kwargs(top_p, **train)
+        assert sampling.generation_kwargs(model, args) == {"repetition_penalty": 1.1}
+    # a trainer built without them would apply top-p twice: refused, saying how to build it
+    sampling, _ = kwargs(0.9, shared_prefix=False)
+    with pytest.raises(GrpokitError, match="generation_kwargs"):
+        grpo_trainer(tiny_model_dir, tokenizer, tmp_path / "t", Parts(sampling=sampling), top_p=0.9,
+                     num_generations=2, per_device_train_batch_size=2)
 
 
 # ------------------------------------------------------------------ the draw over the nucleus only (NucleusDraw)

@@ -7,8 +7,8 @@ with a maintenance note, checked against the installed TRL by grpokit.trl_compat
 |---------------------------------------------------|------------------------------------------------------------|-----------------------------------|
 | the policy's `generate`, as TRL's HF path calls it | `generate_through`: grpokit's decoding loop answers it, on | test_decode, test_sampler         |
 |                                                   | the policy instance for the trainer's life (undone after)  |                                   |
-| .generation_config / .generation_kwargs           | `neutral_sampling`, `compile_generation` (the trainer's own| test_sampling, test_generation_   |
-|                                                   | config; nothing process-wide)                              | section                           |
+| .generation_config / .generation_kwargs           | `sampling_neutral` (read), `compile_generation` (the       | test_sampling, test_generation_   |
+|                                                   | trainer's own config; nothing process-wide)                | section                           |
 | the fused-head `forward` TRL patches on the policy | `drop_foreign_forwards`: a sampler's deep copy drops it    | test_sampler                      |
 
 Each replacement lasts as long as the trainer that made it (undone by `stop_generating_through`, or around a
@@ -73,16 +73,15 @@ class generating_as_itself:
             self.model.generate = self.held
 
 
-def neutral_sampling(trainer) -> None:
-    """transformers' own sampling warpers off in the trainer's generation config (NEUTRAL_SAMPLING), for a caller
-    that passes its own as `logits_processor` (transformers appends a caller's processors before its own warpers).
+def sampling_neutral(trainer) -> bool:
+    """Whether transformers' own sampling warpers are off in the trainer's generation config (NEUTRAL_SAMPLING), as
+    a caller that passes its own as `logits_processor` needs (transformers appends a caller's processors before its
+    own warpers). They are switched off by building the trainer with them in GRPOConfig.generation_kwargs, which
+    TRL applies to the config it builds (grpokit.training.sampling.Sampling.generation_kwargs).
 
-    Maintenance note: relies on TRL 1.16 keeping its GenerationConfig as `generation_config` and the values it applies
-    to the model's own config (unwrap_model_for_generation) as `generation_kwargs`: both are set."""
-    for key, value in NEUTRAL_SAMPLING.items():
-        setattr(trainer.generation_config, key, value)
-        if isinstance(getattr(trainer, "generation_kwargs", None), dict):
-            trainer.generation_kwargs[key] = value
+    Maintenance note: relies on TRL 1.16 keeping its GenerationConfig as `generation_config`."""
+    config = trainer.generation_config
+    return all(getattr(config, key, None) == value for key, value in NEUTRAL_SAMPLING.items())
 
 
 def compile_generation(trainer) -> None:

@@ -52,14 +52,15 @@ def grpo_trainer(recipe: Recipe, model, tokenizer, dataset, reward_funcs: list, 
                  tool_kwargs: dict | None = None) -> GrpokitTrainer:
     """The trainer `grpokit train` runs: every part of grpokit.training.trainer.Parts, from the recipe, writing into
     `run` (its checkpoints, samples.jsonl, tensorboard/, the KL reference a rollback restored)."""
-    parts = Parts(sampling=Sampling(recipe.generation, recipe.train),
+    sampling, args = Sampling(recipe.generation, recipe.train), grpo_args(recipe, run.path)
+    args.generation_kwargs = sampling.generation_kwargs(model, args)  # TRL builds its generation config from them
+    parts = Parts(sampling=sampling,
                   selection=selection_of(recipe, dataset, processes(), run.preflight_file),
                   logps=TreeLogps(recipe.train.shared_prefix, longest(recipe)), loss_steps=loss_steps(recipe),
                   probe=probe, health=health, samples=SamplesSink(run.samples, recipe.train.num_samples_logged),
                   progress=progress, reference=run, trackers=run.path, log=log)
-    return GrpokitTrainer(parts, model=model, reward_funcs=reward_funcs, args=grpo_args(recipe, run.path),
-                          train_dataset=dataset, processing_class=tokenizer,
-                          peft_config=models.peft_config(recipe.model.lora), callbacks=list(callbacks),
+    return GrpokitTrainer(parts, model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora), callbacks=list(callbacks),
                           **(tool_kwargs or {}))
 
 

@@ -196,25 +196,42 @@ class TrainingGeneration:
 
 class Sampling:
     """The sampling part of a training trainer: a recipe's generation and train sections, decided on the built
-    trainer (`attach`, the module docstring) into what answers TRL's generate call."""
+    trainer (`attach`, the module docstring) into what answers TRL's generate call. Where transformers' generate
+    answers through grpokit's exact top-p warpers, its own warpers must be off in the generation config TRL builds
+    at construction: `generation_kwargs` says so to the factory before it builds the trainer (TRL applies them to
+    that config), from the same decision `attach` takes on the built trainer."""
 
     def __init__(self, generation, train):
         self.generation, self.train = generation, train
 
+    def route(self, model, args) -> tuple[str | None, bool]:
+        """Why transformers' generate answers TRL's call rather than grpokit's decoding loop (None: the loop does),
+        and whether grpokit's exact top-p warpers take the place of transformers' own there."""
+        g, t = self.generation, self.train
+        longest = (t.max_prompt_length or 0) + t.max_completion_length
+        why = "train.shared_prefix: false" if not t.shared_prefix else \
+            "generation.cache: static" if g.cache != "dynamic" else refusal(model, longest or None)
+        return why, bool(g.top_p_candidates) and args.top_p < 1.0
+
+    def generation_kwargs(self, model, args) -> dict | None:
+        """GRPOConfig.generation_kwargs for a trainer of `model` this part samples for: the recipe's, with
+        transformers' own sampling warpers off (generation_internals.NEUTRAL_SAMPLING) where grpokit's replace them."""
+        why, fast_top_p = self.route(model, args)
+        if self.generation.backend != "hf" or why is None or not fast_top_p:
+            return args.generation_kwargs
+        return {**(args.generation_kwargs or {}), **generation_internals.NEUTRAL_SAMPLING}
+
     def attach(self, trainer, log) -> TrainingGeneration | None:
         """Decide how this trainer samples and say it; None for the continuous and vLLM backends (TRL's own
         generation)."""
-        g, t, args = self.generation, self.train, trainer.args
+        g, args = self.generation, trainer.args
         if g.backend != "hf":
             return None
         policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
         sampler = sampler_for(trainer, g, policy_dtype, log)  # before generate is replaced: the copy is plain
-        longest = (t.max_prompt_length or 0) + t.max_completion_length
-        why = "train.shared_prefix: false" if not t.shared_prefix else \
-            "generation.cache: static" if g.cache != "dynamic" else refusal(trainer.model, longest or None)
+        why, fast_top_p = self.route(trainer.model, args)
         if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
             generation_internals.compile_generation(trainer)
-        fast_top_p = bool(g.top_p_candidates) and args.top_p < 1.0
         processors = None
         if why is None:
             nucleus = g.draw == "nucleus" and fast_top_p and args.min_p is None  # Decoding.nucleus, TRL's settings
@@ -224,10 +241,15 @@ class Sampling:
                 + (", the token step compiled" if g.compile else "") + ")")
         else:
             log(f"sampling: transformers' generate: {why}")
-            if fast_top_p:  # transformers' own warpers off, grpokit's exact top-p in their place
+            if fast_top_p:  # transformers' own warpers off (generation_kwargs), grpokit's exact top-p in their place
+                if not generation_internals.sampling_neutral(trainer):
+                    raise GrpokitError([Problem(
+                        "sampling", "transformers' own sampling warpers are on in this trainer's generation config, "
+                        "so grpokit's exact top-p would be applied twice",
+                        "build the trainer with GRPOConfig.generation_kwargs from Sampling.generation_kwargs "
+                        "(grpokit.training.factory.grpo_trainer does)")])
                 processors = warpers(args.temperature, args.top_k, args.top_p, args.min_p,
                                      candidates=g.top_p_candidates)
-                generation_internals.neutral_sampling(trainer)
         generation = TrainingGeneration(trainer, sampler, why is None, g.top_p_candidates if fast_top_p else 0,
                                         processors, log, g.draw, g.compile)
         generation_internals.generate_through(trainer, generation)
