@@ -60,8 +60,8 @@ def grpo_trainer(recipe: Recipe, model, tokenizer, dataset, reward_funcs: list, 
                   probe=probe, health=health, samples=SamplesSink(run.samples, recipe.train.num_samples_logged),
                   progress=progress, reference=run, trackers=run.path, log=log)
     return GrpokitTrainer(parts, model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora), callbacks=list(callbacks),
-                          **(tool_kwargs or {}))
+                          processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
+                          callbacks=list(callbacks), **(tool_kwargs or {}))
 
 
 def episode_trainer(recipe: Recipe, model, tokenizer, dataset, reward_funcs: list, folder: Path, *,

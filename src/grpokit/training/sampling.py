@@ -216,8 +216,10 @@ class Sampling:
     def generation_kwargs(self, model, args) -> dict | None:
         """GRPOConfig.generation_kwargs for a trainer of `model` this part samples for: the recipe's, with
         transformers' own sampling warpers off (generation_internals.NEUTRAL_SAMPLING) where grpokit's replace them."""
+        if self.generation.backend != "hf":  # TRL's own generation: nothing of grpokit's replaces its warpers
+            return args.generation_kwargs
         why, fast_top_p = self.route(model, args)
-        if self.generation.backend != "hf" or why is None or not fast_top_p:
+        if why is None or not fast_top_p:
             return args.generation_kwargs
         return {**(args.generation_kwargs or {}), **generation_internals.NEUTRAL_SAMPLING}
 
