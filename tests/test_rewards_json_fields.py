@@ -79,6 +79,39 @@ def test_explain_names_the_wrong_fields():
         "reward": pytest.approx(1 / 3), "reason": "some_wrong", "wrong_fields": ["age", "city"]}
 
 
+RIGHT = '{"name": "Maria", "age": 34, "city": "Lisbon"}'
+# (id, completion, expected with anywhere: reward, reason; the strict reading's reason): the fields alone, the form
+# ignored; every refusal the strict reading makes of the object itself still holds
+ANYWHERE = [
+    ("a stray closing fence after a right object (the comparisons' SFT models)", RIGHT + "\n```", 1.0, "all_right",
+     "not_json"),
+    ("prose before and after it", f"Sure! Here is the object: {RIGHT} Hope this helps.", 1.0, "all_right",
+     "not_json"),
+    ("an object that does not parse, then a right one", '{name: "Tom"} and then ' + RIGHT, 1.0, "all_right",
+     "not_json"),
+    ("the first object counts, not the best", '{"name": "Tom"}\n' + RIGHT, 0.0, "some_wrong", "not_json"),
+    ("inside a Python snippet", f"data = {RIGHT}\nprint(data)", 1.0, "all_right", "not_json"),
+    ("a key given twice is still no answer", 'x {"name": "Tom", "name": "Maria", "age": 34, "city": "Lisbon"} ```',
+     0.0, "duplicate_key", "not_json"),
+    ("no object at all", "Maria is 34 and lives in Lisbon.", 0.0, "not_json", "not_json"),
+    ("cut off mid-object", '{"name": "Maria", "age": 3', 0.0, "not_json", "not_json"),
+    ("only in an open think", "<think>\n" + RIGHT, 0.0, "unclosed_think", "unclosed_think"),
+    ("deeper than an answer", "x " + '{"a": ' * 40 + "1" + "}" * 40, 0.0, "too_deep", "not_json"),
+    ("more braces than it tries before the object", "{" * 70 + RIGHT, 0.0, "not_json", "not_json"),
+    ("larger than an answer", '{"name": "' + "x" * 60_000 + '"}', 0.0, "too_large", "too_large"),
+]
+
+
+@pytest.mark.parametrize("completion, reward, reason, strict", [c[1:] for c in ANYWHERE], ids=[c[0] for c in ANYWHERE])
+def test_anywhere_reads_the_fields_without_the_form(completion, reward, reason, strict):
+    assert check_fields(completion, GOLD, anywhere=True)[:2] == (pytest.approx(reward), reason)
+    assert check_fields(completion, GOLD)[1] == strict  # the training reading keeps the form
+    fn = build_reward("json_fields", {"anywhere": True})
+    assert fn(completions=[completion], answer=[GOLD]) == [pytest.approx(reward)] and fn.errors == 0
+    with pytest.raises(ValueError, match="anywhere must be true or false"):
+        build_reward("json_fields", {"anywhere": "yes"})
+
+
 @pytest.mark.parametrize("gold, words", [
     ("Maria, 34", "the row's answer is not JSON"),  # a gold written as prose
     ("[1, 2]", "must be a JSON object with at least one field"),  # a gold that is no object

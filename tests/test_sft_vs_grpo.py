@@ -49,14 +49,33 @@ def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(com
     assert any(line.startswith("GRPO's own share (sft-then-grpo minus sft): held-out ") for line in result["verdict"])
     # retention: every model also on the JSON family's held-out rows; each GRPO pipeline beside the SFT checkpoint
     # (base included) whose held-out accuracy is nearest its own
-    assert all(m["retention"]["rows"] == 100 and m["retention"]["metric"] == "field accuracy"
+    assert all(m["retention"]["rows"] == 500 and m["retention"]["metric"] == "field accuracy"
                for m in result["models"].values())
     matched = result["retention"]["matched"]
     assert set(matched) == {"grpo", "sft-then-grpo", "grpo-then-sft"}
     assert all(m["sft_step"] in (0, 1, 2) and len(m["difference"]) == 2 for m in matched.values())
-    assert any(line.startswith("retention of builtin:json/eval.jsonl at matched held-out accuracy: ")
+    assert any(line.startswith("retention of builtin:json/retention.jsonl at matched held-out accuracy: ")
                for line in result["verdict"])
     assert "retention" in comparison_table(result["models"])[0]
+
+
+def test_retention_is_another_family_on_500_unseen_rows_scored_on_what_the_skill_is():
+    """JSON's retention reads the fields from the first object anywhere (a stray fence does not zero a right one);
+    the JSON comparison keeps arithmetic's 500 held-out rows; neither shares a row with its family's other sets."""
+    from grpokit.data import load_datasets
+    from grpokit.demo.common import RECIPES
+    from grpokit.recipe import load_recipe
+
+    json_kept = sft_vs_grpo.retention_recipe(load_recipe(RECIPES / "smollm2-arithmetic.yaml"))
+    assert json_kept.data.eval == "builtin:json/retention.jsonl"
+    assert [(r.name, r.params) for r in json_kept.rewards] == [("json_fields", {"anywhere": True})]
+    arithmetic_kept = sft_vs_grpo.retention_recipe(load_recipe(RECIPES / "smollm2-json-extraction.yaml"))
+    assert arithmetic_kept.data.eval == "builtin:arithmetic/eval500.jsonl"
+    for kept, shown in ((json_kept, "smollm2-json-extraction.yaml"), (arithmetic_kept, "smollm2-arithmetic.yaml")):
+        rows = load_datasets(kept)[1]
+        train, heldout = load_datasets(load_recipe(RECIPES / shown))[:2]
+        assert len(rows) == 500
+        assert not {r["question"] for r in rows} & {r["question"] for r in [*train, *heldout]}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +101,7 @@ def test_the_comparison_on_countdown_evaluates_its_variants_and_retention(countd
     for name, m in result["models"].items():
         assert set(m["sets"]) == {"heldout", "rewritten", "harder"}, name
         assert all(s["rows"] == 6 and s["metric"] == "solve rate" for s in m["sets"].values())
-        assert m["retention"]["rows"] == 100
+        assert m["retention"]["rows"] == 500
     columns, _ = comparison_table(result["models"])
     assert columns[:3] == ["held-out", "rewritten wording", "harder (one more number)"]
     assert any(line.startswith("GRPO's own share (sft-then-grpo minus sft)") for line in result["verdict"])

@@ -43,9 +43,17 @@ from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
 
 PIPELINES = ("sft", "grpo", "sft-then-grpo", "grpo-then-sft")
-# The other skill whose retention every comparison measures: JSON extraction's held-out set, or arithmetic's when
-# JSON is the compared family (the first recipe here of another family: `retention_recipe`).
-RETENTION_RECIPES = ("smollm2-json-extraction.yaml", "smollm2-arithmetic.yaml")
+# The other skill whose retention every comparison measures: JSON extraction's, or arithmetic's when JSON is the
+# compared family (the first recipe here of another family: `retention_recipe`), each on 500 rows its training and
+# held-out sets never show, scored on what the skill is: for JSON the fields alone, read from the first object
+# anywhere in the answer (a right object with a stray fence after it counted right: the strict reading made the
+# 100-row column measure form, docs/measurements.md "SFT or GRPO: the comparison").
+# `grpokit data generate json retention.jsonl --rows 500 --seed 2 --exclude train.jsonl --exclude eval.jsonl`
+RETENTION_RECIPES = {
+    "smollm2-json-extraction.yaml": ("data.eval=builtin:json/retention.jsonl", "data.eval_max_rows=500",
+                                     "rewards=[{name: json_fields, params: {anywhere: true}}]"),
+    "smollm2-arithmetic.yaml": ("data.eval=builtin:arithmetic/eval500.jsonl", "data.eval_max_rows=500"),
+}
 POLISH_STEPS = 10  # a little SFT after GRPO to tidy the format (the 0.6B-Base article), a quarter of the SFT run
 
 
@@ -148,8 +156,8 @@ def retention_recipe(recipe):
     from grpokit.recipe import load_recipe
 
     mine = family_of(recipe.rewards)
-    for name in RETENTION_RECIPES:
-        other = load_recipe(RECIPES / name)
+    for name, overrides in RETENTION_RECIPES.items():
+        other = load_recipe(RECIPES / name, list(overrides))
         if family_of(other.rewards) is not mine:
             return other
     return None

@@ -12,6 +12,11 @@ whitespace collapsed and, unless `case_sensitive`, case folded ("lisbon" for "Li
 compare element by element with the same rules. Keys the gold does not have earn nothing and cost nothing
 here: the row's schema (`additionalProperties: false`, json_schema) is what refuses them.
 
+With `anywhere`, the object read is the first JSON object anywhere in the answer (json_schema.first_object):
+prose before it or a stray fence after it no longer hides a right object, so the score is the fields alone. That
+is what a comparison's retention set scores (grpokit.demo.sft_vs_grpo: whether a model kept the skill, not its
+form); training keeps the strict reading, where the form is part of the task.
+
 Scores 0.0 when the completion offers no JSON object (prose, an array, invalid JSON, an object naming a key twice,
 an unclosed think); None
 when the row has no gold answer (a JSON row may carry a schema alone: json_schema still judges it). A gold
@@ -66,13 +71,14 @@ def same_value(got: object, gold: object, case_sensitive: bool = False) -> bool:
     return False
 
 
-def check_fields(completion: str, answer: object, case_sensitive: bool = False) -> tuple[float | None, str, list[str]]:
+def check_fields(completion: str, answer: object, case_sensitive: bool = False,
+                 anywhere: bool = False) -> tuple[float | None, str, list[str]]:
     """(reward, reason, the gold keys got wrong). Reasons: all_right | some_wrong | not_an_object | no_gold, or the
     JSON reading's own (not_json, duplicate_key, unclosed_think, too_large, too_deep)."""
     gold = gold_object(answer)
     if gold is None:
         return None, "no_gold", []
-    value, problem = parse_answer(completion)
+    value, problem = parse_answer(completion, anywhere)
     if problem:
         return 0.0, problem, list(gold)
     if not isinstance(value, dict):
@@ -87,9 +93,12 @@ def check_fields(completion: str, answer: object, case_sensitive: bool = False) 
     "null without a gold answer.",
     columns=("answer",),
     params={"case_sensitive": "compare string values with their case (default false: 'lisbon' is right for "
-                              "'Lisbon'; whitespace is always collapsed)"},
+                              "'Lisbon'; whitespace is always collapsed)",
+            "anywhere": "read the first JSON object anywhere in the answer, prose or a stray fence around it "
+                        "ignored (default false: the last fenced block or the whole answer, as json_schema reads "
+                        "it): the fields without the form, as a comparison's retention set scores them"},
 )
-def get_json_fields_reward(case_sensitive: bool = False):
+def get_json_fields_reward(case_sensitive: bool = False, anywhere: bool = False):
     r"""The `json_fields` scorer: the share of the gold object's fields the completion's JSON gets right (graded;
     a value of the wrong type is wrong, a string compared without case unless `case_sensitive`), 0.0 for no JSON.
 
@@ -102,14 +111,15 @@ def get_json_fields_reward(case_sensitive: bool = False):
     ...        '```json\n{"name": "zara", "age": "26", "city": "Lisbon"}\n```', "Zara, 26, Porto"], answer=[gold] * 3)
     [1.0, 0.3333333333333333, 0.0]
     """
-    if not isinstance(case_sensitive, bool):
-        raise ValueError(f"case_sensitive must be true or false, got {case_sensitive!r}")
+    for name, value in (("case_sensitive", case_sensitive), ("anywhere", anywhere)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
 
     def score(completions: list[str], answer: list, **_columns) -> list[float | None]:
-        return [check_fields(c, a, case_sensitive)[0] for c, a in zip(completions, answer)]
+        return [check_fields(c, a, case_sensitive, anywhere)[0] for c, a in zip(completions, answer)]
 
     def explain(completion: str, answer: object = None, **_row) -> dict:
-        reward, reason, wrong = check_fields(completion, answer, case_sensitive)
+        reward, reason, wrong = check_fields(completion, answer, case_sensitive, anywhere)
         return {"reward": reward, "reason": reason, **({"wrong_fields": wrong} if wrong else {})}
 
     score.explain = explain

@@ -66,6 +66,7 @@ _JSON_TAGS = frozenset({"", "json"})
 _MAX_JSON_CHARS = 50_000  # a JSON answer fits a completion budget of a few thousand tokens; caps parse time and string sizes
 _MAX_JSON_NODES = 10_000  # values (objects, arrays, scalars): honest answers have tens to hundreds; validation is linear in them
 _MAX_JSON_DEPTH = 32  # nesting levels: jsonschema recurses several Python frames per level; 32 stays far below the ~1000 limit
+_MAX_OBJECT_STARTS = 64  # `{` tried by first_object: an answer with a right object has it within its first few
 _VALIDATION_TIMEOUT_S = 1.0  # honest answers validate in milliseconds; a recursive anyOf schema can take exponential time
 _deadline = threading.local()  # per thread: one cached validator serves every thread
 _REGEX_KEYWORDS = ("pattern", "patternProperties")  # matched by jsonschema with Python's backtracking `re`
@@ -96,10 +97,13 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def parse_answer(completion: str) -> tuple[object, str]:
+def parse_answer(completion: str, anywhere: bool = False) -> tuple[object, str]:
     """(the JSON value a completion offers, "") or (None, why there is none: unclosed_think | too_large | not_json |
     duplicate_key | too_deep). The one reading of a JSON answer: json_schema validates it, json_fields compares it
-    with the gold."""
+    with the gold. `anywhere`: the first JSON object in the answer instead (`first_object`), so that prose or a
+    stray fence around a right object does not hide it (json_fields' `anywhere`: the fields without the form)."""
+    if anywhere:
+        return first_object(completion)
     text = extract_json_text(completion)
     if text is None:
         return None, "unclosed_think"
@@ -115,6 +119,35 @@ def parse_answer(completion: str) -> tuple[object, str]:
         return None, "not_json"
     problem = _shape_problem(value)
     return (None, problem) if problem else (value, "")
+
+
+def first_object(completion: str) -> tuple[dict | None, str]:
+    """The first JSON object in a completion's answer (after any think block), wherever it stands: from each `{`
+    in turn (at most `_MAX_OBJECT_STARTS` of them), the first from which a whole object parses, with what follows
+    it ignored ("Here it is: {...}" or "{...}" and a stray closing fence both read the object); the same size, depth
+    and duplicate-key rules as `parse_answer`. (None, not_json) when no `{` starts an object."""
+    region = answer_region(completion)
+    if region is None:
+        return None, "unclosed_think"
+    if len(region) > _MAX_JSON_CHARS:
+        return None, "too_large"
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    start = region.find("{")
+    for _ in range(_MAX_OBJECT_STARTS):
+        if start < 0:
+            break
+        try:
+            value, _end = decoder.raw_decode(region, start)
+        except RecursionError:
+            return None, "too_deep"
+        except _DuplicateKey:
+            return None, "duplicate_key"
+        except ValueError:
+            start = region.find("{", start + 1)
+            continue
+        problem = _shape_problem(value)
+        return (None, problem) if problem else (value, "")
+    return None, "not_json"
 
 
 def _shape_problem(value: object) -> str:
