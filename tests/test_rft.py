@@ -46,6 +46,18 @@ def test_only_distinct_right_samples_are_kept(tmp_path, tiny_model_dir, rewards,
     assert all(len(set(s)) == len(s) for s in by_question.values())  # each distinct solution once
 
 
+def test_the_recipes_seed_draws_the_samples(tmp_path, tiny_model_dir):
+    """A second seed of an RFT arm mines other samples (train.seed, as GRPO draws with it); one seed, the same."""
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "reward_fns:even_text", "role": "correctness"}])
+
+    def mined(name, seed):
+        mine_solutions(tiny_model_dir, tmp_path / name, recipe, samples=2, overrides=[f"train.seed={seed}"],
+                       log=lambda _: None)
+        return (tmp_path / name).read_text()
+
+    assert mined("a.jsonl", 0) == mined("b.jsonl", 0) != mined("c.jsonl", 1)
+
+
 def test_distinct_right_keeps_the_first_of_equal_texts():
     assert distinct_right(["a ", "b", "a", " ", "c"], [True, False, True, True, True]) == ["a", "c"]
 

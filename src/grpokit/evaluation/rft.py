@@ -8,7 +8,8 @@ completions per training row from the model, keep those the task's correctness r
 GRPO and evaluation use: grpokit.evaluation.metrics.sample_passes), and train on them with SFT. The model is a
 run's (its best checkpoint where `grpokit eval` chose one, else its last; `--checkpoint` picks another) or a model
 folder; the rows, prompt template, rewards and sampling settings (temperature, top-p, max_completion_length) are
-the recipe's (`--recipe`, else the run's own), so the samples are drawn as GRPO draws them. Each distinct right
+the recipe's (`--recipe`, else the run's own), so the samples are drawn as GRPO draws them, seeded by its
+`train.seed` (`--set train.seed=1` mines another set: a second seed of an RFT arm samples anew, as GRPO's does). Each distinct right
 completion of a row (equal after stripping outer whitespace) becomes one output row: the training row with the
 completion as its `solution` column, which `grpokit sft` trains on as written (grpokit.training.sft). Rows none of
 whose samples was right are left out; the counts say how many kept at least one.
@@ -70,7 +71,7 @@ def sample_solutions(model_path: str | Path | None, recipe, samples: int, rows: 
     log(f"sampling {samples} completion(s) for each of {len(rows)} training rows of {recipe.data.train} from "
         f"{model_path or recipe.model.name} (temperature {gen.temperature}, top-p {gen.top_p}) ...")
     groups = sample(loaded, tokenizer, task.template, [r["question"] for r in rows], gen.max_new_tokens, samples,
-                    gen.temperature, gen.top_p, backend=backend_of(recipe))
+                    gen.temperature, gen.top_p, seed=recipe.train.seed, backend=backend_of(recipe))
     passes = sample_passes(task, rows, groups)
     right = [distinct_right(texts, ok) for texts, ok in zip(groups, passes)]
     # the training row with each solution; a `completion` column would compete with it in `grpokit sft`

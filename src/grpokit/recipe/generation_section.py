@@ -79,7 +79,7 @@ class GenerationConfig(Section):
         "transformers' generate, the same ones on every run; runs before this option drew from the vocabulary "
         "stream); vocabulary: over the whole vocabulary as generate draws (generate's completions for a seed, "
         "those of older runs; the default: on three seeds of the arithmetic demo the nucleus draw did not learn more "
-        "per minute, docs/measurements.md \"Every token once\"). grpokit.generation.sampling.NucleusDraw.")
+        'per minute, docs/measurements.md "Every token once"). grpokit.generation.sampling.NucleusDraw.')
     importance_sampling_correction: bool = Field(
         True, description="Correct for the gap between vLLM's sampling log-probs and the trainer's (TRL's default).")
     sampler_dtype: Literal["same", "auto", "float32", "bfloat16"] = Field(
