@@ -78,6 +78,19 @@ def test_retention_is_another_family_on_500_unseen_rows_scored_on_what_the_skill
         assert not {r["question"] for r in rows} & {r["question"] for r in [*train, *heldout]}
 
 
+def test_the_retention_verdict_says_when_a_pair_is_not_matched():
+    """RL's Razor compares forgetting at equal new-task accuracy: a GRPO model far from every SFT checkpoint is said
+    to be unmatched (the measured case: GRPO from the base at 26% against the base's 12%)."""
+    pair = {"sft_retention": 0.483, "retention": 0.539, "difference": [0.056, 0.0105]}
+    matched = {"grpo": {**pair, "sft_step": 0, "heldout": 0.26, "sft_heldout": 0.12},
+               "sft-then-grpo": {**pair, "sft_step": 20, "heldout": 0.58, "sft_heldout": 0.59},
+               "edge": {**pair, "sft_step": 20, "heldout": 0.64, "sft_heldout": 0.59}}
+    (line,) = sft_vs_grpo.retention_verdict(matched, None)
+    grpo, continued, edge = line.split(" against SFT step ")[1:]  # each pair, from its checkpoint on
+    assert "not a matched pair: no SFT checkpoint within 5 points" in grpo
+    assert "not a matched pair" not in continued and "not a matched pair" not in edge  # 1 and exactly 5 points apart
+
+
 @pytest.fixture(scope="module")
 def countdown_compared(tmp_path_factory, tiny_model_dir):
     """The comparison on the countdown family: its own variants (rewritten, harder) and its reward."""
