@@ -12,7 +12,7 @@ whitespace collapsed and, unless `case_sensitive`, case folded ("lisbon" for "Li
 compare element by element with the same rules. Keys the gold does not have earn nothing and cost nothing
 here: the row's schema (`additionalProperties: false`, json_schema) is what refuses them.
 
-With `anywhere`, the object read is the first JSON object anywhere in the answer (json_schema.first_object):
+With `anywhere`, the object read is the first JSON object anywhere in the answer (json_answer.first_object):
 prose before it or a stray fence after it no longer hides a right object, so the score is the fields alone. That
 is what a comparison's retention set scores (grpokit.demo.sft_vs_grpo: whether a model kept the skill, not its
 form); training keeps the strict reading, where the form is part of the task.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 
-from grpokit.rewards.json_schema import parse_answer
+from grpokit.rewards.json_answer import parse_answer
 from grpokit.rewards.registry import describe
 
 

@@ -8,8 +8,8 @@ when there is no answer (unclosed think), when an object names a key twice
 (`{"day": 1, "day": "Sunday"}`: parsers disagree on which value counts, Python's
 keeps the last, so a policy could hedge; the trained demo model wrote such
 objects), and for adversarial output: JSON
-larger (`_MAX_JSON_CHARS`, `_MAX_JSON_NODES`) or deeper (`_MAX_JSON_DEPTH`)
-than an answer is, or whose validation runs past `timeout_s`. `None` when the
+larger or deeper than an answer is (the bounds of grpokit.rewards.json_answer, which
+reads the JSON), or whose validation runs past `timeout_s`. `None` when the
 row has no schema.
 
 Bounded time: the size and depth limits are checked before validating; every
@@ -58,15 +58,9 @@ from jsonschema_specifications import REGISTRY as _META_SCHEMAS  # the bundled m
 from referencing.exceptions import Unresolvable
 
 from grpokit.rewards import worker
-from grpokit.rewards.parsing import answer_region, fenced_blocks
+from grpokit.rewards.json_answer import parse_answer
 from grpokit.rewards.registry import describe
 
-_JSON_TAGS = frozenset({"", "json"})
-# The bounds on what is validated; honest answers sit far below each of them.
-_MAX_JSON_CHARS = 50_000  # a JSON answer fits a completion budget of a few thousand tokens; caps parse time and string sizes
-_MAX_JSON_NODES = 10_000  # values (objects, arrays, scalars): honest answers have tens to hundreds; validation is linear in them
-_MAX_JSON_DEPTH = 32  # nesting levels: jsonschema recurses several Python frames per level; 32 stays far below the ~1000 limit
-_MAX_OBJECT_STARTS = 64  # `{` tried by first_object: an answer with a right object has it within its first few
 _VALIDATION_TIMEOUT_S = 1.0  # honest answers validate in milliseconds; a recursive anyOf schema can take exponential time
 _deadline = threading.local()  # per thread: one cached validator serves every thread
 _REGEX_KEYWORDS = ("pattern", "patternProperties")  # matched by jsonschema with Python's backtracking `re`
@@ -75,96 +69,6 @@ _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, 
 
 class _TimedOut(Exception):
     """Validation ran past the deadline: the completion scores 0."""
-
-
-def extract_json_text(completion: str) -> str | None:
-    """The JSON text a completion offers, or None when its think block is never closed."""
-    region = answer_region(completion)
-    if region is None:
-        return None
-    blocks = fenced_blocks(region, _JSON_TAGS)
-    return (blocks[-1] if blocks else region).strip()
-
-
-class _DuplicateKey(ValueError):
-    """An object names a key twice."""
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    out = dict(pairs)
-    if len(out) < len(pairs):
-        raise _DuplicateKey
-    return out
-
-
-def parse_answer(completion: str, anywhere: bool = False) -> tuple[object, str]:
-    """(the JSON value a completion offers, "") or (None, why there is none: unclosed_think | too_large | not_json |
-    duplicate_key | too_deep). The one reading of a JSON answer: json_schema validates it, json_fields compares it
-    with the gold. `anywhere`: the first JSON object in the answer instead (`first_object`), so that prose or a
-    stray fence around a right object does not hide it (json_fields' `anywhere`: the fields without the form)."""
-    if anywhere:
-        return first_object(completion)
-    text = extract_json_text(completion)
-    if text is None:
-        return None, "unclosed_think"
-    if len(text) > _MAX_JSON_CHARS:
-        return None, "too_large"
-    try:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
-    except RecursionError:  # deeper than Python's parser allows
-        return None, "too_deep"
-    except _DuplicateKey:
-        return None, "duplicate_key"
-    except ValueError:  # JSONDecodeError, and integers longer than Python converts
-        return None, "not_json"
-    problem = _shape_problem(value)
-    return (None, problem) if problem else (value, "")
-
-
-def first_object(completion: str) -> tuple[dict | None, str]:
-    """The first JSON object in a completion's answer (after any think block), wherever it stands: from each `{`
-    in turn (at most `_MAX_OBJECT_STARTS` of them), the first from which a whole object parses, with what follows
-    it ignored ("Here it is: {...}" or "{...}" and a stray closing fence both read the object); the same size, depth
-    and duplicate-key rules as `parse_answer`. (None, not_json) when no `{` starts an object."""
-    region = answer_region(completion)
-    if region is None:
-        return None, "unclosed_think"
-    if len(region) > _MAX_JSON_CHARS:
-        return None, "too_large"
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
-    start = region.find("{")
-    for _ in range(_MAX_OBJECT_STARTS):
-        if start < 0:
-            break
-        try:
-            value, _end = decoder.raw_decode(region, start)
-        except RecursionError:
-            return None, "too_deep"
-        except _DuplicateKey:
-            return None, "duplicate_key"
-        except ValueError:
-            start = region.find("{", start + 1)
-            continue
-        problem = _shape_problem(value)
-        return (None, problem) if problem else (value, "")
-    return None, "not_json"
-
-
-def _shape_problem(value: object) -> str:
-    """'too_large' / 'too_deep' when parsed JSON exceeds the bounds, else ''; iterative, so deep input is safe."""
-    nodes, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        nodes += 1
-        if nodes > _MAX_JSON_NODES:
-            return "too_large"
-        if depth > _MAX_JSON_DEPTH:
-            return "too_deep"
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return ""
 
 
 def _timed(keyword):
@@ -191,7 +95,7 @@ def _identity(value: object) -> object:
 
 def _unique_items(validator, unique, instance, schema):
     # jsonschema's own check compares objects pairwise (20k objects: minutes); hashing is linear.
-    # Recursion in _identity is bounded by _MAX_JSON_DEPTH, checked before validation.
+    # Recursion in _identity is bounded by json_answer._MAX_JSON_DEPTH, checked before validation.
     if unique and validator.is_type(instance, "array") and len({_identity(v) for v in instance}) < len(instance):
         yield ValidationError("array has non-unique elements")
 
