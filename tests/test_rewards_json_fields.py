@@ -126,3 +126,15 @@ def test_a_gold_answer_that_is_no_object_is_a_dataset_error(gold, words):
     assert fn.errors == 1
     with pytest.raises(RuntimeError, match=words):
         fn(completions=['{"a": 1}'], answer=[gold])
+
+
+def test_rewards_score_reads_the_fields_anywhere_from_the_command_line(tmp_path, capsys):
+    """`grpokit rewards score --reward json_fields --param anywhere=true`: what the retention sets score, per row."""
+    from grpokit.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"completion": RIGHT + "\n```", "answer": GOLD}) + "\n")
+    for params, expected in (([], (0.0, "not_json")), (["--param", "anywhere=true"], (1.0, "all_right"))):
+        assert main(["rewards", "score", "--reward", "json_fields", *params, "--input", str(rows)]) == 0
+        (out,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert (out["reward"], out["reason"]) == expected
