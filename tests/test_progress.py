@@ -179,9 +179,11 @@ def test_install_script_says_what_it_installs(tmp_path, args, uid, sudo, apt):
 def test_readme_set_up_commands_are_the_scripts(tmp_path):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "bash scripts/install.sh && .venv/bin/grpokit demo" in readme
-    assert "bash scripts/install.sh --tests && .venv/bin/python -m pytest" in readme
+    assert "bash scripts/install.sh --tests && .venv/bin/python -m pytest -n auto" in readme
     assert "root or sudo" in readme.split("## Set-up on a fresh machine")[1].split("##")[0]
-    assert "--tests" in Path(REPO / ".ci" / "run").read_text()
+    ci = Path(REPO / ".ci" / "run").read_text()
+    assert "--tests" in ci
+    assert "\n.venv/bin/python -m pytest -n auto\n" in ci  # CI runs the README's test command, as it is written
 
 
 def test_preflight_off_a_terminal_prints_its_generation_status(tmp_path, tiny_model_dir, monkeypatch, capsys):
