@@ -75,8 +75,9 @@ def test_the_worked_and_rft_arms_train_on_the_rows_the_demo_wrote(demo):
     assert worked == two_step.with_operands(train)
     mined = [json.loads(line) for line in (out / composition.MINED).read_text().splitlines()]
     rft = result["rft"]
-    assert rft["rows"] == 12 and rft["samples"] == 2 and rft["solutions"] == len(mined) > 0
-    assert {r["question"] for r in mined} <= {r["question"] for r in train} and all(r["solution"] for r in mined)
+    # GRPO's budget: its 2 steps draw 2 prompts each (4 completions, groups of 2), so RFT samples the first 4 rows
+    assert rft["rows"] == 4 and rft["samples"] == 2 and rft["solutions"] == len(mined) > 0
+    assert {r["question"] for r in mined} <= {r["question"] for r in train[:4]} and all(r["solution"] for r in mined)
     assert json.loads((out / "rft" / "run.json").read_text())["train_rows"] == len(mined)
     for name in ("sft-answers", "sft-worked"):  # the same 12 two-step rows: answers only, then worked out
         assert json.loads((out / name / "run.json").read_text())["train_rows"] == 12, name

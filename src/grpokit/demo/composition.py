@@ -11,7 +11,7 @@ three recipes of the family's demo row: the one-step SFT recipe, the two-step SF
     atomic        grpokit sft ATOMIC_SFT_RECIPE                                 (one-step worked sums: model A)
     grpo          grpokit train GRPO_RECIPE --init-from A                       (answer-only rows; lr 3e-6)
     sft-answers   grpokit sft SFT_RECIPE --init-from A                          (the same rows' answers only)
-    rft           grpokit data mine-solutions A --recipe GRPO_RECIPE --samples 8 --out rft.jsonl
+    rft           grpokit data mine-solutions A --recipe GRPO_RECIPE --samples 8 --max-rows N --out rft.jsonl
                   grpokit sft SFT_RECIPE --set data.train=rft.jsonl --init-from A   (A's own right solutions)
     sft-worked    grpokit sft SFT_RECIPE --set data.train=worked.jsonl --init-from A  (the same rows worked out:
                                                                                     what a user with worked
@@ -20,7 +20,9 @@ three recipes of the family's demo row: the one-step SFT recipe, the two-step SF
 Arms (b) to (d) are the SFT-only ways to use the same rows; sft-worked needs working the rows do not carry (the
 demo writes it from their operands, the family's `worked_rows`, as `data generate two-step --operands` does), so it
 is the reference, not a competitor. Budgets are the recipes' steps, fixed before any held-out figure; minutes are
-each pipeline's, all stages (A's and, for rft, the sampling).
+each pipeline's, all stages (A's and, for rft, the sampling). RFT samples GRPO's budget: the first N training rows,
+N the prompts GRPO's run draws (`rft_rows`: 60 steps x 2 prompts = 120 with the shipped recipe), 8 samples each,
+the completions a GRPO group of 8 draws for each (refill aside): the same sampling, not 8 of every row (8x more).
 
 Each final model and A are evaluated by the GRPO recipe (its template and rewards) on the held-out rows (unseen
 compositions) greedy and sampled (a group of num_generations per row at its temperature: pass@1, pass@8), on the
@@ -51,6 +53,13 @@ SFT_ONLY = ("sft-answers", "rft")  # the SFT-only ways to use the answer-only ro
 WORKED, MINED = "worked.jsonl", "rft.jsonl"  # the worked-SFT arm's rows and the RFT arm's, in the output folder
 RFT_SAMPLES = 8  # completions sampled per training row for RFT: a GRPO group's worth (num_generations)
 TARGET = 0.05  # issue 50: GRPO's own share at least 5 points beyond 2 paired standard errors
+
+
+def rft_rows(grpo) -> int:
+    """How many training rows RFT samples: as many prompts as the GRPO recipe's run draws (max_steps x the prompts of
+    a step), so that RFT with a group's worth of samples a row draws the completions GRPO draws."""
+    t = grpo.train
+    return max(1, t.max_steps * t.per_device_train_batch_size * t.gradient_accumulation_steps // t.num_generations)
 
 
 def _recipes(overrides, paths: tuple[Path, Path, Path]):
@@ -118,9 +127,11 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         stage(name, lambda: train_sft(arm, run_dir=dirs[name], overwrite=True, init_from=arm_lineage, kind="demo",
                                       log=say), arm.train.max_steps)
 
-    console.print(f"[bold]rft[/]: sampling {samples} completions per training row from {dirs['atomic']} ...")
+    rows = load_train_rows(grpo)[:rft_rows(grpo)]
+    console.print(f"[bold]rft[/]: sampling {samples} completions of each of the first {len(rows)} training rows (GRPO's "
+                  f"prompts) from {dirs['atomic']} ...")
     t0 = time.time()
-    solutions, mined = sample_solutions(_final(dirs["atomic"]), grpo, samples, load_train_rows(grpo), log=say)
+    solutions, mined = sample_solutions(_final(dirs["atomic"]), grpo, samples, rows, log=say)
     _write_rows(out / MINED, solutions, out)
     seconds["rft"] = time.time() - t0
     say(f"rft: {mined['rows_solved']} of {mined['rows']} rows kept at least one right solution "
