@@ -355,9 +355,10 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    # The slow tier first, longest first (the extending guide's copy of the fast tier): run in parallel workers, the
-    # long tests then start at once and the many short ones fill the workers around them; run in one process, the
-    # order changes nothing (each test builds what it needs; the tiny models are session fixtures).
+    # The slow tier first, longest first (the extending guide's copy of the fast tier): in parallel workers the long
+    # tests start at once, and the many short ones at the end of a queue are what an idle worker takes from a busy
+    # one (`--dist worksteal`, pyproject.toml), so the workers end together. In one process the order changes
+    # nothing (each test builds what it needs; the tiny models are session fixtures).
     items.sort(key=lambda item: (not item.get_closest_marker("slow"), item.nodeid != LONGEST))
     marked = [item for item in items if item.get_closest_marker("vllm")]
     problem = vllm_tier_problem() if marked else None
