@@ -20,9 +20,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # every process it starts (a CLI test's `grpokit`, a DDP child), gets an equal share of the cores as its thread
 # count, set before torch is imported: torch's default (every core, in every worker) makes OpenMP threads spin
 # against each other, and two torch jobs on 2 cores then run several times slower than one (docs/tests.md).
+def _cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's), where the OS says."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    _SHARE = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    _SHARE = str(max(1, _cores() // _WORKERS))
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, _SHARE)
 # `-n auto`: one worker per core, at most MAX_WORKERS. Each slow test holds the embedded model's checkpoints (up to
@@ -351,7 +356,7 @@ def vllm_tier_problem() -> str | None:
 
 
 def pytest_xdist_auto_num_workers(config):
-    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+    return max(1, min(_cores(), MAX_WORKERS))
 
 
 def pytest_collection_modifyitems(config, items):
