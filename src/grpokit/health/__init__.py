@@ -8,6 +8,7 @@ default action and thresholds: its row of grpokit.recipe.health_section.HEALTH_C
 """
 from grpokit.health.detectors import DETECTORS
 from grpokit.health.findings import Finding
+from grpokit.health.learning import best_probed
 from grpokit.health.monitor import HealthMonitor, actions_taken, diagnose, doctor_run, reward_weights
 
-__all__ = ["DETECTORS", "Finding", "HealthMonitor", "actions_taken", "diagnose", "doctor_run", "reward_weights"]
+__all__ = ["DETECTORS", "Finding", "HealthMonitor", "actions_taken", "best_probed", "diagnose", "doctor_run", "reward_weights"]

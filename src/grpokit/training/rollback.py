@@ -1,9 +1,11 @@
 """Health rollbacks: choose the checkpoint to restore, set the bad stretch aside, and continue gentler.
 
 A rollback restores the last complete checkpoint saved before the problem began (checkpoint-N holds the
-weights that sampled step N+1, so at most step `since - 2`; none: the initial model), or, for a finding that
-measured the weights it trusts (the held-out probe's best step, `Finding.restore`), that step's checkpoint (the
-newest complete one at or before it when rotation removed it; grpokit.training.probe keeps it), sets the discarded
+weights that sampled step N+1, so at most step `since - 2`; none: the initial model), or, where the held-out probe
+scored those weights, the one of them it scored best (grpokit.health.best_probed: an earlier checkpoint or the
+initial model when the probe saw the run lose before the finding), or, for a finding that measured the weights it
+trusts (the held-out probe's best step, `Finding.restore`), that step's checkpoint (the newest complete one at or
+before it when rotation removed it; grpokit.training.probe keeps it), sets the discarded
 metrics/samples lines aside in `*.rolled_back.jsonl`, deletes the later checkpoints, halves learning_rate,
 doubles beta (0 becomes health.rollback_min_beta, which loads a reference model), writes the new values to
 config.yaml and continues; `LearningRateOverride` scales the resumed optimizer to the new rate.
@@ -33,7 +35,7 @@ from transformers import TrainerCallback
 from grpokit import hf_internals, internals
 from grpokit.distributed import broadcast, is_main_process
 from grpokit.errors import GrpokitError, Problem
-from grpokit.health import Finding, HealthMonitor, reward_weights
+from grpokit.health import Finding, HealthMonitor, best_probed, reward_weights
 from grpokit.recipe import Recipe
 from grpokit.run import RunDir, step_of
 from grpokit.run.writer import make_folder, move, remove
@@ -87,11 +89,18 @@ def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> 
     # the finding measured the weights themselves (the probe's best step).
     limit = finding.restore if finding.restore is not None else since - 2
     clean = [c for c in run.complete_checkpoints() if step_of(c) <= limit]
+    where = f"restore {clean[-1].name}" if clean else "restart from the initial model (no checkpoint before the problem)"
+    chosen = best_probed(run.read_metrics(), [0, *map(step_of, clean)]) if finding.restore is None else None
+    if chosen is not None and chosen[0] != (step_of(clean[-1]) if clean else 0):  # the probe prefers earlier weights
+        best, readings = chosen
+        clean = [c for c in clean if step_of(c) <= best]
+        scored = ", ".join(f"{100 * v:.1f}% at step {st}" for st, v in sorted(readings.items()))
+        where = (f"restore {clean[-1].name}" if best else "restart from the initial model") + (
+            f" (the held-out probe's best of the weights before the problem: {scored})")
     t = recipe.train
     beta = t.beta * 2 if t.beta > 0 else recipe.health.rollback_min_beta
     plan.update(checkpoint=clean[-1].name if clean else None, step=step_of(clean[-1]) if clean else 0,
                 learning_rate=t.learning_rate / 2, beta=beta, old_learning_rate=t.learning_rate, old_beta=t.beta)
-    where = f"restore {clean[-1].name}" if clean else "restart from the initial model (no checkpoint before the problem)"
     note = (f", beta {t.beta} -> {beta}" if t.beta > 0 else
             f", beta 0 -> {beta} (beta was 0: a reference model is now loaded, one more copy of the weights)")
     return f"rollback: {where}, learning_rate {t.learning_rate:g} -> {t.learning_rate / 2:g}{note}"
