@@ -27,7 +27,10 @@ stop ids and decoding for every variant). Variants (`--backends`, comma-separate
   hf-bf16-eager      + eager attention (transformers' matmul + softmax; on some bf16 CPUs faster than SDPA's
                      CPU kernel at a growing KV cache)
   hf-bf16-static     + generation.cache: static
-  continuous         generation.backend: continuous (transformers' continuous batching)
+  continuous         generation.backend: continuous (transformers' continuous batching; its KV cache at most 5% of
+                     free memory on a CPU: grpokit.generation.backends.continuous_batching)
+  continuous-half    + generation.continuous_config: {max_memory_percent: 0.5} (TRL's share, the CPU default
+                     until 2026-12-06)
   vllm               grpokit's vLLM backend (needs `.venv-vllm` on the CPU: scripts/install_vllm_cpu.sh;
                      `--gpu-memory-utilization` is then the share of system memory for its cache)
 
@@ -64,6 +67,7 @@ VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention im
     "hf-bf16-eager": ("hf", {}, True, "eager"),
     "hf-bf16-static": ("hf", {"cache": "static"}, True, None),
     "continuous": ("continuous", {}, False, None),
+    "continuous-half": ("continuous", {"continuous_config": {"max_memory_percent": 0.5}}, False, None),
     "vllm": ("vllm", {}, False, None),
 }
 

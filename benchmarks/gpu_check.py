@@ -60,10 +60,6 @@ SHAPES = {
 VARIANTS = {"hf": {}, "trl-layout": {"train": {"shared_prefix": False}}, "continuous": {"backend": "continuous"},
             "static": {"cache": "static"}, "static-compile": {"cache": "static", "compile": True}}
 MEMORY_RUNS = {"full": None, "lora": {"r": 16, "alpha": 32}}
-# On the CPU the continuous variant's paged cache comes out of the machine's RAM, which the rest of the machine
-# shares: TRL's 0.5 of the memory free at that moment took 11 GB for the tiny model beside the test suite's other
-# worker and was killed by the kernel (2026-12-05). A twentieth, as the fast tier's continuous tests use, is plenty.
-CPU_CONTINUOUS = {"continuous_config": {"max_memory_percent": 0.05}}
 PROMPT = "Add {a} and {b}, then multiply the result by {c}. Explain each step before the final answer."
 GIB = 1024 ** 3
 
@@ -300,8 +296,6 @@ def main(argv=None) -> int:
         runs, memory = {}, {}
         for variant in args.variants.split(","):
             generation = VARIANTS[variant]
-            if args.device == "cpu" and generation.get("backend") == "continuous":
-                generation = {**generation, **CPU_CONTINUOUS}
             job = {**base, "model": name, "generation": generation}
             runs[variant] = child(job, left()) if left() > 20 else dict(error="no time left")
             print(f"gpu_check: {name} {variant}: {json.dumps(runs[variant])[:300]}", file=sys.stderr)

@@ -218,16 +218,25 @@ def test_hf_options_and_continuous_are_checked(tmp_path, generation, expected):
     assert _problems(_recipe(tmp_path, generation)) == expected
 
 
-@pytest.mark.parametrize("generation, kwargs", [
-    ({}, {}),
-    ({"cache": "static"}, {"cache_implementation": "static"}),
-    ({"backend": "continuous"}, {"use_transformers_continuous_batching": True,
-                                 "transformers_continuous_batching_config": None}),
-    ({"backend": "continuous", "continuous_config": {"max_batch_tokens": 512}},
-     {"use_transformers_continuous_batching": True, "transformers_continuous_batching_config": {"max_batch_tokens": 512}}),
+CB = "transformers_continuous_batching_config"
+
+
+@pytest.mark.parametrize("generation, on_gpu, kwargs", [
+    ({}, True, {}),
+    ({"cache": "static"}, False, {"cache_implementation": "static"}),
+    # the KV cache's share of free memory: TRL's 0.5 on a GPU, 0.05 on a CPU (the RAM the rest of training needs)
+    ({"backend": "continuous"}, True, {"use_transformers_continuous_batching": True, CB: {"max_memory_percent": 0.5}}),
+    ({"backend": "continuous"}, False, {"use_transformers_continuous_batching": True, CB: {"max_memory_percent": 0.05}}),
+    ({"backend": "continuous", "continuous_config": {"max_batch_tokens": 512}}, False,
+     {"use_transformers_continuous_batching": True, CB: {"max_memory_percent": 0.05, "max_batch_tokens": 512}}),
+    # a recipe that sizes the cache itself keeps its own size
+    ({"backend": "continuous", "continuous_config": {"max_memory_percent": 0.3}}, False,
+     {"use_transformers_continuous_batching": True, CB: {"max_memory_percent": 0.3}}),
+    ({"backend": "continuous", "continuous_config": {"num_blocks": 64}}, False,
+     {"use_transformers_continuous_batching": True, CB: {"num_blocks": 64}}),
 ])
-def test_the_section_maps_onto_grpoconfig(generation, kwargs):
-    assert GenerationConfig(**generation).grpo_kwargs() == kwargs
+def test_the_section_maps_onto_grpoconfig(generation, on_gpu, kwargs):
+    assert GenerationConfig(**generation).grpo_kwargs(on_gpu) == kwargs
 
 
 @pytest.mark.parametrize("key", ["cache_implementation", "use_transformers_continuous_batching",
@@ -247,15 +256,19 @@ def test_continuous_backend_matches_hf_greedy(tiny_model_dir, tokenizer):
     from grpokit.generation import SamplingParams, complete
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    shares = []  # the cache's share of free memory transformers is asked for, call by call
+    batch = model.generate_batch
+    model.generate_batch = lambda *a, **kw: shares.append(kw["continuous_batching_config"].max_memory_percent) \
+        or batch(*a, **kw)
     prompts = [tokenizer(q)["input_ids"] for q in ("1 + 1 =", "What is 12 - 5?", "Tom has 3 apples and")]
     params = SamplingParams(max_tokens=8)
     hf = complete(model, tokenizer, prompts, params)
-    cb = complete(model, tokenizer, prompts, params, backend="continuous",
-                  backend_options={"continuous_config": {"max_memory_percent": 0.05}})
+    cb = complete(model, tokenizer, prompts, params, backend="continuous")
     assert [[c.ids for c in g] for g in cb] == [[c.ids for c in g] for g in hf]
     sampled = complete(model, tokenizer, prompts, SamplingParams(max_tokens=8, n=2, temperature=1.0, seed=0),
-                       backend="continuous", backend_options={"continuous_config": {"max_memory_percent": 0.05}})
+                       backend="continuous", backend_options={"continuous_config": {"max_memory_percent": 0.02}})
     assert [len(g) for g in sampled] == [2, 2, 2] and all(len(c.ids) >= 1 for g in sampled for c in g)
+    assert shares == [0.05, 0.02]  # on the CPU a twentieth unless the recipe says (TRL's 0.5 was OOM-killed)
 
 
 def test_training_with_each_generation_backend_of_this_machine(tmp_path, tiny_model_dir):
@@ -264,8 +277,7 @@ def test_training_with_each_generation_backend_of_this_machine(tmp_path, tiny_mo
     from grpokit.recipe import load_recipe as load
     from grpokit.training import train
 
-    for i, generation in enumerate(({"backend": "continuous", "continuous_config": {"max_memory_percent": 0.05}},
-                                    {"backend": "hf", "cache": "static"})):
+    for i, generation in enumerate(({"backend": "continuous"}, {"backend": "hf", "cache": "static"})):
         raw = yaml.safe_load(_recipe(tmp_path, generation).read_text())
         raw["model"] = {"name": str(tiny_model_dir)}
         raw["train"].update(max_steps=1, num_generations=2, per_device_train_batch_size=4, max_completion_length=6)
@@ -276,6 +288,8 @@ def test_training_with_each_generation_backend_of_this_machine(tmp_path, tiny_mo
         assert result.summary["status"] == "completed" and result.summary["step"] == 1
         trainer = result.trainer
         assert trainer.use_transformers_continuous_batching == (generation["backend"] == "continuous")
+        if generation["backend"] == "continuous":  # the CPU's share of free memory, not TRL's 0.5
+            assert trainer.continuous_batching_config.max_memory_percent == 0.05
         if generation["backend"] == "hf":
             assert trainer.generation_config.cache_implementation == "static"
 

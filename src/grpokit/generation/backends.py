@@ -2,7 +2,7 @@
 
     BACKENDS["continuous"].engine           # the class that generates ("module:Class", imported when chosen)
     BACKENDS["continuous"].options(g, train)  # its settings for evaluation and preflight, from the recipe
-    BACKENDS["continuous"].trl(g)           # the TRL GRPOConfig fields it sets for training
+    BACKENDS["continuous"].trl(g, on_gpu)   # the TRL GRPOConfig fields it sets for training
     BACKENDS["continuous"].owns             # generation: fields only it reads (another backend refuses them)
     BACKENDS["continuous"].checks(g, train) # what is wrong with its own settings, on any machine
     BACKENDS["continuous"].describe(g)      # its line in `grpokit train --dry-run`
@@ -33,6 +33,25 @@ DRAW = "vocabulary"  # the default until the nucleus draw's learning per minute 
 # item 4): every seeded figure of the measurement log was drawn from this stream and reproduces with it
 
 
+# transformers' continuous batching sizes its paged KV cache as a share of the device's free memory, at most
+# `max_memory_percent`. TRL asks 0.5 for training (transformers' own 0.9 leaves nothing for the rest of the process).
+# On a CPU "free" is the machine's RAM less this process's own (other processes are not counted) and training needs
+# the rest: at 0.5 the tiny test model's cache took 11 GB and the kernel killed it beside another test worker
+# (2026-12-05, docs/measurements.md "Test suite runs"). Requests that do not fit wait for a slot, so a smaller cache
+# is at worst slower, never wrong; 5% of 24 GB holds the embedded model's demo batch (16 x 256 tokens, 0.19 GB) six
+# times over.
+CACHE_SHARE_GPU, CACHE_SHARE_CPU = 0.5, 0.05
+
+
+def continuous_batching(config: dict, on_gpu: bool) -> dict:
+    """transformers' ContinuousBatchingConfig fields for `generation.continuous_config`: the recipe's, with the
+    cache's share of free memory for the device unless the recipe sizes the cache itself (max_memory_percent or
+    num_blocks). One rule for training (TRL's generate_batch) and grpokit's own calls (ContinuousBackend)."""
+    if "max_memory_percent" in config or "num_blocks" in config:
+        return dict(config)
+    return {"max_memory_percent": CACHE_SHARE_GPU if on_gpu else CACHE_SHARE_CPU, **config}
+
+
 def _nothing(*_args) -> dict:
     return {}
 
@@ -56,7 +75,8 @@ class BackendRow:
     engine: type | str  # the class (grpokit.generation.core.Backend), or "module:Class" imported only when chosen
     help: str  # what it is, for the recipe's `generation.backend` (the reference page shows it)
     options: Callable[[Any, Any], dict] = _nothing  # its constructor settings from generation: and train: (backend_of)
-    trl: Callable[[Any], dict] = _nothing  # the GRPOConfig fields training sets for it (none: TRL's defaults)
+    trl: Callable[[Any, bool], dict] = _nothing  # the GRPOConfig fields training sets for it on a GPU or a CPU
+    # (none: TRL's defaults)
     owns: tuple[Owned, ...] = ()
     checks: Callable[[Any, Any], list[RecipeProblem]] = _no_problems  # its own settings, before any model loads
     summary: Callable[[Any], str] | None = None  # its line in `grpokit train --dry-run` (default: its name)
@@ -66,16 +86,16 @@ class BackendRow:
         return self.summary(g) if self.summary else g.backend
 
 
-def _hf_trl(g) -> dict:
+def _hf_trl(g, _on_gpu: bool) -> dict:
     return {"cache_implementation": "static"} if g.cache == "static" else {}
 
 
-def _continuous_trl(g) -> dict:
+def _continuous_trl(g, on_gpu: bool) -> dict:
     return {"use_transformers_continuous_batching": True,
-            "transformers_continuous_batching_config": dict(g.continuous_config) or None}
+            "transformers_continuous_batching_config": continuous_batching(g.continuous_config, on_gpu)}
 
 
-def _vllm_trl(g) -> dict:
+def _vllm_trl(g, _on_gpu: bool) -> dict:
     return dict(use_vllm=True, vllm_mode=g.vllm_mode, vllm_gpu_memory_utilization=g.gpu_memory_utilization,
                 vllm_tensor_parallel_size=g.tensor_parallel_size, vllm_server_base_url=g.server_url,
                 vllm_server_host=g.server_host, vllm_server_port=g.server_port,

@@ -38,7 +38,7 @@ from typing import Callable, Protocol
 
 from grpokit import hf_internals
 from grpokit.errors import GrpokitError, Problem
-from grpokit.generation.backends import BACKENDS
+from grpokit.generation.backends import BACKENDS, continuous_batching
 from grpokit.generation.sampling import CANDIDATES, NEUTRAL, warpers
 
 # Rows per `generate` call when the caller does not fix it: as many as fit a budget of prompt + new tokens (the
@@ -252,8 +252,8 @@ class ContinuousBackend:
                                                  top_k=params.top_k or None)
         config = GenerationConfig(max_new_tokens=params.max_tokens, do_sample=not params.greedy, **sampling,
                                   pad_token_id=self.pad_token_id, eos_token_id=list(params.stop_token_ids) or None)
-        # TRL's default for training (transformers' 0.9 leaves nothing for the rest of the process)
-        batching = ContinuousBatchingConfig(**{"max_memory_percent": 0.5, "seed": params.seed, **self.config})
+        on_gpu = self.model.device.type != "cpu"
+        batching = ContinuousBatchingConfig(**{"seed": params.seed, **continuous_batching(self.config, on_gpu)})
         requests = [list(p) for p in prompt_ids for _ in range(params.n)]
         was_training = self.model.training
         self.model.eval()

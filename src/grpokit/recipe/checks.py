@@ -216,7 +216,7 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
 
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
     by_generation = {k for name in BACKENDS for k in GenerationConfig.model_construct(backend=name, cache="static")
-                     .grpo_kwargs()} | {"use_transformers_paged"}  # TRL's deprecated spelling
+                     .grpo_kwargs(on_gpu=True)} | {"use_transformers_paged"}  # TRL's deprecated spelling
     hints = typing.get_type_hints(GRPOConfig)
     out: Found = []
     for key, value in trl.items():

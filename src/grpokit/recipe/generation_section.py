@@ -46,8 +46,10 @@ class GenerationConfig(Section):
                           "with cache: static, transformers' generate compiles its own step.")
     continuous_config: dict[str, Any] = Field(
         default_factory=dict, description="continuous backend: transformers' ContinuousBatchingConfig fields, e.g. "
-        "{max_batch_tokens: 4096} (TRL's transformers_continuous_batching_config; TRL sets max_memory_percent "
-        "0.5 unless given).")
+        "{max_batch_tokens: 4096} (TRL's transformers_continuous_batching_config). Unless it sets "
+        "max_memory_percent or num_blocks, the KV cache takes at most 0.5 of free memory on a GPU (TRL's default) "
+        "and 0.05 on a CPU, where free is the RAM less this process's own and training needs the rest "
+        "(grpokit.generation.backends.continuous_batching).")
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", description="colocate: a vLLM engine inside each training process, sharing its GPU; server: a "
         "separate vLLM server (`grpokit serve-vllm`) generates and receives the new weights after each step.")
@@ -98,9 +100,10 @@ class GenerationConfig(Section):
         "sequence_mask, vllm_importance_sampling_clip_max: 3.0, vllm_importance_sampling_clip_min}); none: "
         "uncorrected (the mismatch is still logged).")
 
-    def grpo_kwargs(self) -> dict:
-        """The GRPOConfig fields this section sets (its backend's row; none for the default hf: TRL's defaults)."""
-        return BACKENDS[self.backend].trl(self)
+    def grpo_kwargs(self, on_gpu: bool) -> dict:
+        """The GRPOConfig fields this section sets for training on a GPU or on the CPU (its backend's row; none for
+        the default hf: TRL's defaults)."""
+        return BACKENDS[self.backend].trl(self, on_gpu)
 
 
 def check_generation(g: GenerationConfig, t=None) -> list[tuple[tuple, str, str]]:

@@ -150,7 +150,7 @@ def grpo_args(recipe, run_dir: Path):
         report_to="none", run_name=Path(run_dir).name, project="grpokit",
         disable_tqdm=True, log_completions=False, remove_unused_columns=False,
         dataloader_num_workers=0,
-        **recipe.generation.grpo_kwargs(),  # use_vllm / vllm_* (nothing for the default hf backend)
+        **recipe.generation.grpo_kwargs(on_gpu),  # use_vllm / vllm_* (nothing for the default hf backend)
     )
     kwargs.update(floats_where_meant(recipe.trl))
     return GRPOConfig(**kwargs)
