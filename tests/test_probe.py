@@ -374,6 +374,30 @@ def test_rollback_restores_the_weights_the_probe_scored_best(tmp_path, fixture, 
     assert plan["checkpoint"] == restored and line.startswith(said)
 
 
+def test_the_exploring_arms_rollback_restarts_from_the_model_the_probe_scored_best(tmp_path):
+    """A recorded run (2026-12-06, benchmarks/grpo_after_sft.py --seed 1 --arms explore, steps 0-19 as the monitor saw
+    them): T 1.0, 16 completions, clip-higher from the SFT model. The probe read 56.2% at step 0 and 45.8% at
+    checkpoint-10 (within the noise of 48 rows: no probe_drop); entropy fell 0.119 -> 0.045 and entropy_collapse
+    fired at step 19. Before best_probed the rollback restored checkpoint-10 and the arm ended 6 points below SFT."""
+    from grpokit.recipe import validate_raw
+    from grpokit.run import RunDir
+    from grpokit.training.rollback import plan_rollback
+
+    records = _records(PROBE_RUNS / "explore-seed1-before-rollback.jsonl")
+    found = {f.code: f for f in diagnose(records, [], reward_names=ROLES)}
+    assert "probe_drop" not in found and found["entropy_collapse"].step == 19
+    run = RunDir(tmp_path)
+    shutil.copy(PROBE_RUNS / "explore-seed1-before-rollback.jsonl", run.metrics)
+    run.checkpoint_path(10).mkdir(parents=True)
+    run.mark_complete(10)
+    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]})
+    plan: dict = {}
+    line = plan_rollback(recipe, run, found["entropy_collapse"], plan)
+    assert plan["checkpoint"] is None and plan["step"] == 0
+    assert line.startswith("rollback: restart from the initial model (the held-out probe's best of the weights "
+                           "before the problem: 56.2% at step 0, 45.8% at step 10)")
+
+
 def test_rollback_compares_probe_readings_on_as_many_rows_only(tmp_path):
     from grpokit.health import best_probed
     from grpokit.run import PROBE_ACCURACY, PROBE_ROWS
