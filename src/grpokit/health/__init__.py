@@ -11,4 +11,5 @@ from grpokit.health.findings import Finding
 from grpokit.health.learning import best_probed
 from grpokit.health.monitor import HealthMonitor, actions_taken, diagnose, doctor_run, reward_weights
 
-__all__ = ["DETECTORS", "Finding", "HealthMonitor", "actions_taken", "best_probed", "diagnose", "doctor_run", "reward_weights"]
+__all__ = ["DETECTORS", "Finding", "HealthMonitor", "actions_taken", "best_probed", "diagnose", "doctor_run",
+           "reward_weights"]

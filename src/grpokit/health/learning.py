@@ -1,7 +1,8 @@
 """The health detectors that judge what the model has learned and lost (monitor.py runs them through
 grpokit.health.detectors.DETECTORS): a format or a correctness that fell from its learned level, a format never
 learned, the held-out probe's drop, and a reward rising while the correctness it should pay does not (reward
-hacking); `best_probed`, which of the weights a rollback can restore the probe scored best. Each is a pure function of the metrics so far, as every detector is (grpokit.health.detectors).
+hacking); and `best_probed`, which of the weights a rollback can restore the probe scored best. Each is a pure
+function of the metrics so far, as every detector is (grpokit.health.detectors).
 """
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def best_probed(metrics: list[dict], steps: list[int]) -> tuple[int, dict[int, f
     step, which loses fewer steps). None when no step in `steps` was probed.
 
     Why a rollback asks: the checkpoint before a finding's `since` can already have lost what the run started with.
-    In issue 50's exploring arm (seed 1) the probe read 56.2% at step 0 and 45.8% at checkpoint-10, within the noise
+    In the exploring arm of GRPO after SFT (seed 1) the probe read 56.2% at step 0 and 45.8% at checkpoint-10, within the noise
     of its 48 rows, so no probe_drop; entropy_collapse then restored checkpoint-10 and the run ended 6 points below
     its start (docs/measurements.md "GRPO after SFT, three ways"). The best reading is the best estimate there is of
     which weights are best, whatever the noise: a rollback is already happening, so the question is only where to."""
