@@ -37,7 +37,7 @@ DRAW = "vocabulary"  # the default until the nucleus draw's learning per minute 
 # `max_memory_percent`. TRL asks 0.5 for training (transformers' own 0.9 leaves nothing for the rest of the process).
 # On a CPU "free" is the machine's RAM less this process's own (other processes are not counted) and training needs
 # the rest: at 0.5 the tiny test model's cache took 11 GB and the kernel killed it beside another test worker
-# (2026-12-05, docs/measurements.md "Test suite runs"). Requests that do not fit wait for a slot, so a smaller cache
+# (docs/measurements.md "Test suite runs"). Requests that do not fit wait for a slot, so a smaller cache
 # is at worst slower, never wrong; 5% of 24 GB holds the embedded model's demo batch (16 x 256 tokens, 0.19 GB) about
 # five times over, and at 5% that batch ran faster (45 against 34 tokens/s) with 2.2 GB peak against 12.3
 # (docs/measurements.md "Generation choices on the CPU").
