@@ -9,31 +9,39 @@ import pytest
 from test_health import _records
 from test_probe import PROBE_RUNS, ROLES
 
-from grpokit.health import Finding
+from grpokit.health import Finding, best_probed
 from grpokit.health.monitor import diagnose
+from grpokit.recipe import validate_raw
+from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, RunDir
+from grpokit.training.rollback import plan_rollback
+
+
+def _run(tmp_path, checkpoints, metrics: str | None = None) -> RunDir:
+    """A run folder with these complete checkpoints and, if named, a recorded run's metrics.jsonl."""
+    run = RunDir(tmp_path)
+    if metrics:
+        shutil.copy(PROBE_RUNS / metrics, run.metrics)
+    for step in checkpoints:
+        run.checkpoint_path(step).mkdir(parents=True)
+        run.mark_complete(step)
+    return run
+
+
+def _plan(run: RunDir, finding: Finding) -> tuple[dict, str]:
+    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]})
+    plan: dict = {}
+    line = plan_rollback(recipe, run, finding, plan)
+    return plan, line
 
 
 def test_rollback_plan_restores_the_probes_best_checkpoint(tmp_path):
-    from grpokit.health import Finding
-    from grpokit.recipe import validate_raw
-    from grpokit.run import RunDir
-    from grpokit.training.rollback import plan_rollback
-
-    run = RunDir(tmp_path)
-    for step in (5, 10, 15):
-        run.checkpoint_path(step).mkdir(parents=True)
-        run.mark_complete(step)
-    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]})
-    plan: dict = {}
-    said = plan_rollback(recipe, run, Finding("probe_drop", 15, "m", since=11, restore=10), plan)
+    run = _run(tmp_path, (5, 10, 15))
+    plan, said = _plan(run, Finding("probe_drop", 15, "m", since=11, restore=10))
     assert plan["checkpoint"] == "checkpoint-10" and said.startswith("rollback: restore checkpoint-10")
     shutil.rmtree(run.checkpoint_path(10))  # rotated away: the newest complete one before it
-    plan = {}
-    plan_rollback(recipe, run, Finding("probe_drop", 15, "m", since=11, restore=10), plan)
-    assert plan["checkpoint"] == "checkpoint-5"
-    plan = {}  # a finding without a measured step: the last checkpoint before `since - 1`
-    plan_rollback(recipe, run, Finding("correctness_collapse", 15, "m", since=11), plan)
-    assert plan["checkpoint"] == "checkpoint-5"
+    assert _plan(run, Finding("probe_drop", 15, "m", since=11, restore=10))[0]["checkpoint"] == "checkpoint-5"
+    # a finding without a measured step (and no probe readings): the last checkpoint before `since - 1`
+    assert _plan(run, Finding("correctness_collapse", 15, "m", since=11))[0]["checkpoint"] == "checkpoint-5"
 
 
 @pytest.mark.parametrize("fixture, finding, checkpoints, restored, said", [
@@ -52,18 +60,7 @@ def test_rollback_plan_restores_the_probes_best_checkpoint(tmp_path):
      "62.5% at step 0, 60.4% at step 5, 60.4% at step 10)"),
 ])
 def test_rollback_restores_the_weights_the_probe_scored_best(tmp_path, fixture, finding, checkpoints, restored, said):
-    from grpokit.recipe import validate_raw
-    from grpokit.run import RunDir
-    from grpokit.training.rollback import plan_rollback
-
-    run = RunDir(tmp_path)
-    shutil.copy(PROBE_RUNS / fixture, run.metrics)
-    for step in checkpoints:
-        run.checkpoint_path(step).mkdir(parents=True)
-        run.mark_complete(step)
-    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]})
-    plan: dict = {}
-    line = plan_rollback(recipe, run, finding, plan)
+    plan, line = _plan(_run(tmp_path, checkpoints, fixture), finding)
     assert plan["checkpoint"] == restored and line.startswith(said)
 
 
@@ -72,29 +69,16 @@ def test_the_exploring_arms_rollback_restarts_from_the_model_the_probe_scored_be
     them): T 1.0, 16 completions, clip-higher from the SFT model. The probe read 56.2% at step 0 and 45.8% at
     checkpoint-10 (within the noise of 48 rows: no probe_drop); entropy fell 0.119 -> 0.045 and entropy_collapse
     fired at step 19. Before best_probed the rollback restored checkpoint-10 and the arm ended 6 points below SFT."""
-    from grpokit.recipe import validate_raw
-    from grpokit.run import RunDir
-    from grpokit.training.rollback import plan_rollback
-
-    records = _records(PROBE_RUNS / "explore-seed1-before-rollback.jsonl")
-    found = {f.code: f for f in diagnose(records, [], reward_names=ROLES)}
+    recorded = "explore-seed1-before-rollback.jsonl"
+    found = {f.code: f for f in diagnose(_records(PROBE_RUNS / recorded), [], reward_names=ROLES)}
     assert "probe_drop" not in found and found["entropy_collapse"].step == 19
-    run = RunDir(tmp_path)
-    shutil.copy(PROBE_RUNS / "explore-seed1-before-rollback.jsonl", run.metrics)
-    run.checkpoint_path(10).mkdir(parents=True)
-    run.mark_complete(10)
-    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "format"}]})
-    plan: dict = {}
-    line = plan_rollback(recipe, run, found["entropy_collapse"], plan)
+    plan, line = _plan(_run(tmp_path, (10,), recorded), found["entropy_collapse"])
     assert plan["checkpoint"] is None and plan["step"] == 0
     assert line.startswith("rollback: restart from the initial model (the held-out probe's best of the weights "
                            "before the problem: 56.2% at step 0, 45.8% at step 10)")
 
 
-def test_rollback_compares_probe_readings_on_as_many_rows_only(tmp_path):
-    from grpokit.health import best_probed
-    from grpokit.run import PROBE_ACCURACY, PROBE_ROWS
-
+def test_rollback_compares_probe_readings_on_as_many_rows_only():
     metrics = [{"step": 0, PROBE_ACCURACY: 0.9, PROBE_ROWS: 10},  # a resume with another health.probe_rows
                {"step": 5, PROBE_ACCURACY: 0.5, PROBE_ROWS: 48}, {"step": 10, PROBE_ACCURACY: 0.6, PROBE_ROWS: 48}]
     assert best_probed(metrics, [0, 5, 10]) == (10, {5: 0.5, 10: 0.6})
