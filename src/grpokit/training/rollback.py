@@ -89,14 +89,12 @@ def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> 
     # the finding measured the weights themselves (the probe's best step).
     limit = finding.restore if finding.restore is not None else since - 2
     clean = [c for c in run.complete_checkpoints() if step_of(c) <= limit]
-    where = f"restore {clean[-1].name}" if clean else "restart from the initial model (no checkpoint before the problem)"
-    chosen = best_probed(run.read_metrics(), [0, *map(step_of, clean)]) if finding.restore is None else None
-    if chosen is not None and chosen[0] != (step_of(clean[-1]) if clean else 0):  # the probe prefers earlier weights
-        best, readings = chosen
-        clean = [c for c in clean if step_of(c) <= best]
-        scored = ", ".join(f"{100 * v:.1f}% at step {st}" for st, v in sorted(readings.items()))
-        where = (f"restore {clean[-1].name}" if best else "restart from the initial model") + (
-            f" (the held-out probe's best of the weights before the problem: {scored})")
+    if finding.restore is None:
+        clean, why = probe_prefers(run, clean)
+    else:
+        why = ""
+    where = (f"restore {clean[-1].name}" if clean else "restart from the initial model") + (
+        why or ("" if clean else " (no checkpoint before the problem)"))
     t = recipe.train
     beta = t.beta * 2 if t.beta > 0 else recipe.health.rollback_min_beta
     plan.update(checkpoint=clean[-1].name if clean else None, step=step_of(clean[-1]) if clean else 0,
@@ -104,6 +102,18 @@ def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> 
     note = (f", beta {t.beta} -> {beta}" if t.beta > 0 else
             f", beta 0 -> {beta} (beta was 0: a reference model is now loaded, one more copy of the weights)")
     return f"rollback: {where}, learning_rate {t.learning_rate:g} -> {t.learning_rate / 2:g}{note}"
+
+
+def probe_prefers(run: RunDir, clean: list[Path]) -> tuple[list[Path], str]:
+    """`clean` (the checkpoints a rollback may restore, oldest first) cut after the weights the held-out probe scored
+    best among them and the initial model, and the readings that chose, for the log line; unchanged ("") where the
+    probe scored nothing there or scored the newest best."""
+    chosen = best_probed(run.read_metrics(), [0, *map(step_of, clean)])
+    if chosen is None or chosen[0] == (step_of(clean[-1]) if clean else 0):
+        return clean, ""
+    best, readings = chosen
+    scored = ", ".join(f"{100 * v:.1f}% at step {st}" for st, v in sorted(readings.items()))
+    return [c for c in clean if step_of(c) <= best], f" (the held-out probe's best of the weights before the problem: {scored})"
 
 
 def apply_rollback(recipe: Recipe, run: RunDir, plan: dict, log=print) -> tuple[Recipe, Path | None]:
