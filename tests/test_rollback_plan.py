@@ -3,6 +3,7 @@ a finding's own measured step, else the held-out probe's best reading among the 
 and the initial model, else the last checkpoint before it. The recorded runs are tests/fixtures/probe_runs."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -76,6 +77,15 @@ def test_the_exploring_arms_rollback_restarts_from_the_model_the_probe_scored_be
     assert plan["checkpoint"] is None and plan["step"] == 0
     assert line.startswith("rollback: restart from the initial model (the held-out probe's best of the weights "
                            "before the problem: 56.2% at step 0, 45.8% at step 10)")
+
+
+def test_an_unprobed_checkpoint_is_restored_as_before(tmp_path):
+    # checkpoint-10 was saved without a probe reading (a signal's save): the probe's fall 0 -> 5 says nothing of it
+    run = _run(tmp_path, (5, 10))
+    run.metrics.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"step": 0, PROBE_ACCURACY: 0.6, PROBE_ROWS: 48}, {"step": 5, PROBE_ACCURACY: 0.4, PROBE_ROWS: 48})))
+    plan, line = _plan(run, Finding("entropy_collapse", 14, "m", since=12))
+    assert plan["checkpoint"] == "checkpoint-10" and line.startswith("rollback: restore checkpoint-10, learning_rate")
 
 
 def test_rollback_compares_probe_readings_on_as_many_rows_only():

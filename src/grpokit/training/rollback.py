@@ -107,9 +107,11 @@ def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> 
 def probe_prefers(run: RunDir, clean: list[Path]) -> tuple[list[Path], str]:
     """`clean` (the checkpoints a rollback may restore, oldest first) cut after the weights the held-out probe scored
     best among them and the initial model, and the readings that chose, for the log line; unchanged ("") where the
-    probe scored nothing there or scored the newest best."""
+    probe did not score the newest on the same rows (a checkpoint a signal saved, one from before the probe: nothing
+    says it is worse) or scored it best."""
+    newest = step_of(clean[-1]) if clean else 0
     chosen = best_probed(run.read_metrics(), [0, *map(step_of, clean)])
-    if chosen is None or chosen[0] == (step_of(clean[-1]) if clean else 0):
+    if chosen is None or newest not in chosen[1] or chosen[0] == newest:
         return clean, ""
     best, readings = chosen
     scored = ", ".join(f"{100 * v:.1f}% at step {st}" for st, v in sorted(readings.items()))
