@@ -29,8 +29,8 @@ RecipeProblem = tuple[tuple, str, str]  # (location in the recipe, what is wrong
 # stream); vocabulary: torch.multinomial over the whole vocabulary of every row, finished ones included, as
 # `generate` draws (its samples for a seed). Here, not in the loop's module, so the recipe reads it model-free.
 DRAWS = ("nucleus", "vocabulary")
-DRAW = "vocabulary"  # the default until the nucleus draw's learning per minute is measured on 3 seeds (issue 52
-# item 4): every seeded figure of the measurement log was drawn from this stream and reproduces with it
+DRAW = "vocabulary"  # on three seeds of the arithmetic demo the nucleus draw did not learn more per minute (docs/
+# measurements.md "Every token once"); every seeded figure of the measurement log was drawn from this stream
 
 
 # transformers' continuous batching sizes its paged KV cache as a share of the device's free memory, at most

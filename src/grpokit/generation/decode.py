@@ -19,7 +19,7 @@ bound by the model's weights at every token step, so both cost in full. Here:
   consumed exactly as `generate` consumes it (torch's multinomial draws one exponential number per row and token,
   whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix
   products can change a draw (measured: docs/measurements.md "Every token once");
-- **or the draw over the nucleus only** (`draw="nucleus"`, the recipe's default `generation.draw`): the warpers'
+- **or the draw over the nucleus only** (`draw="nucleus"`, the recipe's `generation.draw: nucleus`): the warpers'
   kept tokens decided on the candidates, the token drawn among them (grpokit.generation.sampling.NucleusDraw):
   the same distribution, another random stream, so a seed gives other completions than `generate`'s.
 
@@ -66,8 +66,8 @@ class Decoding:
     top_p_candidates: int = CANDIDATES  # grpokit.generation.sampling; 0: transformers' own TopPLogitsWarper
     record_logprobs: bool = False  # each drawn token's log-prob under log_softmax(raw logits / temperature)
     # grpokit.generation.backends.DRAWS; the loop's own default keeps generate's samples for a seed (the module's
-    # promise, tests/test_decode.py); the recipe's generation.draw (default: nucleus) is what training, evaluation
-    # and preflight pass
+    # promise, tests/test_decode.py); the recipe's generation.draw (default: vocabulary, grpokit.generation.backends.DRAW) is
+    # what training, evaluation and preflight pass
     draw: str = "vocabulary"
     compile: bool = False  # the token step through torch.compile over a static cache (grpokit.generation.steps)
 
