@@ -173,6 +173,29 @@ def test_checkpointing_keyword_is_the_installed_spelling_and_warns_nothing(tmp_p
     assert getattr(args, "activation_checkpointing", None) is True or args.gradient_checkpointing is True
 
 
+def test_the_input_grad_hooks_each_checkpointing_switch_leaves_are_dropped(tiny_model_dir):
+    # TRL switches checkpointing off and on around every step's generation; each switch on registers another
+    # make_inputs_require_grads hook on the input embedding and keeps only the newest (a full fine-tune: no PEFT)
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    assert hf_internals.drop_stale_input_grad_hooks(model) == 0  # checkpointing never on: nothing to drop
+    on = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    off = getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable
+    for _ in range(3):
+        off()
+        on()
+    embeddings = model.get_input_embeddings()
+    assert len(embeddings._forward_hooks) == 3  # the leak, as transformers leaves it
+    assert hf_internals.drop_stale_input_grad_hooks(model) == 2
+    assert list(embeddings._forward_hooks) == [h.id for h in model._require_grads_hooks]  # the newest one kept
+    model.train()
+    ids = torch.tensor([[1, 2, 3]])
+    assert model.get_input_embeddings()(ids).requires_grad  # and it still does its job
+    assert hf_internals.drop_stale_input_grad_hooks(model) == 0
+
+
 def test_reporting_integrations_know_and_find_tensorboard():
     known, installed = hf_internals.reporting_integrations()
     assert {"tensorboard", "wandb", "trackio"} <= set(known)

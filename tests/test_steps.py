@@ -104,3 +104,20 @@ def test_training_samples_through_the_compiled_step(tmp_path, tiny_model_dir, ca
     assert "the draw over the nucleus only" in out and "the token step compiled" in out
     assert "the eager decode step" not in out  # no fallback
     assert counters["stats"]["unique_graphs"] > graphs
+
+
+def test_a_checkpointed_run_compiles_its_token_step_once(tmp_path, tiny_model_dir):
+    # TRL switches activation checkpointing off and on around each step's generation, and each switch on left one
+    # more hook on the input embedding, which torch.compile guards on: a new graph at every step (3 in 3 steps)
+    # until grpokit.hf_internals.drop_stale_input_grad_hooks removed the stale ones
+    from torch._dynamo.utils import counters
+
+    from conftest import CHARS, make_recipe
+    from grpokit.cli import main
+
+    graphs = counters["stats"]["unique_graphs"]
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], {
+        "model": {"name": str(tiny_model_dir), "gradient_checkpointing": True},
+        "generation": {"compile": True}, "health": {"probe_rows": 0}}, max_steps=3, save_steps=10)
+    assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit"]) == 0
+    assert counters["stats"]["unique_graphs"] - graphs == 1  # the run's model, once for its three steps

@@ -41,6 +41,9 @@ def generate_through(trainer, replacement: Callable) -> None:
     original = model.generate
 
     def generate(*args, **kwargs):
+        # the input-embedding hooks TRL's checkpointing switch leaves behind each step: a leak, and a new graph a
+        # step for a compiled token step (hf_internals.drop_stale_input_grad_hooks)
+        hf_internals.drop_stale_input_grad_hooks(model)
         return replacement(original, *args, **kwargs)
 
     generate.grpokit_sampling = True  # stop_generating_through removes this wrapper, and only this one

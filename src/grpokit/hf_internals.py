@@ -22,6 +22,8 @@ these; nothing here is rebound for the whole process (each function reads or set
 |   sliding_window                                   | than its rows                                           |                             |
 | DynamicCache.layers[i].keys/.values, the forward's | `cache_tensors`, `cache_of`, `cache_keyword`: grpokit's | test_decode                 |
 |   `cache` / `past_key_values` keyword              | decoding loop prefills each prompt once and gathers it  |                             |
+| enable_input_require_grads' hook (its name and     | `drop_stale_input_grad_hooks`: the hooks each           | test_internals, test_steps  |
+|   `_require_grads_hooks`), Module._forward_hooks   | checkpointing re-enable leaves behind, removed          |                             |
 
 tests/test_internals.py runs the functions against the installed versions; a release that renames one of these
 fails there, or degrades as each maintenance note says (never a wrong number).
@@ -189,3 +191,32 @@ def cache_keyword(model) -> str:
     comparison with `generate` fails."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
+def drop_stale_input_grad_hooks(model) -> int:
+    """Remove the input-embedding hooks that transformers' `enable_input_require_grads` registered and no longer
+    holds; return how many. Its own current hooks stay.
+
+    Why: TRL 1.16 switches activation checkpointing off around each step's generation and on again after
+    (trl.models.utils.unwrap_model_for_generation); transformers 5.25's `activation_checkpointing_enable` registers
+    a new `make_inputs_require_grads` forward hook on the input embedding each time and keeps only the newest in
+    `_require_grads_hooks`, while `activation_checkpointing_disable` removes them only for a PEFT model. A full
+    fine-tune with checkpointing on gains two hooks a step (measured: 1, 3, 5 at steps 1-3), each called on every
+    forward, and torch.compile guards on their number, so `generation.compile` recompiled its token step at every
+    training step (docs/measurements.md "The roofline of a token step").
+
+    Maintenance note: relies on the hook's function name `make_inputs_require_grads` and the `_require_grads_hooks`
+    list of RemovableHandles on the model(s) that enabled them, and on nn.Module's `_forward_hooks` dicts keyed by
+    handle id. If transformers renames either, nothing is removed (the hooks leak as before: no wrong number)."""
+    get = getattr(model, "get_input_embeddings", None)
+    embeddings = get() if callable(get) else None
+    if embeddings is None or not hasattr(embeddings, "_forward_hooks"):
+        return 0
+    held = {h.id for m in model.modules() for h in (m.__dict__.get("_require_grads_hooks") or ())}
+    stale = [k for k, hook in embeddings._forward_hooks.items()
+             if getattr(hook, "__name__", "") == "make_inputs_require_grads" and k not in held]
+    for k in stale:
+        for hooks in (embeddings._forward_hooks, embeddings._forward_hooks_with_kwargs,
+                      embeddings._forward_hooks_always_called):
+            hooks.pop(k, None)
+    return len(stale)
