@@ -21,6 +21,7 @@ stop ids and decoding for every variant). Variants (`--backends`, comma-separate
                      distribution, other samples)
   hf-compile         the loop with its token step compiled over its own static cache (generation.compile: true;
                      grpokit.generation.steps; the warm-up call pays the compile)
+  hf-compile-nucleus both: the compiled step and the draw over the nucleus only
   hf-static          generate + generation.cache: static
   hf-static-compile  + generation.compile (transformers' torch.compile of its decode step)
   hf-bf16            the default on a bfloat16 copy of the weights (generation only), SDPA attention
@@ -41,7 +42,10 @@ it). `same_as_first` is the share of completions identical to the first variant'
 seed (sampled as training samples: 1.0 means the same samples). Last, `--roofline` (on by default): the
 roofline of a token step at the call's rows and mean cached positions (benchmarks/roofline.py: bytes read, FLOPs,
 the bound at this machine's measured bandwidth and matmul rate), and each float32 variant's measured seconds per
-token step (its seconds over the token steps its calls ran, the prefill included) against it.
+token step (its seconds over the token steps its calls ran, the prefill included) against it. `--profile`: one
+more call of each variant that runs grpokit's decoding loop (hf, hf-nucleus, hf-compile), under torch.profiler,
+and where its token step's time went: the matrix products, attention, the other operators, the forward's Python,
+the prefill, sampling and the loop (benchmarks/token_profile.py).
 """
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's grpokit
 from roofline import bandwidth_gb_s, matmul_gflops, print_roofline  # noqa: E402  (beside this script)
+from token_profile import print_breakdown, profile_call  # noqa: E402  (beside this script)
 
 
 VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention implementation: None = the model's)
@@ -61,6 +66,7 @@ VARIANTS = {  # name -> (backend, its options, weights in bfloat16, attention im
     "hf": ("hf", {}, False, None),
     "hf-nucleus": ("hf", {"draw": "nucleus"}, False, None),
     "hf-compile": ("hf", {"compile": True}, False, None),
+    "hf-compile-nucleus": ("hf", {"compile": True, "draw": "nucleus"}, False, None),
     "hf-static": ("hf", {"cache": "static"}, False, None),
     "hf-static-compile": ("hf", {"cache": "static", "compile": True}, False, None),
     "hf-bf16": ("hf", {}, True, None),
@@ -113,6 +119,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-model-len", type=int, default=512)
     p.add_argument("--no-roofline", dest="roofline", action="store_false",
                    help="skip the roofline (measuring the bandwidth and matmul rate takes a few seconds)")
+    p.add_argument("--profile", action="store_true",
+                   help="profile one more call of each variant that runs grpokit's decoding loop: where a token "
+                   "step's time goes (benchmarks/token_profile.py)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override the recipe, e.g. train.per_device_train_batch_size=32 (rows per call)")
     args = p.parse_args(argv)
@@ -194,6 +203,13 @@ def main(argv=None) -> int:
             if not VARIANTS[v][2] and VARIANTS[v][0] != "vllm":  # the float32 model in this process
                 print(f"{v}: ", end="")
                 print_roofline(model, rows_per_call, context, result[v]["seconds"] / steps[v], rates)
+    if args.profile:
+        for v in variants:
+            backend, own, in_bf16, _ = VARIANTS[v]
+            if backend != "hf" or own.get("shared_prefix") is False or "cache" in own:
+                continue  # transformers' generate, not grpokit's loop: nothing of the loop's to mark
+            profile = profile_call(lambda v=v: call(v, model_of(v), tokenizer, calls[1], params, rows_per_call, {}))
+            print(json.dumps(print_breakdown(v, profile, 1e3 * result[v]["seconds"] / steps[v])), flush=True)
     return 0
 
 

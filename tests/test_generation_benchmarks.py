@@ -94,3 +94,39 @@ def test_logprob_gap_is_zero_for_float32_and_not_for_bf16(tmp_path, tiny_model_d
     rows = _rows(capsys.readouterr().out)
     assert rows["fp32"]["mean_abs_gap"] < 1e-4 and rows["fp32"]["tokens"] > 0
     assert rows["bf16-weights/fp32"]["mean_abs_gap"] > rows["fp32"]["mean_abs_gap"]
+
+
+def test_the_token_step_profile_accounts_for_every_forward_and_the_whole_call(tiny_model_dir):
+    """benchmarks/token_profile.py: one profiled decoding call; the token steps it counts are the loop's own forwards
+    (a call of N tokens runs N - 1 after the prefill), its parts add up to the call, and the matrix products are
+    found inside the forward."""
+    import torch
+
+    from grpokit import models
+    from grpokit.generation.decode import Decoding, decode
+
+    profiler = _bench("token_profile")
+    model = models.load_model(str(tiny_model_dir), "float32")
+    decoding = Decoding(max_new_tokens=6, stop_ids=(), pad_id=0, temperature=0.7, top_p=0.9)
+    prompts = [[1, 5, 9, 12]] * 4 + [[1, 7, 3]] * 4
+    done = []
+    torch.manual_seed(0)
+    profile = profiler.profile_call(lambda: done.append(decode(model, prompts, decoding)))
+    assert profile["token_steps"] == done[0].steps - 1 == 5
+    parts = profiler.breakdown(profile)
+    call_ms = profile["ranges"][profiler.CALL]
+    assert sum(parts.values()) * profile["token_steps"] == pytest.approx(call_ms, rel=1e-6)
+    assert parts["forward: matmul"] > 0 and parts["prefill"] > 0 and parts["sampling and the loop: ops"] > 0
+    assert all(v >= 0 for k, v in parts.items() if "outside" not in k), parts
+
+
+def test_generation_throughput_profiles_the_loops_variants_only(tmp_path, tiny_model_dir, capsys):
+    recipe = _tiny_recipe(tmp_path, tiny_model_dir)
+    assert _bench("generation_throughput").main([str(recipe), "--backends", "hf-warper,hf,hf-nucleus", "--repeats",
+                                                 "1", "--no-roofline", "--profile"]) == 0
+    out = capsys.readouterr().out
+    profiled = [json.loads(line) for line in out.splitlines() if line.startswith("{") and "parts_ms" in line]
+    assert [p["variant"] for p in profiled] == ["hf", "hf-nucleus"]  # transformers' generate has no loop to mark
+    for p in profiled:
+        assert p["token_steps"] > 0 and p["parts_ms"]["forward: matmul"] > 0 and p["unprofiled_ms"] > 0
+        assert sum(p["parts_ms"].values()) == pytest.approx(p["profiled_ms"], abs=0.1)
