@@ -64,30 +64,25 @@ def profile_call(call) -> dict:
     forwards = 0
     for e in prof.events():
         if e.name in ranges:
-            if _within(e.cpu_parent, e.name):  # a range inside its own kind (a compiled step fallen back to eager)
+            if _enclosing(e.cpu_parent, {e.name}):  # a range inside its own kind (a compiled step fallen back to eager)
                 continue
             ranges[e.name] += e.cpu_time_total / 1e3
             forwards += e.name == FORWARD
-            continue
-        if not e.name.startswith("aten::"):
-            continue
-        parent = e.cpu_parent
-        while parent is not None and parent.name not in ranges:
-            parent = parent.cpu_parent
-        where = parent.name if parent is not None else CALL
-        kind = "matmul" if e.name in MATMUL else "attention" if any(a in e.name for a in ATTENTION) else "other ops"
-        if where != FORWARD:
-            kind = "ops"
-        totals[(where, kind)] = totals.get((where, kind), 0.0) + e.self_cpu_time_total / 1e3
+        elif e.name.startswith("aten::"):
+            where = _enclosing(e.cpu_parent, ranges) or CALL
+            kind = "ops" if where != FORWARD else "matmul" if e.name in MATMUL else \
+                "attention" if any(a in e.name for a in ATTENTION) else "other ops"
+            totals[(where, kind)] = totals.get((where, kind), 0.0) + e.self_cpu_time_total / 1e3
     return dict(ranges=ranges, ops=totals, token_steps=forwards)
 
 
-def _within(event, name: str) -> bool:
+def _enclosing(event, names) -> str | None:
+    """The name of the nearest range among `names` that `event` (or an ancestor of it) is."""
     while event is not None:
-        if event.name == name:
-            return True
+        if event.name in names:
+            return event.name
         event = event.cpu_parent
-    return False
+    return None
 
 
 def breakdown(profile: dict) -> dict:
