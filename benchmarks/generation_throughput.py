@@ -43,9 +43,10 @@ seed (sampled as training samples: 1.0 means the same samples). Last, `--rooflin
 roofline of a token step at the call's rows and mean cached positions (benchmarks/roofline.py: bytes read, FLOPs,
 the bound at this machine's measured bandwidth and matmul rate), and each float32 variant's measured seconds per
 token step (its seconds over the token steps its calls ran, the prefill included) against it. `--profile`: one
-more call of each variant that runs grpokit's decoding loop (hf, hf-nucleus, hf-compile), under torch.profiler,
-and where its token step's time went: the matrix products, attention, the other operators, the forward's Python,
-the prefill, sampling and the loop (benchmarks/token_profile.py).
+more call of each variant that runs grpokit's decoding loop (hf, hf-nucleus, hf-compile, hf-compile-nucleus, the
+bf16 ones), under torch.profiler, and where its token step's time went: the matrix products, attention, the other
+operators, the forward's time outside operators (Python, dispatch), the prefill, sampling and the loop
+(benchmarks/token_profile.py).
 """
 from __future__ import annotations
 
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
                 print_roofline(model, rows_per_call, context, result[v]["seconds"] / steps[v], rates)
     if args.profile:
         for v in variants:
-            backend, own, in_bf16, _ = VARIANTS[v]
+            backend, own = VARIANTS[v][:2]
             if backend != "hf" or own.get("shared_prefix") is False or "cache" in own:
                 continue  # transformers' generate, not grpokit's loop: nothing of the loop's to mark
             profile = profile_call(lambda v=v: call(v, model_of(v), tokenizer, calls[1], params, rows_per_call, {}))
