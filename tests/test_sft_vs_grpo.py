@@ -47,14 +47,16 @@ def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(com
     assert json.loads((out / RESULT_FILE).read_text())["verdict"] == result["verdict"]
     assert result["verdict"][0].startswith("best final model by held-out plus rewritten accuracy: ")
     assert any(line.startswith("GRPO's own share (sft-then-grpo minus sft): held-out ") for line in result["verdict"])
-    # retention: every model also on the JSON family's held-out rows; each GRPO pipeline beside the SFT checkpoint
-    # (base included) whose held-out accuracy is nearest its own
+    # retention: every model also on the JSON family's held-out rows; each GRPO pipeline beside the trained SFT
+    # checkpoint whose held-out accuracy is nearest its own (never the base: it trained on nothing), the base's beside
     assert all(m["retention"]["rows"] == 500 and m["retention"]["metric"] == "field accuracy"
                for m in result["models"].values())
     matched = result["retention"]["matched"]
     assert set(matched) == {"grpo", "sft-then-grpo", "grpo-then-sft"}
-    assert all(m["sft_step"] in (0, 1, 2) and len(m["difference"]) == 2 for m in matched.values())
-    assert any(line.startswith("retention of builtin:json/retention.jsonl at matched held-out accuracy: ")
+    assert all(m["sft_step"] in (1, 2) and len(m["difference"]) == 2 for m in matched.values())
+    assert all(m["start_retention"] == result["models"]["base"]["retention"]["accuracy"] for m in matched.values())
+    assert any(line.startswith("retention of builtin:json/retention.jsonl at matched held-out accuracy (the start "
+                               "model kept ")
                for line in result["verdict"])
     assert "retention" in comparison_table(result["models"])[0]
 
@@ -80,15 +82,20 @@ def test_retention_is_another_family_on_500_unseen_rows_scored_on_what_the_skill
 
 def test_the_retention_verdict_says_when_a_pair_is_not_matched():
     """RL's Razor compares forgetting at equal new-task accuracy: a GRPO model far from every SFT checkpoint is said
-    to be unmatched (the measured case: GRPO from the base at 26% against the base's 12%)."""
+    to be unmatched (the measured case: GRPO from the base at 26%, where the base, 12%, was its nearest and no SFT
+    checkpoint lay within 5 points; the base is no longer a candidate, since it trained on nothing)."""
     pair = {"sft_retention": 0.483, "retention": 0.539, "difference": [0.056, 0.0105]}
-    matched = {"grpo": {**pair, "sft_step": 0, "heldout": 0.26, "sft_heldout": 0.12},
+    matched = {"grpo": {**pair, "sft_step": 10, "heldout": 0.26, "sft_heldout": 0.45},
                "sft-then-grpo": {**pair, "sft_step": 20, "heldout": 0.58, "sft_heldout": 0.59},
                "edge": {**pair, "sft_step": 20, "heldout": 0.64, "sft_heldout": 0.59}}
     (line,) = sft_vs_grpo.retention_verdict(matched, None)
+    assert line.startswith("retention of another task at matched held-out accuracy: ")  # no start given: none said
     grpo, continued, edge = line.split(" against SFT step ")[1:]  # each pair, from its checkpoint on
     assert "not a matched pair: no SFT checkpoint within 5 points" in grpo
     assert "not a matched pair" not in continued and "not a matched pair" not in edge  # 1 and exactly 5 points apart
+    matched = {name: {**m, "start_retention": 0.61} for name, m in matched.items()}
+    (line,) = sft_vs_grpo.retention_verdict(matched, None)
+    assert line.startswith("retention of another task at matched held-out accuracy (the start model kept 61.0%): ")
 
 
 @pytest.fixture(scope="module")

@@ -178,7 +178,8 @@ def _load(recipe, path: str | None):
 
 
 def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
-    """Per pipeline with GRPO in it: its retention against the SFT checkpoint of the nearest held-out accuracy."""
+    """Per pipeline with GRPO in it: its retention against the trained SFT checkpoint of the nearest held-out
+    accuracy, with the start model's retention first (what neither has forgotten yet)."""
     if not matched:
         return []
     what = retention.data.eval if retention is not None else "another task"
@@ -187,7 +188,9 @@ def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
              + ("" if abs(m["heldout"] - m["sft_heldout"]) <= MATCHED_WITHIN + 1e-9 else
                 f"; not a matched pair: no SFT checkpoint within {MATCHED_WITHIN * 100:.0f} points")
              + f"): {said(tuple(m['difference']) if m['difference'] else None)}" for name, m in matched.items()]
-    return [f"retention of {what} at matched held-out accuracy: " + "; ".join(parts)]
+    start = next(iter(matched.values())).get("start_retention")  # one start for every pipeline of a comparison
+    return [f"retention of {what} at matched held-out accuracy"
+            + ("" if start is None else f" (the start model kept {pct(start)})") + ": " + "; ".join(parts)]
 
 
 def evaluate_models(recipe, targets: dict[str, str | None], log, retention=None) -> dict[str, dict]:
@@ -227,9 +230,12 @@ def _rows_of(recipe) -> list[dict]:
 
 
 def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict], log) -> dict[str, dict]:
-    """For each pipeline with GRPO in it: the SFT run's checkpoint (base included) whose held-out accuracy is
-    nearest the pipeline's, with that checkpoint's retention beside the pipeline's, and their paired difference
-    (pipeline minus SFT checkpoint): "forgets less at matched accuracy" as a number (RL's Razor)."""
+    """For each pipeline with GRPO in it: the SFT run's trained checkpoint whose held-out accuracy is nearest the
+    pipeline's, with that checkpoint's retention beside the pipeline's, and their paired difference (pipeline minus
+    SFT checkpoint): "forgets less at matched accuracy" as a number (RL's Razor). The start (`models["base"]`) is
+    never the match: it has trained on nothing, so against it the difference is the pipeline's own forgetting, not
+    RL's against SFT's (the composition demo's seed 1 learned nothing and matched its GRPO run with the start: docs/
+    measurements.md "Composition from answer-only rows"); its retention is given beside as `start_retention`."""
     from grpokit import models as model_io
     from grpokit.evaluation import evaluate
     from grpokit.run import RunDir
@@ -237,7 +243,7 @@ def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict],
 
     task, tokenizer = Task.of(recipe), model_io.load_recipe_tokenizer(recipe.model)
     heldout, kept = _rows_of(recipe), _rows_of(retention)
-    points = {0: (models["base"]["sets"]["heldout"], models["base"]["retention"])}
+    points = {}
     final = RunDir(sft_dir).latest_checkpoint()
     for step, path in sorted(RunDir(sft_dir).by_step().items()):
         if path == final:
@@ -259,6 +265,7 @@ def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict],
         diff = paired_difference(m["retention"], kept_sft)
         out[name] = {"sft_step": step, "sft_heldout": held["accuracy"], "heldout": acc,
                      "sft_retention": kept_sft["accuracy"], "retention": m["retention"]["accuracy"],
+                     "start_retention": models["base"]["retention"]["accuracy"],
                      "difference": None if diff is None else list(diff)}
     return out
 
