@@ -257,7 +257,7 @@ def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict],
         del model
     out = {}
     for name, m in models.items():
-        if "grpo" not in name or "retention" not in m:
+        if not points or "grpo" not in name or "retention" not in m:  # no trained SFT checkpoint: nothing to match
             continue
         acc = m["sets"]["heldout"]["accuracy"]
         step = min(points, key=lambda s: abs(points[s][0]["accuracy"] - acc))
