@@ -249,3 +249,18 @@ def test_a_damaged_comparison_file_is_named_with_its_fix_not_a_traceback(tmp_pat
     err = capsys.readouterr().err
     assert "Traceback" not in err and str(folder / RESULT_FILE) in err and "cannot read the comparison" in err
     assert "grpokit demo --task sft-vs-grpo" in err  # the fix: run it again
+
+
+def test_matched_retention_has_no_pairs_when_the_sft_run_saved_no_checkpoint(tmp_path):
+    """The start is never a match, so an SFT run without a complete checkpoint leaves nothing to match with: no
+    pairs (and no verdict line), not an error."""
+    from grpokit.demo.common import RECIPES
+    from grpokit.recipe import load_recipe
+
+    recipe = load_recipe(RECIPES / "smollm2-arithmetic.yaml")
+    retention = sft_vs_grpo.retention_recipe(recipe)
+    scored = {"accuracy": 0.5, "rows": 2, "scores": [1.0, 0.0]}
+    models = {n: {"sets": {"heldout": scored}, "retention": scored} for n in ("base", "sft", "grpo")}
+    (tmp_path / "checkpoints").mkdir()
+    assert sft_vs_grpo.matched_retention(recipe, retention, tmp_path, models, print) == {}
+    assert sft_vs_grpo.retention_verdict({}, retention) == []

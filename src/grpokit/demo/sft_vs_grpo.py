@@ -255,9 +255,11 @@ def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict],
         log(f"sft checkpoint {step}: held-out {pct(points[step][0]['accuracy'])}, retention "
             f"{pct(points[step][1]['accuracy'])}")
         del model
+    if not points:  # the SFT run saved no checkpoint: nothing to match with
+        return {}
     out = {}
     for name, m in models.items():
-        if not points or "grpo" not in name or "retention" not in m:  # no trained SFT checkpoint: nothing to match
+        if "grpo" not in name or "retention" not in m:
             continue
         acc = m["sets"]["heldout"]["accuracy"]
         step = min(points, key=lambda s: abs(points[s][0]["accuracy"] - acc))
