@@ -24,6 +24,9 @@ def register(sub) -> None:
     demo.add_argument("--output-dir", help="run directory (default: the task's, runs/demo for arithmetic; an "
                       "earlier demo there is replaced; any other non-empty folder is refused)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
+    demo.add_argument("--resume", action="store_true", help="go on with a comparison (sft-vs-grpo*, composition) in "
+                      "--output-dir that was stopped or killed: its finished trainings and evaluations are kept, the "
+                      "rest is done (the same --set as before)")
     demo.set_defaults(func=cmd_demo)
 
     tr = sub.add_parser("train", help="train a recipe, or --resume a run")
@@ -55,7 +58,7 @@ def add_launch_options(tr) -> None:
 
 
 def cmd_demo(args) -> int:
-    run_demo(output_dir=args.output_dir, overrides=args.set, task=args.task)
+    run_demo(output_dir=args.output_dir, overrides=args.set, task=args.task, resume=args.resume)
     return 0
 
 

@@ -20,16 +20,28 @@ DEFAULT_TASK = "arithmetic"
 
 
 def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, *, task: str = DEFAULT_TASK,
-             **options) -> dict:
-    """The demo of `task` (a key of TASKS) into `output_dir` (default: the task's); `options` go to its run()."""
+             resume: bool = False, **options) -> dict:
+    """The demo of `task` (a key of TASKS) into `output_dir` (default: the task's); `options` go to its run().
+    `resume` goes on with a stopped comparison there: a demo whose run() takes `resume` (the comparisons: hours of
+    stages, grpokit.demo.common.Progress); any other demo is one training and refuses it."""
+    import inspect
+
     from grpokit.errors import GrpokitError, Problem
 
     if task not in TASKS:
         raise GrpokitError([Problem("--task", f"unknown demo task {task!r}", f"choose one of {', '.join(TASKS)}")])
     entry = TASKS[task]
     module = importlib.import_module(f"grpokit.demo.{entry.module}")
+    output_dir = entry.output_dir if output_dir is None else output_dir
+    if "resume" in inspect.signature(module.run).parameters:
+        options.update(resume=resume, again=" ".join(["grpokit demo --task", task, "--output-dir", str(output_dir),
+                                                       *(f"--set {o}" for o in overrides or [])]))
+    elif resume:
+        raise GrpokitError([Problem("--resume", f"the {task} demo is one training, not a comparison of stages: "
+                                    "there is nothing to go on with", f"run `grpokit demo --task {task}` without "
+                                    "--resume (it starts the demo over)")])
     if entry.recipes and "recipes" not in options:  # a module serving several families: the row's recipes
         from grpokit.demo.common import RECIPES
 
         options["recipes"] = tuple(RECIPES / name for name in entry.recipes)
-    return module.run(entry.output_dir if output_dir is None else output_dir, overrides, **options)
+    return module.run(output_dir, overrides, **options)

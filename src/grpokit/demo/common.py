@@ -86,28 +86,117 @@ def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: 
     return sft, recipe, lineage, grpo, seconds_sft
 
 
-class Stages:
-    """The training stages of a comparison (sft_vs_grpo, composition), each run by `run`: its seconds (added up when
-    a name runs twice) and its end (grpokit.run.run_end); a stage the user stopped stops the comparison."""
+PROGRESS_FILE = "progress.json"  # a comparison's finished parts, in its folder (`Progress`)
 
-    def __init__(self, dirs: dict[str, Path], again: str):
-        self.dirs, self.again = dirs, again  # again: the command that runs the comparison again
+
+def recipes_identity(recipes, overrides) -> dict:
+    """What a comparison was run with, as `Progress` compares it: each recipe as loaded (`--set` applied: a
+    fingerprint of every value, so an edited recipe file is a different comparison) and the `--set` given."""
+    import hashlib
+
+    dumped = json.dumps([r.model_dump(mode="json") for r in recipes], sort_keys=True, default=str)
+    return {"recipes": hashlib.sha256(dumped.encode()).hexdigest()[:16], "overrides": list(overrides or [])}
+
+
+class Progress:
+    """The parts of a comparison finished so far (each training, the RFT mining, each model's figures, the matched
+    retention), kept in `progress.json` in its folder as each ends, so that `grpokit demo --task ... --resume` goes
+    on where a stopped or killed comparison was (hours on a CPU) instead of starting over.
+
+    The parts are a sequence: a resumed comparison keeps the longest finished start of it and does the rest, so a
+    part done again (its run folder gone, say) is never followed by a figure measured on what it replaced. Resuming
+    is refused, before any model loads, where the folder holds no progress record or one written with other recipes
+    or `--set` (`recipes_identity`). Without `--resume` the record starts empty: a comparison starts over."""
+
+    def __init__(self, folder: Path, identity: dict, resume: bool, again: str):
+        self.path, self.identity, self.again = folder / PROGRESS_FILE, identity, again
+        self.parts: dict = {}
+        self.kept: list[str] = []  # the parts taken from the earlier invocation, in order
+        self._used = 0  # how many recorded parts this invocation has consumed so far
+        self._diverged = not resume
+        if resume:
+            from grpokit.run.files import read_json
+
+            record = read_json(self.path, note=lambda _: None)
+            fix = f"run `{again}` without --resume to start the comparison over (it replaces this one)"
+            if not isinstance(record, dict) or not isinstance(record.get("parts"), dict):
+                raise GrpokitError([Problem(str(self.path), "no readable progress record: there is no stopped "
+                                            "comparison here to go on with", fix)])
+            if record.get("identity") != identity:
+                was = record.get("identity") or {}
+                raise GrpokitError([Problem(str(folder), "its comparison ran with other recipes or --set (it ran with "
+                                            f"--set {' '.join(was.get('overrides') or []) or 'nothing'}; recipes "
+                                            f"{was.get('recipes')}, now {identity['recipes']})",
+                                            "resume with the same recipes and --set, or " + fix)])
+            self.parts = record["parts"]
+
+    def start(self) -> None:
+        """Write the record as it stands (once the folder is claimed): empty unless resuming."""
+        self._save()
+
+    def _save(self) -> None:
+        write_file(self.path, json.dumps({"identity": self.identity, "parts": self.parts}, indent=1),
+                   within=self.path.parent, replace=True)
+
+    def once(self, key: str, fn, still_there=lambda value: True):
+        """The part `key`: its recorded value where this comparison is still on its earlier path and
+        `still_there(value)` (what it made is still on disk), else `fn()`, recorded before it is returned."""
+        from grpokit.console import console
+
+        if not self._diverged and key in self.parts and still_there(self.parts[key]):
+            self._used += 1
+            self.kept.append(key)
+            console.print(f"{key}: kept from the stopped comparison ({self.path.name})", markup=False)
+            return self.parts[key]
+        if not self._diverged:  # from here on everything is done again: drop what followed
+            self._diverged = True
+            self.parts = dict(list(self.parts.items())[:self._used])
+        value = fn()
+        self.parts[key] = value
+        self._save()
+        return value
+
+
+class Stages:
+    """The training stages of a comparison (sft_vs_grpo, composition), each run by `run`: its seconds and its end
+    (grpokit.run.run_end), both kept in `progress` so that a resumed comparison skips a finished stage whose run
+    folder still says so; a stage the user stopped stops the comparison."""
+
+    def __init__(self, dirs: dict[str, Path], progress: Progress):
+        self.dirs, self.progress = dirs, progress
         self.seconds: dict[str, float] = {}
         self.ends: dict[str, dict] = {}
 
     def run(self, name: str, fn, max_steps: int) -> dict:
-        """`fn()` (a training: its TrainResult) as the stage `name`, whose run folder is dirs[name]; its summary."""
+        """`fn()` (a training: its TrainResult) as the stage `name`, whose run folder is dirs[name]; its end."""
         from grpokit.console import console
 
-        console.print(f"[bold]{name}[/] -> {self.dirs[name]}")
-        t0 = time.time()
-        summary = fn().summary  # a TrainResult (train, train_sft): the trained model is not kept
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - t0
-        self.ends[name] = run_end(summary, max_steps)
-        if summary.get("status") == "interrupted":
-            raise GrpokitError([Problem(str(self.dirs[name]), "stopped by the user: nothing was compared",
-                                        f"run `{self.again}` again")], exit_code=1)
-        return summary
+        def train() -> dict:
+            console.print(f"[bold]{name}[/] -> {self.dirs[name]}")
+            t0 = time.time()
+            try:
+                summary = fn().summary  # a TrainResult (train, train_sft): the trained model is not kept
+            except GrpokitError as e:  # the training's own problems, then what the comparison keeps of itself
+                raise GrpokitError([*e.problems, Problem(str(self.dirs[name]), f"the comparison stopped in its {name} "
+                                                         "stage: the stages before it are kept",
+                                                         f"once that is fixed, `{self.progress.again} --resume` goes "
+                                                         "on from this stage")],
+                                   exit_code=e.exit_code, title=e.title) from None
+            end = run_end(summary, max_steps)
+            if summary.get("status") == "interrupted":
+                raise GrpokitError([Problem(str(self.dirs[name]), "stopped by the user: the stages before it are "
+                                            "kept, nothing was compared yet",
+                                            f"run `{self.progress.again} --resume` to go on from this stage")],
+                                   exit_code=1)
+            return {"seconds": time.time() - t0, "end": end}
+
+        def still_there(done: dict) -> bool:  # the run folder still holds the run that finished
+            return RunDir(self.dirs[name]).read_status().get("status") == done["end"]["status"]
+
+        done = self.progress.once(f"training {name}", train, still_there)
+        self.seconds[name] = done["seconds"]
+        self.ends[name] = done["end"]
+        return done["end"]
 
 
 def evaluate_sets(model, tokenizer, recipe, sets, heldout_samples: int = 0) -> dict:

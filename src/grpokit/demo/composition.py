@@ -40,7 +40,8 @@ import json
 import time
 from pathlib import Path
 
-from grpokit.demo.common import SIGMAS, Stages, paired_difference, paired_recipes, results_table, said
+from grpokit.demo.common import (SIGMAS, Stages, paired_difference, paired_recipes, recipes_identity, results_table,
+                                 said)
 from grpokit.demo.sft_vs_grpo import (claim_comparison, evaluate_models, matched_retention, retention_recipe,
                                       retention_verdict, sampled_set)
 from grpokit.errors import GrpokitError, Problem
@@ -87,9 +88,11 @@ def _recipes(overrides, paths: tuple[Path, Path, Path]):
 
 
 def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path, Path, Path] | None = None,
-        callbacks: list | None = None, samples: int = RFT_SAMPLES) -> dict:
+        callbacks: list | None = None, samples: int = RFT_SAMPLES, resume: bool = False,
+        again: str | None = None) -> dict:
     """The demo (module docstring) of `recipes` (the one-step SFT, two-step SFT and GRPO recipes: the family's demo
-    row gives them); `callbacks`: further TrainerCallbacks for its GRPO training (tests); `samples`: RFT's per row."""
+    row gives them); `callbacks`: further TrainerCallbacks for its GRPO training (tests); `samples`: RFT's per row;
+    `resume`: go on with the stopped demo in `output_dir` (grpokit.demo.common.Progress); `again`: its command."""
     from grpokit.console import console
     from grpokit.data import load_train_rows
     from grpokit.evaluation.rft import sample_solutions
@@ -102,10 +105,12 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     paths = tuple(Path(p) for p in recipes)
     atomic, sft, grpo, worked = _recipes(overrides, paths)
     keep = [*map(str, paths), *(r.resolve_data_path(r.data.train) for r in (atomic, grpo))]
-    out = claim_comparison(output_dir, keep, ARMS, (WORKED, MINED))
+    again = again or f"grpokit demo --task composition --output-dir {output_dir}"
+    out, progress = claim_comparison(output_dir, keep, recipes_identity((atomic, sft, grpo), overrides), resume, again,
+                                     ARMS, (WORKED, MINED))
     dirs = {name: out / name for name in ARMS}
     say = lambda m: console.print(m, markup=False)  # noqa: E731
-    stages = Stages(dirs, f"grpokit demo --task composition --output-dir {out}")
+    stages = Stages(dirs, progress)
     stage, seconds, ends = stages.run, stages.seconds, stages.ends
 
     def from_atomic(recipe, continuing: bool = False):
@@ -127,13 +132,17 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         stage(name, lambda: train_sft(arm, run_dir=dirs[name], overwrite=True, init_from=arm_lineage, kind="demo",
                                       log=say), arm.train.max_steps)
 
-    rows = load_train_rows(grpo)[:rft_rows(grpo)]
-    console.print(f"[bold]rft[/]: sampling {samples} completions of each of the first {len(rows)} training rows (GRPO's "
-                  f"prompts) from {dirs['atomic']} ...")
-    t0 = time.time()
-    solutions, mined = sample_solutions(_final(dirs["atomic"]), grpo, samples, rows, log=say)
-    _write_rows(out / MINED, solutions, out)
-    seconds["rft"] = time.time() - t0
+    def mine() -> dict:
+        rows = load_train_rows(grpo)[:rft_rows(grpo)]
+        console.print(f"[bold]rft[/]: sampling {samples} completions of each of the first {len(rows)} training rows "
+                      f"(GRPO's prompts) from {dirs['atomic']} ...")
+        t0 = time.time()
+        solutions, mined = sample_solutions(_final(dirs["atomic"]), grpo, samples, rows, log=say)
+        _write_rows(out / MINED, solutions, out)
+        return {"mined": mined, "seconds": time.time() - t0}
+
+    mining = progress.once("RFT mining", mine, lambda _: (out / MINED).is_file())
+    mined, seconds["rft"] = mining["mined"], mining["seconds"]
     say(f"rft: {mined['rows_solved']} of {mined['rows']} rows kept at least one right solution "
         f"({mined['solutions']} distinct, {mined['right_samples']} of {mined['rows'] * samples} samples right)")
     if mined["solutions"]:
@@ -148,9 +157,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     console.print(f"evaluating the one-step model and the four final models on {grpo.data.eval} (unseen "
                   "compositions: greedy and sampled), its seen copy and retention ...")
     retention = retention_recipe(grpo)
-    models = evaluate_models(grpo, targets, say, retention)
-    matched = (matched_retention(grpo, retention, dirs["sft-answers"], {
-        "base": models["atomic"], "sft": models["sft-answers"], "grpo": models["grpo"]}, say)
+    models = evaluate_models(grpo, targets, say, retention, progress)
+    matched = (progress.once("matched retention", lambda: matched_retention(grpo, retention, dirs["sft-answers"], {
+        "base": models["atomic"], "sft": models["sft-answers"], "grpo": models["grpo"]}, say))
         if retention is not None else {})
     for name in ARMS:
         models[name]["stage_minutes"] = seconds.get(name, 0.0) / 60
@@ -163,6 +172,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
               "verdict": lines, "rft": mined,
               "recipes": {"one-step SFT": str(paths[0]), "two-step SFT": str(paths[1]), "GRPO": str(paths[2])},
               "overrides": list(overrides or []), "continuing": (lineage or {}).get("continuing"), "run_end": ends,
+              "resumed": progress.kept,
               "retention": {"recipe": None if retention is None else retention.data.eval, "matched": matched},
               "seconds_total": round(time.time() - t_all, 1)}
     write_file(out / RESULT_FILE, json.dumps(result, indent=2, ensure_ascii=False), within=out, replace=True)

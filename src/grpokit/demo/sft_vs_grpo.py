@@ -27,7 +27,8 @@ model is best on held-out plus rewritten questions, GRPO's own share (sft-then-g
 beyond noise (2 standard errors of the difference), and whether SFT's drop from held-out to rewritten questions
 is larger than GRPO's (the article's claim), each said from these numbers alone. `comparison.json` in the output
 folder holds every figure; the four runs are its sub-folders (each a demo run: `grpokit eval`, `report`, `export`
-work on them). docs/workflows.md "SFT or GRPO: the comparison" explains how to read it.
+work on them). docs/workflows.md "SFT or GRPO: the comparison" explains how to read it. A comparison stopped or
+killed part way goes on with `--resume` (grpokit.demo.common.Progress: its finished trainings and figures kept).
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (RECIPES, SIGMAS, Stages, claim_run_dir, evaluate_sets, paired_difference,
-                                 paired_recipes, results_table, said)
+from grpokit.demo.common import (PROGRESS_FILE, RECIPES, SIGMAS, Progress, Stages, claim_run_dir, evaluate_sets,
+                                 paired_difference, paired_recipes, recipes_identity, results_table, said)
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
@@ -69,21 +70,26 @@ def _recipes(overrides, sft_path: Path, grpo_path: Path):
     return sft, grpo
 
 
-def claim_comparison(output_dir: str, keep: list[str], runs: tuple[str, ...] = PIPELINES,
-                     files: tuple[str, ...] = ()) -> Path:
+def claim_comparison(output_dir: str, keep: list[str], identity: dict, resume: bool, again: str,
+                     runs: tuple[str, ...] = PIPELINES, files: tuple[str, ...] = ()) -> tuple[Path, Progress]:
     """The comparison's folder, claimed before any model loads: new or an earlier comparison's, with a run folder per
-    name of `runs` (each new or an earlier demo run) and `files` of its own beside comparison.json and the page."""
+    name of `runs` (each new or an earlier demo run) and `files` of its own beside comparison.json, the page and the
+    progress record; with that record (`Progress`: `resume` goes on with the one there, refused unless it was
+    written with the same recipes and --set, `identity`). `again`: the command that runs this comparison."""
     from grpokit.run.writer import claim
 
     if not str(output_dir).strip():
         raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",
                                     "name a new folder for the comparison, e.g. runs/sft-vs-grpo")])
     out = Path(output_dir)
-    entries = {RESULT_FILE: "file", **REPORT_ENTRIES, **dict.fromkeys(files, "file"), **dict.fromkeys(runs, "dir")}
+    progress = Progress(out, identity, resume, again)  # reads only: a refusal leaves the folder as it was
+    entries = {RESULT_FILE: "file", PROGRESS_FILE: "file", **REPORT_ENTRIES, **dict.fromkeys(files, "file"),
+               **dict.fromkeys(runs, "dir")}
     claim(out, "comparison", entries, "pass --output-dir a new folder (or an earlier comparison's)")
     for name in runs:  # each pipeline's run: new, or an earlier comparison's demo run
         claim_run_dir(str(out / name), keep=keep)
-    return out
+    progress.start()
+    return out, progress
 
 
 def _difference(a: dict, b: dict, key: str) -> tuple[float, float] | None:
@@ -193,10 +199,12 @@ def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
             + ("" if start is None else f" (the start model kept {pct(start)})") + ": " + "; ".join(parts)]
 
 
-def evaluate_models(recipe, targets: dict[str, str | None], log, retention=None) -> dict[str, dict]:
+def evaluate_models(recipe, targets: dict[str, str | None], log, retention=None,
+                    progress: Progress | None = None) -> dict[str, dict]:
     """Each model of `targets` (name -> model folder or the recipe's base) on the held-out rows and every copy of
     them evaluation makes (grpokit.evaluation.eval_sets), greedy; with `retention` (a recipe of another family)
-    also on its held-out rows (`retention` in each model's entry)."""
+    also on its held-out rows (`retention` in each model's entry). With `progress`, each model's figures are a part
+    of it (kept as they are measured, taken from it when the comparison resumes)."""
     from grpokit import models
     from grpokit.evaluation import eval_sets, evaluate
     from grpokit.task import Task
@@ -205,22 +213,24 @@ def evaluate_models(recipe, targets: dict[str, str | None], log, retention=None)
     sets = eval_sets(recipe)
     tokenizer = models.load_recipe_tokenizer(recipe.model)
     kept = _rows_of(retention) if retention is not None else None
-    out = {}
-    for name, path in targets.items():
+
+    def one(name: str, path: str | None) -> dict:
         t0 = time.time()
         model = _load(recipe, path)
         # the held-out rows also sampled as training samples them: a group (num_generations) per row at the
         # recipe's temperature, where GRPO's gain shows when greedy decoding hides it (the sampled pass@1)
         results = {kind: r.as_dict() for kind, r in evaluate_sets(model, tokenizer, task, sets,
                                                                    recipe.train.num_generations).items()}
-        out[name] = {"path": path or recipe.model.name, "sets": results}
+        entry = {"path": path or recipe.model.name, "sets": results}
         if kept is not None:
-            out[name]["retention"] = evaluate(model, tokenizer, retention, kept).as_dict()
+            entry["retention"] = evaluate(model, tokenizer, retention, kept).as_dict()
         log(f"{name}: " + ", ".join(f"{k} {pct(v['accuracy'])}" for k, v in results.items())
-            + (f", retention {pct(out[name]['retention']['accuracy'])}" if kept is not None else "")
+            + (f", retention {pct(entry['retention']['accuracy'])}" if kept is not None else "")
             + f" ({time.time() - t0:.0f}s)")
-        del model
-    return out
+        return entry
+
+    once = progress.once if progress is not None else lambda key, fn: fn()
+    return {name: once(f"evaluation of {name}", lambda: one(name, path)) for name, path in targets.items()}
 
 
 def _rows_of(recipe) -> list[dict]:
@@ -273,9 +283,10 @@ def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict],
 
 
 def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path, Path] | None = None,
-        callbacks: list | None = None) -> dict:
+        callbacks: list | None = None, resume: bool = False, again: str | None = None) -> dict:
     """The comparison (module docstring) of `recipes` (the SFT recipe, the GRPO recipe: a family's demo row gives
-    them); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests)."""
+    them); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests); `resume`: go on with the stopped
+    comparison in `output_dir` (`Progress`); `again`: the command that runs it (grpokit.demo.run_demo's)."""
     from grpokit.console import console
     from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
@@ -286,10 +297,12 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     sft_path, grpo_path = (Path(p) for p in recipes)
     sft_recipe, grpo_recipe = _recipes(overrides, sft_path, grpo_path)
     keep = [str(sft_path), str(grpo_path), grpo_recipe.resolve_data_path(grpo_recipe.data.train)]
-    out = claim_comparison(output_dir, keep)
+    again = again or f"grpokit demo --task sft-vs-grpo --output-dir {output_dir}"
+    out, progress = claim_comparison(output_dir, keep, recipes_identity((sft_recipe, grpo_recipe), overrides),
+                                     resume, again)
     dirs = {name: out / name for name in PIPELINES}
     say = lambda m: console.print(m, markup=False)  # noqa: E731
-    stages = Stages(dirs, f"grpokit demo --task sft-vs-grpo --output-dir {out}")
+    stages = Stages(dirs, progress)
     stage, seconds, ends = stages.run, stages.seconds, stages.ends
 
     t_all = time.time()
@@ -315,8 +328,9 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     console.print(f"evaluating the base and the four final models (greedy) on {grpo_recipe.data.eval} and its "
                   "copies ...")
     retention = retention_recipe(grpo_recipe)
-    models = evaluate_models(grpo_recipe, targets, say, retention)
-    matched = matched_retention(grpo_recipe, retention, dirs["sft"], models, say) if retention is not None else {}
+    models = evaluate_models(grpo_recipe, targets, say, retention, progress)
+    matched = progress.once("matched retention", lambda: matched_retention(grpo_recipe, retention, dirs["sft"],
+                                                                            models, say)) if retention is not None else {}
     minutes = {"sft": seconds["sft"], "grpo": seconds["grpo"],
                "sft-then-grpo": seconds["sft"] + seconds["sft-then-grpo"],
                "grpo-then-sft": seconds["grpo"] + seconds["grpo-then-sft"]}
@@ -330,7 +344,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         console.print(f"[bold]verdict:[/] {line}", highlight=False)
     result = {"pipelines": list(PIPELINES), "models": models, "verdict": lines, "polish_steps": POLISH_STEPS,
               "recipes": {"sft": str(sft_path), "grpo": str(grpo_path)}, "overrides": list(overrides or []),
-              "continuing": lineage.get("continuing") if lineage else None, "run_end": ends,
+              "continuing": lineage.get("continuing") if lineage else None, "run_end": ends, "resumed": progress.kept,
               "retention": {"recipe": None if retention is None else retention.data.eval, "matched": matched},
               "seconds_total": round(time.time() - t_all, 1)}
     write_file(out / RESULT_FILE, json.dumps(result, indent=2, ensure_ascii=False), within=out, replace=True)
