@@ -264,3 +264,13 @@ def test_matched_retention_has_no_pairs_when_the_sft_run_saved_no_checkpoint(tmp
     (tmp_path / "checkpoints").mkdir()
     assert sft_vs_grpo.matched_retention(recipe, retention, tmp_path, models, print) == {}
     assert sft_vs_grpo.retention_verdict({}, retention) == []
+
+
+def test_the_wording_line_says_nothing_of_a_model_at_the_floor():
+    """GRPO from the base at 0% on held-out and rewritten rows (countdown, 2026-12-06) loses nothing on new wording
+    because it solves nothing: the line says so instead of reading it as robustness."""
+    lines = sft_vs_grpo.verdict(_models(base=(0.0, 0.0), sft=(0.19, 0.14), grpo=(0.0, 0.0),
+                                        **{"sft-then-grpo": (0.15, 0.16), "grpo-then-sft": (0.04, 0.02)}))
+    assert lines[2].startswith("held-out -> rewritten: grpo at the floor on held-out rows (0.0%")
+    assert "claim is not tested here" in lines[2] and "loses clearly more" not in lines[2]
+    assert not sft_vs_grpo.at_floor({"accuracy": 0.19, "rows": 100})

@@ -108,6 +108,13 @@ def sampled_set(model: dict) -> dict:
                                  "scores": [h / n for h in hits]}}}
 
 
+def at_floor(result: dict) -> bool:
+    """Whether a held-out accuracy is not beyond noise of zero (at most SIGMAS standard errors): a model that solves
+    (next to) no row, whose drop to another set is 0 by construction rather than measured."""
+    acc, rows = result.get("accuracy"), result.get("rows") or 0
+    return acc is not None and rows > 0 and acc <= SIGMAS * math.sqrt(acc * (1 - acc) / rows)
+
+
 def verdict(models: dict[str, dict]) -> list[str]:
     """What these numbers show, in sentences (the module docstring): the best final model, GRPO's own share, and
     the article's claim about rewritten questions."""
@@ -138,7 +145,12 @@ def verdict(models: dict[str, dict]) -> list[str]:
     if key and "sft" in scored and "grpo" in scored:
         drops = {n: _difference({"sets": {"a": scored[n]["sets"]["heldout"]}}, {"sets": {"a": scored[n]["sets"][key]}},
                                 "a") for n in ("sft", "grpo")}
-        if drops["sft"] and drops["grpo"]:
+        floor = [n for n in ("sft", "grpo") if at_floor(scored[n]["sets"]["heldout"])]
+        if floor:  # a model that solves (next to) nothing has no drop to measure: 0% on both is no robustness
+            lines.append(f"held-out -> rewritten: {' and '.join(floor)} at the floor on held-out rows "
+                         f"({', '.join(pct(scored[n]['sets']['heldout']['accuracy']) for n in floor)}, not beyond "
+                         "noise of zero): no drop to compare, the 0.6B-Base article's claim is not tested here")
+        elif drops["sft"] and drops["grpo"]:
             (sft_drop, sft_se), (grpo_drop, grpo_se) = drops["sft"], drops["grpo"]
             drops_more = sft_drop - grpo_drop > SIGMAS * math.hypot(sft_se, grpo_se)
             ahead = _difference(scored["grpo"], scored["sft"], key)  # GRPO minus SFT on new wording
