@@ -81,11 +81,21 @@ def test_a_part_done_again_redoes_every_part_after_it(tmp_path):
     first = Progress(tmp_path, identity, resume=False, again="grpokit demo")
     first.start()
     for key in "abc":
-        first.once(key, lambda k=key: k.upper())
+        first.once(key, lambda k=key: {"v": k})
     calls = []
     again = Progress(tmp_path, identity, resume=True, again="grpokit demo")
-    assert again.once("a", lambda: calls.append("a")) == "A"
-    assert again.once("b", lambda: calls.append("b") or "b2", lambda _: False) == "b2"  # its run folder is gone
-    assert again.once("c", lambda: calls.append("c") or "c2") == "c2"
+    assert again.once("a", lambda: calls.append("a")) == {"v": "a"}
+    assert again.once("b", lambda: calls.append("b") or {"v": "b2"}, lambda _: False) == {"v": "b2"}  # folder gone
+    assert again.once("c", lambda: calls.append("c") or {"v": "c2"}) == {"v": "c2"}
     assert calls == ["b", "c"] and again.kept == ["a"]
-    assert json.loads((tmp_path / PROGRESS_FILE).read_text())["parts"] == {"a": "A", "b": "b2", "c": "c2"}
+    assert json.loads((tmp_path / PROGRESS_FILE).read_text())["parts"] == {"a": {"v": "a"}, "b": {"v": "b2"},
+                                                                           "c": {"v": "c2"}}
+
+
+def test_a_part_edited_into_another_shape_is_done_again_not_a_traceback(tmp_path):
+    identity = {"recipes": "x", "overrides": []}
+    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"identity": identity, "parts": {"training sft": "garbage",
+                                                                                       "evaluation of sft": 3}}))
+    again = Progress(tmp_path, identity, resume=True, again="grpokit demo")
+    assert again.once("training sft", lambda: {"end": {}}, lambda v: v["end"]["status"] == "completed") == {"end": {}}
+    assert again.once("evaluation of sft", lambda: {"sets": {}}) == {"sets": {}} and again.kept == []

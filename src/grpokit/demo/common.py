@@ -138,12 +138,20 @@ class Progress:
         write_file(self.path, json.dumps({"identity": self.identity, "parts": self.parts}, indent=1),
                    within=self.path.parent, replace=True)
 
-    def once(self, key: str, fn, still_there=lambda value: True):
+    @staticmethod
+    def _holds(still_there, value) -> bool:
+        try:
+            return bool(still_there(value))
+        except (KeyError, TypeError, AttributeError):  # a record edited by hand into another shape: done again
+            return False
+
+    def once(self, key: str, fn, still_there=lambda value: isinstance(value, dict)):
         """The part `key`: its recorded value where this comparison is still on its earlier path and
-        `still_there(value)` (what it made is still on disk), else `fn()`, recorded before it is returned."""
+        `still_there(value)` (what it made is still on disk; by default: the value has the shape of a part), else
+        `fn()`, recorded before it is returned."""
         from grpokit.console import console
 
-        if not self._diverged and key in self.parts and still_there(self.parts[key]):
+        if not self._diverged and key in self.parts and self._holds(still_there, self.parts[key]):
             self._used += 1
             self.kept.append(key)
             console.print(f"{key}: kept from the stopped comparison ({self.path.name})", markup=False)
@@ -191,7 +199,8 @@ class Stages:
             return {"seconds": time.time() - t0, "end": end}
 
         def still_there(done: dict) -> bool:  # the run folder still holds the run that finished
-            return RunDir(self.dirs[name]).read_status().get("status") == done["end"]["status"]
+            return float(done["seconds"]) >= 0 and RunDir(self.dirs[name]).read_status().get("status") == \
+                done["end"]["status"]
 
         done = self.progress.once(f"training {name}", train, still_there)
         self.seconds[name] = done["seconds"]

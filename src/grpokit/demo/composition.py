@@ -141,7 +141,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         _write_rows(out / MINED, solutions, out)
         return {"mined": mined, "seconds": time.time() - t0}
 
-    mining = progress.once("RFT mining", mine, lambda _: (out / MINED).is_file())
+    mining = progress.once("RFT mining", mine, lambda v: isinstance(v["mined"], dict) and (out / MINED).is_file())
     mined, seconds["rft"] = mining["mined"], mining["seconds"]
     say(f"rft: {mined['rows_solved']} of {mined['rows']} rows kept at least one right solution "
         f"({mined['solutions']} distinct, {mined['right_samples']} of {mined['rows'] * samples} samples right)")
