@@ -58,7 +58,7 @@ ALL_PHRASINGS = PHRASINGS + REWRITTEN
 # 4 numbers and targets to 30: a median of 6 right expressions a problem (3 numbers: 1), most needing one or two
 # operations, as TinyZero advises for models that "guess" (docs/measurements.md "Countdown: where many answers are right").
 DEFAULTS = {"count": 4, "low": 1, "high": 10, "operators": "+-*", "target_low": 2, "target_high": 30, "max_needed": 3}
-MAX_COUNT = 5  # the solver enumerates every expression: 5 numbers take 0.2-0.35 s a row, 6 about 16 s (countdown_solver)
+MAX_COUNT = 5  # the solver enumerates every expression: 5 numbers take a fraction of a second a row, 6 tens of seconds
 _TRIES = 200  # draws of numbers before a row with a target in range is given up (a setting with none raises)
 
 

@@ -5,9 +5,8 @@
 
 grpokit.families.countdown draws rows with it (a row is kept only if the solver proves it solvable) and the audit
 reads its right and wrong answers; the verifier is grpokit.rewards.countdown, whose arithmetic (`apply`) it shares
-so a solution it writes is one the reward accepts. Exhaustive: 5 numbers take 0.17 s a problem (+ - *, numbers 1-10)
-to 0.34 s (+ - * /, 1-25), 6 numbers about 16 s (2-core AMD EPYC, 2026-12-06), which is why the generator caps
---numbers (families.countdown.MAX_COUNT)."""
+so a solution it writes is one the reward accepts. Exhaustive: 5 numbers take a fraction of a second a problem (docs/
+benchmarks.md), 6 numbers tens of seconds, which is why the generator caps --numbers (families.countdown.MAX_COUNT)."""
 from __future__ import annotations
 
 import itertools
