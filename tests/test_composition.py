@@ -175,3 +175,17 @@ def test_the_command_refuses_bad_input_in_words(tmp_path, capsys, argv, message)
     assert err.startswith("error: ") and message in err and "fix:" in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing was written
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_a_finished_demo_resumed_keeps_every_part_the_rft_mining_included(demo, tmp_path):
+    """`--resume` on the composition demo (grpokit.demo.common.Progress): nothing is trained, mined or measured
+    again, the mined rows included; a copy of the folder, so the module's demo stays as it ran."""
+    import shutil
+
+    _, recipes, out, result = demo
+    copy = tmp_path / "comp"
+    shutil.copytree(out, copy)
+    again = composition.run(str(copy), recipes=recipes, samples=2, resume=True)
+    assert again["resumed"][:5] == ["training atomic", "training grpo", "training sft-answers", "training sft-worked",
+                                    "RFT mining"]
+    assert "matched retention" in again["resumed"] and again["models"] == result["models"]
