@@ -25,6 +25,7 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
     `resume` goes on with a stopped comparison there: a demo whose run() takes `resume` (the comparisons: hours of
     stages, grpokit.demo.common.Progress); any other demo is one training and refuses it."""
     import inspect
+    import shlex
 
     from grpokit.errors import GrpokitError, Problem
 
@@ -34,8 +35,8 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
     module = importlib.import_module(f"grpokit.demo.{entry.module}")
     output_dir = entry.output_dir if output_dir is None else output_dir
     if "resume" in inspect.signature(module.run).parameters:
-        options.update(resume=resume, again=" ".join(["grpokit demo --task", task, "--output-dir", str(output_dir),
-                                                       *(f"--set {o}" for o in overrides or [])]))
+        options.update(resume=resume, again=shlex.join(["grpokit", "demo", "--task", task, "--output-dir", str(output_dir),
+                                                         *(a for o in overrides or [] for a in ("--set", o))]))
     elif resume:
         raise GrpokitError([Problem("--resume", f"the {task} demo is one training, not a comparison of stages: "
                                     "there is nothing to go on with", f"run `grpokit demo --task {task}` without "
