@@ -37,8 +37,9 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (PROGRESS_FILE, RECIPES, SIGMAS, Progress, Stages, claim_run_dir, evaluate_sets,
-                                 paired_difference, paired_recipes, recipes_identity, results_table, said)
+from grpokit.demo.common import (PROGRESS_FILE, RECIPES, SIGMAS, Progress, Stages, _stderr, claim_run_dir,
+                                 evaluate_sets, paired_difference, paired_recipes, recipes_identity, results_table,
+                                 said)
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
@@ -112,7 +113,7 @@ def at_floor(result: dict) -> bool:
     """Whether a held-out accuracy is not beyond noise of zero (at most SIGMAS standard errors): a model that solves
     (next to) no row, whose drop to another set is 0 by construction rather than measured."""
     acc, rows = result.get("accuracy"), result.get("rows") or 0
-    return acc is not None and rows > 0 and acc <= SIGMAS * math.sqrt(acc * (1 - acc) / rows)
+    return acc is not None and rows > 0 and acc <= SIGMAS * _stderr(acc, rows)
 
 
 def verdict(models: dict[str, dict]) -> list[str]:
