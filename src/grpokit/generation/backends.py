@@ -27,8 +27,11 @@ RecipeProblem = tuple[tuple, str, str]  # (location in the recipe, what is wrong
 # How grpokit's decoding loop (the hf backend) draws the next token, the recipe's generation.draw: nucleus: among
 # the tokens the warpers keep only (grpokit.generation.sampling.NucleusDraw: the same distribution, another random
 # stream); vocabulary: torch.multinomial over the whole vocabulary of every row, finished ones included, as
-# `generate` draws (its samples for a seed). Here, not in the loop's module, so the recipe reads it model-free.
-DRAWS = ("nucleus", "vocabulary")
+# `generate` draws (its samples for a seed); inverse: one uniform number a row against the cumulative probabilities
+# of the warped scores (grpokit.generation.sampling.inverse_draw: the same distribution, another random stream, a
+# fraction of multinomial's cost, which draws one exponential number per row and vocabulary entry). Here, not in
+# the loop's module, so the recipe reads it model-free.
+DRAWS = ("inverse", "nucleus", "vocabulary")
 DRAW = "vocabulary"  # on three seeds of the arithmetic demo the nucleus draw did not learn more per minute (docs/
 # measurements.md "Every token once"); every seeded figure of the measurement log was drawn from this stream
 

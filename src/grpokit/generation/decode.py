@@ -19,6 +19,9 @@ bound by the model's weights at every token step, so both cost in full. Here:
   consumed exactly as `generate` consumes it (torch's multinomial draws one exponential number per row and token,
   whatever the probabilities, and takes the argmax of p / q). Only float rounding of the differently shaped matrix
   products can change a draw (measured: docs/measurements.md "Every token once");
+- **or the inverse draw** (`draw="inverse"`, `generation.draw: inverse`): one uniform number a row against the
+  cumulative probabilities (grpokit.generation.sampling.inverse_draw): the same distribution, another stream, and
+  no exponential number per vocabulary entry, which at a large step's hundreds of rows outweighs the forward;
 - **or the draw over the nucleus only** (`draw="nucleus"`, the recipe's `generation.draw: nucleus`): the warpers'
   kept tokens decided on the candidates, the token drawn among them (grpokit.generation.sampling.NucleusDraw):
   the same distribution, another random stream, so a seed gives other completions than `generate`'s.
@@ -38,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grpokit import hf_internals
-from grpokit.generation.sampling import CANDIDATES, NucleusDraw, warpers
+from grpokit.generation.sampling import CANDIDATES, NucleusDraw, inverse_draw, warpers
 from grpokit.generation.tree import TreeCost, mask_form, pack, positions
 
 # GenerationConfig fields this loop reads; any other field set away from its default sends the call to `generate`.
@@ -116,7 +119,8 @@ class Decoding:
             steps += [f"temperature {self.temperature:g}", f"top_k {self.top_k}" if self.top_k else "",
                       f"top_p {self.top_p:g}" if self.top_p < 1.0 else "",
                       f"min_p {self.min_p:g}" if self.min_p is not None else "",
-                      "sampled over the nucleus only" if self.nucleus else "sampled"]
+                      "sampled over the nucleus only" if self.nucleus else
+                      "sampled by inverse transform" if self.draw == "inverse" else "sampled"]
         else:
             steps.append("greedy")
         return ", ".join(s for s in steps if s)
@@ -309,13 +313,15 @@ def replacing_generate(model, top_p_candidates: int = CANDIDATES, log=None, draw
 
 
 def _choose(scores, decoding: Decoding, active, rows: int):
-    """The next token of each active row: argmax, or one multinomial draw over all `rows` (finished rows given a
-    certain token) so the random stream advances exactly as in `generate` (module docstring; the vocabulary
-    draw)."""
+    """The next token of each active row: argmax; the inverse draw (sampling.inverse_draw) over the active rows; or
+    one multinomial draw over all `rows` (finished rows given a certain token) so the random stream advances exactly
+    as in `generate` (module docstring; the vocabulary draw)."""
     import torch
 
     if not decoding.sample:
         return scores.argmax(dim=-1)
+    if decoding.draw == "inverse":  # its own stream: the finished rows need no draw to keep it aligned
+        return inverse_draw(scores)
     probs = torch.softmax(scores, dim=-1)
     if len(active) == rows:
         return torch.multinomial(probs, num_samples=1).squeeze(1)

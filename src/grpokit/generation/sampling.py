@@ -199,3 +199,21 @@ class NucleusDraw:
             kept = scores[slow] if self.reference is None else self.reference(None, scores[slow])
             tokens[slow] = torch.multinomial(torch.softmax(kept, dim=-1), num_samples=1).squeeze(1)
         return tokens
+
+
+def inverse_draw(scores):
+    """(rows,) token ids, one draw per row of `scores` (logits after every processor and warper; -inf: never drawn)
+    by inverse transform sampling: one uniform number a row, placed on the row's cumulative probabilities.
+
+    The same distribution as `torch.multinomial(softmax(scores), 1)`, from another random stream: torch's CPU
+    multinomial draws one exponential number per row and vocabulary entry (the race of p / q), which at a large
+    step's hundreds of rows over 49,152 or 151,936 entries costs more than the forward's matrix products; here a
+    softmax, a cumulative sum and a binary search (`grpokit.generation.backends.DRAWS`: generation.draw: inverse).
+    The sum is float32, so a token's share is its probability up to a rounding of about 1e-7 of the row's mass,
+    far below anything a completion's reward can tell; a token of probability zero (a warper's -inf) spans no
+    interval and is never drawn (searchsorted's right side: the first cumulative value above the number)."""
+    import torch
+
+    cumulative = torch.softmax(scores.float(), dim=-1).cumsum_(dim=-1)
+    number = torch.rand(scores.shape[0], 1, device=scores.device) * cumulative[:, -1:]
+    return torch.searchsorted(cumulative, number, right=True).clamp_(max=scores.shape[-1] - 1).squeeze(1)

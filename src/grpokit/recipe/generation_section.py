@@ -75,13 +75,17 @@ class GenerationConfig(Section):
         "too close to call, goes through transformers' warper. 0: transformers' warper always. Training, "
         "evaluation and preflight all sample through it (grpokit.generation.sampling).")
     draw: Literal[DRAWS] = Field(  # type: ignore[valid-type]
-        DRAW, description="hf backend, grpokit's decoding loop, sampling with top_p < 1 or a top_k: how the next "
-        "token is drawn. nucleus: among the tokens the top_p / top_k warpers keep, and only among them (the same "
+        DRAW, description="hf backend, grpokit's decoding loop, sampling: how the next token is drawn. inverse: one "
+        "uniform number a row against the cumulative probabilities of the warped scores (inverse transform "
+        "sampling: the same distribution as transformers' warpers, another random stream; a fraction of "
+        "vocabulary's cost at many rows, whose torch.multinomial draws one exponential number per row and "
+        "vocabulary entry; any temperature, top_p, top_k, min_p; the large-step recipes' choice). nucleus, with "
+        "top_p < 1 or a top_k: among the tokens the top_p / top_k warpers keep, and only among them (the same "
         "distribution as transformers' warpers, from another random stream: a seed gives other completions than "
         "transformers' generate, the same ones on every run; runs before this option drew from the vocabulary "
         "stream); vocabulary: over the whole vocabulary as generate draws (generate's completions for a seed, "
         "those of older runs; the default: on three seeds of the arithmetic demo the nucleus draw did not learn more "
-        'per minute, docs/measurements.md "Every token once"). grpokit.generation.sampling.NucleusDraw.')
+        'per minute, docs/measurements.md "Every token once"). grpokit.generation.sampling.NucleusDraw, inverse_draw.')
     importance_sampling_correction: bool = Field(
         True, description="Correct for the gap between vLLM's sampling log-probs and the trainer's (TRL's default).")
     sampler_dtype: Literal["same", "auto", "float32", "bfloat16"] = Field(
