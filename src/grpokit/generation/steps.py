@@ -55,6 +55,14 @@ DECODE_ATTENTION = "grpokit_decode"  # the name decode_attention is registered u
 _said: set[str] = set()  # the notes said in this process (each once)
 _failed: dict[type, str] = {}  # model classes whose compile failed in this process, and why
 _compiled = None  # the compiled step function, built on first use
+_registered = False  # DECODE_ATTENTION registered in transformers' attention registries
+_static_failed: dict[type, str] = {}  # model classes whose forward refused the positioned static cache, and why
+# From this many rows the eager step runs over the positioned static cache (CompiledStep, uncompiled) rather than
+# transformers' growing one: a DynamicCache copies the whole cache at every step (a new position) and at every
+# finished row (batch_select_indices), which at a large step's hundreds of rows costs more than the static one's
+# reading finished rows until a compaction; at a few rows the copies are small and the static layout was slower
+# (docs/measurements.md "The large step").
+STATIC_ROWS = 128
 
 
 def say_once(line: str) -> None:
@@ -88,6 +96,8 @@ def make_step(model, layers, mask, max_new_tokens: int, compile: bool = False):
     if why is not None:
         if compile:
             say_once(f"generation: the eager decode step: {why}")
+        if len(mask) >= STATIC_ROWS and not _static_failed.get(type(model)):
+            return CompiledStep(model, layers, mask, max_new_tokens, compiled=False)
         return EagerStep(model, layers, mask)
     try:
         return CompiledStep(model, layers, mask, max_new_tokens)
@@ -122,23 +132,25 @@ class EagerStep:
 
 
 class CompiledStep:
-    """The compiled forward over a static cache (the module docstring). The caller runs it under no_grad, with
+    """The forward over a static cache, compiled (or eager, `compiled=False`) (the module docstring). The caller runs it under no_grad, with
     the model in eval mode (`step_choice` refused a model whose dropout would then differ), and calls `close()`
     at the end (the model's attention implementation is the decode one while it runs)."""
 
-    compiled = True
-
-    def __init__(self, model, layers, mask, max_new_tokens: int):
+    def __init__(self, model, layers, mask, max_new_tokens: int, compiled: bool = True):
         rows, width = mask.shape
+        self.compiled = compiled
         size = max(rows, MIN_ROWS)
         self.model, self.written = model, width  # positions of the cache written so far
         self.keyword = hf_internals.cache_keyword(model)
         self.eager: EagerStep | None = None  # where compiling failed: the eager step from then on
         length = width + max_new_tokens
         self.keys, self.values = [], []
+        # Empty, not zeros: attention reads positions [0, written) only, the prompt's (the prefill's, padding
+        # included) and the steps' own, all written before they are read; a row past `rows` (MIN_ROWS) is zeros.
+        allocate = torch.zeros if size > rows else torch.empty
         for k, v in layers:
-            keys, values = k.new_zeros(size, k.size(1), length, k.size(3)), v.new_zeros(size, v.size(1), length,
-                                                                                         v.size(3))
+            keys = allocate(size, k.size(1), length, k.size(3), dtype=k.dtype, device=k.device)
+            values = allocate(size, v.size(1), length, v.size(3), dtype=v.dtype, device=v.device)
             keys[:rows, :, :width], values[:rows, :, :width] = k, v
             self.keys.append(keys)
             self.values.append(values)
@@ -148,7 +160,7 @@ class CompiledStep:
         self.at = torch.zeros(1, dtype=torch.long, device=mask.device)
         self.token = torch.zeros(size, dtype=torch.long, device=mask.device)
         self.position = torch.zeros(size, dtype=torch.long, device=mask.device)
-        self.forward = compiled_forward()  # registers DECODE_ATTENTION on first use
+        self.forward = compiled_forward() if compiled else eager_forward()  # both register DECODE_ATTENTION
         self.attention = hf_internals.attention_implementation(model)
         model.set_attn_implementation(DECODE_ATTENTION)
 
@@ -166,8 +178,13 @@ class CompiledStep:
             logits = self.forward(self.model, self.keyword, self.token, self.position, self.at, self.start,
                                   [k[:, :, :n] for k in self.keys], [v[:, :, :n] for v in self.values])
         except Exception as e:  # noqa: BLE001  (inductor's and dynamo's many error types: any means not here)
-            why = _failed[type(self.model)] = _one_line(e)
-            say_once(f"generation: the eager decode step: compiling it failed ({why})")
+            why = _one_line(e)
+            if self.compiled:
+                _failed[type(self.model)] = why
+                say_once(f"generation: the eager decode step: compiling it failed ({why})")
+            else:  # the model's forward refused the positioned cache: transformers' own cache from now on
+                _static_failed[type(self.model)] = why
+                say_once(f"generation: the decode step over transformers' cache: the static one failed ({why})")
             self.close()
             self.eager = self._as_eager()
             return self.eager(token, position)
@@ -275,6 +292,15 @@ def _register_decode_attention() -> None:
     ALL_MASK_ATTENTION_FUNCTIONS.register(DECODE_ATTENTION, sdpa_mask)
 
 
+def eager_forward():
+    """`_step` itself, uncompiled, with DECODE_ATTENTION registered: the static cache without torch.compile."""
+    global _registered
+    if not _registered:
+        _register_decode_attention()
+        _registered = True
+    return _step
+
+
 def compiled_forward():
     """`_step` through torch.compile, built once per process (dynamic shapes: one graph per model)."""
     global _compiled
@@ -282,7 +308,7 @@ def compiled_forward():
         from grpokit import models
 
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(models.cache_dir() / "torchinductor"))
-        _register_decode_attention()
+        eager_forward()
         _compiled = torch.compile(_step, dynamic=True)
     return _compiled
 
