@@ -78,6 +78,7 @@ LOG_KEYS = ("prompt", "completion", "rewards")
 # ---------------------------------------------------------------- TRL's fused LM head: only the scored positions
 FUSED_HEAD_MODULE = "trl.trainer.utils"  # where add_fused_lm_head decides `compact = _use_triton(device)`
 FUSED_HEAD_SWITCH = "_use_triton"
+FUSED_HEAD_KERNEL = "_ChunkedLogProbFunction"  # the autograd function add_fused_lm_head's forward calls, by this name
 
 
 # ---------------------------------------------------------------- the trainer's hooks
@@ -226,6 +227,31 @@ def reference_model(trainer):
 
 
 # ---------------------------------------------------------------- log-probs: the fused LM head and the trainer's own
+@contextlib.contextmanager
+def fused_head_kernel(make: Callable | None):
+    """Within the block, TRL's fused LM head computes its per-token fields with `make(TRL's function)` (an object
+    with TRL's `apply` signature: grpokit.training.lm_head.CpuHead) instead of TRL's `ChunkedLogProbFunction`; TRL's
+    own again after it. `make` None leaves TRL as it is.
+
+    Maintenance note: relies on `add_fused_lm_head`'s forward reading the module-level name FUSED_HEAD_KERNEL of
+    trl.trainer.utils at each call, as `FUSED_HEAD_KERNEL.apply(hidden, weight, bias, targets, temperature,
+    chunk_size, final_logit_softcapping, logit_scale, outputs)`, and returning its five per-token outputs; the
+    backward is the replacement's own (autograd binds it at apply). grpokit.trl_compat.fused_head_problems() checks
+    the name and the call; only that name is rebound, for the block."""
+    module = importlib.import_module(FUSED_HEAD_MODULE) if make is not None else None
+    original = getattr(module, FUSED_HEAD_KERNEL, None) if module is not None else None
+    if original is None or getattr(original, "grpokit_kernel", False):
+        yield
+        return
+    replacement = make(original)
+    replacement.grpokit_kernel = True
+    setattr(module, FUSED_HEAD_KERNEL, replacement)
+    try:
+        yield
+    finally:
+        setattr(module, FUSED_HEAD_KERNEL, original)
+
+
 @contextlib.contextmanager
 def labelled_positions_only(enabled: bool = True):
     """Within the block, TRL's fused LM head (GRPO's log-probs, `add_fused_lm_head`) scores only the positions that

@@ -18,6 +18,7 @@ from grpokit.internals import (
     COMPLETION_ALIGNED,
     COMPLETION_IDS,
     COMPLETION_MASK,
+    FUSED_HEAD_KERNEL,
     FUSED_HEAD_MODULE,
     FUSED_HEAD_SWITCH,
     LOG_KEYS,
@@ -84,6 +85,11 @@ def fused_head_problems(version: str | None = None) -> list[str]:
         source = ""
     if f"compact = {FUSED_HEAD_SWITCH}(" not in source:
         return [_changed(what, version, "add_fused_lm_head no longer decides `compact` with it")]
+    kernel = f"{FUSED_HEAD_MODULE}.{FUSED_HEAD_KERNEL} (the fused head's kernel, internals.fused_head_kernel)"
+    if not hasattr(getattr(module, FUSED_HEAD_KERNEL, None), "apply"):
+        return [_changed(kernel, version, "it no longer exists")]
+    if f"{FUSED_HEAD_KERNEL}.apply(" not in source:
+        return [_changed(kernel, version, "add_fused_lm_head no longer calls it by that name")]
     return []
 
 

@@ -41,6 +41,7 @@ from grpokit.generation.tree import refusal
 from grpokit.health import HealthMonitor
 from grpokit.run import RunDir, jsonable
 from grpokit.run.writer import append_file
+from grpokit.training.lm_head import CpuHead
 from grpokit.training.logps import TreeForward, TreeLogps
 from grpokit.training.probe import HeldOutProbe
 from grpokit.training.refill import Selection
@@ -148,7 +149,8 @@ class GrpokitTrainer(internals.TrainerHooks, GRPOTrainer):
 
     # ---------------------------------------------------------------- 4. log-probs
     def grpokit_logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps, *args, **kwargs):
-        with internals.labelled_positions_only(self.compact_head):  # this trainer's log-probs only
+        with internals.labelled_positions_only(self.compact_head), \
+                internals.fused_head_kernel(CpuHead if self.compact_head else None):  # this trainer's log-probs only
             out = trl_logps(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs) if self.logps is None \
                 else self.logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps, *args, **kwargs)
         if self.seen_logps is not None and not self.seen_logps:
