@@ -20,7 +20,7 @@ from grpokit.errors import GrpokitError
 from grpokit.generation import SampledLogprobs
 from grpokit.recipe import GenerationConfig, load_recipe, sampler_dtype_of
 from grpokit.recipe import machine
-from grpokit.training.logps import SamplerCorrection, fold_into_advantages, importance_ratio
+from grpokit.training.sampler import SamplerCorrection, fold_into_advantages, importance_ratio
 from grpokit.training.sampling import SamplerCopy
 from grpokit.training.trainer import Parts
 

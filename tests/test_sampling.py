@@ -173,7 +173,9 @@ def test_sampling_asks_for_transformers_warpers_off_only_where_its_own_replace_t
         return Sampling(recipe.generation, recipe.train), args
 
     sampling, args = kwargs(0.9, shared_prefix=False)  # transformers' generate through grpokit's exact top-p
+    assert sampling.decided is None
     assert sampling.generation_kwargs(model, args) == {"repetition_penalty": 1.1, **NEUTRAL}
+    assert sampling.decided == ("train.shared_prefix: false", True)  # decided once: attach carries it out
     for top_p, train in ((0.9, {}), (1.0, {"shared_prefix": False})):  # the loop; no top-p to replace
         sampling, args = kwargs(top_p, **train)
         assert sampling.generation_kwargs(model, args) == {"repetition_penalty": 1.1}

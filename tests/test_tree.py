@@ -22,7 +22,8 @@ from conftest import REPO, grpo_trainer, make_recipe
 from grpokit import hf_internals, internals
 from grpokit.cli import main
 from grpokit.generation.tree import Tree, TreeCost, pack, refusal
-from grpokit.training.logps import TreeLogps, expected_ratio, rows_of
+from grpokit.training.launch import expected_ratio
+from grpokit.training.logps import TreeLogps, rows_of
 from grpokit.training.trainer import Parts
 
 PAD = 0

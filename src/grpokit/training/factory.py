@@ -24,7 +24,8 @@ from grpokit.distributed import processes
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, bf16_of, grpo_args
 from grpokit.run import RunDir
-from grpokit.training.logps import SamplerCorrection, TreeLogps
+from grpokit.training.logps import TreeLogps
+from grpokit.training.sampler import SamplerCorrection
 from grpokit.training.no_signal import SkipNoSignal
 from grpokit.training.probe import HeldOutProbe
 from grpokit.training.refill import selection_of

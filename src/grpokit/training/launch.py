@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import shlex
 import signal
 import subprocess
@@ -31,15 +32,20 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
+from grpokit import models
+from grpokit.data import load_datasets
+from grpokit.envs import tool_setup, training_tools
 from grpokit.errors import GrpokitError, Problem
 from grpokit.generation.backends import BACKENDS
+from grpokit.generation.tree import refusal
 from grpokit.preflight.memory import checkpointing_of, memory_report
 from grpokit.recipe import batch_geometry, grpo_args
 from grpokit.recipe.trl_args import bf16_of
-from grpokit.training.logps import expected_layout
+from grpokit.task import template_of
 
 CONFIG_DIR = Path(__file__).parent / "accelerate_configs"  # adapted from TRL's own
 # name -> (file in CONFIG_DIR, python module the strategy needs beyond the default install)
@@ -213,7 +219,7 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
 
 
 def _layout(recipe) -> str:
-    """How the loss lays the step out (grpokit.training.logps.expected_layout), or why it is not estimated here."""
+    """How the loss lays the step out (`expected_layout`, below), or why it is not estimated here."""
     try:
         return expected_layout(recipe)
     except (GrpokitError, OSError, ValueError) as e:  # no config.json or data here: the dry run still answers
@@ -245,3 +251,58 @@ def _plan(recipe, n: int, strategy: str | None) -> str:
     except GrpokitError as e:  # a model whose config.json is not on this machine: the dry run still answers
         return f"none here: {e.problems[0].message}"
     return f"{plan['recommendation']} (grpokit preflight RECIPE --memory: the table)"
+
+
+# ---------------------------------------------------------------- the dry run's estimate of the loss's layout
+def expected_layout(recipe, micro_batches: int = 32) -> str:
+    """`grpokit train --dry-run`'s line about the loss's layout: TRL's (and why), or the most the tree computes as a
+    share of TRL's layout, from the prompts of `micro_batches` micro-batches of the recipe's own rows (drawn with
+    its seed), every completion at max_completion_length. Loads the tokenizer, the rows and the model's config
+    (an empty model on the meta device for its modules), no weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    t = recipe.train
+    if not t.shared_prefix:
+        return "TRL's layout, one row per completion (train.shared_prefix: false)"
+    path = models.resolve_model_path(recipe.model.name)
+    config = AutoConfig.from_pretrained(path, **{k: v for k, v in recipe.model.init_kwargs.items()
+                                                  if k == "attn_implementation"})
+    with torch.device("meta"):
+        empty = AutoModelForCausalLM.from_config(config)
+    why = refusal(empty, longest=(t.max_prompt_length or 0) + t.max_completion_length)
+    if why is not None:
+        return f"TRL's layout, one row per completion: {why}"
+    tokenizer, template = models.load_recipe_tokenizer(recipe.model), template_of(recipe)
+    rows, _ = tool_setup(recipe, tokenizer, load_datasets(recipe)[0])  # a tool recipe's template, as training sets it
+    per_micro = max(1, t.per_device_train_batch_size // t.num_generations)
+    drawn = random.Random(t.seed).sample(rows, min(len(rows), per_micro * micro_batches))
+    prompts = [template.encode(tokenizer, template.build(r["question"]), training_tools(recipe)) for r in drawn]
+    steps = [prompts[i:i + per_micro] for i in range(0, len(prompts), per_micro)]
+    shared = [len(_common_prefix(step)) for step in steps]
+    ratio = expected_ratio([[len(p) for p in step] for step in steps], shared, t.num_generations,
+                           t.max_completion_length)
+    return (f"each distinct prefix once: at most {ratio:.2f}x the positions of TRL's layout in the loss "
+            f"({len(steps)} micro-batches of this recipe's prompts, every completion at {t.max_completion_length} "
+            "tokens; shorter or alike completions cost less)")
+
+
+def _common_prefix(sequences: Sequence[Sequence[int]]) -> Sequence[int]:
+    first = sequences[0]
+    n = len(first)
+    for other in sequences[1:]:
+        n = next((i for i, (a, b) in enumerate(zip(first[:n], other)) if a != b), min(n, len(other)))
+    return first[:n]
+
+
+def expected_ratio(prompt_lengths: Sequence[Sequence[int]], shared: Sequence[int], generations: int,
+                   completion_length: int) -> float:
+    """Positions the tree computes over TRL's layout, for steps whose prompts have these token lengths (one list
+    per step's micro-batch, each prompt once) and share `shared[i]` leading tokens, every completion at
+    `completion_length` tokens and none alike: the most the tree costs (shorter or alike completions cost less).
+    Each group's completions after the first need an anchor (grpokit.generation.tree)."""
+    ours = trl = 0
+    for lengths, common in zip(prompt_lengths, shared):
+        ours += common + sum(p - common for p in lengths) + generations * len(lengths) * completion_length
+        ours += (generations - 1) * len(lengths)
+        trl += generations * len(lengths) * (max(lengths) + completion_length)
+    return ours / trl if trl else 1.0

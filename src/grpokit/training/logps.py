@@ -15,21 +15,9 @@ are rows like any other (their tool results are completion tokens the loss masks
 Per step, metrics.jsonl gets `grpokit/positions/computed` (positions the policy's loss pass ran),
 `grpokit/positions/trl_layout` (what TRL's rectangle would have run for the same rows) and their `ratio`, which
 the report plots (SFT logs the same three, averaged over its micro-batches).
-`train --dry-run` prints the ratio to expect for the recipe (`expected_ratio`).
 
-The sampler's correction (`SamplerCorrection`, one of a GrpokitTrainer's loss steps), for a sampler in another
-precision (grpokit.training.sampling), with the sampler's recorded log-probs:
-  - bypass (default): the sampler's log-probs are PPO's old policy, so the clipped ratio pi_trainer /
-    pi_sampler corrects each token with no extra forward pass (the "bypass" mode of verl's rollout-correction
-    docs; Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training");
-  - importance_sampling: the trainer's old log-probs from one more forward pass, and TRL's truncated importance
-    sampling weight exp(old - sampler) (its `vllm_importance_sampling_mode` token/sequence x truncate/mask and
-    `vllm_importance_sampling_clip_min/max`, read from the GRPOConfig), folded into the advantages, which for
-    every loss type but vespo gives TRL's own vLLM-path loss (per_token_loss * ratio), a test shows;
-  - none: uncorrected; the gap is still measured.
-  Every micro-batch logs TRL's vLLM metric names `sampling/sampling_logp_difference/mean|max` (|log pi_trainer -
-  log pi_sampler| over completion tokens) and `sampling/clipped_frac` (tokens whose ratio PPO clips, or the
-  importance weight truncates or masks).
+The sampler's correction, for a sampler in another precision, is grpokit.training.sampler's (beside the sampler).
+`train --dry-run`'s estimate of the ratio is grpokit.training.launch's (`expected_layout`).
 
 The tree falls back to TRL's own computation, with one line saying why (`note_decision`), for a model the tree cannot be
 exact on (grpokit.generation.tree.refusal: attention other than eager/SDPA, no rotary positions, a sliding window
@@ -39,26 +27,13 @@ prompts and right-padded completions. Not covered: sequence parallelism (TRL's s
 from __future__ import annotations
 
 import contextlib
-import math
-import random
 from typing import Callable, Sequence
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
 
-from grpokit import internals, models
-from grpokit.data import load_datasets
-from grpokit.envs import tool_setup, training_tools
+from grpokit import internals
 from grpokit.generation.tree import IGNORE, TreeCost, mask_form, pack, positions, refusal
-from grpokit.run import (
-    POSITIONS_COMPUTED,
-    POSITIONS_RATIO,
-    POSITIONS_TRL,
-    SAMPLER_CLIPPED,
-    SAMPLER_GAP_MAX,
-    SAMPLER_GAP_MEAN,
-)
-from grpokit.task import template_of
+from grpokit.run import POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL
 
 
 def rows_of(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int):
@@ -221,129 +196,3 @@ def decision(model, longest: int, enabled: bool = True, what: str = "log-probs")
     if why is not None:
         return f"{what}: TRL's layout, one row per completion: {why}"
     return f"{what}: each distinct prefix computed once (a shared prompt once, each completion to its own length)"
-
-
-def expected_layout(recipe, micro_batches: int = 32) -> str:
-    """`grpokit train --dry-run`'s line about the loss's layout: TRL's (and why), or the most the tree computes as a
-    share of TRL's layout, from the prompts of `micro_batches` micro-batches of the recipe's own rows (drawn with
-    its seed), every completion at max_completion_length. Loads the tokenizer, the rows and the model's config
-    (an empty model on the meta device for its modules), no weights."""
-    t = recipe.train
-    if not t.shared_prefix:
-        return "TRL's layout, one row per completion (train.shared_prefix: false)"
-    path = models.resolve_model_path(recipe.model.name)
-    config = AutoConfig.from_pretrained(path, **{k: v for k, v in recipe.model.init_kwargs.items()
-                                                  if k == "attn_implementation"})
-    with torch.device("meta"):
-        empty = AutoModelForCausalLM.from_config(config)
-    why = refusal(empty, longest=(t.max_prompt_length or 0) + t.max_completion_length)
-    if why is not None:
-        return f"TRL's layout, one row per completion: {why}"
-    tokenizer, template = models.load_recipe_tokenizer(recipe.model), template_of(recipe)
-    rows, _ = tool_setup(recipe, tokenizer, load_datasets(recipe)[0])  # a tool recipe's template, as training sets it
-    per_micro = max(1, t.per_device_train_batch_size // t.num_generations)
-    drawn = random.Random(t.seed).sample(rows, min(len(rows), per_micro * micro_batches))
-    prompts = [template.encode(tokenizer, template.build(r["question"]), training_tools(recipe)) for r in drawn]
-    steps = [prompts[i:i + per_micro] for i in range(0, len(prompts), per_micro)]
-    shared = [len(_common_prefix(step)) for step in steps]
-    ratio = expected_ratio([[len(p) for p in step] for step in steps], shared, t.num_generations,
-                           t.max_completion_length)
-    return (f"each distinct prefix once: at most {ratio:.2f}x the positions of TRL's layout in the loss "
-            f"({len(steps)} micro-batches of this recipe's prompts, every completion at {t.max_completion_length} "
-            "tokens; shorter or alike completions cost less)")
-
-
-def _common_prefix(sequences: Sequence[Sequence[int]]) -> Sequence[int]:
-    first = sequences[0]
-    n = len(first)
-    for other in sequences[1:]:
-        n = next((i for i, (a, b) in enumerate(zip(first[:n], other)) if a != b), min(n, len(other)))
-    return first[:n]
-
-
-def expected_ratio(prompt_lengths: Sequence[Sequence[int]], shared: Sequence[int], generations: int,
-                   completion_length: int) -> float:
-    """Positions the tree computes over TRL's layout, for steps whose prompts have these token lengths (one list
-    per step's micro-batch, each prompt once) and share `shared[i]` leading tokens, every completion at
-    `completion_length` tokens and none alike: the most the tree costs (shorter or alike completions cost less).
-    Each group's completions after the first need an anchor (grpokit.generation.tree)."""
-    ours = trl = 0
-    for lengths, common in zip(prompt_lengths, shared):
-        ours += common + sum(p - common for p in lengths) + generations * len(lengths) * completion_length
-        ours += (generations - 1) * len(lengths)
-        trl += generations * len(lengths) * (max(lengths) + completion_length)
-    return ours / trl if trl else 1.0
-
-
-# ---------------------------------------------------------------- the correction's arithmetic (TRL's, on the HF path)
-def importance_ratio(old, sampled, mask, mode: str, clip_min: float | None, clip_max: float | None):
-    """TRL 1.16's vLLM importance-sampling weight exp(old - sampled), per token (B, T) or per sequence (B, 1),
-    truncated to [clip_min, clip_max] or masked (0) outside it: `_generate_and_score_completions`' own steps,
-    which TRL keeps inline (no function of its to call). NaN log-probs count as no difference."""
-    diff = torch.nan_to_num((old - sampled) * mask, nan=0.0)
-    if mode.startswith("sequence"):
-        diff = diff.sum(dim=-1, keepdim=True)
-    ratio = torch.exp(diff)
-    if mode.endswith("truncate"):
-        return torch.clamp(ratio, min=clip_min, max=clip_max)
-    if mode.endswith("mask"):
-        low = clip_min if clip_min is not None else -math.inf
-        high = clip_max if clip_max is not None else math.inf
-        return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
-    raise ValueError(f"unknown importance sampling mode {mode!r}")
-
-
-def fold_into_advantages(advantages, ratio):
-    """advantages (B,) or (B, T) times a non-negative weight (B, T) or (B, 1): TRL's loss is linear in the
-    advantage inside min(coef * A, clip(coef) * A), so this equals multiplying each token's loss by the weight."""
-    if advantages.dim() == 1:
-        advantages = advantages.unsqueeze(1)
-    return advantages * ratio
-
-
-class SamplerCorrection:
-    """A loss step of a GrpokitTrainer: the sampler's recorded log-probs correct TRL's loss by `mode` (the module
-    docstring: bypass, importance_sampling, none), and the gap between sampler and trainer is logged. Without a
-    sampler copy (the policy samples itself) or without recorded log-probs in the batch: TRL's loss as it is."""
-
-    def __init__(self, mode: str = "bypass"):
-        self.mode = mode
-
-    def __call__(self, trainer, model, batch: dict, loss):
-        sampled = batch.get(internals.SAMPLED_LOGPS)
-        if trainer.sampler is None or sampled is None:  # no copy, or a batch from before it: TRL's loss
-            return loss(batch)
-        batch, mask = dict(batch), batch[internals.COMPLETION_MASK].float()
-        ratio = None
-        if self.mode == "bypass":
-            batch["old_per_token_logps"] = sampled
-        elif self.mode == "importance_sampling":
-            old = batch.get("old_per_token_logps")
-            old = internals.trainer_logps(trainer, model, batch) if old is None else old
-            a = trainer.args
-            ratio = importance_ratio(old, sampled, mask, a.vllm_importance_sampling_mode,
-                                     a.vllm_importance_sampling_clip_min, a.vllm_importance_sampling_clip_max)
-            batch[internals.ADVANTAGES] = fold_into_advantages(batch[internals.ADVANTAGES], ratio)
-        value, seen = trainer.logps_seen(loss, batch)
-        if seen is not None:
-            self._log_mismatch(trainer, seen, sampled, mask, ratio)
-        return value
-
-    def _log_mismatch(self, trainer, trainer_logps, sampled, mask, ratio) -> None:
-        tokens = mask.sum().clamp(min=1.0)
-        gap = torch.nan_to_num((trainer_logps - sampled).abs(), nan=0.0) * mask
-        internals.log_metric(trainer, SAMPLER_GAP_MEAN, float(gap.sum() / tokens))
-        internals.log_metric(trainer, SAMPLER_GAP_MAX, float(gap.max()))
-        a = trainer.args
-        if ratio is None:  # bypass / none: the share of tokens PPO's clip holds (pi_trainer / pi_sampler)
-            coef = torch.exp(trainer_logps - sampled)
-            held = (coef < 1 - a.epsilon) | (coef > 1 + (a.epsilon_high or a.epsilon))
-        else:  # importance_sampling: the share the weight truncated or masked, at the mode's level
-            high = a.vllm_importance_sampling_clip_max if a.vllm_importance_sampling_clip_max is not None else math.inf
-            low = a.vllm_importance_sampling_clip_min if a.vllm_importance_sampling_clip_min is not None else -math.inf
-            diff = torch.nan_to_num((trainer_logps - sampled) * mask, nan=0.0)
-            if a.vllm_importance_sampling_mode.startswith("sequence"):
-                diff = diff.sum(dim=-1, keepdim=True)
-            raw = torch.exp(diff).expand_as(mask)
-            held = (raw > high) | (raw < low)
-        internals.log_metric(trainer, SAMPLER_CLIPPED, float((held.float() * mask).sum() / tokens))

@@ -24,7 +24,7 @@ TRL corrects that gap only when vLLM samples. `SamplerCopy` is the policy's weig
 whose optimizer step moved: after every step, after a rollback (a new trainer builds a new copy) and on resume
 (the first refresh copies every weight, later ones only the trainable ones, the LoRA adapter for LoRA). It
 samples the same way and records each drawn token's log-prob from its raw logits / temperature; TRL carries them
-in the batch as `sampling_per_token_logps`, and grpokit.training.logps corrects the loss with them.
+in the batch as `sampling_per_token_logps`, and grpokit.training.sampler corrects the loss with them.
 
 Not covered: sharded models with a copy (FSDP / ZeRO-3: the copy would gather every weight; refused), the
 continuous and vLLM backends (TRL's own calls; they sample in their own precision).
@@ -195,14 +195,16 @@ class TrainingGeneration:
 
 
 class Sampling:
-    """The sampling part of a training trainer: a recipe's generation and train sections, decided on the built
-    trainer (`attach`, the module docstring) into what answers TRL's generate call. Where transformers' generate
-    answers through grpokit's exact top-p warpers, its own warpers must be off in the generation config TRL builds
-    at construction: `generation_kwargs` says so to the factory before it builds the trainer (TRL applies them to
-    that config), from the same decision `attach` takes on the built trainer."""
+    """The sampling part of a training trainer: a recipe's generation and train sections turned into what answers
+    TRL's generate call (the module docstring). The route is decided once, before TRL builds its generation config:
+    where transformers' generate answers through grpokit's exact top-p warpers, its own warpers must be off in that
+    config, so `generation_kwargs` (which the factory calls before building the trainer) decides and keeps the
+    route, and `attach` carries it out on the built trainer. A trainer built without `generation_kwargs` (not by
+    grpokit.training.factory) is decided on at `attach`, and refused there if transformers' warpers are still on."""
 
     def __init__(self, generation, train):
         self.generation, self.train = generation, train
+        self.decided: tuple[str | None, bool] | None = None  # route(), once, before TRL built its config
 
     def route(self, model, args) -> tuple[str | None, bool]:
         """Why transformers' generate answers TRL's call rather than grpokit's decoding loop (None: the loop does),
@@ -218,7 +220,7 @@ class Sampling:
         transformers' own sampling warpers off (generation_internals.NEUTRAL_SAMPLING) where grpokit's replace them."""
         if self.generation.backend != "hf":  # TRL's own generation: nothing of grpokit's replaces its warpers
             return args.generation_kwargs
-        why, fast_top_p = self.route(model, args)
+        why, fast_top_p = self.decided = self.route(model, args)
         if why is None or not fast_top_p:
             return args.generation_kwargs
         return {**(args.generation_kwargs or {}), **generation_internals.NEUTRAL_SAMPLING}
@@ -231,7 +233,7 @@ class Sampling:
             return None
         policy_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
         sampler = sampler_for(trainer, g, policy_dtype, log)  # before generate is replaced: the copy is plain
-        why, fast_top_p = self.route(trainer.model, args)
+        why, fast_top_p = self.decided or self.route(trainer.model, args)
         if g.compile and why is not None:  # transformers' own compiled step; the loop compiles its own (Decoding)
             generation_internals.compile_generation(trainer)
         processors = None
