@@ -101,6 +101,24 @@ def tiny_qwen3_dir(tmp_path_factory, tokenizer) -> Path:
     return _save_tiny(tmp_path_factory.mktemp("tiny-qwen3"), tokenizer, "qwen3", QWEN3_STYLE_TEMPLATE)
 
 
+@pytest.fixture(scope="module")
+def peaked_models(tiny_model_dir, tiny_qwen3_dir):
+    """A tiny llama and a tiny qwen3 in eval mode, one per kind for the module (a new model is a new compiled
+    graph), their output scaled up so that greedy tokens are decided by clear margins, as a trained model's are
+    (the random tiny model's rows are nearly flat: two logits within float rounding would make comparing two
+    decoding paths a coin toss)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = {}
+    for kind, path in (("llama", tiny_model_dir), ("qwen3", tiny_qwen3_dir)):
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        with torch.no_grad():
+            model.lm_head.weight.mul_(40.0)
+        out[kind] = model
+    return out
+
+
 def write_jsonl(path: Path, rows: list) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows),
                     encoding="utf-8")

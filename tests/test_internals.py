@@ -50,7 +50,7 @@ def test_the_fused_head_scores_only_labelled_positions_with_the_same_log_probs_a
     worst = max(float((x - y).abs().max() / y.abs().max().clamp(min=1e-12)) for x, y in zip(grads_a, grads_b))
     assert worst < 1e-4, worst
     with internals.labelled_positions_only(), internals.labelled_positions_only():  # nested: wraps nothing twice
-        assert trl_utils._use_triton.grpokit_compact_on_cpu and trl_utils._use_triton(torch.device("meta")) is False
+        assert trl_utils._use_triton.grpokit_rebound and trl_utils._use_triton(torch.device("meta")) is False
     assert trl_utils._use_triton is original
 
 

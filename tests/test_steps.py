@@ -8,27 +8,11 @@ share one model per kind and one compiled function.
 from __future__ import annotations
 
 import pytest
-import torch
-from transformers import AutoModelForCausalLM
 
 from grpokit.generation import steps
 from grpokit.generation.decode import Decoding, decode
 
 PROMPTS = ["12 + 7 =", "A shelf holds 49 books. 12 books are taken away. How many are left?", "3 - 1 ="]
-
-
-@pytest.fixture(scope="module")
-def models(tiny_model_dir, tiny_qwen3_dir):
-    """One model per kind for the module (a new model is a new graph), the output scaled up so that greedy
-    tokens are decided by clear margins, as a trained model's are (the random tiny model's rows are nearly flat:
-    two logits within float rounding would make the comparison a coin toss)."""
-    out = {}
-    for kind, path in (("llama", tiny_model_dir), ("qwen3", tiny_qwen3_dir)):
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-        with torch.no_grad():
-            model.lm_head.weight.mul_(40.0)
-        out[kind] = model
-    return out
 
 
 def _rows(tokenizer, prompts, group: int) -> list[list[int]]:
@@ -49,11 +33,11 @@ _compiled_kinds: set[str] = set()  # the model kinds whose graph this module has
 
 @pytest.mark.parametrize("what,prompts,group,stop_after", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("kind", ["llama", "qwen3"])
-def test_the_compiled_step_gives_the_eager_steps_greedy_tokens(models, tokenizer, kind, what, prompts, group,
+def test_the_compiled_step_gives_the_eager_steps_greedy_tokens(peaked_models, tokenizer, kind, what, prompts, group,
                                                                stop_after):
     from torch._dynamo.utils import counters
 
-    model, rows = models[kind], _rows(tokenizer, prompts, group)
+    model, rows = peaked_models[kind], _rows(tokenizer, prompts, group)
     base = Decoding(16, (tokenizer.eos_token_id,), tokenizer.pad_token_id, sample=False)
     if stop_after is not None:
         first = decode(model, rows, base).ids[0]
@@ -70,20 +54,20 @@ def test_the_compiled_step_gives_the_eager_steps_greedy_tokens(models, tokenizer
     _compiled_kinds.add(kind)
 
 
-def test_without_a_cxx_compiler_the_eager_step_runs_and_says_why(models, tokenizer, monkeypatch, capsys):
+def test_without_a_cxx_compiler_the_eager_step_runs_and_says_why(peaked_models, tokenizer, monkeypatch, capsys):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", "")  # no g++, c++, gcc or clang++ to find
     monkeypatch.setattr(steps, "_said", set())  # this process may have said it before
     rows = _rows(tokenizer, PROMPTS[:1], 2)
-    done = decode(models["llama"], rows, Decoding(4, (tokenizer.eos_token_id,), tokenizer.pad_token_id, sample=False,
-                                                  compile=True))
+    decoding = Decoding(4, (tokenizer.eos_token_id,), tokenizer.pad_token_id, sample=False, compile=True)
+    done = decode(peaked_models["llama"], rows, decoding)
     assert not done.compiled and len(done.ids[0]) == 4
     out = capsys.readouterr().out
     assert "the eager decode step: no C++ compiler" in out and out.count("\n") == 1  # one line
 
 
-def test_compile_off_is_the_eager_step_and_says_nothing(models, tokenizer, capsys):
-    done = decode(models["llama"], _rows(tokenizer, PROMPTS[:1], 2),
+def test_compile_off_is_the_eager_step_and_says_nothing(peaked_models, tokenizer, capsys):
+    done = decode(peaked_models["llama"], _rows(tokenizer, PROMPTS[:1], 2),
                   Decoding(4, (tokenizer.eos_token_id,), tokenizer.pad_token_id, sample=False))
     assert not done.compiled and "decode step" not in capsys.readouterr().out
 

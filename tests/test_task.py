@@ -172,6 +172,7 @@ SHIPPED = [
     ("smollm2-repofix.yaml", "task success", {"task_success": "correctness", "tool_args": "format"}),
     ("qwen3-4b-tools.yaml", "task success", None),
     ("smollm2-countdown.yaml", "solve rate", {"countdown": "correctness"}),
+    ("smollm2-countdown-large.yaml", "solve rate", {"countdown": "correctness"}),
     ("smollm2-countdown-sft.yaml", "solve rate", {"countdown": "correctness"}),
     ("smollm2-composition.yaml", "accuracy", {"math_correctness": "correctness", "format": "format"}),
     ("smollm2-composition-sft.yaml", "accuracy", {"math_correctness": "correctness", "format": "format"}),

@@ -228,6 +228,24 @@ def reference_model(trainer):
 
 # ---------------------------------------------------------------- log-probs: the fused LM head and the trainer's own
 @contextlib.contextmanager
+def _rebound(attribute: str, make: Callable | None):
+    """Within the block, trl.trainer.utils' `attribute` is `make(its original)`, marked `grpokit_rebound`; the
+    original again after it. Nothing changes where `make` is None, the name is gone, or it is grpokit's already (a
+    nested block)."""
+    module = importlib.import_module(FUSED_HEAD_MODULE) if make is not None else None
+    original = getattr(module, attribute, None) if module is not None else None
+    if original is None or getattr(original, "grpokit_rebound", False):
+        yield
+        return
+    replacement = make(original)
+    replacement.grpokit_rebound = True
+    setattr(module, attribute, replacement)
+    try:
+        yield
+    finally:
+        setattr(module, attribute, original)
+
+
 def fused_head_kernel(make: Callable | None):
     """Within the block, TRL's fused LM head computes its per-token fields with `make(TRL's function)` (an object
     with TRL's `apply` signature: grpokit.training.lm_head.CpuHead) instead of TRL's `ChunkedLogProbFunction`; TRL's
@@ -238,21 +256,16 @@ def fused_head_kernel(make: Callable | None):
     chunk_size, final_logit_softcapping, logit_scale, outputs)`, and returning its five per-token outputs; the
     backward is the replacement's own (autograd binds it at apply). grpokit.trl_compat.fused_head_problems() checks
     the name and the call; only that name is rebound, for the block."""
-    module = importlib.import_module(FUSED_HEAD_MODULE) if make is not None else None
-    original = getattr(module, FUSED_HEAD_KERNEL, None) if module is not None else None
-    if original is None or getattr(original, "grpokit_kernel", False):
-        yield
-        return
-    replacement = make(original)
-    replacement.grpokit_kernel = True
-    setattr(module, FUSED_HEAD_KERNEL, replacement)
-    try:
-        yield
-    finally:
-        setattr(module, FUSED_HEAD_KERNEL, original)
+    return _rebound(FUSED_HEAD_KERNEL, make)
 
 
-@contextlib.contextmanager
+def _compact_on_cpu(original):
+    def compact_here(device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    return compact_here
+
+
 def labelled_positions_only(enabled: bool = True):
     """Within the block, TRL's fused LM head (GRPO's log-probs, `add_fused_lm_head`) scores only the positions that
     have a label, the completion tokens, on every device, as it does on CUDA; TRL's own choice again after it.
@@ -270,21 +283,7 @@ def labelled_positions_only(enabled: bool = True):
     rebound, for the block (a GrpokitTrainer's log-prob call): nothing changes for the rest of the process.
     grpokit.trl_compat.fused_head_problems() checks the name and its use; `enabled` False (a TRL that changed it)
     leaves TRL as it is."""
-    module = importlib.import_module(FUSED_HEAD_MODULE) if enabled else None
-    original = getattr(module, FUSED_HEAD_SWITCH, None) if module is not None else None
-    if original is None or getattr(original, "grpokit_compact_on_cpu", False):
-        yield
-        return
-
-    def compact_here(device) -> bool:
-        return device.type == "cpu" or original(device)
-
-    compact_here.grpokit_compact_on_cpu = True
-    setattr(module, FUSED_HEAD_SWITCH, compact_here)
-    try:
-        yield
-    finally:
-        setattr(module, FUSED_HEAD_SWITCH, original)
+    return _rebound(FUSED_HEAD_SWITCH, _compact_on_cpu if enabled else None)
 
 
 def trainer_logps(trainer, model, batch: dict):

@@ -6,9 +6,12 @@ eager over transformers' growing cache, or compiled over a static one (`generati
     step.keep(indices)                   # finished rows out: the rows still decoding, as indices into the last call's
     step.close()                         # the model as it was
 
-**Eager** (`EagerStep`, the default): transformers' DynamicCache, which grows by one position a step, with the
-2-D mask grown alongside; finished rows leave it at once (`batch_select_indices`). Every step runs the model's
-forward in Python: every layer's small operations, each dispatched on its own.
+**Eager** (`EagerStep`, the default below STATIC_ROWS rows): transformers' DynamicCache, which grows by one
+position a step, with the 2-D mask grown alongside; finished rows leave it at once (`batch_select_indices`). Every
+step runs the model's forward in Python: every layer's small operations, each dispatched on its own. From
+STATIC_ROWS rows (a large step's generation) the eager forward runs over the compiled step's static cache instead
+(`CompiledStep(compiled=False)`): the growing cache's copies at every step and every finished row cost more there
+than reading finished rows until a compaction.
 
 **Compiled** (`CompiledStep`): the same forward through `torch.compile` (inductor: each layer's small operations
 fused into a few loops, no per-module Python), over a static KV cache allocated once for the call (prompt +
@@ -96,8 +99,12 @@ def make_step(model, layers, mask, max_new_tokens: int, compile: bool = False):
     if why is not None:
         if compile:
             say_once(f"generation: the eager decode step: {why}")
-        if len(mask) >= STATIC_ROWS and not _static_failed.get(type(model)):
-            return CompiledStep(model, layers, mask, max_new_tokens, compiled=False)
+        if len(mask) >= STATIC_ROWS and type(model) not in _static_failed:
+            try:
+                return CompiledStep(model, layers, mask, max_new_tokens, compiled=False)
+            except Exception as e:  # noqa: BLE001  (transformers' attention registry or the model refusing it)
+                why = _static_failed[type(model)] = _one_line(e)
+                say_once(f"generation: the decode step over transformers' cache: the static one failed ({why})")
         return EagerStep(model, layers, mask)
     try:
         return CompiledStep(model, layers, mask, max_new_tokens)
@@ -132,9 +139,10 @@ class EagerStep:
 
 
 class CompiledStep:
-    """The forward over a static cache, compiled (or eager, `compiled=False`) (the module docstring). The caller runs it under no_grad, with
-    the model in eval mode (`step_choice` refused a model whose dropout would then differ), and calls `close()`
-    at the end (the model's attention implementation is the decode one while it runs)."""
+    """The forward over a static cache, compiled, or eager with `compiled=False` (the module docstring). The caller
+    runs it under no_grad, compiled with the model in eval mode (`step_choice` refused a model whose dropout would
+    then differ), and calls `close()` at the end (the model's attention implementation is the decode one while it
+    runs)."""
 
     def __init__(self, model, layers, mask, max_new_tokens: int, compiled: bool = True):
         rows, width = mask.shape

@@ -1,5 +1,5 @@
-"""The sampler's correction: a sampler in another precision (grpokit.training.sampling's SamplerCopy) draws with log-probs
-that are not the trainer's, and this loss step of a GrpokitTrainer corrects TRL's loss with the sampler's recorded
+"""The sampler's correction: a sampler in another precision (grpokit.training.sampling's SamplerCopy) draws with
+log-probs that are not the trainer's, and this loss step of a GrpokitTrainer corrects TRL's loss with the sampler's recorded
 log-probs (TRL carries them in the batch as `sampling_per_token_logps`).
 
     generation: {sampler_dtype: bfloat16, sampler_correction: bypass}     # or importance_sampling, none
