@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -179,4 +180,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from grpokit.errors import GrpokitError
+
+    try:
+        raise SystemExit(main())
+    except GrpokitError as e:  # a recipe or an override that does not load: its file, field and fix, no traceback
+        print(e.render(), file=sys.stderr)
+        raise SystemExit(e.exit_code) from None

@@ -175,3 +175,37 @@ def test_the_large_step_recipe_generates_256_completions_and_learns_from_micro_b
     assert t.per_device_train_batch_size * t.gradient_accumulation_steps == 256
     assert t.per_device_train_batch_size % t.num_generations == 0
     assert recipe.generation.draw == "inverse"
+
+
+def test_a_run_trains_with_the_inverse_draw_the_static_cache_and_the_cpu_head(tmp_path, tiny_model_dir, monkeypatch,
+                                                                             capsys):
+    """The large step's parts reached from the CLI: `grpokit train` with generation.draw: inverse says so, decodes
+    over the static cache (STATIC_ROWS lowered to the tiny run's rows) and computes the loss's log-probs with
+    CpuHead's kernel."""
+    from conftest import CHARS, make_recipe
+
+    from grpokit.cli import main
+    from grpokit.training import lm_head
+
+    built, kernel = [], []
+    original_init = steps.CompiledStep.__init__
+
+    def counted_init(self, *args, **kwargs):
+        built.append(kwargs.get("compiled", True))
+        original_init(self, *args, **kwargs)
+
+    original_apply = lm_head.CpuLogProbs.apply
+
+    def counted_apply(*args):
+        kernel.append(1)
+        return original_apply(*args)
+
+    monkeypatch.setattr(steps, "STATIC_ROWS", 2)
+    monkeypatch.setattr(steps.CompiledStep, "__init__", counted_init)
+    monkeypatch.setattr(lm_head.CpuLogProbs, "apply", counted_apply)
+    recipe = make_recipe(tmp_path, tiny_model_dir, [CHARS], {"generation": {"draw": "inverse"}}, max_steps=1,
+                         skip_no_signal=False)  # the loss runs whatever the rewards
+    assert main(["train", str(recipe), "--output-dir", str(tmp_path / "run"), "--skip-audit"]) == 0
+    assert "the inverse draw" in capsys.readouterr().out
+    assert built and not any(built)  # the eager step over the static cache, never compiled
+    assert kernel  # the loss's log-probs through CpuHead

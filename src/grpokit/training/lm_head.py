@@ -1,6 +1,6 @@
 """The fused LM head's per-token log-probs on a CPU: the projection and a few whole passes over its logits.
 
-    with internals.fused_head_kernel(CpuHead(original)):     # a GrpokitTrainer's log-prob calls
+    with internals.fused_head_kernel(CpuHead):                # a GrpokitTrainer's log-prob calls
         out = model(..., fused_lm_head=True)                  # TRL's add_fused_lm_head, log_probs / entropy / is_top1
 
 TRL's `add_fused_lm_head` computes each scored position's log-prob (and entropy, is_top1) with
@@ -12,10 +12,11 @@ one-hot built by comparison, zeros filled, ...): on a 2-core CPU those passes to
 matrix products, the largest cost of the loss after the backbone's (docs/measurements.md "The large step").
 
 `CpuHead` computes the same fields on a CPU with torch's fused row operations over a chunk of tokens x the whole
-vocabulary: forward, the projection, `logsumexp`, the target's logit gathered, the entropy from one softmax and one
-row dot product, is_top1 from one argmax; backward, the projection again (the logits are not kept: a chunk of
-tokens x 49,152 or 151,936 entries is hundreds of MB), one softmax, the target's column put in place, and the two
-gradient products. The results are TRL's up to float rounding (tests/test_lm_head.py compares values and gradients).
+vocabulary: forward, the projection, the target's logit gathered, log Z and the entropy from one exponential pass
+and one row dot product (`logsumexp` alone without the entropy), is_top1 from one argmax; backward, the projection
+again (the logits are not kept: a chunk of tokens x 49,152 or 151,936 entries is hundreds of MB), one softmax in
+place, the target's column put in place, and the two gradient products. The results are TRL's up to float rounding (tests/test_large_step.py compares values and
+gradients).
 
 Where it does not apply, TRL's own function runs, unchanged: another device than the CPU, a final-logit softcap,
 or fields other than log_probs, entropy and is_top1 asked for.

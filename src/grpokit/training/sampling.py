@@ -239,9 +239,11 @@ class Sampling:
         processors = None
         if why is None:
             nucleus = g.draw == "nucleus" and fast_top_p and args.min_p is None  # Decoding.nucleus, TRL's settings
+            draw = "the draw over the nucleus only: the warpers' distribution, its own random stream" if nucleus \
+                else "the inverse draw: the warpers' distribution, its own random stream" if g.draw == "inverse" \
+                else "transformers' samples for the seed"
             log("sampling: grpokit's decoding loop (each distinct prompt prefix prefilled once, finished rows out of "
-                "the batch, " + ("the draw over the nucleus only: the warpers' distribution, its own random stream"
-                                 if nucleus else "transformers' samples for the seed")
+                "the batch, " + draw
                 + (", the token step compiled" if g.compile else "") + ")")
         else:
             log(f"sampling: transformers' generate: {why}")
