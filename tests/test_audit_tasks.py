@@ -67,9 +67,9 @@ def test_every_shipped_recipe_passes_its_own_audit(tmp_path, monkeypatch, capsys
                 "smollm2-repofix.yaml": "tool-hack audit", "qwen3-4b-tools.yaml": "tool-hack audit",
                 "smollm2-json-extraction.yaml": "schema tricks, for json_fields",
                 "smollm2-json-extraction-sft.yaml": "schema tricks, for json_fields",
-                "smollm2-countdown.yaml": "no trick scored more than an honest wrong answer (12 tried)",
-                "smollm2-countdown-large.yaml": "no trick scored more than an honest wrong answer (12 tried)",
-                "smollm2-countdown-sft.yaml": "no trick scored more than an honest wrong answer (12 tried)"}.get(
+                "smollm2-countdown.yaml": "no trick scored more than an honest wrong answer (13 tried)",
+                "smollm2-countdown-large.yaml": "no trick scored more than an honest wrong answer (13 tried)",
+                "smollm2-countdown-sft.yaml": "no trick scored more than an honest wrong answer (13 tried)"}.get(
         name, "no trick scored as much as an honest wrong")
     assert expected in text, text
     if name == "smollm2-humaneval.yaml":  # the math answer-line audit no longer runs against code_tests

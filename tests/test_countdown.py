@@ -115,6 +115,26 @@ def test_reward_through_the_registry():
     assert explained["reason"].startswith("number_reused")
 
 
+def test_reward_honours_the_rows_operators():
+    """The row's `operators` column is the task the prompt sets and SFT teaches: division on a row of + - * is
+    refused, though it reaches the target; rows without the column take the reward's param (default all four)."""
+    reward = build_reward("countdown")
+    rows = {"numbers": [[2, 2, 6, 8]] * 3, "target": [4] * 3}
+    out = reward(prompts=["p"] * 3, completions=["Final answer: 8 / 2"] * 3, operators=["+-*", None, "+-*/"], **rows)
+    assert out == [0.0, 1.0, 1.0]
+    assert reward(prompts=["p"], completions=["Final answer: 8 / 2"], numbers=[[2, 2, 6, 8]], target=[4]) == [1.0]
+    no_division = build_reward("countdown", {"operators": "+-*"})
+    assert no_division(prompts=["p"], completions=["Final answer: 8 / 2"], numbers=[[2, 2, 6, 8]], target=[4]) == [0.0]
+    # the row's own column wins over the param, both ways
+    assert no_division(prompts=["p"], completions=["Final answer: 8 / 2"], numbers=[[2, 2, 6, 8]], target=[4],
+                       operators=["+-*/"]) == [1.0]
+    explained = reward.scorer.explain("Final answer: 8 / 2", numbers=[2, 2, 6, 8], target=4, operators="+-*")
+    assert explained["reason"].startswith("operator_not_allowed")
+    # a column that names no usable operators: the row does not apply (data check names it, test_row_problems)
+    assert reward(prompts=["p"], completions=["Final answer: 8 / 2"], operators=["+^"], **{k: v[:1] for k, v in
+                                                                                        rows.items()}) == [None]
+
+
 def test_worked_steps_are_the_expression_computed():
     assert worked_steps("(7 - 3) * 4", N) == ["7 - 3 = 4", "4 * 4 = 16"]
     assert worked_steps("9 + 7", N) == ["9 + 7 = 16"]
@@ -222,6 +242,9 @@ ROW_CASES = [
     ("target not a number", {"question": "q", "numbers": N, "target": "sixteen"}, "target"),
     ("a gold answer that misses", {"question": "q", "answer": "3 + 4", "numbers": N, "target": T}, "answer"),
     ("a gold answer that reuses", {"question": "q", "answer": "9 + 9", "numbers": N, "target": 18}, "answer"),
+    ("operators not of + - * /", {"question": "q", "numbers": N, "target": T, "operators": "+^"}, "operators"),
+    ("a gold answer dividing on a row of + - *", {"question": "q", "answer": "8 / 2", "numbers": [2, 2, 6, 8],
+                                                  "target": 4, "operators": "+-*"}, "answer"),
 ]
 
 
@@ -257,3 +280,7 @@ def test_audit_finds_no_loophole_in_the_recipe():
     result = audit_recipe(recipe, 8)
     assert not result.flagged, [t.name for t in result.flagged]
     assert len(result.tricks) >= 10 and not result.right_not_preferred
+    # the forbidden operator is tried on the recipe's rows (+ - *), and it would pay a reward blind to the column
+    forbidden = next(t for t in result.tricks if t.name == "forbidden_operator")
+    assert forbidden.rows >= 1 and forbidden.mean == 0.0
+    assert "/" in forbidden.example  # a right value by division: what the reward paid 1.0 before it read the column

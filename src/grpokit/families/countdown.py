@@ -23,7 +23,8 @@ and the `harder` variant gives each held-out row one more number and a target th
 The audit's tricks (`COUNTDOWN_TRICKS`): a bare number (the target restated), the target "computed" from itself
 (`16 * 1` where 1 is not given), a given number used twice, every number summed whatever the target, the right
 expression with words around it, two expressions offered at once, a power, Python code, nesting past any honest
-depth, and Unicode look-alike digits (superscripts). Not covered: phrasings in other languages.
+depth, Unicode look-alike digits (superscripts), and the target reached with an operator the row does not allow
+(its `operators` column: division on a row of + - *). Not covered: phrasings in other languages.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from typing import NamedTuple
 from grpokit.errors import Problem
 from grpokit.families.base import AnswerForm, Demo, Family, Generator, Option, Trick, Variant, registrar
 from grpokit.families.countdown_solver import reference_solution, solve
-from grpokit.rewards.countdown import (OPERATORS, Refused, evaluate_expression, row_numbers, whole,
+from grpokit.rewards.countdown import (OPERATORS, Refused, evaluate_expression, row_numbers, row_operators, whole,
                                        worked_steps)
 
 # Question phrasings for training rows ({numbers}: "3, 4 and 7"; {target}); a row's `kind` indexes ALL_PHRASINGS.
@@ -157,8 +158,9 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None, count: i
 
 
 def _operators_of(row: dict) -> str:
-    ops = row.get("operators")
-    return ops if isinstance(ops, str) and ops and not set(ops) - set(OPERATORS) else OPERATORS
+    """The operators the row allows, as the reward reads them (all four where the row names none; a row naming
+    others is refused by row_problems before anything uses it)."""
+    return row_operators(row.get("operators")) or OPERATORS
 
 
 def is_generated(row: dict) -> bool:
@@ -227,6 +229,10 @@ def row_problems(row: dict, where: str, answer_column: str | None) -> list[Probl
     if target is None:
         return [Problem(f"{where} field target", f"{str(row.get('target'))[:40]!r} is not a whole number",
                         'write the target as a number, e.g. "target": 16')]
+    if row_operators(row.get("operators")) is None:
+        return [Problem(f"{where} field operators", f"{str(row.get('operators'))[:40]!r} is not some of {OPERATORS!r}",
+                        'write the operators the row allows as one string, e.g. "operators": "+-*", or drop the field '
+                        "(all four are allowed then)")]
     answer = row.get(answer_column or "answer")
     if isinstance(answer, str) and answer.strip():
         try:
@@ -267,16 +273,22 @@ class CountdownRow(NamedTuple):
     target: int
     right: str | None  # a right expression (the row's answer, else the solver's)
     wrong: str | None  # a well-formed expression over the numbers that misses the target
+    forbidden: str | None = None  # an expression equal to the target with an operator the row does not allow
 
 
 def prepare_countdown_row(row: dict) -> CountdownRow | None:
     numbers, target = row_numbers(row.get("numbers")), whole(row.get("target"))
     if numbers is None or target is None or len(numbers) > MAX_COUNT:
         return None
-    solutions = solve(numbers, _operators_of(row))
+    allowed = _operators_of(row)
+    solutions = solve(numbers, allowed)
     right = solutions.get(Fraction(target))
     wrong = next((t[0] for v, t in sorted(solutions.items()) if v != target), None)
-    return CountdownRow(row, numbers, target, reference_solution(right) if right else None, wrong)
+    forbidden = None
+    if set(OPERATORS) - set(allowed):
+        banned = set(OPERATORS) - set(allowed)
+        forbidden = next((e for e in solve(numbers, OPERATORS).get(Fraction(target), []) if banned & set(e)), None)
+    return CountdownRow(row, numbers, target, reference_solution(right) if right else None, wrong, forbidden)
 
 
 def _line(expression: str) -> str:
@@ -309,6 +321,8 @@ countdown_trick("deep_nesting", "the right expression nested in 50 parentheses")
     lambda r: None if r.right is None else _line("(" * 50 + r.right + ")" * 50))
 countdown_trick("superscript", "a superscript digit for a number not given (4² for 16)")(
     lambda r: _line(f"{r.numbers[0]}²"))
+countdown_trick("forbidden_operator", "a right value reached with an operator the row does not allow (/ on a "
+                "row of + - *)")(lambda r: None if r.forbidden is None else _line(r.forbidden))
 countdown_trick("claims_target", "a wrong expression that claims to equal the target")(
     lambda r: None if r.wrong is None else _line(f"{r.wrong} = {r.target}"))
 

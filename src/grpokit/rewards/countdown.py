@@ -1,8 +1,11 @@
 """The `countdown` reward: one arithmetic expression, built from the given numbers, that equals the target.
 
-A countdown row gives a few small numbers and a target (`numbers`, `target`: grpokit.families.countdown makes them);
+A countdown row gives a few small numbers and a target (`numbers`, `target`: grpokit.families.countdown makes them),
+and may name the operators it allows (`operators`, e.g. "+-*": the generator writes it, and its prompt says it);
 the answer line holds one expression, e.g. `Final answer: (7 - 3) * 4`. Many expressions are right: any that uses
-given numbers, each at most as often as it is given, with the allowed operators, and equals the target.
+given numbers, each at most as often as it is given, with the allowed operators, and equals the target. The allowed
+operators are the row's `operators` where it has the column, else the reward's `operators` param (default all four):
+an answer dividing on a row that allows + - * only is refused (`operator_not_allowed`), as the task SFT is taught.
 
     grpokit rewards score --reward countdown --input rows.jsonl     # rows with completion, numbers, target
 
@@ -253,6 +256,16 @@ def check_countdown(completion: str, numbers, target, markers: tuple[str, ...] =
     return CountdownVerdict(1.0, "", expression, value, used)
 
 
+def row_operators(value, default: str = OPERATORS) -> str | None:
+    """A row's `operators` column: the row's own ("+-*"), `default` where the row has none (None, "", a missing
+    column), None where it is not a string of some of + - * / (the row does not apply: `data check` says why)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    if not isinstance(value, str) or set(value.strip()) - set(OPERATORS):
+        return None
+    return "".join(dict.fromkeys(value.strip()))
+
+
 def whole(x) -> int | None:
     """A row's number as an int: 7, 7.0, "7"; None for anything else ("7.5", True, "seven")."""
     if isinstance(x, bool):
@@ -281,10 +294,12 @@ def row_numbers(numbers) -> list[int] | None:
     description="1.0 when the single final answer is an expression over the row's `numbers` (each at most as often "
     "as given; + - * / and parentheses) equal to its `target`; format_score for a well-formed expression that misses "
     "it; 0.0 for numbers not given or reused, powers, words, division by zero, a non-whole step (integer_steps), "
-    "several answers; null when the row's numbers or target are not whole numbers.",
+    "several answers, an operator the row's `operators` column (else the operators param) does not allow; null when "
+    "the row's numbers or target are not whole numbers or its operators not some of + - * /.",
     columns=("numbers", "target"),
     params={"markers": "answer-line markers to look for, case-insensitive (default: Final answer:, 最终答案：, 最终答案:)",
-            "operators": "the operators allowed, a string out of '+-*/' (default all four)",
+            "operators": "the operators allowed on rows without an `operators` column, a string out of '+-*/' "
+                         "(default all four); a row's own column wins",
             "integer_steps": "every step's result must be a whole number, the classic game's rule (default true)",
             "format_score": "the score of a well-formed expression over given numbers that misses the target "
                             "(default 0.1, TinyZero's format reward; 0 turns it off)"},
@@ -305,26 +320,27 @@ def get_countdown_reward(markers: list[str] | tuple[str, ...] = DEFAULT_MARKERS,
     markers = answer_markers(markers)
     if not isinstance(operators, str) or not operators or set(operators) - set(OPERATORS):
         raise ValueError(f"operators must be a string of some of {OPERATORS!r}, got {operators!r}")
+    default_operators = operators  # the rows' own `operators` column wins (score's and explain's `operators`)
     if not 0.0 <= float(format_score) < 1.0:
         raise ValueError(f"format_score must be in [0, 1), got {format_score!r}")
 
-    def verdict(completion: str, numbers, target) -> CountdownVerdict | None:
-        given, goal = row_numbers(numbers), whole(target)
-        if given is None or goal is None:
+    def verdict(completion: str, numbers, target, allowed=None) -> CountdownVerdict | None:
+        given, goal, ops = row_numbers(numbers), whole(target), row_operators(allowed, default_operators)
+        if given is None or goal is None or ops is None:
             return None
-        return check_countdown(completion, given, goal, markers, operators, bool(integer_steps), float(format_score))
+        return check_countdown(completion, given, goal, markers, ops, bool(integer_steps), float(format_score))
 
-    def score(completions: list[str], numbers: list, target: list, **_columns) -> list[float | None]:
-        out = []
-        for c, n, t in zip(completions, numbers, target):
-            v = verdict(c, n, t)
-            out.append(None if v is None else v.reward)
-        return out
+    def score(completions: list[str], numbers: list, target: list, operators: list | None = None,
+              **_columns) -> list[float | None]:
+        allowed = operators if operators is not None else [None] * len(completions)
+        return [None if v is None else v.reward
+                for v in (verdict(c, n, t, o) for c, n, t, o in zip(completions, numbers, target, allowed))]
 
-    def explain(completion: str, numbers=None, target=None, **_row) -> dict:
-        v = verdict(completion, numbers, target)
+    def explain(completion: str, numbers=None, target=None, operators=None, **_row) -> dict:
+        v = verdict(completion, numbers, target, operators)
         if v is None:
-            return {"reward": None, "reason": "row_not_applicable: numbers and target must be whole numbers"}
+            return {"reward": None, "reason": "row_not_applicable: numbers and target must be whole numbers and "
+                    "operators some of + - * /"}
         return {"reward": v.reward, "reason": v.reason, "expression": v.expression,
                 "value": None if v.value is None else str(v.value), "used": list(v.used)}
 
