@@ -14,7 +14,6 @@ grpokit.run.record); a training run and any other non-empty folder are refused b
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -22,11 +21,13 @@ from rich.table import Table
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct  # one percentage format for every table
+from grpokit.evaluation.paired import Paired, as_paired, paired, unpaired
 from grpokit.run import RunDir, run_end
 from grpokit.run.writer import write_file
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"  # the demo recipes of a source checkout
-SIGMAS = 2.0  # a difference between two models is "beyond noise" past this many standard errors (evaluation's gap rule)
+# A difference between two models is "beyond noise" by grpokit.evaluation.paired's rule: the exact sign test for
+# pass/fail rows, SIGMAS standard errors for the rest.
 
 
 def claim_run_dir(output_dir: str, keep: list[str]) -> Path:
@@ -218,32 +219,25 @@ def evaluate_sets(model, tokenizer, recipe, sets, heldout_samples: int = 0) -> d
             for kind, rows in (("heldout", sets.heldout), *sets.variants.items())}
 
 
-def _stderr(p: float | None, n: int) -> float:
-    return math.sqrt(p * (1 - p) / n) if p is not None and n else float("nan")
-
-
-def paired_difference(x: dict | None, y: dict | None) -> tuple[float, float] | None:
-    """(x - y, its standard error) of two evaluations of one set (EvalResult dicts: accuracy, rows, scores), None
-    where either is missing. Where both answered the same rows (`scores`: each row's primary-metric score), the
-    error is the paired one (the spread of the per-row differences), else that of two independent shares (larger:
-    it ignores that the rows are shared)."""
+def paired_difference(x: dict | None, y: dict | None) -> Paired | None:
+    """x minus y of two evaluations of one set (EvalResult dicts: accuracy, rows, scores), None where either is
+    missing: paired where both answered the same rows (`scores`: each row's primary-metric score, pass/fail for the
+    exact sign test), else two independent shares (grpokit.evaluation.paired)."""
     if not x or not y or x["accuracy"] is None or y["accuracy"] is None:
         return None
-    pairs = [(p, q) for p, q in zip(x.get("scores") or [], y.get("scores") or []) if p is not None and q is not None]
-    if len(pairs) > 1 and len(x["scores"]) == len(y["scores"]):
-        d = [p - q for p, q in pairs]
-        mean = sum(d) / len(d)
-        return mean, math.sqrt(sum((v - mean) ** 2 for v in d) / (len(d) - 1) / len(d))
-    return x["accuracy"] - y["accuracy"], math.hypot(_stderr(x["accuracy"], x["rows"]), _stderr(y["accuracy"], y["rows"]))
+    xs, ys = x.get("scores") or [], y.get("scores") or []
+    if len(xs) > 1 and len(xs) == len(ys):
+        d = paired(xs, ys)
+        if d is not None:
+            return d
+    return unpaired(x["accuracy"], x["rows"], y["accuracy"], y["rows"])
 
 
-def said(diff: tuple[float, float] | None) -> str:
-    """A difference in points with whether it is beyond noise (SIGMAS standard errors)."""
-    if diff is None:
-        return "not measured"
-    d, se = diff
-    beyond = abs(d) > SIGMAS * se
-    return f"{100 * d:+.1f} points ({'beyond' if beyond else 'within'} noise: 2 SE = {200 * se:.1f})"
+def said(diff) -> str:
+    """A difference in points with whether it is beyond noise and the test that says so (Paired.said); a stored
+    difference (its JSON list) reads the same."""
+    diff = as_paired(diff)
+    return "not measured" if diff is None else diff.said()
 
 
 def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("before", "after"),

@@ -28,7 +28,7 @@ Each final model and A are evaluated by the GRPO recipe (its template and reward
 compositions) greedy and sampled (a group of num_generations per row at its temperature: pass@1, pass@8), on the
 `seen` copy of them (the same numbers in trained compositions, greedy), and on the JSON extraction family's
 held-out set (retention, grpokit.demo.sft_vs_grpo). The verdict gives GRPO's own share against each SFT arm
-(paired differences on the same rows, 2 standard errors), against the best SFT-only arm with the same rows whether
+(paired differences on the same rows, beyond noise by grpokit.evaluation.paired's exact sign test), against the best SFT-only arm with the same rows whether
 it reaches issue 50's +5 points beyond noise, each model's seen-minus-unseen gap, and GRPO's retention against the
 answer-only SFT run's checkpoint of the nearest held-out accuracy. comparison.json and report.html (grpokit.report.
 comparison) hold every figure; each arm is a run folder; worked.jsonl and rft.jsonl are the SFT arms' rows.
@@ -40,8 +40,9 @@ import json
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (SIGMAS, Stages, paired_difference, paired_recipes, recipes_identity, results_table,
+from grpokit.demo.common import (Stages, paired_difference, paired_recipes, recipes_identity, results_table,
                                  said)
+from grpokit.evaluation.paired import SIGMAS, as_paired
 from grpokit.demo.sft_vs_grpo import (claim_comparison, evaluate_models, matched_retention, retention_recipe,
                                       retention_verdict, sampled_set)
 from grpokit.errors import GrpokitError, Problem
@@ -206,9 +207,10 @@ def _said(share: dict) -> str:
             f"seen compositions {said(share['seen'])}")
 
 
-def reaches_target(diff: tuple[float, float] | None) -> bool:
-    """Issue 50's bar: at least TARGET above, and beyond SIGMAS paired standard errors."""
-    return diff is not None and diff[0] >= TARGET and diff[0] > SIGMAS * diff[1]
+def reaches_target(diff) -> bool:
+    """Issue 50's bar: at least TARGET above, and beyond noise (the exact sign test on pass/fail rows)."""
+    diff = as_paired(diff)
+    return diff is not None and diff.difference >= TARGET and diff.clearly_ahead
 
 
 def verdict(models: dict[str, dict], mined: dict | None = None) -> list[str]:

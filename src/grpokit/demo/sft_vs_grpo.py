@@ -24,7 +24,7 @@ sft run, grpo-then-sft from the grpo run), so the four pipelines cost three trai
 
 It prints one table (a pipeline per row: held-out, perturbed, rewritten, format, minutes) and a verdict: which final
 model is best on held-out plus rewritten questions, GRPO's own share (sft-then-grpo minus sft) and whether it is
-beyond noise (2 standard errors of the difference), and whether SFT's drop from held-out to rewritten questions
+beyond noise (grpokit.evaluation.paired: the exact sign test on the rows where two models disagree), and whether SFT's drop from held-out to rewritten questions
 is larger than GRPO's (the article's claim), each said from these numbers alone. `comparison.json` in the output
 folder holds every figure; the four runs are its sub-folders (each a demo run: `grpokit eval`, `report`, `export`
 work on them). docs/workflows.md "SFT or GRPO: the comparison" explains how to read it. A comparison stopped or
@@ -37,10 +37,11 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (PROGRESS_FILE, RECIPES, SIGMAS, Progress, Stages, _stderr, claim_run_dir,
+from grpokit.demo.common import (PROGRESS_FILE, RECIPES, Progress, Stages, claim_run_dir,
                                  evaluate_sets, paired_difference, paired_recipes, recipes_identity, results_table,
                                  said)
 from grpokit.errors import GrpokitError, Problem
+from grpokit.evaluation.paired import SIGMAS, share_stderr
 from grpokit.evaluation import pct
 from grpokit.report.comparison import REPORT_ENTRIES, RESULT_FILE, comparison_metric, comparison_table, write_comparison_report
 
@@ -113,7 +114,7 @@ def at_floor(result: dict) -> bool:
     """Whether a held-out accuracy is not beyond noise of zero (at most SIGMAS standard errors): a model that solves
     (next to) no row, whose drop to another set is 0 by construction rather than measured."""
     acc, rows = result.get("accuracy"), result.get("rows") or 0
-    return acc is not None and rows > 0 and acc <= SIGMAS * _stderr(acc, rows)
+    return acc is not None and rows > 0 and acc <= SIGMAS * share_stderr(acc, rows)
 
 
 def verdict(models: dict[str, dict]) -> list[str]:
@@ -152,14 +153,18 @@ def verdict(models: dict[str, dict]) -> list[str]:
                          f"({', '.join(pct(scored[n]['sets']['heldout']['accuracy']) for n in floor)}, not beyond "
                          "noise of zero): no drop to compare, the 0.6B-Base article's claim is not tested here")
         elif drops["sft"] and drops["grpo"]:
-            (sft_drop, sft_se), (grpo_drop, grpo_se) = drops["sft"], drops["grpo"]
+            (sft_drop, sft_se), (grpo_drop, grpo_se) = drops["sft"][:2], drops["grpo"][:2]
             drops_more = sft_drop - grpo_drop > SIGMAS * math.hypot(sft_se, grpo_se)
             ahead = _difference(scored["grpo"], scored["sft"], key)  # GRPO minus SFT on new wording
-            grpo_behind = ahead is not None and ahead[0] < -SIGMAS * ahead[1]
+            grpo_behind = ahead is not None and ahead.clearly_behind
             line = f"held-out -> rewritten: sft {100 * -sft_drop:+.1f} points, grpo {100 * -grpo_drop:+.1f}; "
-            if drops_more and not grpo_behind:
-                line += ("SFT loses clearly more on new wording than GRPO and GRPO is not behind it there (the "
-                         "0.6B-Base article's claim holds here)")
+            if drops_more and ahead is not None and ahead.clearly_ahead:
+                line += (f"SFT loses clearly more on new wording than GRPO and GRPO is ahead of it there "
+                         f"({said(ahead)}; the 0.6B-Base article's claim holds here)")
+            elif drops_more and not grpo_behind:
+                line += (f"SFT loses clearly more on new wording than GRPO, and GRPO is not clearly behind it there "
+                         f"({said(ahead)}): the drop the 0.6B-Base article describes is shown, its conclusion that "
+                         "GRPO answers new questions better is not")
             elif drops_more:
                 line += (f"SFT loses clearly more on new wording than GRPO, yet stays {100 * -ahead[0]:.1f} points "
                          "ahead of it there (the drop the 0.6B-Base article describes is shown, its conclusion that "
@@ -206,7 +211,7 @@ def retention_verdict(matched: dict[str, dict], retention) -> list[str]:
              f"{pct(m['heldout'])} against {pct(m['sft_heldout'])}"
              + ("" if abs(m["heldout"] - m["sft_heldout"]) <= MATCHED_WITHIN + 1e-9 else
                 f"; not a matched pair: no SFT checkpoint within {MATCHED_WITHIN * 100:.0f} points")
-             + f"): {said(tuple(m['difference']) if m['difference'] else None)}" for name, m in matched.items()]
+             + f"): {said(m['difference'])}" for name, m in matched.items()]
     start = next(iter(matched.values())).get("start_retention")  # one start for every pipeline of a comparison
     return [f"retention of {what} at matched held-out accuracy"
             + ("" if start is None else f" (the start model kept {pct(start)})") + ": " + "; ".join(parts)]
@@ -291,7 +296,7 @@ def matched_retention(recipe, retention, sft_dir: Path, models: dict[str, dict],
         out[name] = {"sft_step": step, "sft_heldout": held["accuracy"], "heldout": acc,
                      "sft_retention": kept_sft["accuracy"], "retention": m["retention"]["accuracy"],
                      "start_retention": models["base"]["retention"]["accuracy"],
-                     "difference": None if diff is None else list(diff)}
+                     "difference": None if diff is None else diff.stored()}
     return out
 
 

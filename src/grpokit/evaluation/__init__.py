@@ -5,7 +5,7 @@
 
 evaluate (models and checkpoints), results (the results files and best.json), metrics (pass@k, gaps, the best checkpoint, the table), tools (tool
 tasks), compare (two runs), mining (failures back into the data), rft (a model's right solutions, for rejection-sampling
-fine-tuning).
+fine-tuning), paired (two models on the same rows: the difference, its noise, the exact sign test).
 """
 from grpokit.evaluation.compare import compare_runs, compare_table
 from grpokit.evaluation.evaluate import EvalSets, eval_sets, evaluate, evaluate_model, evaluate_run, sample, score
