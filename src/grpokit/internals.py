@@ -294,12 +294,20 @@ def trainer_logps(trainer, model, batch: dict):
     logits_to_keep, batch_size=...)` returning (logps, entropies, ...) (`problems()` checks the parameters)."""
     import torch  # torch loads with it: this module is imported by model-free commands
 
+    with torch.no_grad():
+        return policy_logps(trainer, model, batch)
+
+
+def policy_logps(trainer, model, batch: dict):
+    """The same log-probs with their gradient (online RFT's loss, grpokit.training.online_rft): through the trainer's own
+    log-prob call, so the tree and the CPU head apply. At the trainer's temperature, which TRL fixes in the model's
+    fused LM head when it is built (online RFT requires 1.0: grpokit.recipe's check)."""
+    import torch
+
     input_ids = torch.cat([batch[PROMPT_IDS], batch[COMPLETION_IDS]], dim=1)
     attention_mask = torch.cat([batch[PROMPT_MASK], batch[COMPLETION_MASK]], dim=1)
-    with torch.no_grad():
-        out = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask,
-                                                         batch[COMPLETION_IDS].size(1),
-                                                         batch_size=batch[COMPLETION_IDS].size(0))
+    out = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, batch[COMPLETION_IDS].size(1),
+                                                     batch_size=batch[COMPLETION_IDS].size(0))
     return out[0]
 
 

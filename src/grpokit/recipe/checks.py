@@ -173,6 +173,31 @@ def check_train(t, trl: dict) -> Found:
     return out + check_scheduler(t, trl.get("lr_scheduler_kwargs"))
 
 
+def check_algorithm(t, rewards, env) -> Found:
+    """What online RFT (train.algorithm: rft, grpokit.training.online_rft) needs: a correctness reward to keep the right
+    completions by, the SFT loss's temperature 1.0 (TRL fixes the loss's temperature when the trainer is built), no
+    tool episodes, no KL term."""
+    from grpokit.task import reward_role
+
+    if t.algorithm != "rft":
+        return []
+    out: Found = []
+    if rewards is not None and not any(reward_role(r) == "correctness" for r in rewards):
+        out.append((("train", "algorithm"), "online RFT keeps the completions the correctness reward gives full marks; "
+                    "this recipe has no correctness reward",
+                    "add a correctness reward (grpokit rewards list), or use train.algorithm: grpo"))
+    if t.temperature != 1.0:
+        out.append((("train", "temperature"), f"online RFT trains the SFT loss, at temperature 1.0; TRL computes the "
+                    f"loss's log-probs at train.temperature ({t.temperature:g})",
+                    "set train.temperature: 1.0 (top_p still shapes the samples)"))
+    if t.beta:
+        out.append((("train", "beta"), "online RFT has no KL term", "set train.beta: 0"))
+    if env:
+        out.append((("train", "algorithm"), "online RFT of tool episodes is not supported",
+                    "use train.algorithm: grpo with an env"))
+    return out
+
+
 def check_scheduler_name(name: str) -> Found:
     from transformers.trainer_utils import SchedulerType
 

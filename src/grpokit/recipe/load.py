@@ -217,6 +217,8 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         notes += sampler_machine_notes(generation)
     if rewards is not None:
         out += checks.check_rewards(rewards, base, data, notes, train_rows)
+    if train is not None:
+        out += checks.check_algorithm(train, rewards, raw.get("env"))
     if use in ("check", "train") and not out:  # what training would drop, counted as training counts it
         found, length_notes = data_checks.check_prompt_lengths(data, model, train, trl, _tools(raw), train_rows)
         out, notes = out + found, notes + length_notes

@@ -138,6 +138,12 @@ class EnvConfig(Section):
 class TrainConfig(Section):
     """GRPO settings, named as in TRL's GRPOConfig and passed through to it."""
 
+    algorithm: Literal["grpo", "rft"] = Field(
+        "grpo", description="grpo: TRL's GRPO loss. rft: online rejection-sampling fine-tuning (RAFT, expert "
+        "iteration): each step's samples drawn and scored as GRPO's, the completions its correctness reward gives "
+        "full marks trained with the SFT loss on the model's own tokens, the rest dropped (grpokit.training.online_rft). "
+        "Needs a correctness reward and temperature 1.0; the loss settings (loss_type, epsilon, beta, "
+        "scale_rewards, skip_no_signal, the sampler correction) do not apply.")
     learning_rate: float = Field(1e-6, gt=0, le=MAX_LEARNING_RATE, description="Optimizer step size.")
     beta: float = Field(0.0, ge=0, le=MAX_BETA, description="KL coefficient; 0 skips the reference model entirely.")
     num_generations: int = Field(8, ge=2, le=MAX_BATCH, description="Completions sampled per prompt (the GRPO group).")

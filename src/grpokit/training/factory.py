@@ -8,7 +8,7 @@
 (grpokit.evaluation.tools) and the benchmarks build their trainers here, so a recipe's settings reach every
 trainer the same way: TRL's config from the recipe (grpokit.recipe.grpo_args; `sft_args` below), the sampling part
 from its generation section, the log-probs over the tree from train.shared_prefix, the loss steps from
-train.skip_no_signal and generation.sampler_correction. Not covered: the run around a trainer (its folder, its
+train.skip_no_signal and generation.sampler_correction (or online RFT's, train.algorithm). Not covered: the run around a trainer (its folder, its
 record, health rollbacks: grpokit.training.grpo and .lifecycle).
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ from grpokit.training.sampler import SamplerCorrection
 from grpokit.training.no_signal import SkipNoSignal
 from grpokit.training.probe import HeldOutProbe
 from grpokit.training.refill import selection_of
+from grpokit.training.online_rft import OnlineRFT, RFTLoss
 from grpokit.training.sampling import EpisodeSampling, Sampling
 from grpokit.training.trainer import GrpokitSFTTrainer, GrpokitTrainer, Parts, SamplesSink
 from grpokit.training.tracking import Progress
@@ -37,9 +38,21 @@ from grpokit.training.tracking import Progress
 def loss_steps(recipe: Recipe) -> tuple:
     """The loss steps of a recipe, in the order they run before TRL's loss: the rows without signal dropped first
     (train.skip_no_signal), then the sampler correction on the rows kept (generation.sampler_correction; it does
-    nothing while the policy samples itself)."""
+    nothing while the policy samples itself). Online RFT (train.algorithm: rft): its SFT loss alone, in place of
+    TRL's (a group that all scored the same carries no GRPO signal, but its right rows are RFT's)."""
+    if recipe.train.algorithm == "rft":
+        return (RFTLoss(),)
     skip = (SkipNoSignal(),) if recipe.train.skip_no_signal else ()
     return (*skip, SamplerCorrection(recipe.generation.sampler_correction))
+
+
+def online_rft(recipe: Recipe) -> OnlineRFT | None:
+    """The right-row marking of train.algorithm: rft, by the recipe's correctness reward (its logged name)."""
+    if recipe.train.algorithm != "rft":
+        return None
+    from grpokit.task import reward_roles
+
+    return OnlineRFT(next(n for n, role in reward_roles(recipe.rewards).items() if role == "correctness"))
 
 
 def longest(recipe: Recipe) -> int:
@@ -58,7 +71,7 @@ def grpo_trainer(recipe: Recipe, model, tokenizer, dataset, reward_funcs: list, 
     parts = Parts(sampling=sampling,
                   selection=selection_of(recipe, dataset, processes(), run.preflight_file),
                   logps=TreeLogps(recipe.train.shared_prefix, longest(recipe)), loss_steps=loss_steps(recipe),
-                  probe=probe, health=health, samples=SamplesSink(run.samples, recipe.train.num_samples_logged),
+                  rft=online_rft(recipe), probe=probe, health=health, samples=SamplesSink(run.samples, recipe.train.num_samples_logged),
                   progress=progress, reference=run, trackers=run.path, log=log)
     return GrpokitTrainer(parts, model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),

@@ -15,7 +15,8 @@ A batch's way through a GrpokitTrainer, in the order TRL calls the methods below
     4. log-probs  every log-prob TRL computes (the loss, the old policy, the reference) through `parts.logps`:
                   over the tree of shared prefixes, or TRL's rows (grpokit.training.logps)
     5. loss       `parts.loss_steps` in their order, each handing the batch to the next, then TRL's loss: skip
-                  the rows without a learning signal (grpokit.training.no_signal), then the sampler correction
+                  the rows without a learning signal (grpokit.training.no_signal), then the sampler correction;
+                  online RFT (`parts.rft`) marks the right rows at step 2 and its one loss step replaces TRL's
     then at each logging step: the held-out probe's figures, samples.jsonl (`parts.samples`), the health
     monitor (`parts.health`, which may stop the run); at each save the selection's estimates.
 
@@ -45,6 +46,7 @@ from grpokit.training.lm_head import CpuHead
 from grpokit.training.logps import TreeForward, TreeLogps
 from grpokit.training.probe import HeldOutProbe
 from grpokit.training.refill import Selection
+from grpokit.training.online_rft import OnlineRFT
 from grpokit.training.rollback import load_reference
 from grpokit.training.sampling import EpisodeSampling, Sampling
 from grpokit.training.tracking import Progress, route_trackers
@@ -84,6 +86,8 @@ class Parts:
     logps         the log-prob computation (grpokit.training.logps.TreeLogps: the tree, or TRL's rows, its positions
                   counted and its choice said); None: TRL's own, uncounted
     loss_steps    callables (trainer, model, batch, loss) -> loss, run in this order before TRL's loss
+    rft           online RFT (grpokit.training.online_rft.OnlineRFT, `train.algorithm: rft`): each scored batch's right
+                  rows marked for its loss step, RFTLoss, which replaces TRL's loss
     probe         the held-out probe (also among the callbacks), bound to the trainer here
     health        the health monitor, run at each logging step (main process)
     samples       samples.jsonl
@@ -98,6 +102,7 @@ class Parts:
     selection: Selection | None = None
     logps: TreeLogps | None = None
     loss_steps: tuple[Callable, ...] = ()
+    rft: OnlineRFT | None = None
     probe: HeldOutProbe | None = None
     health: HealthMonitor | None = None
     samples: SamplesSink | None = None
@@ -115,6 +120,7 @@ class GrpokitTrainer(internals.TrainerHooks, GRPOTrainer):
         self.compact_head = trl_compat.refuse_unusable(GRPOTrainer)  # a TRL grpokit cannot use: refused here
         self.sampling = self.probe = None  # TRL's constructor runs no step; the parts are bound once it is done
         self.selection, self.logps, self.loss_steps = parts.selection, parts.logps, tuple(parts.loss_steps)
+        self.rft = parts.rft
         self.health, self.samples, self.progress = parts.health, parts.samples, parts.progress
         self.episodes_only = parts.episodes_only
         self.seen_logps: list | None = None  # `logps_seen`: the policy log-probs of one loss call
@@ -145,7 +151,12 @@ class GrpokitTrainer(internals.TrainerHooks, GRPOTrainer):
         return trl_sampler(dataset) if self.selection is None else self.selection.sampler(self, dataset, trl_sampler)
 
     def grpokit_generate(self, inputs, trl_generate):
-        return trl_generate(inputs) if self.selection is None else self.selection.generate(self, inputs, trl_generate)
+        if self.rft is not None:  # each scoring call's rows marked right or not, then the whole batch counted
+            scored = trl_generate
+            trl_generate = lambda rows: self.rft.mark(self, scored(rows))  # noqa: E731
+        batch = trl_generate(inputs) if self.selection is None else \
+            self.selection.generate(self, inputs, trl_generate)
+        return batch if self.rft is None else self.rft.finish(self, batch)
 
     # ---------------------------------------------------------------- 4. log-probs
     def grpokit_logps(self, model, input_ids, attention_mask, logits_to_keep, trl_logps, *args, **kwargs):
