@@ -4,8 +4,8 @@ Each step samples and scores its completions exactly as GRPO does (same prompts,
 health, probe and evaluation); then, instead of GRPO's policy-gradient loss, the completions the correctness reward
 gives full marks are trained with the SFT loss (the mean negative log-likelihood of their tokens, the model's own
 tokens as sampled, at temperature 1) and the rest are dropped. This is RAFT / expert iteration run online: the
-literature's strongest baseline for GRPO (expert iteration matches PPO at 7-13B: Havrilla et al. 2024; RAFT++ leads
-GRPO early and GRPO overtakes it later, once RAFT's samples lose their diversity: Xiong et al. 2025). GRPO's margin
+literature's strongest baseline for GRPO (expert iteration matches PPO at 7-13B: Havrilla et al., 2024; RAFT++ leads
+GRPO early and GRPO overtakes it later, once RAFT's samples lose their diversity: Xiong et al., 2025; docs/sources.md). GRPO's margin
 over it is what it learns from the wrong answers.
 
     parts = Parts(..., rft=OnlineRFT("countdown"), loss_steps=(RFTLoss(),))     # grpokit.training.factory does it
