@@ -16,6 +16,7 @@ from grpokit.families.countdown import (ALL_PHRASINGS, PHRASINGS, generate, hard
 from grpokit.families.countdown_solver import solve
 from grpokit.rewards.countdown import check_countdown, evaluate_expression, worked_steps
 from grpokit.rewards.registry import build_reward
+from tests.conftest import REPO
 
 N, T = [3, 4, 7, 9], 16  # (7 - 3) * 4 = 16, 9 + 7 = 16, ...
 
@@ -220,6 +221,8 @@ ROW_CASES = [
     ("numbers not a list", {"question": "q", "numbers": "three", "target": T}, "numbers"),
     ("a number not whole", {"question": "q", "numbers": [3, 4.5], "target": T}, "numbers"),
     ("target not a number", {"question": "q", "numbers": N, "target": "sixteen"}, "target"),
+    ("target with two signs", {"question": "q", "numbers": N, "target": "--5"}, "target"),  # was a traceback
+    ("a number with two signs", {"question": "q", "numbers": "3 --4 7", "target": T}, "numbers"),
     ("a gold answer that misses", {"question": "q", "answer": "3 + 4", "numbers": N, "target": T}, "answer"),
     ("a gold answer that reuses", {"question": "q", "answer": "9 + 9", "numbers": N, "target": 18}, "answer"),
 ]
@@ -229,6 +232,22 @@ ROW_CASES = [
 def test_row_problems(row, field):
     problems = row_problems(row, "train.jsonl line 3", "answer")
     assert [p.where.rsplit(" ", 1)[-1] for p in problems] == ([] if field is None else [field])
+
+
+def test_data_and_recipe_check_name_a_bad_target(tmp_path):
+    # "target": "--5" ended `data check` and `recipe check` in a ValueError traceback (issue 67).
+    rows = [{"question": f"Use 3 4 7 to make 16 ({i})", "numbers": [3, 4, 7], "target": 16} for i in range(3)]
+    rows.append({"question": "Use 3 4 7 to make --5", "numbers": [3, 4, 7], "target": "--5"})
+    data = tmp_path / "cd.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    check = subprocess.run([sys.executable, "-m", "grpokit", "data", "check", str(data), "--task", "countdown"],
+                           capture_output=True, text=True)
+    assert "Traceback" not in check.stderr + check.stdout
+    assert "cd.jsonl:4 field target: '--5' is not a whole number" in check.stdout + check.stderr
+    recipe = subprocess.run([sys.executable, "-m", "grpokit", "recipe", "check", "recipes/smollm2-countdown.yaml",
+                             "--set", f"data.train={data}"], capture_output=True, text=True, cwd=REPO)
+    assert recipe.returncode == 2 and "Traceback" not in recipe.stderr, recipe.stderr
+    assert "cd.jsonl:4 field target: '--5' is not a whole number" in recipe.stderr
 
 
 def test_cli_generate_reports_and_refuses(tmp_path):
@@ -251,7 +270,6 @@ def test_cli_generate_reports_and_refuses(tmp_path):
 def test_audit_finds_no_loophole_in_the_recipe():
     from grpokit.audit import audit_recipe
     from grpokit.recipe import load_recipe
-    from tests.conftest import REPO
 
     recipe = load_recipe(REPO / "recipes" / "smollm2-countdown.yaml")
     result = audit_recipe(recipe, 8)

@@ -263,6 +263,9 @@ def check_countdown(completion: str, numbers, target, markers: tuple[str, ...] =
     return CountdownVerdict(1.0, "", expression, value, used)
 
 
+_WHOLE = re.compile(r"-?[0-9]+")
+
+
 def whole(x) -> int | None:
     """A row's number as an int: 7, 7.0, "7"; None for anything else ("7.5", True, "seven")."""
     if isinstance(x, bool):
@@ -271,7 +274,7 @@ def whole(x) -> int | None:
         return x
     if isinstance(x, float):
         return int(x) if x.is_integer() else None
-    if isinstance(x, str) and x.strip().lstrip("-").isascii() and x.strip().lstrip("-").isdigit():
+    if isinstance(x, str) and _WHOLE.fullmatch(x.strip()):  # one sign at most: "--5" is not a number
         return int(x.strip())
     return None
 
