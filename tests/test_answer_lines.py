@@ -21,6 +21,8 @@ LINES = [
     ("bold value", "Final answer: **72**", ["72"]),
     ("italic value", "Final answer: *72*", ["72"]),
     ("heading", "## Final answer: 72", ["72"]),
+    ("bold marker, colon outside", "**Final Answer**: 72", ["72"]),
+    ("two values in italics are not one wrapped value", "Final answer: *72* *73*", ["*72* *73*"]),
     ("list item, bold marker", "- **Final answer:** 72", ["72"]),
     ("a bullet is not emphasis", "* Final answer: 3 * 4", ["3 * 4"]),
     ("bold marker, value on the next line, bold", "**Final answer:**\n**72**", ["72"]),
@@ -61,6 +63,7 @@ COUNTDOWN = [
     ("a bold marker", "**Final answer:** (7 - 3) * 4", 1.0, ""),
     ("a bold line", "**Final answer: (7 - 3) * 4**", 1.0, ""),
     ("a bold value", "Final answer: **(7 - 3) * 4**", 1.0, ""),
+    ("a bold marker, colon outside", "**Final Answer**: (7 - 3) * 4", 1.0, ""),
     ("a marker mid-line is prose", "Before I give the final answer: let me try 3+4+7.\nFinal answer: (7 - 3) * 4",
      1.0, ""),
     ("the same answer written twice with other spacing", "Final answer: (7-3)*4\nFinal answer: (7 - 3) * 4", 1.0, ""),
@@ -84,6 +87,11 @@ MATH = [
     ("a hedge behind 150 spaces is a hedge", "Final answer: 72" + " " * 150 + "or 73", "72", 0.0, "hedge"),
     ("a bold marker", "**Final answer:** 72", "72", 1.0, "correct"),
     ("a bold line", "**Final answer: 72**", "72", 1.0, "correct"),
+    ("a bold marker, colon outside", "**Final Answer**: 72", "72", 1.0, "correct"),
+    ("a second answer under a bold marker, colon outside", "**Final answer**: 73\nFinal answer: 72", "72", 0.0,
+     "several_answers"),
+    ("two values in italics", "Final answer: *72* *73*", "72", 0.0, "several_answers"),
+    ("a hedge between bold values", "**Final answer:** **72** or **73**", "72", 0.0, "hedge"),
     ("a marker mid-line is prose", "Before I give the final answer: 5\nFinal answer: 72", "72", 1.0, "correct"),
     ("the same expression twice with other spacing", "Final answer: x+1\nFinal answer: x + 1", "x+1", 1.0,
      "correct"),
@@ -106,7 +114,8 @@ def test_math_reads_the_line_as_written(completion, gold, reward, reason):
     assert (v.reward, v.reason) == (reward, reason), v
 
 
-@pytest.mark.parametrize("line", ["**Final answer:** 72", "**Final answer: 72**", "Final answer: **72**"])
+@pytest.mark.parametrize("line", ["**Final answer:** 72", "**Final answer: 72**", "Final answer: **72**",
+                                  "**Final answer**: 72"])
 def test_format_reads_emphasis_alike(line):
     assert check_format(R + line).ok
 

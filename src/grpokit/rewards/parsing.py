@@ -9,7 +9,7 @@
   the blocks whose tag is one of `tags` ("" = no tag), in order.
 - answer line: a line starting with one of the markers (`Final answer:`,
   `最终答案：` ..., case-insensitive), after markdown decoration only (`**`, `#`,
-  `>`, `-`, spaces: `**Final answer:** 72`, `## Final answer: 72`); a marker in
+  `>`, `-`, spaces: `**Final answer:** 72`, `**Final answer**: 72`, `## Final answer: 72`); a marker in
   the middle of a line ("Before I give the final answer: ...") is prose, not an
   answer. Its value may sit on the next non-empty line. Emphasis around the
   value (`**Final answer: 72**`, `Final answer: **72**`) is no part of it.
@@ -72,9 +72,15 @@ def fenced_blocks(text: str, tags: frozenset[str] | set[str] | tuple[str, ...]) 
 @functools.lru_cache(maxsize=64)
 def marker_pattern(markers: tuple[str, ...]) -> re.Pattern:
     """The markers, as one pattern to `match` at the start of a line stripped of its decoration (DECORATION)."""
-    # Longest first so that "最终答案：" wins over a shorter marker that prefixes it.
-    alternatives = sorted((re.escape(m) for m in markers if m), key=len, reverse=True)
+    # Longest first so that "最终答案：" wins over a shorter marker that prefixes it. Emphasis may close before a
+    # marker's colon ("**Final answer**: 72" is "Final answer:" in bold, as "**Final answer:** 72" is).
+    alternatives = sorted((_marker_regex(m) for m in markers if m), key=len, reverse=True)
     return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def _marker_regex(marker: str) -> str:
+    body, colon = (marker[:-1], marker[-1]) if marker[-1] in ":：" and len(marker) > 1 else (marker, "")
+    return re.escape(body) + (r"[*_]*" + re.escape(colon) if colon else "")
 
 
 DECORATION = "*_#>`- \t"  # markdown before a marker: "**Final answer:** 3", "## 最终答案：3", "> - Final answer: 3"
@@ -104,9 +110,10 @@ def strip_emphasis(value: str, opened: str = "") -> str:
         elif value.endswith(opened):
             value = value[: -len(opened)].strip()  # "**Final answer: 72**"
     run = _EMPHASIS_RUN.match(value)
-    if run and len(value) > 2 * len(run.group(0)) and value.endswith(run.group(0)) \
-            and value[len(run.group(0))] not in "*_" and value[-len(run.group(0)) - 1] not in "*_":
-        value = value[len(run.group(0)): -len(run.group(0))].strip()  # "Final answer: **72**"
+    if run and len(value) > 2 * len(run.group(0)) and value.endswith(run.group(0)):
+        inner = value[len(run.group(0)): -len(run.group(0))]
+        if run.group(0) not in inner and inner[0] not in "*_" and inner[-1] not in "*_":  # not "*72* *73*"
+            value = inner.strip()  # "Final answer: **72**"
     return value
 
 
