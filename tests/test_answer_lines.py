@@ -104,6 +104,9 @@ MATH = [
     ("e notation with a unit", "Final answer: 1.6e-19 C", "1.6e-19", 1.0, "correct"),
     ("e notation, wrong exponent", "Final answer: 1.6e-18 C", "1.6e-19", 0.0, "wrong"),
     ("a product of variables is not a unit", "Final answer: 3x*y", "3", 0.0, "wrong"),
+    ("a spaced product of variables is not a unit", "Final answer: 5 a*b", "5", 0.0, "wrong"),
+    ("units over a bracketed product, spaced", "Final answer: 3 kg/(m s)", "3", 1.0, "correct"),
+    ("a unit product then a number", "Final answer: 3 kg*13", "3", 0.0, "wrong"),
     ("a second number after a unit product", "Final answer: 3 N*m, or 4", "3", 0.0, "hedge"),
 ]
 

@@ -98,13 +98,17 @@ _UNIT_TERM = rf"[^\W\d_]+(?:{_POWER})?"
 _UNIT_POWERS = re.compile(rf"(?<![\w.^])(\d+(?:\.\d+)?(?:[eE][-+]?\d{{1,2}})?)(\s*)"
                           rf"({_UNIT_TERM}(?:\s*(?:/|·|\*|\s)\s*{_UNIT_TERM})*)")
 _UNIT_STAR = re.compile(r"(?<=[^\W_])\*(?=[^\W\d_])")
+_LONE_VARIABLE = re.compile(r"[xyzabcnijk]")  # single letters read as variables (_GLUED_VARIABLE's, but "e")
 
 
 def _unit_powers(m: re.Match) -> str:
     number, space, units = m.groups()
     if not ("^" in units or _UNIT_STAR.search(units)) or (not space and _GLUED_VARIABLE.match(units)):
         return m.group(0)
-    return number + space + _UNIT_STAR.sub("·", re.sub(_POWER, "", units))
+    units = re.sub(_POWER, "", units)
+    if all(_LONE_VARIABLE.fullmatch(term) for term in re.split(r"[\s*·/]+", units.strip())):
+        return number + space + units  # "5 a*b", "3 x*y": a product of variables, an expression, not units
+    return number + space + _UNIT_STAR.sub("·", units)
 
 
 # What may surround a lone number and still leave it a lone number: words (units,
@@ -113,7 +117,7 @@ _WORDY = re.compile(r"[\w\s%=:'’¥￥€£°·]*")
 # A slash between unit symbols is "per" ("12 m/s", "3 €/kg", "60 km/h"), not a division of the number.
 _UNIT_SLASH = re.compile(r"(?<=[^\W\d_]|[€£¥$%°])\s*/\s*(?=[^\W\d_])")
 # "4 kJ/(kg·K)": units over a bracketed product of units are "per" that product, not a trailing note in words.
-_UNIT_PER_GROUP = re.compile(r"(?<=[^\W\d_])\s*/\s*\(\s*([^\W\d_]+(?:\s*[·*]\s*[^\W\d_]+)*)\s*\)")
+_UNIT_PER_GROUP = re.compile(r"(?<=[^\W\d_])\s*/\s*\(\s*([^\W\d_]+(?:(?:\s*[·*]\s*|\s+)[^\W\d_]+)*)\s*\)")
 # Scientific notation, read as the number it writes: "1.5e3", "1.5 × 10^3", "1.5 \times 10^{3}" (superscripts are
 # "^{3}" by then). Exponents are bounded: 10^999 is not an answer, and its digits are not written out.
 _SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*[eE]\s*([+-]?\d{1,2})|\s*(?:×|\\times|\\cdot|·|\*|x)\s*10\s*"
