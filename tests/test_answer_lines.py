@@ -129,6 +129,13 @@ def test_format_marker_mid_line_is_prose():
     assert check_format(R + "I think the Final answer: 72").reason == "final-answer line does not start with the marker"
 
 
+def test_a_long_run_of_stars_is_not_emphasis():
+    # Emphasis is 1 to 3 marks: 50,000 stars round a value do not unwrap into it; the line is too long.
+    text = "Final answer: " + "*" * 50_000 + "3" + "*" * 50_000
+    assert check_math(text, "3").reason == "too_long"
+    assert check_countdown(text, [3, 4], 7).reason.startswith("too_long")
+
+
 def test_too_long_is_named():
     v = check_countdown("Final answer: " + "9 + 7 " + " " * MAX_ANSWER_CHARS + "- 3", [3, 4, 7, 9], 16)
     assert v.reason.startswith("too_long")

@@ -84,7 +84,7 @@ def _marker_regex(marker: str) -> str:
 
 
 DECORATION = "*_#>`- \t"  # markdown before a marker: "**Final answer:** 3", "## 最终答案：3", "> - Final answer: 3"
-_EMPHASIS_RUN = re.compile(r"[*_]+")
+_EMPHASIS_RUN = re.compile(r"[*_]{1,3}")  # markdown emphasis is 1 to 3 marks; a longer run is text
 
 
 @functools.lru_cache(maxsize=64)
@@ -95,7 +95,7 @@ def _line_start_pattern(markers: tuple[str, ...]) -> re.Pattern:
 
 def emphasis_opened(decoration: str) -> str:
     """The emphasis run glued to the marker ("**" in "- **Final answer:**"; none in "* Final answer:", a bullet)."""
-    run = re.search(r"[*_]+$", decoration)
+    run = re.search(r"(?<![*_])[*_]{1,3}$", decoration)
     return run.group(0) if run else ""
 
 
