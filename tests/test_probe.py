@@ -430,6 +430,29 @@ def test_an_unconfirmed_finding_is_asked_again_at_the_next_checkpoint(tmp_path):
     assert again["evidence"]["probe"]["confirmed"] is True and again["evidence"]["probe"]["asked_again_since"] == 18
 
 
+def test_a_finding_held_at_a_checkpoint_step_is_not_asked_twice_there(tmp_path):
+    # The finding fires at a step whose metrics line carries that checkpoint's probe: asked once (the probe of the
+    # same weights), recorded once.
+    monitor, _, _ = _monitor(tmp_path, lambda: {"probe/accuracy": 15 / 48, "probe/rows": 48}, "warn")
+    lines = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in lines if h["code"] == "correctness_collapse"] == [18]
+    (tmp_path / "b").mkdir()
+    from grpokit.health import HealthMonitor
+    from grpokit.recipe import validate_raw
+
+    recipe = validate_raw({"data": {"train": "builtin:arithmetic/train.jsonl"}, "rewards": [{"name": "math_correctness"}],
+                           "health": {"actions": {"correctness_collapse": "rollback", "probe_drop": "warn"}}})
+    monitor = HealthMonitor(recipe.health, tmp_path / "b", {"math_correctness": "correctness"}, rollbacks_left=2,
+                            printer=lambda _: None, probe=lambda: {"probe/accuracy": 15 / 48, "probe/rows": 48})
+    monitor.observe({"step": 0, "probe/accuracy": 11 / 48, "probe/rows": 48}, [])
+    last = len(COUNTDOWN_FALSE_FALL)
+    for step, value in enumerate(COUNTDOWN_FALSE_FALL, start=1):
+        probed = {"probe/accuracy": 15 / 48, "probe/rows": 48} if step == last else {}
+        monitor.observe({"step": step, "reward": value, "rewards/math_correctness/mean": value, **probed}, [])
+    lines = [json.loads(x) for x in (tmp_path / "b" / "health.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in lines if h["code"] == "correctness_collapse"] == [last]
+
+
 def test_a_finding_still_unconfirmed_is_recorded_again_and_one_that_cleared_is_not(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -440,7 +463,12 @@ def test_a_finding_still_unconfirmed_is_recorded_again_and_one_that_cleared_is_n
     assert monitor.decision is None
     lines = [json.loads(x) for x in (tmp_path / "a" / "health.jsonl").read_text().splitlines()]
     found = [h for h in lines if h["code"] == "correctness_collapse"]
-    assert [h["step"] for h in found] == [18, 20] and found[1]["action"].endswith("first held at step 18)")
+    monitor.observe({"step": 21, "reward": 0.05, "rewards/math_correctness/mean": 0.05,
+                     "probe/accuracy": 12 / 48, "probe/rows": 48}, [])  # and again, still named by its first step
+    lines = [json.loads(x) for x in (tmp_path / "a" / "health.jsonl").read_text().splitlines()]
+    found = [h for h in lines if h["code"] == "correctness_collapse"]
+    assert [h["step"] for h in found] == [18, 20, 21]
+    assert all(h["action"].endswith("first held at step 18)") for h in found[1:])
     # The condition cleared (correctness back up) before the checkpoint: nothing is asked, nothing recorded.
     monitor, _, _ = _held_at_18(tmp_path / "b")
     for step in (19, 20, 21, 22, 23):

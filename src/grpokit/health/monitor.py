@@ -170,9 +170,12 @@ class HealthMonitor:
         self.held = {code: f for code, f in self.held.items() if code in self.tracker.active}
         if PROBE_ACCURACY in record and self.decision is None:
             for code, held in list(self.held.items()):
+                if held.step >= record["step"]:  # held at this very step, on a probe of these weights
+                    continue
                 del self.held[code]
+                first = held.evidence.get("probe", {}).get("asked_again_since", held.step)
                 again = dataclasses.replace(held, step=record["step"], evidence=dict(held.evidence))
-                self.act(again, lambda f: self.unconfirmed(f, record, asked_again=held.step))
+                self.act(again, lambda f, first=first: self.unconfirmed(f, record, asked_again=first))
         return self.decision
 
     def act(self, f: Finding, unconfirmed: Callable[[Finding], str | None]) -> None:
