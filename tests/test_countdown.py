@@ -12,10 +12,12 @@ import pytest
 
 from grpokit.families import FAMILIES
 from grpokit.families.countdown import (ALL_PHRASINGS, PHRASINGS, generate, harder_rows, is_generated,
-                                        problem_key, question_key, reference, rewrite_rows, row_problems)
+                                        problem_key, question_key, reference, rewrite_rows, row_problems,
+                                        solvable_problems)
 from grpokit.families.countdown_solver import solve
 from grpokit.rewards.countdown import check_countdown, evaluate_expression, worked_steps
 from grpokit.rewards.registry import build_reward
+from tests.conftest import REPO
 
 N, T = [3, 4, 7, 9], 16  # (7 - 3) * 4 = 16, 9 + 7 = 16, ...
 
@@ -201,7 +203,7 @@ def test_generator_knobs_and_exclusion():
     first = generate(40, seed=0)
     again = generate(40, seed=0, exclude={rewrite_rows([r])[0]["question"] for r in first})
     assert not {problem_key(r) for r in again} & {problem_key(r) for r in first}
-    with pytest.raises(ValueError, match="no new solvable problem"):  # fewer solvable problems exist than asked for
+    with pytest.raises(ValueError, match="6 distinct solvable problems exist"):  # fewer solvable problems exist than asked for
         generate(100, seed=0, count=2, low=1, high=3, operators="+")
     with pytest.raises(ValueError, match="at most 20,735 distinct problems exist"):  # refused before a draw
         generate(1_000_000, seed=0)
@@ -240,6 +242,8 @@ ROW_CASES = [
     ("numbers not a list", {"question": "q", "numbers": "three", "target": T}, "numbers"),
     ("a number not whole", {"question": "q", "numbers": [3, 4.5], "target": T}, "numbers"),
     ("target not a number", {"question": "q", "numbers": N, "target": "sixteen"}, "target"),
+    ("target with two signs", {"question": "q", "numbers": N, "target": "--5"}, "target"),  # was a traceback
+    ("a number with two signs", {"question": "q", "numbers": "3 --4 7", "target": T}, "numbers"),
     ("a gold answer that misses", {"question": "q", "answer": "3 + 4", "numbers": N, "target": T}, "answer"),
     ("a gold answer that reuses", {"question": "q", "answer": "9 + 9", "numbers": N, "target": 18}, "answer"),
     ("operators not of + - * /", {"question": "q", "numbers": N, "target": T, "operators": "+^"}, "operators"),
@@ -252,6 +256,51 @@ ROW_CASES = [
 def test_row_problems(row, field):
     problems = row_problems(row, "train.jsonl line 3", "answer")
     assert [p.where.rsplit(" ", 1)[-1] for p in problems] == ([] if field is None else [field])
+
+
+def test_data_and_recipe_check_name_a_bad_target(tmp_path):
+    # "target": "--5" ended `data check` and `recipe check` in a ValueError traceback (issue 67).
+    rows = [{"question": f"Use 3 4 7 to make 16 ({i})", "numbers": [3, 4, 7], "target": 16} for i in range(3)]
+    rows.append({"question": "Use 3 4 7 to make --5", "numbers": [3, 4, 7], "target": "--5"})
+    data = tmp_path / "cd.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    check = subprocess.run([sys.executable, "-m", "grpokit", "data", "check", str(data), "--task", "countdown"],
+                           capture_output=True, text=True)
+    assert "Traceback" not in check.stderr + check.stdout
+    assert "cd.jsonl:4 field target: '--5' is not a whole number" in check.stdout + check.stderr
+    recipe = subprocess.run([sys.executable, "-m", "grpokit", "recipe", "check", "recipes/smollm2-countdown.yaml",
+                             "--set", f"data.train={data}"], capture_output=True, text=True, cwd=REPO)
+    assert recipe.returncode == 2 and "Traceback" not in recipe.stderr, recipe.stderr
+    assert "cd.jsonl:4 field target: '--5' is not a whole number" in recipe.stderr
+
+
+def test_generate_reaches_its_bound_and_refuses_past_it_at_once(tmp_path):
+    # `--rows 20735`, the bound the generator advertised, drew for 210 s and refused after 10,623 rows (issue 67):
+    # most multisets and targets have no expression. The bound is now the solvable problems themselves: exactly that
+    # many rows come out (the last ones from the enumerated problems when random draws stop finding new ones), one
+    # more is refused before any row is drawn, and nothing is written.
+    settings = dict(count=2, low=1, high=6)
+    pool = solvable_problems(2, 1, 6, "+-*", 2, 30, 3)
+    rows = generate(len(pool), seed=3, **settings)
+    assert len({problem_key(r) for r in rows}) == len(rows) == len(pool) == 42
+    assert all(check_countdown(f"Final answer: {r['answer']}", r["numbers"], r["target"]).reward == 1.0 for r in rows)
+    with pytest.raises(ValueError, match="42 distinct solvable problems exist"):
+        generate(len(pool) + 1, **settings)
+    excluded = {problem_key(r) for r in rows[:5]}
+    assert len(generate(len(pool) - 5, exclude=excluded, **settings)) == 37
+    with pytest.raises(ValueError, match="37 distinct solvable problems exist .* besides the excluded ones"):
+        generate(len(pool) - 4, exclude=excluded, **settings)
+    out = tmp_path / "cd.jsonl"
+    cli = subprocess.run([sys.executable, "-m", "grpokit", "data", "generate", "countdown", str(out), "--rows", "43",
+                          "--numbers", "2", "--high", "6"], capture_output=True, text=True)
+    assert cli.returncode == 2 and "42 distinct solvable problems exist" in cli.stderr and not out.exists()
+
+
+@pytest.mark.slow
+def test_generate_refuses_the_advertised_bound_of_the_defaults_at_once():
+    # Every 4-number multiset of 1-10 solved once (715 solves) rather than 10,000+ draws: refused before drawing.
+    with pytest.raises(ValueError, match="10,722 distinct solvable problems exist"):
+        generate(20_735)
 
 
 def test_cli_generate_reports_and_refuses(tmp_path):
@@ -274,7 +323,6 @@ def test_cli_generate_reports_and_refuses(tmp_path):
 def test_audit_finds_no_loophole_in_the_recipe():
     from grpokit.audit import audit_recipe
     from grpokit.recipe import load_recipe
-    from tests.conftest import REPO
 
     recipe = load_recipe(REPO / "recipes" / "smollm2-countdown.yaml")
     result = audit_recipe(recipe, 8)

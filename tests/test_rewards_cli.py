@@ -147,6 +147,23 @@ def test_subprocess_score_and_bad_file(tmp_path):
     assert ko.returncode == 2 and "bad.jsonl:1" in ko.stderr and "Traceback" not in ko.stderr
 
 
+def test_score_stdout_holds_only_the_rows_when_the_reward_prints(tmp_path):
+    # An own reward's print at import and while scoring went to stdout before the JSON rows (issue 67): a program
+    # reading the rows failed on the first line. They go to stderr; stdout is the rows, one JSON object each.
+    (tmp_path / "noisy.py").write_text(
+        'print("loading my reward")\n'
+        "def score(completions, answer, **kw):\n"
+        '    print("scoring", len(completions))\n'
+        "    return [1.0 for _ in completions]\n", encoding="utf-8")
+    rows = write_jsonl(tmp_path / "rows.jsonl", [{"completion": "Final answer: 3", "answer": "3"}] * 2)
+    cmd = [sys.executable, "-m", "grpokit.cli", "rewards", "score", "--reward", f"{tmp_path / 'noisy.py'}:score",
+           "--input", rows]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [{"reward": 1.0}, {"reward": 1.0}]
+    assert "loading my reward" in done.stderr and "scoring 1" in done.stderr
+
+
 # ---------------------------------------------------------------- your own column names
 UNIT_ROWS = [{"completion": "Final answer: 300", "target": "300", "unit": "cm"},
              {"completion": "Final answer: 30", "target": "300", "unit": "cm"}]

@@ -8,7 +8,8 @@
 Each handler takes the parsed args and returns the exit code. Bad inputs
 raise `GrpokitError` (exit 2), which the main CLI prints without a traceback.
 
-`score` prints one JSON object per input row, in order: `reward` (float or
+`score` prints one JSON object per input row, in order, and nothing else on stdout (what the reward itself
+prints goes to stderr): `reward` (float or
 null) plus the reward's details (`reason`, `predicted`, ... where the reward
 explains itself) or `error` when scoring that row raised; it exits 1 when any
 row raised, and 2 when your own function ran past `--timeout` (the next rows
@@ -21,6 +22,7 @@ for it) or when a reward raised (counted, with the first traceback; see
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -259,6 +261,14 @@ def score_row(fn: RewardFunction, row: dict) -> dict:
 def cmd_score(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise GrpokitError([Problem(f"--timeout {args.timeout:g}", "must be more than 0 seconds", "e.g. --timeout 60")])
+    # stdout holds the JSON rows and nothing else: what a reward prints (an own module's print at import, a debug
+    # print while scoring) goes to stderr, so `... | jq` and a program reading the rows never see it.
+    rows_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _score_rows(args, rows_out)
+
+
+def _score_rows(args: argparse.Namespace, rows_out) -> int:
     fn = _build(args.reward, parse_params(args.param), args.timeout)
     fields = {k: v for k, v in (("answer", args.answer_field), ("question", args.question_field)) if v}
     rows = read_rows(args.input, fn.spec.columns, fields)
@@ -271,7 +281,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             raise GrpokitError([Problem(f"{args.input} row {i + 1}", str(exc), exc.fix.replace(
                 "raise timeout_s on its rewards: entry", "raise --timeout"))], exit_code=2)
         failed += "error" in out
-        print(json.dumps(out, ensure_ascii=False), flush=True)
+        print(json.dumps(out, ensure_ascii=False), file=rows_out, flush=True)
     if failed:
         print(f"reward {args.reward!r} raised on {failed}/{len(rows)} row(s); see the 'error' fields", file=sys.stderr)
     return 1 if failed else 0

@@ -28,6 +28,7 @@ depth, Unicode look-alike digits (superscripts), and the target reached with an 
 """
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -93,9 +94,7 @@ def draw_row(rng: random.Random, kind: int, count: int, low: int, high: int, ope
     for _ in range(_TRIES):
         numbers = [rng.randint(low, high) for _ in range(count)]
         solutions = solve(numbers, operators)
-        targets = sorted(int(v) for v, texts in solutions.items()
-                         if v.denominator == 1 and target_low <= v <= target_high and int(v) not in numbers
-                         and min(_numbers_in(t) for t in texts) <= max_needed)
+        targets = _targets(numbers, solutions, target_low, target_high, max_needed)
         rng.shuffle(targets)
         for target in targets[:3]:
             row = make_row(kind, numbers, target, solutions[Fraction(target)], operators)
@@ -146,14 +145,72 @@ def generate(rows: int, seed: int = 0, exclude: set[str] | None = None, count: i
                          f"{rows:,}: widen the numbers (--low/--high) or the targets, or ask for fewer rows")
     rng, seen, out = random.Random(seed), set(exclude or ()), []
     seen |= {k for k in map(question_key, exclude or ()) if k}
+    settings = (count, low, high, operators, target_low, target_high, max_needed)
+    enumerable = math.comb(high - low + count, count) <= _MAX_ENUMERATED
+    # Most multisets and targets have no expression (4 numbers 1-10, targets 2-30: 10,722 of the 20,735), so the
+    # count above overstates what exists: past a quarter of it, count the problems that do (every multiset solved
+    # once, fewer solves than the rows need) and refuse at once rather than draw for minutes and then refuse.
+    pool = _pool(rows, seen, exclude, settings) if rows > most // 4 and enumerable else None
     while len(out) < rows:
         row = draw_row(rng, rng.randrange(len(PHRASINGS)), count, low, high, operators, target_low, target_high,
                        max_needed, seen=seen)
+        if row is None and enumerable:  # near the bound random draws rarely find a new problem: take the rest
+            pool = pool if pool is not None else _pool(rows, seen, exclude, settings, made=len(out))
+            return out + _rows_from_pool(rng, pool, seen, rows - len(out), operators)
         if row is None:
             raise ValueError(f"no new solvable problem found in {_TRIES} draws after {len(out)} rows: widen the "
                              "numbers (--low/--high), the targets or the operators, or ask for fewer rows")
         seen.update((row["question"], problem_key(row)))
         out.append(row)
+    return out
+
+
+def _pool(rows: int, seen: set[str], exclude, settings: tuple, made: int = 0) -> list:
+    """The problems not yet `seen` (`made` rows already drawn), refused at once when fewer than the rows left."""
+    pool = [p for p in solvable_problems(*settings) if _pool_key(p) not in seen]
+    if rows - made > len(pool):
+        besides = " besides the excluded ones" if exclude else ""
+        raise ValueError(f"{len(pool) + made:,} distinct solvable problems exist with these numbers, targets and "
+                         f"operators{besides}, asked for {rows:,}: widen the numbers (--low/--high), the targets or "
+                         "the operators, or ask for fewer rows")
+    return pool
+
+
+_MAX_ENUMERATED = 5_000  # multisets solved to count the problems that exist (4 numbers 1-10: 715; 5 numbers 1-10: 2,002)
+
+
+def solvable_problems(count: int, low: int, high: int, operators: str, target_low: int, target_high: int,
+                      max_needed: int) -> list[tuple[tuple[int, ...], int]]:
+    """Every distinct problem `generate` can make with these settings: (numbers, target), numbers sorted, target
+    reached by an expression over at most `max_needed` of them, not one of the numbers."""
+    out = []
+    for numbers in itertools.combinations_with_replacement(range(low, high + 1), count):
+        out += [(numbers, t) for t in _targets(list(numbers), solve(list(numbers), operators), target_low,
+                                               target_high, max_needed)]
+    return out
+
+
+def _targets(numbers: list[int], solutions: dict, target_low: int, target_high: int, max_needed: int) -> list[int]:
+    return sorted(int(v) for v, texts in solutions.items()
+                  if v.denominator == 1 and target_low <= v <= target_high and int(v) not in numbers
+                  and min(_numbers_in(t) for t in texts) <= max_needed)
+
+
+def _pool_key(problem: tuple[tuple[int, ...], int]) -> str:
+    return problem_key({"numbers": list(problem[0]), "target": problem[1]})
+
+
+def _rows_from_pool(rng: random.Random, pool: list, seen: set[str], rows: int, operators: str) -> list[dict]:
+    """`rows` rows of the problems in `pool` not yet `seen`, in a seeded order, numbers shuffled as drawn ones are."""
+    left = [p for p in pool if _pool_key(p) not in seen]
+    rng.shuffle(left)
+    out = []
+    for numbers, target in left[:rows]:
+        numbers = list(numbers)
+        rng.shuffle(numbers)
+        out.append(make_row(rng.randrange(len(PHRASINGS)), numbers, target,
+                            solve(numbers, operators)[Fraction(target)], operators))
+        seen.update((out[-1]["question"], problem_key(out[-1])))
     return out
 
 

@@ -144,6 +144,23 @@ def probe_fall(earlier_metrics: list[dict], now: float, rows: int, config) -> Pr
                      drop >= config.probe_drop_min and drop >= config.probe_noise * noise)
 
 
+def smallest_confirmed_fall(best: float, rows: int, config) -> float | None:
+    """The smallest fall from `best` (a probe reading on `rows` rows) that probe_drop's rule confirms, as a share;
+    None when not even a fall to 0 is confirmed. Falls come in whole rows, so it is a number of rows over `rows`:
+    on 48 rows, from 18.8% it is 14.6 points, from 43.8% to 77.1% it is 20.8 (the probe cannot see a smaller one)."""
+    if rows <= 0:
+        return None
+    top = round(best * rows)
+    for fallen in range(1, top + 1):
+        now = (top - fallen) / rows
+        pooled = (top / rows + now) / 2
+        noise = math.sqrt(max(pooled * (1 - pooled), 0.0) * 2 / rows)
+        drop = fallen / rows
+        if drop >= config.probe_drop_min and drop >= config.probe_noise * noise:
+            return drop
+    return None
+
+
 def best_probed(metrics: list[dict], steps: list[int]) -> tuple[int, dict[int, float]] | None:
     """Of `steps` (weights a rollback can restore: 0 is the initial model), the one the held-out probe scored
     highest, with the readings it chose among: those on as many rows as the newest probed step's (ties: the newer

@@ -23,6 +23,7 @@ Not covered: judging answers (that is evaluation), metrics TRL does not log
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Callable
 from grpokit.errors import GrpokitError, Problem
 from grpokit.health.detectors import DETECTORS
 from grpokit.health.findings import Context, Finding, is_finite, reward_names_in, rounded
-from grpokit.health.learning import probe_fall
+from grpokit.health.learning import probe_fall, smallest_confirmed_fall
 from grpokit.recipe import HEALTH_CODES, HealthConfig, RewardConfig
 from grpokit.rewards import reward_label
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, RunDir, read_json
@@ -158,45 +159,69 @@ class HealthMonitor:
         self.tracker = Tracker()
         self.decision: Decision | None = None
         self.probe = probe  # measures the held-out probe on the weights as they are now (grpokit.training.probe)
+        self.held: dict[str, Finding] = {}  # findings whose action the probe held back, asked again at checkpoints
 
     def observe(self, record: dict, samples: list[dict]) -> Decision | None:
         self.metrics = [r for r in self.metrics if r.get("step", 0) < record["step"]] + [record]
         for f in self.tracker.new(check_step(self.metrics, samples, self.cfg, self.ctx)):
-            action = getattr(self.cfg.actions, f.code)
-            detail = action
-            if action in ("stop", "rollback") and self.decision is None and (held := self.unconfirmed(f)):
-                action, detail = "warn", held
-            if action == "rollback" and self.decision is None:
-                if self.rollbacks_left <= 0:
-                    action, detail = "stop", f"stop (rollback asked, but health.max_rollbacks={self.cfg.max_rollbacks} spent)"
-                elif self.plan_rollback is not None:
-                    detail = self.plan_rollback(f)
-            elif action != "warn" and self.decision is not None:
-                detail = f"{action} (already {self.decision.action}ing for {self.decision.finding.code})"
-            if action in ("stop", "rollback") and self.decision is None:
-                self.decision = Decision(action, f)
-            self.record(f, detail)
+            self.act(f, self.unconfirmed)
+        # An unconfirmed finding is asked again at each checkpoint's probe (the reading in this step's metrics line,
+        # no extra probe) while its condition stays; a confirmation then takes the action it held back.
+        self.held = {code: f for code, f in self.held.items() if code in self.tracker.active}
+        if PROBE_ACCURACY in record and self.decision is None:
+            for code, held in list(self.held.items()):
+                if held.step >= record["step"]:  # held at this very step, on a probe of these weights
+                    continue
+                del self.held[code]
+                first = held.evidence.get("probe", {}).get("asked_again_since", held.step)
+                again = dataclasses.replace(held, step=record["step"], evidence=dict(held.evidence))
+                self.act(again, lambda f, first=first: self.unconfirmed(f, record, asked_again=first))
         return self.decision
 
-    def unconfirmed(self, f: Finding) -> str | None:
+    def act(self, f: Finding, unconfirmed: Callable[[Finding], str | None]) -> None:
+        """Record `f` with its action: the recipe's, held back to a warning when the probe does not confirm it."""
+        action = getattr(self.cfg.actions, f.code)
+        detail = action
+        if action in ("stop", "rollback") and self.decision is None and (held := unconfirmed(f)):
+            action, detail = "warn", held
+            self.held[f.code] = f
+        if action == "rollback" and self.decision is None:
+            if self.rollbacks_left <= 0:
+                action, detail = "stop", f"stop (rollback asked, but health.max_rollbacks={self.cfg.max_rollbacks} spent)"
+            elif self.plan_rollback is not None:
+                detail = self.plan_rollback(f)
+        elif action != "warn" and self.decision is not None:
+            detail = f"{action} (already {self.decision.action}ing for {self.decision.finding.code})"
+        if action in ("stop", "rollback") and self.decision is None:
+            self.decision = Decision(action, f)
+        self.record(f, detail)
+
+    def unconfirmed(self, f: Finding, figures: dict | None = None, asked_again: int | None = None) -> str | None:
         """Why a stop or rollback on `f` does not happen: a finding read on the drawn training prompts
         (HEALTH_CODES' probe_confirms) that the held-out probe, measured now, does not confirm (it has not fallen
         from its best beyond probe_drop's noise). None: the action goes ahead (confirmed, or no probe to ask).
+        `figures`: a checkpoint's probe reading to judge by (a finding asked again), else the probe is measured now.
         The reading goes into the finding's evidence, not into metrics.jsonl: it measured weights no checkpoint holds."""
         if self.probe is None or not HEALTH_CODES[f.code].probe_confirms:
             return None
-        figures = self.probe()
+        if figures is None:
+            figures = self.probe()
         now, rows = figures.get(PROBE_ACCURACY), int(figures.get(PROBE_ROWS) or 0)
-        fall = probe_fall(self.metrics, now, rows, self.cfg) if now is not None else None
+        earlier = [m for m in self.metrics if m.get("step", 0) < f.step]
+        fall = probe_fall(earlier, now, rows, self.cfg) if now is not None else None
         if fall is None:  # nothing to compare with: the finding decides alone
             return None
+        smallest = smallest_confirmed_fall(fall.best, rows, self.cfg)
         f.evidence["probe"] = {"now": rounded(now), "best": rounded(fall.best), "best_step": fall.best_step,
-                               "rows": rows, "noise": rounded(fall.noise), "confirmed": fall.beyond_noise}
+                               "rows": rows, "noise": rounded(fall.noise), "confirmed": fall.beyond_noise,
+                               "smallest_confirmed_fall": None if smallest is None else rounded(smallest),
+                               **({"asked_again_since": asked_again} if asked_again is not None else {})}
         if fall.beyond_noise:
             return None
         return (f"warn (not confirmed by the held-out probe: {rounded(100 * now, 1)}% of its {rows} rows now, "
-                f"{rounded(100 * fall.best, 1)}% at step {fall.best_step}, within its noise: the prompts drawn lately "
-                "were harder, the model is not measurably worse)")
+                f"{rounded(100 * fall.best, 1)}% at step {fall.best_step}; {blind_spot(fall.best, rows, self.cfg)}, "
+                "so a smaller fall of the model, or none, reads the same; asked again at the next checkpoint's probe "
+                "while the finding stays" + (f", first held at step {asked_again})" if asked_again is not None else ")"))
 
     def record(self, f: Finding, action: str) -> None:
         line = {**f.as_dict(), "action": action}
@@ -205,6 +230,16 @@ class HealthMonitor:
         # No [brackets] round the code: the live printer is a rich console, whose markup took "[kl_spike]" for a
         # style tag and printed "health warning  step 2" without the code.
         self.printer(f"health {f.severity} {f.code} at step {f.step}: {f.message} -> action: {action}")
+
+
+def blind_spot(best: float, rows: int, cfg: HealthConfig) -> str:
+    """What the probe cannot see from `best` on `rows` rows, in words: "cannot confirm a fall under X points on N
+    rows" (probe_drop's rule, grpokit.health.learning.smallest_confirmed_fall)."""
+    smallest = smallest_confirmed_fall(best, rows, cfg)
+    if smallest is None:
+        return f"from {rounded(100 * best, 1)}% the probe cannot confirm any fall on {rows} rows"
+    return (f"from {rounded(100 * best, 1)}% the probe cannot confirm a fall under {rounded(100 * smallest, 1)} "
+            f"points on {rows} rows" + (" (only a fall to 0%)" if smallest >= best - 1e-9 else ""))
 
 
 def actions_taken(run_dir: Path) -> list[dict]:

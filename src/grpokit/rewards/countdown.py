@@ -17,7 +17,10 @@ ones, text after the answer, letters or other text in the expression, powers, a 
 not given or used more often than given, division by zero, a step whose result is not a whole number
 (`integer_steps`, the classic game's rule, on by default), an expression longer than MAX_EXPRESSION_CHARS or nested
 deeper than MAX_DEPTH, a value past MAX_MAGNITUDE, and a claimed result (`... = 17`) that is not the value. A
-trailing `= N` is allowed when N is the value (models often write it); the claimed number is not a used number.
+trailing `= N` is allowed when N is the value, judged by its value (`= 16` or `= 16.0`; models often write it); the
+claimed number is not a used number. The answer line is read as parsing.answer_lines reads it: at a line's start,
+emphasis around it dropped (`**Final answer:** (7 - 3) * 4`), whole (a value past MAX_EXPRESSION_CHARS is too_long);
+the same expression written twice with other spacing is one answer.
 
 Scores: 1.0 when the value is the target; `format_score` (default 0.1, TinyZero's format reward) for a well-formed
 expression of given numbers that misses it; 0.0 otherwise. That partial score is the only partial credit: it pays
@@ -26,12 +29,13 @@ Not covered: exponentiation, concatenating digits ("3" and "4" into 34), a chain
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from grpokit.rewards.parsing import DEFAULT_MARKERS, answer_lines, answer_markers, answer_region
+from grpokit.rewards.parsing import DEFAULT_MARKERS, answer_key, answer_lines, answer_markers, answer_region
 from grpokit.rewards.registry import describe
 
 MAX_EXPRESSION_CHARS = 200  # an expression over six numbers is ~40 characters; more is text, not an answer
@@ -197,14 +201,9 @@ def _parse(expression: str, numbers, operators: str, integer_steps: bool):
     text = expression.strip()
     if len(text) > MAX_EXPRESSION_CHARS:
         raise Refused("too_long", f"{len(text)} characters, more than {MAX_EXPRESSION_CHARS}")
+    text, eq, rest = text.replace("＝", "=").partition("=")
     tokens = _tokens(text)
-    claimed = None
-    if ("=", "=") in tokens:
-        at = tokens.index(("=", "="))
-        rest = tokens[at + 1:]
-        if len(rest) != 1 or rest[0][0] != "num":
-            raise Refused("not_an_expression", "after '=' only the result may follow")
-        tokens, claimed = tokens[:at], rest[0][1]
+    claimed = _claimed(rest) if eq else None  # "(7 - 3) * 4 = 16.0": the claim is judged by its value
     if not tokens:
         raise Refused("not_an_expression", "no expression")
     parser = _Parser(tokens, operators, integer_steps)
@@ -218,9 +217,21 @@ def _parse(expression: str, numbers, operators: str, integer_steps: bool):
     for number, times in used.items():
         if times > given[number]:
             raise Refused("number_reused", f"{number} is used {times} times, given {given[number]}")
-    if claimed is not None and Fraction(claimed) != value:
+    if claimed is not None and claimed != value:
         raise Refused("wrong_claim", f"claims {claimed}, the expression is {value}")
     return value, tuple(parser.used), parser.steps
+
+
+_CLAIM = re.compile(r"[+-]?\d+(?:\.\d+)?")
+
+
+def _claimed(rest: str) -> Fraction:
+    """The result claimed after '=' (a number, whole or decimal: "16", "16.0"); it is not a used number."""
+    claim = "".join(str(unicodedata.decimal(c)) if unicodedata.category(c) == "Nd" else _ALIASES.get(c, c)
+                    for c in rest.strip().rstrip("."))
+    if not _CLAIM.fullmatch(claim):
+        raise Refused("not_an_expression", "after '=' only the result may follow")
+    return Fraction(claim)
 
 
 def _answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str]:
@@ -231,12 +242,11 @@ def _answer(text: str, markers: tuple[str, ...]) -> tuple[str | None, str]:
     lines = answer_lines(region, markers)
     if not lines:
         return None, "no_answer"
-    values = {v.strip().rstrip(".") for _, _, v in lines}
-    if len(values) > 1:
+    if len({answer_key(v) for _, _, v in lines}) > 1:  # the same answer twice, spaced otherwise, is one answer
         return None, "several_answers"
     if region[lines[-1][1]:].strip():
         return None, "text_after"
-    return values.pop(), ""
+    return lines[-1][2].rstrip("."), ""
 
 
 def check_countdown(completion: str, numbers, target, markers: tuple[str, ...] = DEFAULT_MARKERS,
@@ -266,6 +276,9 @@ def row_operators(value, default: str = OPERATORS) -> str | None:
     return "".join(dict.fromkeys(value.strip()))
 
 
+_WHOLE = re.compile(r"-?[0-9]+")
+
+
 def whole(x) -> int | None:
     """A row's number as an int: 7, 7.0, "7"; None for anything else ("7.5", True, "seven")."""
     if isinstance(x, bool):
@@ -274,7 +287,7 @@ def whole(x) -> int | None:
         return x
     if isinstance(x, float):
         return int(x) if x.is_integer() else None
-    if isinstance(x, str) and x.strip().lstrip("-").isascii() and x.strip().lstrip("-").isdigit():
+    if isinstance(x, str) and _WHOLE.fullmatch(x.strip()):  # one sign at most: "--5" is not a number
         return int(x.strip())
     return None
 

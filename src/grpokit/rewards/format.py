@@ -26,14 +26,13 @@ import zlib
 from dataclasses import dataclass
 
 from grpokit.rewards.math import classify_answer, extract_final_answer
-from grpokit.rewards.parsing import (DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers, copies_prompt,
-                                     marker_pattern)
+from grpokit.rewards.parsing import (DECORATION, DEFAULT_MARKERS, THINK_CLOSE, THINK_OPEN, answer_markers,
+                                     copies_prompt, emphasis_opened, marker_pattern, strip_emphasis)
 from grpokit.rewards.registry import describe
 
 _MIN_WORD_FRACTION = 0.5  # honest prose/maths is mostly letters and digits; "!!!\n###" garbage is not
 _MIN_COMPRESSION_RATIO = 0.12  # honest text compresses to ~30-50%; a phrase repeated 1000x to <5%
 _COMPRESSION_MIN_CHARS = 400  # below this zlib's header dominates the ratio
-_DECORATION = "*#>-_ \t`"  # markdown around an answer line: "**Final answer:** 3", "## 最终答案：3"
 
 
 @dataclass(frozen=True)
@@ -73,19 +72,22 @@ def check_format(
 
     lines = [ln.strip() for ln in region.splitlines() if ln.strip()]
     pattern = marker_pattern(tuple(markers))
-    marked = [i for i, ln in enumerate(lines) if pattern.search(ln)]
+    # An answer line starts with its marker, after markdown decoration (parsing.answer_lines' rule): a marker in
+    # the middle of a reasoning line ("Before I give the final answer: ...") is prose.
+    marked = [i for i, ln in enumerate(lines) if pattern.match(ln.lstrip(DECORATION))]
     if not marked:
+        if any(pattern.search(ln) for ln in lines):
+            return FormatVerdict(False, "final-answer line does not start with the marker")
         return FormatVerdict(False, "no final-answer line")
     if len(marked) > 1:
         return FormatVerdict(False, f"{len(marked)} final-answer lines")
     i = marked[0]
     if i != len(lines) - 1:
         return FormatVerdict(False, "text after the final-answer line")
-    line = lines[i].lstrip(_DECORATION)
-    m = pattern.match(line)
-    if m is None:
-        return FormatVerdict(False, "final-answer line does not start with the marker")
-    problem = classify_answer(line[m.end():].strip(_DECORATION))
+    line = lines[i].lstrip(DECORATION)
+    decoration = lines[i][: len(lines[i]) - len(line)]
+    value = strip_emphasis(line[pattern.match(line).end():], emphasis_opened(decoration))
+    problem = classify_answer(value)
     if problem:
         return FormatVerdict(False, f"final answer is not a single value ({problem})")
     if extract_final_answer(text, markers) is None:  # e.g. a \boxed{} elsewhere that disagrees

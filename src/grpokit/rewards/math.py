@@ -7,12 +7,14 @@ evaluation (`grpokit.evaluation`), so training and evaluation cannot drift apart
 
 Covered:
 - answers after the LAST `</think>` only; an unclosed `<think>` gives no answer;
-- answer lines `Final answer:`, `最终答案：`/`最终答案:` (case-insensitive; the
-  value may sit on the next line) and `\\boxed{...}`; several candidates must
-  all agree, otherwise there is no answer ("several answers");
+- answer lines `Final answer:`, `最终答案：`/`最终答案:` (case-insensitive, at a line's start after markdown
+  decoration, emphasis around the value dropped: parsing.answer_lines; the value may sit on the next line) and
+  `\\boxed{...}`; several candidates must all agree (spacing aside), otherwise there is no answer ("several
+  answers");
 - equivalence through whitespace, CJK and ASCII punctuation, full-width
   characters (NFKC), thousands separators, `$`, `$...$`/`\\(...\\)`, `\\text{}`
-  units, trailing units and measure words (元 个 只 米 小时 km kg dollars ...),
+  units, trailing units and measure words (元 个 只 米 小时 km kg dollars ...), products and powers of units
+  (`3 N*m`, `12 kg m^2 s^-2`, `4 kJ/(kg·K)`), scientific notation written out exactly (`6.67e-5`),
   2.50 = 2.5, 1/2 = 0.5 = \\frac{1}{2}; a worked equation counts by its last
   side ("48 + 24 = 72"), a trailing note in words is dropped ("72 (in May)"); other forms (2\\sqrt{3} = \\sqrt{12},
   sets, expressions) through math-verify;
@@ -64,8 +66,8 @@ from fractions import Fraction
 from grpokit.rewards.math_symbolic import symbolic_equal, symbolic_parse
 # One answer's value, read (units, separators, LaTeX, hedges, a second candidate after it): math_values.py
 from grpokit.rewards.math_values import TRAILING_PUNCT, classify_answer, clean_answer, parse_number
-from grpokit.rewards.parsing import (DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, answer_markers, answer_region,
-                                     boxed_values)
+from grpokit.rewards.parsing import (DEFAULT_MARKERS, MAX_ANSWER_CHARS, MAX_CANDIDATES, answer_key, answer_markers,
+                                     answer_region, boxed_values)
 from grpokit.rewards.parsing import answer_lines as _marker_values
 from grpokit.rewards.registry import describe
 
@@ -162,9 +164,13 @@ def _following_lines(region: str, end: int, limit: int) -> str:
 
 
 def _candidate_key(value: str) -> object:
+    """Two candidates are one answer when their numbers are equal or their texts differ only by spacing, case and
+    emphasis (parsing.answer_key); a value too long to read is compared as written (classify_answer refuses it)."""
     value = value.partition("\n")[0]
+    if len(value) > _MAX_ANSWER_CHARS:
+        return answer_key(value)
     number = parse_number(value)
-    return number if number is not None else clean_answer(value).lower()
+    return number if number is not None else answer_key(clean_answer(value))
 
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from decimal import Decimal
 from fractions import Fraction
 
 # A second candidate offered after the value, decided by shape ("18, though 19 is also possible"): math_clauses.py
@@ -91,16 +92,23 @@ def _superscripts(m: re.Match) -> str:
     return f"{base}^{{{exp}}}"
 # "9.8 m/s^2", "10 m^2", "2 s^-1", "9.8 m s^-2": a caret power of a unit written after a number is the unit's, dropped
 # with it as "m²" is; "3x^2" (a variable glued to its number) and "x^2" (no number before it) stay expressions.
-_POWER = r"\s*\^\s*\{?\s*[-+]?\d{1,2}\s*\}?"
+# A "*" glued between two unit symbols is a product of units ("3 N*m", "3 kg*m^2"), read as "·" is.
+_POWER = r"\s*\^\s*\{?\s*[-+]?\d{1,2}(?:\s*\})?"
 _UNIT_TERM = rf"[^\W\d_]+(?:{_POWER})?"
-_UNIT_POWERS = re.compile(rf"(?<![\w.^])(\d+(?:\.\d+)?)(\s*)({_UNIT_TERM}(?:\s*(?:/|·|\*|\s)\s*{_UNIT_TERM})*)")
+_UNIT_POWERS = re.compile(rf"(?<![\w.^])(\d+(?:\.\d+)?(?:[eE][-+]?\d{{1,2}})?)(\s*)"
+                          rf"({_UNIT_TERM}(?:\s*(?:/|·|\*|\s)\s*{_UNIT_TERM})*)")
+_UNIT_STAR = re.compile(r"(?<=[^\W_])\*(?=[^\W\d_])")
+_LONE_VARIABLE = re.compile(r"[xyzabcnijk]")  # single letters read as variables (_GLUED_VARIABLE's, but "e")
 
 
 def _unit_powers(m: re.Match) -> str:
     number, space, units = m.groups()
-    if "^" not in units or (not space and _GLUED_VARIABLE.match(units)):
+    if not ("^" in units or _UNIT_STAR.search(units)) or (not space and _GLUED_VARIABLE.match(units)):
         return m.group(0)
-    return number + space + re.sub(_POWER, "", units)
+    units = re.sub(_POWER, "", units)
+    if all(_LONE_VARIABLE.fullmatch(term) for term in re.split(r"[\s*·/]+", units.strip())):
+        return number + space + units  # "5 a*b", "3 x*y": a product of variables, an expression, not units
+    return number + space + _UNIT_STAR.sub("·", units)
 
 
 # What may surround a lone number and still leave it a lone number: words (units,
@@ -108,6 +116,8 @@ def _unit_powers(m: re.Match) -> str:
 _WORDY = re.compile(r"[\w\s%=:'’¥￥€£°·]*")
 # A slash between unit symbols is "per" ("12 m/s", "3 €/kg", "60 km/h"), not a division of the number.
 _UNIT_SLASH = re.compile(r"(?<=[^\W\d_]|[€£¥$%°])\s*/\s*(?=[^\W\d_])")
+# "4 kJ/(kg·K)": units over a bracketed product of units are "per" that product, not a trailing note in words.
+_UNIT_PER_GROUP = re.compile(r"(?<=[^\W\d_])\s*/\s*\(\s*([^\W\d_]+(?:(?:\s*[·*]\s*|\s+)[^\W\d_]+)*)\s*\)")
 # Scientific notation, read as the number it writes: "1.5e3", "1.5 × 10^3", "1.5 \times 10^{3}" (superscripts are
 # "^{3}" by then). Exponents are bounded: 10^999 is not an answer, and its digits are not written out.
 _SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*[eE]\s*([+-]?\d{1,2})|\s*(?:×|\\times|\\cdot|·|\*|x)\s*10\s*"
@@ -140,11 +150,9 @@ def _unicode_roman(m: re.Match) -> str:
 
 def _scientific(m: re.Match) -> str:
     exp = int(m.group(2) if m.group(2) is not None else m.group(3))
-    value = Fraction(m.group(1)) * Fraction(10) ** exp
-    if value.denominator == 1:
-        return str(value.numerator)
-    text = f"{float(value):.15g}"
-    return text if Fraction(text) == value else m.group(0)  # a decimal that is not exact stays as it was
+    # Written out exactly as a decimal ("6.67e-5" -> "0.0000667"): the exponent is bounded to two digits.
+    # math-verify is no help here: it reads "6.67e-5" as 6.67 and "1.2e3" as 1.2.
+    return format(Decimal(m.group(1)).scaleb(exp), "f")
 _GLUED_VARIABLE = re.compile(r"[xyzabcnijke]\b")  # "3x" is an expression; "3 x" or "5m" stay units
 _OPERATOR = re.compile(r"[-+*/×÷^()\[\]{}\\=]")
 
@@ -218,14 +226,14 @@ def _clean(value: str) -> str:
     t = _SUPERSCRIPT.sub(_superscripts, value) if _HAS_SUPERSCRIPT.search(value) else value
     t = _UNICODE_ROMAN.sub(_unicode_roman, t) if _UNICODE_ROMAN.search(t) else t
     t = unicodedata.normalize("NFKC", t).replace("−", "-").replace("’", "'")
-    t = _UNIT_POWERS.sub(_unit_powers, t) if "^" in t else t
+    t = _UNIT_POWERS.sub(_unit_powers, t) if "^" in t or "*" in t else t
     t = t.strip()
     if t.startswith("\\boxed"):  # "\boxed{12}, though 13 is possible": the box's value, then what follows it
         inner = boxed_values(t, 1)
         if inner:
             t = inner[0][1] + t[t.index("{") + len(inner[0][1]) + 2:]
     t = _DEGREE.sub("°", t)
-    t = _UNIT_SLASH.sub(" per ", t) if "/" in t else t
+    t = _UNIT_SLASH.sub(" per ", _UNIT_PER_GROUP.sub(r" per \1", t)) if "/" in t else t
     t = _EMPHASIS.sub(r" \1 ", t) if "*" in t else t
     t = _LATEX_WRAPPERS.sub(r" \1", t)
     t = t.replace("\\%", "%")
