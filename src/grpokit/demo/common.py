@@ -13,6 +13,7 @@ grpokit.run.record); a training run and any other non-empty folder are refused b
 """
 from __future__ import annotations
 
+import importlib.resources
 import json
 import time
 from pathlib import Path
@@ -25,7 +26,9 @@ from grpokit.evaluation.paired import Paired, as_paired, paired, unpaired
 from grpokit.run import RunDir, run_end
 from grpokit.run.writer import write_file
 
-RECIPES = Path(__file__).resolve().parents[3] / "recipes"  # the demo recipes of a source checkout
+# The shipped recipes: package data (the wheel carries them; a checkout's top-level recipes/ links here), so `grpokit
+# demo` runs from any folder of any install.
+RECIPES = Path(str(importlib.resources.files("grpokit") / "recipes"))
 # A difference between two models is "beyond noise" by grpokit.evaluation.paired's rule: the exact sign test for
 # pass/fail rows, SIGMAS standard errors for the rest.
 
@@ -52,7 +55,7 @@ def paired_recipes(overrides, sft_path: Path, grpo_path: Path, what: str):
     for path in (sft_path, grpo_path):
         if not path.is_file():
             raise GrpokitError([Problem(str(path), f"a recipe of {what} is missing",
-                                        "run grpokit from a source checkout (pip install -e .)")])
+                                        "reinstall grpokit (its package carries the recipes: grpokit/recipes/)")])
     sft, grpo = load_recipe(sft_path, overrides), load_recipe(grpo_path, overrides)
     drift = prompt_drift(sft, grpo)
     if drift:
@@ -289,7 +292,7 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
     path = Path(recipe_path)
     if not path.is_file():
         raise GrpokitError([Problem(str(path), "the demo recipe is missing",
-                                    "run grpokit from a source checkout (pip install -e .)")])
+                                    "reinstall grpokit (its package carries the recipes: grpokit/recipes/)")])
     recipe = load_recipe(path, overrides)
     run_dir = claim_run_dir(output_dir, keep=[str(path), recipe.resolve_data_path(recipe.data.train)])
     t0 = time.time()

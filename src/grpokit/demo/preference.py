@@ -29,12 +29,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grpokit.demo.common import claim_run_dir, finish, results_table, stopped
+from grpokit.demo.common import RECIPES, claim_run_dir, finish, results_table, stopped
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation import pct
 from grpokit.run import run_end
 
-DEMO_RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "smollm2-preference.yaml"
+DEMO_RECIPE = RECIPES / "smollm2-preference.yaml"
 RANKINGS = "builtin:preference/rankings.jsonl"
 # The reward model's training (grpokit rm train's options). Measured on the 2-core CPU: docs/measurements.md
 # "Preference: a reward model, then GRPO against it".
@@ -64,7 +64,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     path = Path(recipe_path or DEMO_RECIPE)
     if not path.is_file():
         raise GrpokitError([Problem(str(path), "the demo recipe is missing",
-                                    "run grpokit from a source checkout (pip install -e .)")])
+                                    "reinstall grpokit (its package carries the recipes: grpokit/recipes/)")])
     # The schema and --set first, before minutes of reward model training; what training builds (the reward
     # model reward reads its folder) is checked once that folder exists.
     plan = load_recipe(path, overrides, use="plan")
