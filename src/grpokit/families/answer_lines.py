@@ -105,7 +105,7 @@ HEDGE_CLAUSES = (
     ("hedge_unless", "{gold}, unless it is {other}", "{gold}，但也可能是{other}"),
     ("hedge_also", "{gold} (also {other})", "{gold}，{other}也对"),
     ("hedge_might_be", "{gold}, though it might be {other}", "{gold}，也许是{other}"),
-    # The shapes issue 34 found paid: an apposition, an expression, and the other number on the next line.
+    # The shapes a review found paid: an apposition, an expression, and the other number on the next line.
     ("hedge_that_is", "{gold}, that is {other}", "{gold}，也就是{other}"),
     ("hedge_expression", "{gold}, though {other} + 0 is also possible", "{gold}，不过{other}+0也说得通"),
     ("hedge_next_line", "{gold}\nThough {other} is also possible.", "{gold}\n不过{other}也说得通。"),

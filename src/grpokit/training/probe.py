@@ -6,7 +6,7 @@ checkpoint, scored by the task's own verifier, so the health monitor sees a mode
 Why: the training rewards are measured on the prompts each step draws, and prompt selection draws them by
 estimated pass rate, so a falling training correctness may be harder prompts and a steady one may hide a model
 unlearning the rest. An SFT model trained on with GRPO at lr 2e-5 fell from 60% to 31% held-out accuracy in 10
-steps and no detector spoke (issue 46). The probe's rows, decoding and verifier are fixed: the first
+steps and no detector spoke. The probe's rows, decoding and verifier are fixed: the first
 `health.probe_rows` rows of the recipe's held-out set (what `grpokit eval RUN --max-rows N` evaluates), greedy
 through grpokit.generation.complete (grpokit's decoding loop) with the recipe's max_completion_length, scored by
 the task's rewards (grpokit.task: the one verifier of training and evaluation), its primary metric averaged as
