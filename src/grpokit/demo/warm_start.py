@@ -3,8 +3,8 @@
     grpokit demo [--output-dir runs/demo] [--set train.seed=1]
 
 The pipeline that gave the best final model per minute of those with GRPO in them (`grpokit demo --task
-sft-vs-grpo`, docs/measurements.md "SFT or GRPO: the comparison": GRPO from the base reached 26% held-out in 4.8
-min, SFT then GRPO 58% in 4.1), run as the command pair a user runs:
+sft-vs-grpo`; the figures: docs/measurements.md "SFT or GRPO: the comparison"), run as the command pair a user
+runs:
 
     grpokit sft recipes/smollm2-arithmetic-sft.yaml --output-dir runs/demo-sft
     grpokit train recipes/smollm2-arithmetic.yaml --init-from runs/demo-sft --output-dir runs/demo

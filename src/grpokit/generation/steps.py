@@ -31,9 +31,9 @@ dynamo or inductor on the first call), the eager step runs, with one line saying
 (`step_choice`, `say_once`). The two steps give the same logits up to float rounding (inductor's fused reductions
 round differently), so greedy decoding gives the same tokens on the tiny test models (tests/test_steps.py) and the
 samples of a seed can differ at a token whose draw falls within that rounding of a boundary. Off by default: the
-first call for each model object pays the compile (26-95 s on a 2-core CPU), and the step it speeds up is a third of
-a token step's time at most: +22% tokens/s on an Intel Xeon with AMX, +3% on an AMD EPYC, and no shorter training
-step at equal work on the AMX host (7.8 s against 7.5: docs/measurements.md "The roofline of a token step").
+first call for each model object pays the compile (tens of seconds on a small CPU), and the step it speeds up is a
+third of a token step's time at most, so a training step at equal work was no shorter (the figures, by host:
+docs/measurements.md "The roofline of a token step").
 
 Not covered: models with dropout active in train mode (the compiled step runs the model in eval mode: eager
 then), other cache layouts (sliding windows, linear attention: the loop itself refuses them, tree.refusal),
