@@ -21,8 +21,22 @@ def compared(tmp_path_factory, tiny_model_dir):
     recipe = make_recipe(tmp, tiny_model_dir, [{"name": "math_correctness"}, {"name": "format", "weight": 0.2}],
                          sections={"health": {"probe_rows": 0}})
     out = tmp / "cmp"
-    result = sft_vs_grpo.run(str(out), recipes=(recipe, recipe))
+    # as a user runs it on their own recipes: `grpokit compare SFT.yaml GRPO.yaml` (here one recipe as both)
+    assert main(["compare", str(recipe), str(recipe), "--output-dir", str(out)]) == 0
+    result = json.loads((out / RESULT_FILE).read_text())
     return tmp, recipe, out, result
+
+
+def test_compare_refuses_a_recipe_against_a_run_and_flags_of_the_other_form(tmp_path, tiny_model_dir, capsys):
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "math_correctness"}])
+    (tmp_path / "run").mkdir()
+    assert main(["compare", str(recipe), str(tmp_path / "run")]) == 2
+    assert "one recipe and one run given" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "run"), str(tmp_path / "run"), "--set", "train.max_steps=1"]) == 2
+    assert "applies to two recipes" in capsys.readouterr().err
+    assert main(["compare", str(recipe), str(recipe), "--data", "x.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "applies to two runs" in err and "Traceback" not in err
 
 
 def test_four_pipelines_trained_from_one_base_and_each_final_model_evaluated(compared):
