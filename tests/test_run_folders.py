@@ -465,3 +465,25 @@ def test_demo_tasks_each_name_a_module_with_run_and_an_unknown_one_is_refused(ca
     with pytest.raises(SystemExit):  # the command line offers the table's names only
         main(["demo", "--task", "poetry"])
     assert "invalid choice: 'poetry'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- issue 67: what a library writes into the run
+def _plant(link: Path, target: Path, how: str) -> None:
+    link.unlink(missing_ok=True)
+    (os.symlink if how == "symbolic" else os.link)(target, link)
+
+
+@pytest.mark.parametrize("how", ["symbolic", "hard"])
+def test_a_link_at_the_model_card_is_refused_before_the_model_loads(trained, tmp_path, capsys, loads, how):
+    # the re-test's escape: TRL rewrites checkpoints/README.md at every save, through whatever link is there
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert (run / "checkpoints" / "README.md").is_file()  # TRL's model card, written by the first run
+    mine = tmp_path / "my-notes.md"
+    mine.write_text("mine")
+    _plant(run / "checkpoints" / "README.md", mine, how)
+    assert main(["train", "--resume", str(run), "--set", "train.max_steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert "README.md" in err and "link" in err and "fix: " in err, err
+    assert mine.read_text() == "mine" and loads == []
+    assert not (run / "checkpoints" / "checkpoint-3").exists()
