@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -276,11 +277,11 @@ def _stale(p: Path, token: str | None = None) -> None:
     from grpokit.run.record import read_record
 
     token = token or read_record(p.parent)["lock_token"]
-    p.write_text('{"pid": 1, "host": "h", "since": 1e999, "token": "%s"}' % token)
+    p.write_text('{"pid": 1, "host": "%s", "since": 1e999, "token": "%s"}' % (socket.gethostname(), token))
 
 
 @pytest.mark.parametrize("make,code,words", [
-    (_stale, 0, "took over a stale lock of PID 1 on host h"),
+    (_stale, 0, f"took over a stale lock of PID 1 on host {socket.gethostname()}"),
     (lambda p: _stale(p, "not this run's"), 2, ".lock: is a file without this run's lock token, not grpokit's"),
     (lambda p: p.mkdir(), 2, ".lock: is a folder, not grpokit's lock file"),  # IsADirectoryError before
     (lambda p: os.link(p.parent.parent / "notes.txt", p), 2, ".lock: is a file with 1 other hard link(s)"),  # issue 34
