@@ -288,8 +288,9 @@ class FolderLock:
         with FolderLock(run / "eval", "evaluation"): ...
     """
 
-    def __init__(self, path: Path, what: str):
+    def __init__(self, path: Path, what: str, fix: str | None = None):
         self.path, self.what, self._fd = Path(path), what, None
+        self.fix = fix or f"wait for it to finish (or stop it), then run this {what} again"
 
     def acquire(self) -> "FolderLock":
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -302,7 +303,7 @@ class FolderLock:
             holder = folder_holder(os.fstat(fd))
             os.close(fd)
             raise GrpokitError([Problem(str(self.path), f"another grpokit process is writing here ({holder})",
-                                        f"wait for it to finish (or stop it), then run this {self.what} again")],
+                                        self.fix)],
                                title=f"{self.path.name} is in use") from None
         self._fd = fd
         return self

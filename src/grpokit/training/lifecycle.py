@@ -61,16 +61,31 @@ class LockHolder:
     took it: a resume and an --overwrite take it before anything loads, a new run when its folder is created."""
 
     def __init__(self, run: RunDir):
-        self.run, self.lock = run, None
+        self.run, self.lock, self.evaluation = run, None, None
 
     def take(self) -> None:
         if self.lock is None:
             self.lock = self.run.lock(note=note).acquire()
 
+    def take_evaluation(self) -> None:
+        """--overwrite: the lock of the run's eval/ too, until the old run is cleared (`cleared`): an evaluation
+        running now refuses the overwrite, and none starts meanwhile (it would write the old run's results and
+        best.json into the new run)."""
+        if self.evaluation is None:
+            self.evaluation = self.run.evaluation_lock(
+                "train --overwrite", f"wait for that evaluation of {self.run.path} to finish (or stop it), then run "
+                "this train --overwrite again").__enter__()
+
+    def cleared(self) -> None:
+        if self.evaluation is not None:
+            self.evaluation.__exit__(None, None, None)
+            self.evaluation = None
+
     def __enter__(self) -> "LockHolder":
         return self
 
     def __exit__(self, *exc) -> None:
+        self.cleared()
         if self.lock is not None:
             self.lock.release()
             self.lock = None
@@ -120,6 +135,7 @@ def open_run(run: RunDir, recipe, overwrite: bool, held: LockHolder) -> bool:
     if not is_main_process():
         return False
     held.lock, created = run.open_new(recipe, overwrite, held.lock, note=note)
+    held.cleared()  # the old run's eval/ is gone: evaluations of the new run may start
     return created
 
 
@@ -261,6 +277,7 @@ def refuse_new(recipe, run: RunDir, overwrite: bool, held: LockHolder):
         run.refuse_existing(overwrite, keep=read_paths(recipe))
         if overwrite and run.path.is_dir():
             held.take()
+            held.take_evaluation()
     return recipe
 
 
