@@ -566,3 +566,20 @@ def test_the_model_cache_is_staged_and_a_killed_conversion_swept(tmp_path, monke
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", real)
     target = models.default_model_dir()
     assert (target / "model.safetensors").stat().st_size > 1000 and list((tmp_path / "models").iterdir()) == [target]
+
+
+def test_eval_of_a_read_only_run_is_refused_before_any_model_loads(trained, tmp_path):
+    # The re-test: eval evaluated every checkpoint, then failed on its first write; docs promise a refusal first.
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "eval").mkdir(exist_ok=True)
+    for folder in (run / "eval", run):
+        folder.chmod(0o555)
+    try:
+        proc = unprivileged(["eval", str(run), "--max-rows", "2", "--max-new-tokens", "4"], tmp_path)
+    finally:
+        for folder in (run, run / "eval"):
+            folder.chmod(0o755)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{run / 'eval'}: cannot write here" in proc.stderr and "nothing was evaluated" in proc.stderr, proc.stderr
+    assert "evaluating step" not in proc.stdout and not (run / "eval" / "results.json").exists()
