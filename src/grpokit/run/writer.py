@@ -30,7 +30,7 @@ one, never half of either. An error removes the temporary file; a process killed
 next write into that folder removes it (grpokit.run.temporaries). benchmarks/fault_injection.py fails every
 write, rename and fsync of a pipeline in turn, and kills it at each.
 
-Files libraries write into a run folder by name (TRL's model card checkpoints/README.md, transformers'
+Files libraries write into a run folder by name (TRL's model card in checkpoints/, transformers'
 checkpoint-N/) are checked by `check_library_target` just before the library writes (grpokit.training.trainer),
 or the library writes into a staging folder of grpokit's own (`staging_folder`), moved in by `install` or `move`
 (an export, a reward model, the model cache).

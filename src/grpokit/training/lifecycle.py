@@ -33,6 +33,7 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.preflight.memory import checkpointing_of
 from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, disk_problem, fail_run, step_of, writable_problem
+from grpokit.run.layout import MODEL_CARD
 from grpokit.run.writer import check_library_target, remove_made
 
 
@@ -217,8 +218,8 @@ def finished_on_resume(recipe, run: RunDir, held: LockHolder) -> dict | None:
         if problem:
             raise GrpokitError([problem])
         held.take()
-        # TRL rewrites checkpoints/README.md at each save: a link planted there is refused before any model loads
-        check_library_target(run.checkpoints_dir / "README.md", within=run.path)
+        # TRL rewrites its model card at each save: a link planted there is refused before any model loads
+        check_library_target(run.checkpoints_dir / MODEL_CARD, within=run.path)
         finished = _finished(recipe, run)
     finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
     if finished is None and is_main_process() and recipe.train.max_steps != recorded.train.max_steps:

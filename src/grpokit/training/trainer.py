@@ -41,6 +41,7 @@ from grpokit.distributed import broadcast
 from grpokit.generation.tree import refusal
 from grpokit.health import HealthMonitor
 from grpokit.run import RunDir, jsonable
+from grpokit.run.layout import MODEL_CARD
 from grpokit.run.writer import append_file, check_library_target, write_file
 from grpokit.training.lm_head import CpuHead
 from grpokit.training.logps import TreeForward, TreeLogps
@@ -111,7 +112,7 @@ class Parts:
 
 class RunFolderWrites:
     """What TRL and transformers write into the run folder by name, under the writer's rules (grpokit.run.writer):
-    TRL's model card (checkpoints/README.md, rewritten at every save) is rendered into a folder of grpokit's own
+    TRL's model card (checkpoints/MODEL_CARD, rewritten at every save) is rendered into a folder of grpokit's own
     and written by `write_file`, never through a link planted at its name; a checkpoint folder is checked
     (`check_library_target`) just before transformers writes it, so a link at checkpoint-N, or a linked file
     inside it, is refused with nothing written. Both trainers (GRPO and SFT) are built on it."""
@@ -122,12 +123,12 @@ class RunFolderWrites:
     def create_model_card(self, *args, **kwargs):
         out = self.args.output_dir
         with tempfile.TemporaryDirectory(prefix="grpokit-card-") as card_dir:
-            self.args.output_dir = card_dir  # TRL saves the card at output_dir/README.md: here, then moved in
+            self.args.output_dir = card_dir  # TRL saves its card in output_dir: here, then moved in
             try:
                 super().create_model_card(*args, **kwargs)
             finally:
                 self.args.output_dir = out
-            card = Path(card_dir) / "README.md"
+            card = Path(card_dir) / MODEL_CARD
             if card.is_file():
                 write_file(Path(out) / card.name, card.read_text(encoding="utf-8"), within=self._run_folder())
 
