@@ -68,3 +68,35 @@ def test_tool_evaluation_scores_with_the_recipes_own_correctness_reward(tiny_mod
     assert e["task_success"] == 0.25 and e["episodes"] == 2
     assert [f["task_success"] for f in e["failed"]] == [0.25, 0.25]
     assert "task success" in capsys.readouterr().out
+
+
+def test_a_narrower_tool_evaluation_never_replaces_the_full_one(tiny_model_dir, tmp_path, capsys):
+    # The re-test: on a tool run, `eval R --checkpoints best --max-rows 2` or `eval R --data other.jsonl` replaced
+    # results-tools.json (other runs write results-partial.json / results-<stem>.json and keep the full file).
+    from grpokit.cli import main
+    from grpokit.data import load_datasets
+    from grpokit.recipe.load import load_run_recipe
+
+    recipe = tmp_path / "calc.yaml"
+    recipe.write_text((REPO / "recipes" / "smollm2-calculator-tools.yaml").read_text()
+                      .replace("max_completion_length: 96", "max_completion_length: 12"))
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output-dir", str(run), "--skip-audit", "--set", f"model.name={tiny_model_dir}",
+                 "--set", "model.gradient_checkpointing=false", "--set", "train.max_steps=2", "--set",
+                 "train.save_steps=1", "--set", "train.num_generations=2", "--set",
+                 "train.per_device_train_batch_size=2"]) == 0
+    assert main(["eval", str(run), "--max-rows", "3"]) == 0
+    full, best = (run / "eval" / "results-tools.json").read_bytes(), (run / "eval" / "best.json").read_bytes()
+    assert json.loads(full)["rows"] == 3 and len(json.loads(full)["checkpoints"]) == 3
+    capsys.readouterr()
+    assert main(["eval", str(run), "--checkpoints", "best", "--max-rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "results-tools-partial.json" in out and "is narrower" in out, out
+    partial = json.loads((run / "eval" / "results-tools-partial.json").read_text())
+    assert partial["rows"] == 2 and len(partial["checkpoints"]) == 1
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(r) + "\n" for r in load_datasets(load_run_recipe(run))[0][:2]))
+    assert main(["eval", str(run), "--data", str(other)]) == 0
+    assert json.loads((run / "eval" / "results-tools-other.json").read_text())["rows"] == 2
+    assert (run / "eval" / "results-tools.json").read_bytes() == full
+    assert (run / "eval" / "best.json").read_bytes() == best

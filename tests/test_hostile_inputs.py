@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -136,11 +137,14 @@ def test_a_json_array_with_a_hostile_row(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- the lock file (point 7)
+HOST = socket.gethostname()
 LOCKS = [
     # (case, how the .lock is made, words of the refusal (None: taken, as a stale lock), words of the note). The run's
     # record names lock token "t0": a lock with it was left by a grpokit process of this run that died.
-    ("stale, since 1e999", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 1e999, "token": "t0"}'), None,
-     "PID 1 on host h, since ?"),
+    ("stale, since 1e999", lambda p: p.write_text('{"pid": 1, "host": "%s", "since": 1e999, "token": "t0"}' % HOST),
+     None, f"PID 1 on host {HOST}, since ?"),
+    ("stale, on another machine", lambda p: p.write_text('{"pid": 1, "host": "h", "since": 0, "token": "t0"}'),
+     "another machine", None),  # issue 67: host-local locks: never taken over
     ("stale, since a string", lambda p: p.write_text('{"pid": 1, "since": "yesterday", "token": "t0"}'), None, "since ?"),
     ("empty (an older grpokit's)", lambda p: p.write_text(""), None, None),
     ("not JSON", lambda p: p.write_bytes(b"\xff\xfe garbage"), "is a file without this run's lock token", None),

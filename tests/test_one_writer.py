@@ -34,14 +34,12 @@ ALLOWED = [
     ("export/hub.py", "os.link(src, dst)", "the Hub upload's staging folder, a TemporaryDirectory"),
     ("export/hub.py", "shutil.copy2(src, dst)", "the Hub upload's staging folder, a TemporaryDirectory"),
     ("export/hub.py", '(staging / "README.md").write_text(', "the Hub upload's staging folder, a TemporaryDirectory"),
-    ("models.py", "target.parent.mkdir(", "grpokit's model cache ($GRPOKIT_CACHE), no user's folder"),
-    ("models.py", "shutil.rmtree(tmp", "grpokit's model cache: its own mkdtemp conversion folder"),
-    ("models.py", "os.replace(tmp, target)", "grpokit's model cache: the converted model put in place whole"),
     ("training/rollback.py", "os.link(f, tmp / f.name)", "reference.tmp/, a folder set_reference just made"),
     ("training/rollback.py", "shutil.copy2(f, tmp / f.name)", "reference.tmp/, a folder set_reference just made"),
     ("run/ownership.py", "os.unlink(name)", "writable_problem's probe: a mkstemp file of its own"),
     ("run/checkpoints.py", "os.unlink(self.path)", "the run's lock file, created by this process with O_EXCL"),
     ("run/temporaries.py", "path.unlink()", "the writer's own temporary file, left by a process that is gone"),
+    ("run/temporaries.py", "shutil.rmtree(path", "a staging folder of the writer's, left by a process that is gone"),
     ("report/plots.py", "fig.savefig(png", "a plot drawn into memory; write_file puts it in place"),
     ("console.py", "self.touch()", "Heartbeat.touch: resets a clock, no file"),
     ("training/tracking.py", "self.heartbeat.touch()", "Heartbeat.touch: resets a clock, no file"),
@@ -180,3 +178,56 @@ def test_a_user_named_output_inside_a_run_is_refused(tmp_path):
             writer.write_rows(run / name, [], replace=True)
         assert "a grpokit run folder" in e.value.problems[0].message
     writer.write_rows(run / "my-notes.jsonl", [{"a": 1}])  # a name of the user's own, beside the run's: theirs
+
+
+# ---------------------------------------------------------------- issue 67: files libraries write into a run folder
+def _planted(run: Path, name: str, how: str, user: Path) -> Path:
+    link = run / "checkpoints" / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    (os.symlink if how == "symbolic" else os.link)(user, link)
+    return link
+
+
+def _sft_trainer(model_dir: Path, tokenizer, output_dir: Path):
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from grpokit.training.logps import TreeLogps
+    from grpokit.training.trainer import GrpokitSFTTrainer
+
+    args = SFTConfig(output_dir=str(output_dir), report_to="none", use_cpu=True, max_steps=1, max_length=32)
+    rows = Dataset.from_list([{"prompt": "1 + 1 =", "completion": " 2"}] * 2)
+    return GrpokitSFTTrainer(TreeLogps(False, 32, "SFT loss"), lambda _: None, model=str(model_dir), args=args,
+                             train_dataset=rows, processing_class=tokenizer)
+
+
+@pytest.mark.parametrize("trainer_kind", ["grpo", "sft"])
+@pytest.mark.parametrize("how", ["symbolic", "hard"])
+def test_trl_model_card_never_goes_through_a_link(tmp_path, tiny_model_dir, tokenizer, trainer_kind, how):
+    # The re-test's escape: TRL's create_model_card (called by _save_checkpoint of both trainers) saved
+    # RUN/checkpoints/README.md by name, so a link planted there overwrote the user's file it points at.
+    from conftest import grpo_trainer, grpokit_run
+
+    run = grpokit_run(tmp_path / "run")
+    user = tmp_path / "thesis.md"
+    user.write_text("mine")
+    trainer = grpo_trainer(tiny_model_dir, tokenizer, run / "checkpoints", per_device_train_batch_size=2,
+                           num_generations=2, max_completion_length=4) if trainer_kind == "grpo" \
+        else _sft_trainer(tiny_model_dir, tokenizer, run / "checkpoints")
+    trainer.create_model_card(model_name="run")  # no link: TRL's card, written whole
+    assert "run" in (run / "checkpoints" / "README.md").read_text()
+    (run / "checkpoints" / "README.md").unlink()
+    _planted(run, "README.md", how, user)
+    with pytest.raises(GrpokitError, match="README.md"):
+        trainer.create_model_card(model_name="run")
+    assert user.read_text() == "mine"
+    # a checkpoint folder planted as a link (or holding a linked file): refused before transformers writes it
+    (run / "checkpoints" / "README.md").unlink()
+    folder = tmp_path / "my-folder"
+    folder.mkdir()
+    (run / "checkpoints" / "checkpoint-0").symlink_to(folder) if how == "symbolic" else \
+        (run / "checkpoints" / "checkpoint-0").mkdir() or os.link(user, run / "checkpoints" / "checkpoint-0" / "config.json")
+    with pytest.raises(GrpokitError, match="checkpoint-0"):
+        trainer._save_checkpoint(trainer.model, None)
+    assert list(folder.iterdir()) == [] and user.read_text() == "mine"
+    assert not (run / "checkpoints" / "README.md").exists()

@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "grpokit"
 # Where "README" names a file grpokit writes, not this project's README (the Hub model card).
-WRITES_A_README = {"export/hub.py"}
+WRITES_A_README = {"export/hub.py", "run/layout.py"}  # the Hub's model card; TRL's, in a run's checkpoints/
 
 POINTER = re.compile(r"(?P<page>docs/[\w/-]+\.md|README\.md)(?:#(?P<anchor>[\w-]+))?"
                      r"(?:,?\s*(?P<q>[\"'])(?P<heading>[^\"\n]{3,120}?)(?P=q))?")

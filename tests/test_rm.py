@@ -163,3 +163,17 @@ def test_candidates_are_sampled_unranked_and_ready_for_csv(tmp_path, tiny_model_
     with pytest.raises(GrpokitError):  # unranked: not usable for training yet
         read_rankings(out)
     assert main(["rm", "export-csv", str(out), str(tmp_path / "r.csv")]) == 0
+
+
+def test_a_killed_rm_trains_staging_folder_is_swept(tmp_path, tiny_rm_base_dir):
+    # The re-test: a killed `rm train` left `.grpokit-rm-XXXX/model/` beside --out, and nothing ever removed it.
+    # The model is now staged in a folder named by its process (grpokit.run.writer.staging_folder): the next write
+    # there removes one whose process is gone.
+    out = tmp_path / "rm"
+    left = tmp_path / ".rm.999999999-k1.tmp"  # what a killed rm train (PID 999999999) leaves
+    (left / "model").mkdir(parents=True)
+    (left / "model" / "model.safetensors").write_bytes(b"half a model")
+    assert main(["rm", "train", str(BUNDLED), "--base", str(tiny_rm_base_dir), "--out", str(out),
+                 "--max-steps", "1", "--batch-size", "4"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rm"]  # swept, and this run's own staging folder gone
+    assert (out / "model.safetensors").is_file()

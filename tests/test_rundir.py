@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -229,6 +230,84 @@ def test_the_lock_is_per_open_file_so_one_process_cannot_write_twice(tmp_path):
     with RunLock(tmp_path / ".lock", note=pytest.fail):
         with pytest.raises(GrpokitError, match="run directory is locked"):
             RunLock(tmp_path / ".lock").acquire()
+
+
+def _recorded_run(folder: Path, token: str = "t0") -> Path:
+    from grpokit.run.record import new_record
+    from grpokit.run.writer import write_record
+
+    write_record(folder, new_record("run", {}, lock_token=token))
+    return folder
+
+
+def test_a_lock_left_on_another_machine_is_never_taken_over(tmp_path):
+    # issue 67: with host-local locks (NFS, local_lock) a lock another machine holds looks free here; the token
+    # matching is no proof its process is gone, so it is refused naming that host, and left as it was
+    _recorded_run(tmp_path)
+    text = json.dumps({"pid": 4242, "host": "other-machine", "since": 0, "token": "t0"})
+    (tmp_path / ".lock").write_text(text)
+    with pytest.raises(GrpokitError) as e:
+        RunDir(tmp_path).lock(note=pytest.fail).acquire()
+    assert "PID 4242 on host other-machine" in str(e.value) and "another machine" in str(e.value)
+    assert "fix: if no grpokit process is writing this run, move it away" in str(e.value)
+    assert (tmp_path / ".lock").read_text() == text
+
+
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EBADF, errno.EINVAL])
+@pytest.mark.parametrize("which", ["run lock", "stale run lock", "folder lock"])
+def test_a_lock_error_that_is_not_a_holder_names_the_file_system(tmp_path, monkeypatch, code, which):
+    # issue 67: every flock error read "another grpokit process is writing here"; NFS answers ENOLCK (no lock
+    # service) or EBADF, and no local file system here does, so flock itself is made to answer so (the one stand-in)
+
+    from grpokit.run import checkpoints
+
+    _recorded_run(tmp_path)
+    if which == "stale run lock":  # a killed run's lock: opened, then locked without blocking
+        (tmp_path / ".lock").write_text(json.dumps({"pid": 4242, "host": "h", "since": 0, "token": "t0"}))
+
+    def flock(fd, op):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(checkpoints.fcntl, "flock", flock)
+    with pytest.raises(GrpokitError) as e:
+        if which == "folder lock":
+            checkpoints.FolderLock(tmp_path, "evaluation").acquire()
+        else:
+            RunDir(tmp_path).lock(note=pytest.fail).acquire()
+    text = str(e.value)
+    assert "does not support locks" in text and errno.errorcode[code] in text and "another grpokit" not in text
+    assert 'docs/reliability.md "Shared and network file systems"' in text
+    assert (tmp_path / ".lock").exists() == (which == "stale run lock")  # a lock file this call made is removed
+
+
+def test_a_lock_released_while_it_is_looked_at_is_taken(tmp_path, monkeypatch):
+    # issue 67, the release race: a holder removes its lock file, then unlocks; a writer that opened the file just
+    # before finds it locked. The file is gone by then: the writer looks again and takes a new lock, not "in use".
+    import fcntl
+
+    from grpokit.run import checkpoints
+
+    _recorded_run(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
+                               "held = RunDir(sys.argv[1]).lock().acquire(); print('locked', flush=True); "
+                               "time.sleep(120)", str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"})
+    real = fcntl.flock
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+
+        def flock(fd, op):  # the holder's release, first half: its file removed while its lock is still held
+            if op & fcntl.LOCK_NB and (tmp_path / ".lock").exists():
+                (tmp_path / ".lock").unlink()
+            return real(fd, op)
+
+        monkeypatch.setattr(checkpoints.fcntl, "flock", flock)
+        lock = RunDir(tmp_path).lock(note=pytest.fail).acquire()
+        assert json.loads((tmp_path / ".lock").read_text())["pid"] == os.getpid()
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 # ---------------------------------------------------------------- disk full

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from grpokit import hf_internals
@@ -71,18 +69,19 @@ def default_model_dir() -> Path:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     hf_internals.drop_gguf_quantizer(model)  # the dequantised weights are plain float tensors
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-    try:
+    from grpokit.run.writer import move, staging_folder
+
+    # Saved beside the cache entry, then renamed in whole: a crash or a full disk leaves no half model there, and a
+    # killed conversion's folder is swept by the next (grpokit.run.writer.staging_folder)
+    with staging_folder(target, within=cache_dir()) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if target.exists():  # another process finished first
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not target.exists():  # else another process finished first
+            try:
+                move(tmp, target, within=cache_dir())
+            except GrpokitError:
+                if not target.exists():
+                    raise
     return target
 
 

@@ -74,6 +74,7 @@ from grpokit.rewards import DEFAULT_REWARDS
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir, refuse_nonfinite, select_steps
 from grpokit.task import Task, reward_roles
 from grpokit.run.checkpoints import FolderLock
+from grpokit.run.record import read_record
 from grpokit.run.writer import make_folder
 from grpokit.templates import PromptTemplate
 
@@ -319,11 +320,18 @@ def evaluate_run(run_dir: str | Path, data: str | None = None, checkpoints: str 
     run = RunDir(run_dir)
     recipe = load_run_recipe(run)
     refuse_eval_output(run_dir, True, eval_names(data))  # before any model loads
+    started = run_id(run)
     with FolderLock(make_folder(run.eval_dir, within=run.path), "evaluation"):  # one evaluation of a run at a time
-        return _evaluate_run(run, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log)
+        return _evaluate_run(run, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log, started)
 
 
-def _evaluate_run(run: RunDir, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log) -> dict:
+def run_id(run: RunDir) -> str | None:
+    record = read_record(run.path)
+    return record.get("id") if record is not None else None
+
+
+def _evaluate_run(run: RunDir, recipe, data, checkpoints, k_samples, max_rows, max_new_tokens, log,
+                  started: str | None = None) -> dict:
     run_dir = run.path
     by_step = run.by_step()
     best = run.read_best()
@@ -342,6 +350,11 @@ def _evaluate_run(run: RunDir, recipe, data, checkpoints, k_samples, max_rows, m
         for e in entries:
             if e["step"] in probes:
                 e["probe"] = probes[e["step"]]
+    if run_id(run) != started:  # `train --overwrite` began a new run in this folder meanwhile: not its results
+        raise GrpokitError([Problem(str(run_dir), "was replaced by a new run while this evaluation ran (its record "
+                                    "changed): the results of the old run's checkpoints were not written into it",
+                                    f"evaluate the new run once it has checkpoints: grpokit eval {run_dir}")],
+                           title="nothing was written")
     return write_results(run_dir, recipe, sets, entries, k_samples, max_new_tokens, data, record_best=data is None)
 
 

@@ -22,12 +22,14 @@ rules and never touch `best.json`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation.metrics import choose_best
 from grpokit.evaluation.preference import against_base
-from grpokit.run import EVAL_DIR, RunDir, read_json, run_end
-from grpokit.run.ownership import refuse_unproven_run
+from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, RunDir, read_json, run_end
+from grpokit.run.ownership import refuse_unproven_run, writable_problem
 from grpokit.run.writer import check_target, claim, refuse_claim, write_file
 from grpokit.task import Task
 
@@ -64,6 +66,13 @@ def refuse_eval_output(out_dir: str | Path, run: bool, names=()) -> None:
     for name in names:
         check_target(out_dir / EVAL_DIR / name, replace=True, within=out_dir, fix=f"move it out of {out_dir / EVAL_DIR} "
                      "(grpokit writes its results there), then evaluate again")
+    problem = writable_problem(out_dir / EVAL_DIR)  # a read-only folder: said now, not after every checkpoint
+    if problem:
+        raise GrpokitError([Problem(problem.where, problem.message,
+                                    f"make {out_dir / EVAL_DIR if run else out_dir} writable, or "
+                                    + ("copy the run to a folder you can write to and evaluate the copy" if run
+                                       else "pass --output-dir a folder you can write to"))],
+                           title="nothing was evaluated")
 
 
 def claim_eval_output(out_dir: str | Path, run: bool) -> None:
@@ -146,6 +155,47 @@ def write_results(out_dir: Path, recipe, sets, entries: list[dict], k_samples: i
     results["path"] = str(path)
     results.update(notes)
     return results
+
+
+def tool_results_names(data: str | None) -> list[str]:
+    """The names in eval/ a tool evaluation may write (`write_tool_results`), best.json with them."""
+    main = Path(TOOL_RESULTS_FILE)
+    return [_tool_data_path(main, data).name if data else main.name,
+            main.stem + PARTIAL_SUFFIX + main.suffix, RunDir(".").best_file.name]
+
+
+def _tool_data_path(main: Path, data: str) -> Path:
+    stem = re.sub(r"[^\w.-]+", "_", Path(data).stem)  # as RunDir.results_path names results-<stem>.json
+    return main.with_name(f"{main.stem}-{stem}{main.suffix}")
+
+
+def write_tool_results(main: Path, doc: dict, data: str | None, within: Path) -> dict:
+    """A tool evaluation's results, by the rule of `write_results`: `--data FILE` to its own file
+    (results-tools-<stem>.json); the same settings as results-tools.json merged into it by step; other settings
+    that compare as many rows and checkpoints replace it; a narrower comparison (`--max-rows`, `--checkpoints
+    best`) goes to results-tools-partial.json, the full file kept. `doc` with `path` (and `kept`/`replaced`)."""
+    path, notes = main, {}
+    if data is not None:
+        path = _tool_data_path(main, data)
+    prior = read_json(path)
+    settings = ("task", "rows", "generations")
+    if isinstance(prior, dict) and isinstance(prior.get("checkpoints"), list):
+        new_width, old_width = (int(doc["rows"]), len(doc["checkpoints"])), _width(prior)
+        if all(prior.get(k) == doc.get(k) for k in settings):
+            steps = {e["step"] for e in doc["checkpoints"]}
+            kept = [e for e in prior["checkpoints"] if isinstance(e, dict) and e.get("step") not in steps]
+            doc = {**doc, "checkpoints": sorted(kept + doc["checkpoints"], key=lambda e: str(e["step"]).zfill(12))}
+        elif new_width[0] >= old_width[0] and new_width[1] >= old_width[1]:
+            notes["replaced"] = (f"replaced {path.name} ({_describe(old_width)}, other settings) with this "
+                                 f"comparison of {_describe(new_width)}")
+        else:
+            partial = path.with_name(path.stem + PARTIAL_SUFFIX + path.suffix)
+            notes["kept"] = (f"{path.name} ({_describe(old_width)}) and best.json kept: this comparison of "
+                             f"{_describe(new_width)} is narrower, so it went to {partial.name}; evaluate every "
+                             "checkpoint on every held-out row (`grpokit eval RUN_DIR`) to replace them")
+            path = partial
+    write_file(path, json.dumps(doc, indent=2), within=within)
+    return {**doc, "path": str(path), **notes}
 
 
 def record_tool_best(run: RunDir, doc: dict) -> dict | None:

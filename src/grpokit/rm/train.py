@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +33,8 @@ from grpokit.rm.rankings import pairs, read_rankings, split_prompts
 from grpokit.run.ownership import refuse_unproven
 from grpokit.run.reads import command, reading
 from grpokit.run.checkpoints import FolderLock
-from grpokit.run.writer import check_target, install, make_folder, refuse_claim, remove_made, write_file, write_rows
+from grpokit.run.writer import (check_target, install, make_folder, refuse_claim, remove_made, staging_folder,
+                                write_file, write_rows)
 from grpokit.task import template_of
 
 
@@ -94,14 +94,6 @@ def pairwise_accuracy(scorer: RewardModelScorer, rankings: list[dict]) -> dict:
 
 # ---------------------------------------------------------------- training
 _RM_FIX = "pass --out a new folder (or one an earlier `grpokit rm train` wrote: its model is replaced)"
-
-
-def _existing_parent(path: Path) -> str:
-    """The nearest folder of `path` that exists: the model is staged there, on the same disk, and moved in."""
-    here = Path(os.path.abspath(path))
-    while not here.is_dir() and here.parent != here:
-        here = here.parent
-    return str(here)
 
 
 def _pair_dataset(tokenizer, rankings: list[dict], max_length: int):
@@ -174,7 +166,8 @@ def _train(rankings_path, base: str, out_dir: Path, eval_fraction: float, seed: 
         trainer.train()
     train_acc = [x["accuracy"] for x in trainer.state.log_history if "accuracy" in x]
     trainer.model.config.pad_token_id = tokenizer.pad_token_id
-    with tempfile.TemporaryDirectory(prefix=".grpokit-rm-", dir=_existing_parent(out_dir.parent)) as staging:
+    # beside --out, named by this process: a killed rm train's staging folder is swept by the next write there
+    with staging_folder(out_dir) as staging:
         model_dir = Path(staging) / "model"
         trainer.model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)

@@ -11,6 +11,7 @@ Damage checks read file headers only (safetensors, zip end records), never the w
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -113,6 +114,32 @@ def damaged(ck: Path, why: str) -> GrpokitError:
 
 
 # ---------------------------------------------------------------- the run lock
+_IN_USE = (errno.EWOULDBLOCK, errno.EAGAIN)  # flock's one answer for "another descriptor holds it"
+NO_LOCKS_FIX = ("put the run on a local disk, or mount the network file system with locking on (NFS: not `nolock`, "
+                "not `local_lock=all`): docs/reliability.md \"Shared and network file systems\"")
+
+
+def no_locks(path, e: OSError) -> GrpokitError:
+    """Any flock error but EWOULDBLOCK/EAGAIN: the file system cannot lock (NFS answers ENOLCK without its lock
+    service, EBADF for a descriptor opened read-only), which says nothing about another grpokit process."""
+    name = errno.errorcode.get(e.errno, str(e.errno))
+    return GrpokitError([Problem(str(path), f"cannot be locked: its file system does not support locks ({name}: "
+                                 f"{e.strerror or e}), so grpokit cannot make sure it is the only writer here",
+                                 NO_LOCKS_FIX)], title="no lock")
+
+
+def _lock_now(fd: int, path) -> bool:
+    """flock(LOCK_EX | LOCK_NB): True when taken, False when another descriptor holds it; any other error
+    raises `no_locks`."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as e:
+        if e.errno in _IN_USE:
+            return False
+        raise no_locks(path, e) from None
+
+
 class RunLock:
     """One writer per run directory: an advisory fcntl lock on RUN/.lock, a file grpokit creates and removes.
 
@@ -124,7 +151,11 @@ class RunLock:
     with no record (a run killed before its record was in place: no token to compare); an empty file with no other
     link (what grpokit before records left after each run) holds nothing and is replaced. Anything else is refused
     with where/what/fix whatever its kind: a folder, a symbolic link, a FIFO, a file with other hard links, a file
-    without the run's token.
+    without the run's token, a file naming another host (locks may be each machine's own there: its process cannot
+    be seen from here). A lock file removed by its holder while it is looked at (a release: removed, then unlocked)
+    is looked at again. Only EWOULDBLOCK/EAGAIN means "held"; any other flock error is `no_locks` (NFS without
+    locking, docs/reliability.md "Shared and network file systems"). The file is opened read-write: NFS grants an
+    exclusive lock on a writable descriptor only.
     """
 
     def __init__(self, path: Path, note: Callable[[str], None] = note, token: str | None = None,
@@ -154,8 +185,8 @@ class RunLock:
             raise self._refuse("is not a regular file (a FIFO or a device)")
         if st.st_nlink > 1:
             raise self._refuse(f"is a file with {st.st_nlink - 1} other hard link(s) (grpokit would write into them)")
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:  # read-write: NFS locks (POSIX locks underneath) refuse an exclusive lock on a read-only descriptor
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return
         except OSError as e:
@@ -165,18 +196,28 @@ class RunLock:
         try:
             if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (st.st_ino, st.st_dev):
                 return  # replaced meanwhile: look again
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _lock_now(fd, self.path):
+                now = _lstat(self.path)
+                if now is None or (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
+                    return  # the holder was releasing it (it removes the file, then unlocks): look again
                 raise GrpokitError([Problem(str(self.path.parent), f"another grpokit process is writing this run "
                                             f"({lock_holder(fd)})", "wait for it to finish or stop it; one run "
                                             "directory takes one writer (train into another --output-dir to run "
-                                            "both)")], title="run directory is locked") from None
+                                            "both)")], title="run directory is locked")
             holder = _holder_record(fd)
             if st.st_size == 0:
                 pass  # grpokit before records truncated its lock on release: an empty file, nothing to lose
             elif holder is None or (holder.get("token") != self.token and (self.proven or not _killed_here(holder))):
                 raise self._refuse("is a file without this run's lock token")
+            elif isinstance(holder.get("host"), str) and holder["host"] != socket.gethostname():
+                # Free here, but a lock may be this machine's own (NFS with local locks): the holder's process on
+                # its machine cannot be seen from here, so it is never taken over on a guess.
+                raise GrpokitError([Problem(str(self.path), f"was left by {lock_holder(fd)}, another machine: "
+                                            "grpokit cannot see from here whether that process still runs",
+                                            "if no grpokit process is writing this run, move it away (`mv "
+                                            f"{self.path} ...`) once that process on {holder['host']:.100} has "
+                                            "ended, and run the command again")],
+                                   title="run directory is locked")
             else:
                 self.note(f"took over a stale lock of {lock_holder(fd)}: that process is no longer running")
             now = os.lstat(self.path)
@@ -196,8 +237,13 @@ class RunLock:
                 raise GrpokitError([Problem(str(self.path), f"cannot create the run's lock file: {e.strerror or e}",
                                             "check the run directory's permissions, or whether its disk is "
                                             "read-only")]) from None
-            # Ours (O_EXCL): blocking is safe, another process can only hold it for the moment it takes to read it.
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:  # ours (O_EXCL): blocking is safe, another process can only hold it for the moment it takes to read it
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+                os.close(fd)
+                raise no_locks(self.path, e) from None
             try:
                 os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
                                          "token": self.token}).encode("utf-8"))
@@ -242,18 +288,22 @@ class FolderLock:
         with FolderLock(run / "eval", "evaluation"): ...
     """
 
-    def __init__(self, path: Path, what: str):
+    def __init__(self, path: Path, what: str, fix: str | None = None):
         self.path, self.what, self._fd = Path(path), what, None
+        self.fix = fix or f"wait for it to finish (or stop it), then run this {what} again"
 
     def acquire(self) -> "FolderLock":
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            taken = _lock_now(fd, self.path)
+        except GrpokitError:
+            os.close(fd)
+            raise
+        if not taken:
             holder = folder_holder(os.fstat(fd))
             os.close(fd)
             raise GrpokitError([Problem(str(self.path), f"another grpokit process is writing here ({holder})",
-                                        f"wait for it to finish (or stop it), then run this {self.what} again")],
+                                        self.fix)],
                                title=f"{self.path.name} is in use") from None
         self._fd = fd
         return self
@@ -287,6 +337,13 @@ def folder_holder(st: os.stat_result) -> str:
     except OSError:
         cmd = ""
     return f"PID {pids[0]}" + (f": {cmd[:200]}" if cmd else "")
+
+
+def _lstat(path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
 
 
 _MAX_LOCK_BYTES = 4096  # a holder record is ~80 bytes; a larger file is not one, and is not read whole

@@ -8,6 +8,7 @@ from __future__ import annotations
 CONFIG_FILE, RUN_FILE, LOCK_FILE = "config.yaml", "run.json", ".lock"
 METRICS_FILE, SAMPLES_FILE, HEALTH_FILE = "metrics.jsonl", "samples.jsonl", "health.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
+MODEL_CARD = "README.md"  # TRL's model card: create_model_card writes it into checkpoints/ at every save
 EVAL_DIR, RESULTS_FILE, BEST_FILE = "eval", "results.json", "best.json"
 TOOL_RESULTS_FILE = "results-tools.json"  # tool tasks (recipe env:): grpokit.evaluation.tools writes, report reads
 REPORT_DIR, EXPORT_DIR, DEMO_FILE, PREFLIGHT_FILE = "report", "export", "demo.json", "preflight.json"

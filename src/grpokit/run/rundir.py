@@ -21,6 +21,7 @@ Not covered: what the records mean (training, health, evaluation, report).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from typing import Callable
 
 from grpokit.distributed import is_main_process
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, RunLock, checkpoint_damage, damaged, step_of
+from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, FolderLock, RunLock, checkpoint_damage, damaged, step_of
 from grpokit.run.files import note, read_json, read_jsonl, split_jsonl
 from grpokit.run.files import note as files_note
 from grpokit.run.layout import (BEST_FILE, CHECKPOINTS_DIR, CONFIG_FILE, DEMO_FILE, EVAL_DIR, EXPORT_DIR, HEALTH_FILE,
@@ -366,6 +367,14 @@ class RunDir:
                 remove_made(self.path)
             raise
         return lock, created
+
+    def evaluation_lock(self, what: str, fix: str | None = None):
+        """The lock an evaluation of this run holds on eval/ (grpokit.evaluation.evaluate_run), taken by a command
+        that removes what an evaluation reads or writes (train --overwrite, a health rollback): refused at once
+        while an evaluation runs, and no evaluation starts while it is held. Nothing to hold without eval/."""
+        if not self.eval_dir.is_dir() or self.eval_dir.is_symlink():
+            return contextlib.nullcontext()
+        return FolderLock(self.eval_dir, what, fix)
 
     def clear(self) -> list[str]:
         """Delete an earlier run's files (--overwrite): grpokit's own entries only, never the lock or a user's file."""

@@ -1,7 +1,8 @@
 """The writer's temporary files: a new file beside the name it will be renamed to, named by its process.
 
     tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)   # grpokit.run.writer
-    sweep(folder)            # remove the ones a killed process left (its PID is gone); whole=True: every folder below
+    sweep(folder)            # remove the ones a killed process left (its PID is gone), staging folders too;
+                             # whole=True: every folder below
     contents(folder)         # what a folder holds, those left out: a folder with nothing else is empty
 
 grpokit.run.writer removes its temporary file on any error; only a process killed between creating and renaming it
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 from pathlib import Path
 
 # `.NAME.PID-XXXXXXXX.tmp`: the writer's own new file beside NAME, named by the process writing it.
@@ -44,9 +46,16 @@ def sweep(folder: str | Path, whole: bool = False) -> list[Path]:
     never through a link); what was removed."""
     out = []
     for root, dirs, files in os.walk(folder) if whole else [(str(folder), [], _names(folder))]:
-        for name in files:
+        for name in [*files, *dirs]:
             path = Path(root) / name
-            if stale_temporary(path) and os.path.isfile(path) and not os.path.islink(path):
+            if not stale_temporary(path) or os.path.islink(path):
+                continue
+            if os.path.isdir(path):  # a staging folder (grpokit.run.writer.staging_folder): a library's save
+                shutil.rmtree(path, ignore_errors=True)  # rmtree removes links inside, never what they point at
+                if name in dirs:
+                    dirs.remove(name)
+                out.append(path)
+            elif os.path.isfile(path):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                     out.append(path)

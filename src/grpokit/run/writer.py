@@ -6,9 +6,11 @@
     with append_file(run.metrics) as f: ...            # a run's logs: appended, never through a link
     make_folder(path, within=run.path)                 # folders, none of them through a link
     check_folder(path, within=run.path)                # ... and a folder checked so, before anything is made
+    check_library_target(path, within=run.path)        # where a library (TRL, transformers) is about to write
     remove(path)                                       # a file, or a folder with all it holds, never a link's target
     claim(folder, "report", entries, fix)              # a folder by proof: its record (grpokit.run.record) first
     install(staging, folder, "rm", fix)                # what a library saved elsewhere, moved in name by name
+    with staging_folder(target) as tmp: ...            # where a library saves, beside its target; swept if killed
     rewrite_in_place(run.run_json, text, within=...)   # a full disk only: run.json over its own blocks
 
 What every write refuses, with where / what / fix (a GrpokitError, exit 2), before a byte is written:
@@ -28,9 +30,13 @@ one, never half of either. An error removes the temporary file; a process killed
 next write into that folder removes it (grpokit.run.temporaries). benchmarks/fault_injection.py fails every
 write, rename and fsync of a pipeline in turn, and kills it at each.
 
+Files libraries write into a run folder by name (TRL's model card in checkpoints/, transformers'
+checkpoint-N/) are checked by `check_library_target` just before the library writes (grpokit.training.trainer),
+or the library writes into a staging folder of grpokit's own (`staging_folder`), moved in by `install` or `move`
+(an export, a reward model, the model cache).
+
 Not covered: another process that puts a link at the name between the check and the rename (the rename replaces
-the name itself, so that link is replaced, never followed); files libraries write into folders grpokit made
-for them (transformers' save_pretrained into a checkpoint or an export's hf/); a temporary left by a process on
+the name itself, so that link is replaced, never followed), or into a library's folder while the library writes; a temporary left by a process on
 another machine sharing the folder (its PID means nothing here: it is kept).
 """
 from __future__ import annotations
@@ -158,6 +164,31 @@ def check_target(path: str | Path, *, replace: bool = False, within: str | Path 
     if st is not None and not replace:
         raise _refused(path, "already exists: grpokit replaces a file only when told to",
                        _EXISTS_FIX if fix == _NEW_NAME_FIX else fix)
+    return path
+
+
+def check_library_target(path: str | Path, *, within: str | Path, fix: str | None = None) -> Path:
+    """A file or folder a library is about to write inside `within` (TRL's model card, transformers' checkpoint
+    folder): refused, with nothing written, when a folder on the way is a link or a file, when `path` is a link, a
+    file with another hard link or not a file or folder, or (a folder) when anything inside it is. Libraries open
+    their files by name and follow links; this is the writer's rule applied before they write. `path` (resolved)."""
+    fix = fix or f"move it out of {within} (it is not grpokit's), then run the command again"
+    folder, path = _inside(Path(os.path.abspath(os.path.expanduser(str(path)))), within, fix)
+    _check_folders(path.parent, folder, fix)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if not stat.S_ISDIR(st.st_mode):
+        why = _kind(st)
+        if why:
+            raise _refused(path, why, fix)
+        return path
+    for top, dirs, files in os.walk(path):  # never follows a link: each is refused by name
+        for name in dirs + files:
+            why = _kind(os.lstat(os.path.join(top, name)))
+            if why and why != "is a folder":
+                raise _refused(os.path.join(top, name), why, fix)
     return path
 
 
@@ -290,6 +321,23 @@ def remove_made(path: str | Path) -> None:
     """Remove a folder this very command made (a refused or failed start), quietly: nothing to tell."""
     with contextlib.suppress(OSError, GrpokitError):
         remove(path)
+
+
+@contextlib.contextmanager
+def staging_folder(beside: str | Path, *, within: str | Path | None = None):
+    """A new, empty folder of this process beside `beside` (named as the writer's temporaries, so a killed process's
+    is swept by the next write there), for a library to save into (transformers' save_pretrained, llama.cpp's
+    converter) before grpokit moves the result in whole (`move`, `install`); removed with what is left in it when
+    the block ends."""
+    beside = Path(os.path.abspath(os.path.expanduser(str(beside))))
+    make_folder(beside.parent, within=within)
+    sweep(beside.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(beside), suffix=".tmp", dir=beside.parent))
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError, GrpokitError):
+            remove(tmp)
 
 
 def move(src: str | Path, dest: str | Path, *, within: str | Path) -> Path:

@@ -33,7 +33,8 @@ from grpokit.errors import GrpokitError, Problem
 from grpokit.preflight.memory import checkpointing_of
 from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, disk_problem, fail_run, step_of, writable_problem
-from grpokit.run.writer import remove_made
+from grpokit.run.layout import MODEL_CARD
+from grpokit.run.writer import check_library_target, remove_made
 
 
 def note(line: str) -> None:
@@ -61,16 +62,31 @@ class LockHolder:
     took it: a resume and an --overwrite take it before anything loads, a new run when its folder is created."""
 
     def __init__(self, run: RunDir):
-        self.run, self.lock = run, None
+        self.run, self.lock, self.evaluation = run, None, None
 
     def take(self) -> None:
         if self.lock is None:
             self.lock = self.run.lock(note=note).acquire()
 
+    def take_evaluation(self) -> None:
+        """--overwrite: the lock of the run's eval/ too, until the old run is cleared (`cleared`): an evaluation
+        running now refuses the overwrite, and none starts meanwhile (it would write the old run's results and
+        best.json into the new run)."""
+        if self.evaluation is None:
+            self.evaluation = self.run.evaluation_lock(
+                "train --overwrite", f"wait for that evaluation of {self.run.path} to finish (or stop it), then run "
+                "this train --overwrite again").__enter__()
+
+    def cleared(self) -> None:
+        if self.evaluation is not None:
+            self.evaluation.__exit__(None, None, None)
+            self.evaluation = None
+
     def __enter__(self) -> "LockHolder":
         return self
 
     def __exit__(self, *exc) -> None:
+        self.cleared()
         if self.lock is not None:
             self.lock.release()
             self.lock = None
@@ -120,6 +136,7 @@ def open_run(run: RunDir, recipe, overwrite: bool, held: LockHolder) -> bool:
     if not is_main_process():
         return False
     held.lock, created = run.open_new(recipe, overwrite, held.lock, note=note)
+    held.cleared()  # the old run's eval/ is gone: evaluations of the new run may start
     return created
 
 
@@ -201,6 +218,8 @@ def finished_on_resume(recipe, run: RunDir, held: LockHolder) -> dict | None:
         if problem:
             raise GrpokitError([problem])
         held.take()
+        # TRL rewrites its model card at each save: a link planted there is refused before any model loads
+        check_library_target(run.checkpoints_dir / MODEL_CARD, within=run.path)
         finished = _finished(recipe, run)
     finished = broadcast(finished)  # every rank ends here when the run is finished, not only the main one
     if finished is None and is_main_process() and recipe.train.max_steps != recorded.train.max_steps:
@@ -259,6 +278,7 @@ def refuse_new(recipe, run: RunDir, overwrite: bool, held: LockHolder):
         run.refuse_existing(overwrite, keep=read_paths(recipe))
         if overwrite and run.path.is_dir():
             held.take()
+            held.take_evaluation()
     return recipe
 
 

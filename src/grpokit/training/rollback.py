@@ -120,8 +120,12 @@ def probe_prefers(run: RunDir, clean: list[Path]) -> tuple[list[Path], str]:
 
 def apply_rollback(recipe: Recipe, run: RunDir, plan: dict, log=print) -> tuple[Recipe, Path | None]:
     keep = plan["step"]
-    run.truncate_logs(keep, keep_dropped=True)  # the discarded lines go to *.rolled_back.jsonl
-    run.remove_after(keep)
+    # Not while an evaluation reads the checkpoints this removes (it would score, and choose as best, steps that
+    # are gone): refused before anything changes, the run resumable as it is.
+    with run.evaluation_lock("health rollback", f"wait for that evaluation of {run.path} to finish, then "
+                                                 f"`grpokit train --resume {run.path}`"):
+        run.truncate_logs(keep, keep_dropped=True)  # the discarded lines go to *.rolled_back.jsonl
+        run.remove_after(keep)
     train_cfg = recipe.train.model_copy(update={"learning_rate": plan["learning_rate"], "beta": plan["beta"]})
     recipe = recipe.model_copy(update={"train": train_cfg})
     run.write_config(recipe)  # --resume continues with the gentler settings

@@ -27,6 +27,7 @@ refuses a TRL whose internals changed (grpokit.trl_compat) when it is built. Not
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,7 +42,8 @@ from grpokit.distributed import broadcast
 from grpokit.generation.tree import refusal
 from grpokit.health import HealthMonitor
 from grpokit.run import RunDir, jsonable
-from grpokit.run.writer import append_file
+from grpokit.run.layout import MODEL_CARD
+from grpokit.run.writer import append_file, check_library_target, write_file
 from grpokit.training.lm_head import CpuHead
 from grpokit.training.logps import TreeForward, TreeLogps
 from grpokit.training.probe import HeldOutProbe
@@ -113,7 +115,40 @@ class Parts:
     log: Callable[[str], None] = print
 
 
-class GrpokitTrainer(internals.TrainerHooks, GRPOTrainer):
+class RunFolderWrites:
+    """What TRL and transformers write into the run folder by name, under the writer's rules (grpokit.run.writer):
+    TRL's model card (checkpoints/MODEL_CARD, rewritten at every save) is rendered into a folder of grpokit's own
+    and written by `write_file`, never through a link planted at its name; a checkpoint folder is checked
+    (`check_library_target`) just before transformers writes it, so a link at checkpoint-N, or a linked file
+    inside it, is refused with nothing written. Both trainers (GRPO and SFT) are built on it."""
+
+    def _run_folder(self) -> Path:
+        return Path(self.args.output_dir).parent  # output_dir is RUN/checkpoints (grpokit.recipe.trl_args)
+
+    def create_model_card(self, *args, **kwargs):
+        out = self.args.output_dir
+        with tempfile.TemporaryDirectory(prefix="grpokit-card-") as card_dir:
+            self.args.output_dir = card_dir  # TRL saves its card in output_dir: here, then moved in
+            try:
+                super().create_model_card(*args, **kwargs)
+            finally:
+                self.args.output_dir = out
+            card = Path(card_dir) / MODEL_CARD
+            if card.is_file():
+                write_file(Path(out) / card.name, card.read_text(encoding="utf-8"), within=self._run_folder())
+
+    def _save_checkpoint(self, model, trial):
+        if self.args.should_save:
+            check_library_target(internals.checkpoint_folder(self, trial), within=self._run_folder())
+        super()._save_checkpoint(model, trial)
+
+    def save_model(self, output_dir=None, _internal_call=False):
+        if output_dir is not None and self.args.should_save:
+            check_library_target(output_dir, within=self._run_folder())
+        return super().save_model(output_dir, _internal_call)
+
+
+class GrpokitTrainer(RunFolderWrites, internals.TrainerHooks, GRPOTrainer):
     """TRL's GRPOTrainer with grpokit's parts (the module docstring: a batch's way, step by step)."""
 
     def __init__(self, parts: Parts, **trl_kwargs):
@@ -223,7 +258,7 @@ class GrpokitTrainer(internals.TrainerHooks, GRPOTrainer):
                 self.progress.close()  # a live progress bar must not outlive an exception
 
 
-class GrpokitSFTTrainer(SFTTrainer):
+class GrpokitSFTTrainer(RunFolderWrites, SFTTrainer):
     """TRL's SFTTrainer with its loss over the tree of shared prefixes (`logps`, grpokit.training.logps.TreeLogps):
     demonstrations that share a prompt, a system prompt or a tool block compute it once.
 
