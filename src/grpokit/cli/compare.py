@@ -14,11 +14,11 @@ def register(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.evaluation import compare_runs, compare_table
 
     result = compare_runs(args.run_a, args.run_b, args.data, args.evaluate, log=lambda m: console.print(m))
-    console.print(compare_table(result))
+    print_table(compare_table(result))
     for w in result["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
     return 0
