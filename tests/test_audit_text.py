@@ -163,3 +163,12 @@ def test_train_says_what_the_audit_says_for_a_blind_reward(capital_recipe, capsy
     warnings = audit_warnings(load_recipe(path))
     assert any("no trick of this audit fits these rewards" in w for w in warnings)
     assert any(HAND_CHECK in w for w in warnings)
+
+
+def test_train_prints_the_notes_on_right_answers_a_strict_reward_refuses(capital_recipe):
+    warnings = audit_warnings(load_recipe(capital_recipe("exact")))
+    assert (
+        "reward audit: note: a right answer written in other case (PARIS) scores 0.00 against 1.00 on 8/8 rows"
+        in "\n".join(warnings)
+    )
+    assert warnings[-1] == "reward audit: `grpokit rewards audit RECIPE` prints the table"

@@ -61,10 +61,10 @@ def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[st
                 for line in result.table().splitlines()[len(result.head()):]]
     # The same findings `grpokit rewards audit` prints: reward errors (counted, the first traceback), and per
     # flagged trick the reward that pays for it, by how much, and the fix.
-    out = [f"reward audit: {line}" if not line.startswith(" ") else line for line in result.findings()]
+    out = [f"reward audit: {line}" if not line.startswith(" ") else line
+           for line in result.findings() + result.strict_notes()]
     if out:
         out.append("reward audit: `grpokit rewards audit RECIPE` prints the table")
-    out += result.strict_notes()
     if result.right_not_preferred:
         out.append(
             f"reward audit: an honest right answer does not beat an honest wrong one on "
