@@ -69,7 +69,7 @@ def test_a_resume_that_does_not_fit_the_folder_is_refused_before_anything_is_wri
     assert "it ran with --set nothing" in str(e.value) and "without --resume" in str(e.value)
     assert (out / PROGRESS_FILE).read_bytes() == before
     # A demo that is one training has no stages to go on with: said, not a traceback.
-    assert main(["demo", "--task", "arithmetic", "--output-dir", str(tmp_path / "a"), "--resume"]) == 2
+    assert main(["demo", "--task", "arithmetic-grpo", "--output-dir", str(tmp_path / "a"), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "one training, not a comparison" in err and "Traceback" not in err and not (tmp_path / "a").exists()
 

@@ -62,12 +62,15 @@ def test_the_demo_time_has_one_source():
         "README.md": (REPO / "README.md").read_text(),
         "docs/quickstart.md": (REPO / "docs" / "quickstart.md").read_text(),
         "recipes/smollm2-arithmetic.yaml": (REPO / "recipes" / "smollm2-arithmetic.yaml").read_text(),
+        "docs/recipes/index.md": (REPO / "docs" / "recipes" / "index.md").read_text(),
         "grpokit --help": build_parser().format_help(),
     }
     for where, text in shown.items():
         text = " ".join(text.split())  # help and Markdown wrap lines
         assert DEMO_TIME in text, where
         assert "about 15 min" not in text, where
+        for stale in ("5-7 min", "5–7 min", "14–16 min"):  # the times of issue 68: one per page
+            assert stale not in text, (where, stale)
     install = (REPO / "scripts" / "install.sh").read_text()
     assert "grpokit.DEMO_TIME" in install and "15 minutes" not in install
 
@@ -106,3 +109,14 @@ def test_the_suites_size_on_the_tests_page_is_the_suites_own_count():
     slow, total = int(counted.group(1)), int(counted.group(2))
     for figure, count in ((int(said.group(1).replace(",", "")), total), (int(said.group(2)), slow)):
         assert abs(figure - count) <= count / 10, f"docs/tests.md says about {figure}; the suite has {count}: update it"
+
+
+def test_the_license_file_is_the_one_pyproject_names():
+    """pyproject says `license = "Apache-2.0"`; the repository carries that licence's text (issue 68: it had none)."""
+    import tomllib
+
+    spdx = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["license"]
+    text = (REPO / "LICENSE").read_text()
+    assert spdx == "Apache-2.0"
+    assert " ".join(text.split()[:5]) == "Apache License Version 2.0, January"
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text and "END OF TERMS AND CONDITIONS" in text

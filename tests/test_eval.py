@@ -13,7 +13,7 @@ from grpokit.cli import main
 from grpokit.families.math import PHRASINGS, generate, is_generated, make_row, perturb_rows
 from grpokit.errors import GrpokitError
 from grpokit.evaluation.evaluate import read_best, resolve_checkpoint
-from grpokit.evaluation.metrics import accuracy_gap, choose_best, k_values, pass_at_k
+from grpokit.evaluation.metrics import accuracy_gap, choose_best, k_values, pass_at_k, pct
 from grpokit.rewards.math import check_math
 from grpokit.run.steps import select_steps
 
@@ -184,6 +184,9 @@ def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
     assert "gap: percentage points the model does better where it may have memorised: held-out minus perturbed" in \
         " ".join(out.split())  # the legend under the table
     assert f"samples at temperature {recipe['temperature']}, top-p {recipe['top_p']}" in " ".join(out.split())
+    # Off a terminal (captured here) the table keeps every header and value whole, each accuracy with its interval.
+    assert "…" not in out and "sampled pass@2" in out and "95% Wilson interval" in " ".join(out.split())
+    assert pct(h["accuracy"], 3) in out and f"best: step {best['step']} ({pct(best['accuracy'], 3)} held-out" in out
 
     # A second evaluation of one step keeps the others (same data, same settings).
     assert main(["eval", str(tiny_run), "--checkpoints", "last", "--samples", "2", "--max-rows", "3",
@@ -197,6 +200,7 @@ def test_eval_every_checkpoint_of_a_tiny_run(tiny_run, capsys):
     assert main(["report", str(tiny_run)]) == 0
     page = (tiny_run / "report" / "report.html").read_text()
     assert f"Best checkpoint: step {best['step']}" in page and 'src="eval_accuracy.png"' in page
+    assert f"<td>{pct(h['accuracy'], 3)}</td>" in page  # the report's accuracies carry their interval too
 
 
 def test_eval_with_other_data_leaves_best_alone(tiny_run, tmp_path):

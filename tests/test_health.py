@@ -122,6 +122,10 @@ CASES = [
     # The format reward never gets going: 0.05 of its full marks from the first step.
     ("format_never_learned", alter(healthy(), 1, **{"rewards/format/mean": lambda s, v: 0.05}), healthy_samples(),
      20),
+    # The answer line never written: correctness 0 from the first step while format and length move (issue 68).
+    ("correctness_never_moved", alter(healthy(), 1, **{"rewards/math_correctness/mean": lambda s, v: 0.0}),
+     [{**x, "completion": "I think about it.", "rewards": {"math_correctness": 0.0, "format": 0.0}}
+      for x in healthy_samples()], 3),
     # Tool task: 5% of tool calls fail, then 80% from step 30 (TRL's tools/failure_frequency).
     ("tool_failures_rising", alter(alter(healthy(), 1, **{"tools/failure_frequency": lambda s, v: 0.05}), 30,
                                    **{"tools/failure_frequency": lambda s, v: 0.8}), healthy_samples(), 30),

@@ -31,7 +31,8 @@ def _page():
 def test_the_page_has_its_files_and_commands():
     files, commands = _page()
     assert {name for name, _ in files} == {"data/train.jsonl", "my_rewards.py", "data/completions.jsonl", "my.yaml"}
-    assert [c.split()[1] for c in commands] == ["data", "rewards", "recipe", "rewards", "train", "eval", "report"]
+    assert [c.split()[1] for c in commands] == ["data", "rewards", "recipe", "rewards", "preflight", "train", "eval",
+                                                "report"]
     assert "own-data.md" in (REPO / "mkdocs.yml").read_text()  # in the site's nav
 
 

@@ -145,7 +145,7 @@ def test_the_example_is_not_a_trick_where_it_answers_the_row():
 
 
 def test_no_numeric_rows_is_an_error():
-    with pytest.raises(ValueError, match="numeric gold answer"):
+    with pytest.raises(ValueError, match="no trick of the audit fits this task"):
         audit_rewards([(build_reward("math_correctness"), 1.0)], [ROWS[3]])
 
 

@@ -219,7 +219,7 @@ def test_the_table_has_a_column_per_set_the_family_makes_and_its_other_metrics()
               "sft": {"sets": {"heldout": held, "rewritten": dict(held)}, "minutes": 1.5}}
     columns, rows = comparison_table(models)
     assert columns == ["held-out", "rewritten wording", "held-out valid rate", "format", "minutes"]
-    assert rows[1] == ("sft", "50.0%", "50.0%", "75.0%", "-", "1.5")
+    assert rows[1] == ("sft", "50.0% (15–85)", "50.0% (15–85)", "75.0% (30–95)", "-", "1.5")  # with the intervals
     assert sft_vs_grpo.verdict(models)[0].startswith("best final model by held-out plus rewritten field accuracy: ")
 
 
@@ -249,7 +249,7 @@ def test_sampled_pass_at_1_is_a_column_and_a_paired_share_in_the_verdict():
               "sft-then-grpo": model(0.6, [6] * 50 + [0] * 50)}
     columns, rows = comparison_table(models)
     assert columns[:3] == ["held-out", "held-out sampled pass@1", "held-out sampled pass@8"]
-    assert rows[0][:4] == ("sft", "60.0%", "12.5%", "50.0%")
+    assert rows[0][:4] == ("sft", "60.0% (50–69)", "12.5% (7–20)", "50.0% (40–60)")
     share = next(line for line in sft_vs_grpo.verdict(models) if line.startswith("GRPO's own share"))
     assert "held-out +0.0 points" in share and "sampled pass@1 on held-out rows +25.0 points (beyond noise" in share
 

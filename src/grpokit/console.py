@@ -39,6 +39,25 @@ class MainConsole(Console):
 console = MainConsole(highlight=False, soft_wrap=True)
 
 
+def print_table(table, out: Console | None = None) -> None:
+    """A rich table, whole. On a terminal rich fits it to the window; elsewhere (a pipe, a log file, CI) rich
+    would fit it to 80 columns and cut headers and values (`accu…`, `100.…`), so it is printed at the width it
+    needs. Every table grpokit prints goes through here (eval, compare, the demos)."""
+    from rich.measure import Measurement
+
+    out = out if out is not None else console
+    if out.is_terminal:
+        out.print(table)
+        return
+    need = Measurement.get(out, out.options.update_width(10_000), table).maximum
+    width = out._width
+    out.width = max(out.width, need)
+    try:
+        out.print(table)
+    finally:
+        out._width = width  # rich's own: None means "detect", as before
+
+
 # ---------------------------------------------------------------- progress where no bar can be drawn
 # Where output is not a terminal (a log file, CI, nohup) a rich bar draws nothing; a plain status line at least
 # this often says the work is alive and how far it is (the audit, preflight and evaluation can each be silent

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from grpokit.audit.by_task import audit_family, audit_progress, audit_task, no_tricks
-from grpokit.audit.rewards import DEFAULT_AUDIT_ROWS, audit_rewards
+from grpokit.audit.rewards import DEFAULT_AUDIT_ROWS, NoTricks, answer_form, audit_rewards
 from grpokit.audit.tools import audit_recipe_tools
 from grpokit.families import ANSWER_LINES
 from grpokit.rewards import LEARNED_REWARDS
@@ -28,9 +28,11 @@ def audit_recipe(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str]
         return audit_task(task, family, max_rows, log)
     rewards = recipe_rewards(task)
     form = task.family.audit if task.family is not None and task.family.audit is not None else ANSWER_LINES
+    rows = task.rows()[0]
+    form = answer_form(rows, form)  # a task with text answers gets the text-answer tricks (grpokit.audit.text)
     with audit_progress(f"{form.what} on up to {max_rows} row(s), scored by "
                         f"{', '.join(fn.name for fn, _ in rewards)}", log):
-        return audit_rewards(rewards, task.rows()[0], max_rows, prompt_of=task.prompt_of, form=form)
+        return audit_rewards(rewards, rows, max_rows, prompt_of=task.prompt_of, form=form)
 
 
 def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[str], None] | None = None) -> list[str]:
@@ -50,11 +52,17 @@ def audit_warnings(recipe, max_rows: int = DEFAULT_AUDIT_ROWS, log: Callable[[st
         return [f"reward audit skipped: {skipped}"]
     try:
         result = audit_recipe(task, max_rows, log)
+    except NoTricks as e:  # the same words `grpokit rewards audit` says, and what to check by hand
+        return [f"reward audit: {e}", f"  {e.fix}"]
     except ValueError as e:
         return [f"reward audit skipped: {e}"]
+    if result.blind:  # no trick fits a reward that pays no honest right answer: the audit's table says so
+        return [f"reward audit: {line}" if not line.startswith(" ") else line
+                for line in result.table().splitlines()[len(result.head()):]]
     # The same findings `grpokit rewards audit` prints: reward errors (counted, the first traceback), and per
     # flagged trick the reward that pays for it, by how much, and the fix.
-    out = [f"reward audit: {line}" if not line.startswith(" ") else line for line in result.findings()]
+    out = [f"reward audit: {line}" if not line.startswith(" ") else line
+           for line in result.findings() + result.strict_notes()]
     if out:
         out.append("reward audit: `grpokit rewards audit RECIPE` prints the table")
     if result.right_not_preferred:

@@ -16,8 +16,15 @@ glue that picks the audit for a recipe (`audit_recipe`, `audit_warnings`) is
 grpokit.audit.recipe, above this module and the other audits, which build on
 what is here (TrickResult, score_all, TIE).
 
-Not covered: rows whose gold answer is not a number (skipped: the tricks are
-numeric edits of the gold), and tricks nobody has thought of yet — add them to the form's
+Rows whose gold answer is text ("Paris") get the text-answer tricks instead when no training row has a
+numeric one (grpokit.audit.text: hedges listing other rows' answers, the question copied back, ...), and the
+right answer written other ways (case, accents, a sentence) is scored against the honest right one: a note
+where the reward pays it less. Where no trick fits (no row has an answer the tricks can be built from, or
+the reward pays no honest right answer on the marker line), the audit says so and what to check by hand
+(`NoTricks`, `HAND_CHECK`).
+
+Not covered: with both kinds of answer, the text rows (skipped: the numeric tricks are edits of the gold),
+free-text answers judged by meaning, and tricks nobody has thought of yet — add them to the form's
 `TRICKS` (or give a family a form of its own).
 """
 from __future__ import annotations
@@ -27,11 +34,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from grpokit.audit.text import text_form
 from grpokit.families import ANSWER_LINES, AnswerLines
-from grpokit.rewards import DEFAULT_MARKERS, RewardFunction
+from grpokit.rewards import DEFAULT_MARKERS, RewardFunction, is_numeric_answer
 
 DEFAULT_AUDIT_ROWS = 8  # enough to see a pattern; each row costs ~20 completions incl. one of 100k chars
 TIE = 1e-9  # float tolerance: "at least as much" includes equal within rounding (every audit uses it)
+# What to check by hand where no trick of the audit fits a reward: said by `rewards audit` and `train` alike.
+HAND_CHECK = ("check it by hand: write a right answer, a wrong one and a hedge listing several candidates "
+              "(`Lyon or Paris or Marseille`) in a JSONL file, score them with `grpokit rewards score --reward "
+              "NAME --input FILE.jsonl`, and read samples.jsonl after the first training steps")
+
+
+class NoTricks(ValueError):
+    """No trick of the audit can be built from the recipe's rows: the message says why, `fix` what to check."""
+
+    fix = HAND_CHECK
 
 
 @dataclass
@@ -95,6 +113,13 @@ def paid_by(flagged: list[TrickResult], weights: dict[str, float]) -> list[str]:
         for name, trick, wrong in t.culprits()[:1]:  # the one paying most for this trick
             by_reward.setdefault(name, []).append((t.name, trick - wrong))
     lines = []
+    unpaid = [t.name for t in flagged if not t.culprits()]
+    if unpaid:  # a tie no reward pays: the rewards cannot tell these from an honest attempt that failed
+        names = ", ".join(unpaid[:6]) + (f", ... ({len(unpaid)} in all)" if len(unpaid) > 6 else "")
+        lines.append(f"tied, paid by no reward: {len(unpaid)} trick(s) ({names}) score exactly what an honest wrong "
+                     "answer scores; the rewards cannot tell them from a failed attempt")
+        lines.append("  fix: if that matters (a refusal or a hedge as good as trying), add a format reward or a "
+                     "penalty for them")
     for name, tricks in sorted(by_reward.items(), key=lambda kv: -len(kv[1])):
         most = max(d for _, d in tricks)
         names = ", ".join(n for n, _ in tricks[:6]) + (f", ... ({len(tricks)} in all)" if len(tricks) > 6 else "")
@@ -122,6 +147,11 @@ class AuditResult:
     first_errors: dict[str, BaseException] = field(default_factory=dict)  # reward name -> its first row's error
     completions: int = 0  # completions scored by each reward
     weights: dict[str, float] = field(default_factory=dict)
+    what: str = "answer-line tricks"  # the form's tricks, as the table names them
+    skipped_why: str = "gold answer is not a number"
+    # Right answers written another way (text answers: case, accents, a sentence) that score below the honest
+    # right answer: notes, not findings (a strict reward is not a gameable one).
+    variants: list[TrickResult] = field(default_factory=list)
 
     # The words of the table: a flagged trick scores at least as much as an honest wrong answer here (a format
     # reward pays honest layout, so a tie already earns a trick something); `TaskAuditResult` says "more than".
@@ -141,6 +171,24 @@ class AuditResult:
     def ok(self) -> bool:
         return not self.flagged and not self.right_not_preferred and not any(self.errors.values())
 
+    @property
+    def blind(self) -> bool:
+        """The honest right answer beats the honest wrong one on no row: no trick of this audit fits the reward."""
+        return bool(self.rows) and self.right_not_preferred == self.rows
+
+    def strict_notes(self) -> list[str]:
+        """One line per right-answer variant the reward pays less than the honest right answer, and the choice."""
+        lines = []
+        for v in self.variants:
+            if v.flagged_rows:
+                lines.append(f"note: a right answer written {v.description} scores {v.mean:.2f} against "
+                             f"{v.honest_wrong_mean:.2f} on {v.flagged_rows}/{v.rows} rows (e.g. {v.example!r})")
+        if lines:
+            lines.append("  the reward refuses these right answers: if the model may write them so, normalise in "
+                         "the reward (casefold, strip accents and punctuation, read only the answer line); "
+                         "strict is not gameable, only slower to learn")
+        return lines
+
     def findings(self) -> list[str]:
         return error_findings(self) + [t.headline() for t in self.flagged] + paid_by(self.flagged, self.weights)
 
@@ -148,9 +196,11 @@ class AuditResult:
         """The table's first lines: the honest scores, and the rows left out."""
         right = sum(self.honest_right) / max(1, len(self.honest_right))
         wrong = sum(self.honest_wrong) / max(1, len(self.honest_wrong))
-        lines = [f"reward audit on {self.rows} training row(s): honest right {right:.3f}, honest wrong {wrong:.3f}"]
+        what = "" if self.what == "answer-line tricks" else f" ({self.what})"
+        lines = [f"reward audit{what} on {self.rows} training row(s): honest right {right:.3f}, honest wrong "
+                 f"{wrong:.3f}"]
         if self.skipped_rows:
-            lines.append(f"({self.skipped_rows} row(s) skipped: gold answer is not a number)")
+            lines.append(f"({self.skipped_rows} row(s) skipped: {self.skipped_why})")
         return lines
 
     def blind_fix(self) -> str:
@@ -158,12 +208,17 @@ class AuditResult:
 
     def table(self) -> str:
         lines = self.head() + error_findings(self)
+        if self.blind:  # every trick is judged against a wrong answer the reward cannot tell from a right one
+            lines.append(f"the honest right answer does not beat the honest wrong one on any of {self.rows} row(s): "
+                         f"no trick of this audit fits these rewards; {self.blind_fix()}")
+            lines.append(f"  {HAND_CHECK}")
+            return "\n".join(lines)
         if self.right_not_preferred:
             lines.append(f"the honest right answer does not beat the honest wrong one on {self.right_not_preferred} "
                          f"row(s): {self.blind_fix()}")
         if not self.flagged:
             lines.append(f"no trick scored {self.none_beats} an honest wrong answer ({len(self.tricks)} tried)")
-            return "\n".join(lines)
+            return "\n".join(lines + self.strict_notes())
         lines.append(f"{len(self.flagged)} trick(s) score {self.beats} an honest wrong answer:")
         header = ("trick", "rows", "trick mean", "wrong mean", "example")
         body = [
@@ -174,7 +229,7 @@ class AuditResult:
         for r in [header, *body]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
         lines += paid_by(self.flagged, self.weights)  # who pays for the tricks, by how much, and the fix
-        return "\n".join(lines)
+        return "\n".join(lines + self.strict_notes())
 
 
 def error_findings(result) -> list[str]:
@@ -227,6 +282,14 @@ def _reward_settings(rewards: list[tuple[RewardFunction, float]]) -> tuple[tuple
     return markers, think, min_lines
 
 
+def answer_form(rows: list[dict], form: AnswerLines = ANSWER_LINES) -> AnswerLines:
+    """The form whose tricks fit these rows: `form`, or the text-answer form (grpokit.audit.text) when it is the
+    answer-line one and no row has a numeric gold answer ("capital of X": tricks built from the rows' answers)."""
+    if form is ANSWER_LINES and not any(is_numeric_answer(r.get("answer")) for r in rows):
+        return text_form(rows) or form
+    return form
+
+
 def audit_rewards(
     rewards: list[tuple[RewardFunction, float]], rows: list[dict], max_rows: int = DEFAULT_AUDIT_ROWS,
     prompt_of: Callable[[dict], Any] | None = None, form: AnswerLines = ANSWER_LINES,
@@ -235,8 +298,11 @@ def audit_rewards(
 
     `prompt_of(row)`: the prompt training gives a row; rewards that read prompts get it (as TRL gives it), and
     the tricks that need it (`prompt_example_copied`) apply. Without it those tricks are skipped. `form`: the
-    task family's answer-line form (default: grpokit.families.answer_lines')."""
+    task family's answer-line form (default: grpokit.families.answer_lines'; when no row has a numeric gold
+    answer, the text-answer form of grpokit.audit.text). NoTricks: no row fits any form."""
     markers, think, min_lines = _reward_settings(rewards)
+    form = answer_form(rows, form)
+    variants = getattr(form, "variants", {})
     prepared, skipped = [], 0
     for row in rows:
         if len(prepared) >= max_rows:
@@ -247,15 +313,16 @@ def audit_rewards(
         else:
             prepared.append(p)
     if not prepared:
-        raise ValueError("no training row has a numeric gold answer in 'answer'; the audit needs some")
+        raise NoTricks("no trick of the audit fits this task: no training row has an answer in 'answer' they can "
+                       "be built from (a number, or at least three distinct short text answers)")
 
     # One batch per reward: every completion of every row, with that row's columns alongside.
     texts: list[str] = []
     owners: list[tuple[int, str]] = []  # (row index, "right" | "wrong" | trick name)
     for i, r in enumerate(prepared):
-        for kind, text in [("right", r.honest(r.gold)), ("wrong", r.honest(r.num(1)))] + [
+        for kind, text in [("right", r.honest(r.gold)), ("wrong", r.honest(r.wrong()))] + [
             (t.name, t.build(r)) for t in form.tricks.values()
-        ]:
+        ] + [(f"variant:{v.name}", v.build(r)) for v in variants.values()]:
             if text is not None:
                 texts.append(text)
                 owners.append((i, kind))
@@ -268,7 +335,13 @@ def audit_rewards(
     for j, ((i, kind), total, text) in enumerate(zip(owners, totals, texts)):
         by_row[i][kind] = (total, text, {name: p[j] for name, p in parts.items()})
     results = {name: TrickResult(name, t.description) for name, t in form.tricks.items()}
+    kept = {name: TrickResult(name, v.description) for name, v in variants.items()}
     for row_scores in by_row:
+        right = row_scores["right"][0]
+        for name, res in kept.items():  # a right answer written another way, against the honest right one
+            if f"variant:{name}" in row_scores:
+                score, text, _ = row_scores[f"variant:{name}"]
+                res.record(score, text, right, flagged=score < right - TIE)
         wrong, _, wrong_parts = row_scores["wrong"]
         for name, res in results.items():
             if name not in row_scores:
@@ -286,6 +359,9 @@ def audit_rewards(
         first_errors=first,
         completions=len(texts),
         weights={fn.name: w for fn, w in rewards},
+        what=form.what,
+        skipped_why="gold answer is not a number" if form is ANSWER_LINES else "no short text answer",
+        variants=[v for v in kept.values() if v.rows],
     )
 
 

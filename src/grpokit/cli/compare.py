@@ -55,11 +55,11 @@ def cmd_compare(args) -> int:
         flag = "--set" if args.set else "--resume" if args.resume else "--output-dir"
         raise GrpokitError([Problem(flag, "applies to two recipes, not to two runs",
                                     "drop it, or give the SFT and GRPO recipes (.yaml) to compare them")])
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.evaluation import compare_runs, compare_table
 
     result = compare_runs(args.run_a, args.run_b, args.data, args.evaluate, log=lambda m: console.print(m))
-    console.print(compare_table(result))
+    print_table(compare_table(result))
     for w in result["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
     return 0

@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.evaluation import evaluate_model, evaluate_run, pct, results_legend, results_table
     target = Path(args.target)
     run = RunDir(target)
@@ -66,7 +66,7 @@ def cmd_eval(args) -> int:
                                         "pass a run directory (it holds config.yaml), or drop --checkpoints")])
         results = evaluate_model(args.target, args.data, args.recipe, args.template, args.system_prompt,
                                  out_dir=args.output_dir, **common)
-    console.print(results_table(results))
+    print_table(results_table(results))
     for line in results_legend(results):  # what each column means (docs/evaluation.md says the same)
         console.print(f"  [dim]{escape(line)}[/]")
     if (results.get("run_end") or {}).get("note"):
@@ -82,7 +82,7 @@ def cmd_eval(args) -> int:
             console.print(f"[yellow]{results[key]}[/]")
     if results.get("best") and run.is_run() and args.data is None and not results.get("kept"):
         b = results["best"]
-        console.print(f"best: step {b['step']} ({pct(b['accuracy'])} held-out {b.get('metric', 'accuracy')}) -> "
+        console.print(f"best: step {b['step']} ({pct(b['accuracy'], results.get('rows'))} held-out {b.get('metric', 'accuracy')}) -> "
                       f"{run.best_file}")
     console.print(f"results: {results['path']}")
     return 0

@@ -307,8 +307,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             results = audit_recipe_tools(recipe, max_rows=args.rows)
         print(tool_audit_table(results))
         return 0 if all(r.ok for r in results) else 1
+    from grpokit.audit.rewards import NoTricks
     try:
         result = audit_recipe(recipe, max_rows=args.rows, log=log)
+    except NoTricks as e:  # no trick fits: say so, and what to check by hand
+        raise GrpokitError([Problem(args.recipe, str(e), e.fix)]) from None
     except ValueError as e:
         raise GrpokitError([Problem(args.recipe, str(e), "point data.train at rows the task's tricks can be built "
                                     "from (numeric answers; tests; schemas; db + gold query)")]) from None

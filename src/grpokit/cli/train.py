@@ -24,7 +24,8 @@ def register(sub) -> None:
     demo.add_argument("--output-dir", help="run directory (default: the task's, runs/demo for arithmetic; an "
                       "earlier demo there is replaced; any other non-empty folder is refused)")
     add_set_option(demo, "override a demo recipe value, e.g. --set train.max_steps=5")
-    demo.add_argument("--resume", action="store_true", help="go on with a comparison (sft-vs-grpo*, composition) in "
+    demo.add_argument("--resume", action="store_true", help="go on with the default demo (its finished SFT run is "
+                      "kept, GRPO continues from its last checkpoint) or a comparison (sft-vs-grpo*, composition) in "
                       "--output-dir that was stopped or killed: its finished trainings and evaluations are kept, the "
                       "rest is done (the same --set as before)")
     demo.set_defaults(func=cmd_demo)

@@ -72,21 +72,62 @@ def claim_warm_start(output_dir: str, overrides, sft_path: Path, grpo_path: Path
     return sft, grpo, claim_run_dir(output_dir, keep=inputs), claim_run_dir(f"{str(output_dir).rstrip('/')}-sft", keep=inputs)
 
 
+def kept_sft(sft_recipe, sft_dir: Path) -> dict | None:
+    """The SFT run of a stopped demo, when `--resume` may keep it: its run.json says an SFT run finished (completed;
+    claim_run_dir has checked the folder is a demo's) with the recipe this demo would train (`--set`
+    applied: every value compared but output_dir, which the run sets to its folder). None: SFT runs again."""
+    import yaml
+
+    run = RunDir(sft_dir)
+    status = run.read_status() if run.is_run() else {}
+    if status.get("status") != "completed" or status.get("kind") != "sft":
+        return None
+    ran, wanted = run.raw_config() or {}, yaml.safe_load(sft_recipe.to_yaml())  # config.yaml: the recipe's to_yaml()
+    same = {**ran, "output_dir": None} == {**wanted, "output_dir": None}
+    return status if same else None
+
+
 def sft_then_grpo(sft_recipe, grpo_recipe, sft_dir: Path, run_dir: Path, names: tuple[str, str], callbacks, t0: float,
-                  overrides: list[str] | None = None):
+                  overrides: list[str] | None = None, resume: bool = False, again: str | None = None):
     """SFT into `sft_dir`, then GRPO from it into `run_dir` with the settings `--init-from` gives a trained model,
     except those the demo's `--set` (`overrides`) names, as `grpokit train --init-from` keeps them: (the SFT
-    summary, the GRPO recipe as it ran, its lineage, GRPO's TrainResult, seconds from `t0` to SFT's end). `names`: the two recipes' file names, for the progress lines."""
-    from grpokit.console import console
-    from grpokit.training import apply_init_from, train, train_sft
+    summary, the GRPO recipe as it ran, its lineage, GRPO's TrainResult, seconds from `t0` to SFT's end). `names`:
+    the two recipes' file names, for the progress lines.
 
-    console.print(f"SFT warm start: {names[0]} -> {sft_dir}")
-    sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
-                    log=lambda m: console.print(m, markup=False)).summary
+    `resume` (`grpokit demo --resume`, the command `again`): a finished SFT run of the same recipe is kept, not
+    trained again (`kept_sft`), and a GRPO run stopped part way continues from its last checkpoint (one that
+    finished is kept: its model is read from its last checkpoint). An SFT stage stopped by the user stops the demo
+    with the command that goes on."""
+    from grpokit.console import console
+    from grpokit.training import TrainResult, apply_init_from, train, train_sft
+
+    sft = kept_sft(sft_recipe, sft_dir) if resume else None
+    if sft is not None:
+        console.print(f"SFT warm start: kept from the stopped demo ({sft_dir}, completed at step {sft.get('step')})")
+    else:
+        console.print(f"SFT warm start: {names[0]} -> {sft_dir}")
+        sft = train_sft(sft_recipe, run_dir=sft_dir, overwrite=True, kind="demo",
+                        log=lambda m: console.print(m, markup=False)).summary
+        if sft.get("status") == "interrupted":
+            go_on = f"run `{again} --resume` to start it again" if again else "run the demo again"
+            raise GrpokitError([Problem(str(sft_dir), "the demo was stopped during its SFT warm start: nothing was "
+                                        "compared yet", go_on)], exit_code=1)
     seconds_sft = time.time() - t0
     recipe, lineage = apply_init_from(grpo_recipe, str(sft_dir), list(overrides or []))
-    console.print(f"GRPO from the SFT model: {names[1]} -> {run_dir}")
-    grpo = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
+    grpo_run = RunDir(run_dir)
+    earlier = grpo_run.read_status() if resume and grpo_run.is_run() else {}
+    if earlier and (earlier.get("init_from") or {}).get("run") == str(Path(sft_dir).resolve()) and \
+            grpo_run.resume_checkpoint(note=lambda _: None) is not None:
+        console.print(f"GRPO from the SFT model: going on with {run_dir} from its last checkpoint")
+        grpo = train(recipe, run_dir=run_dir, resume=True, init_from=lineage, callbacks=callbacks, kind="demo")
+        if grpo.model is None:  # it had finished: its model is its last checkpoint's
+            from grpokit import models
+
+            last = grpo_run.latest_checkpoint()
+            grpo = TrainResult(grpo.summary, models.load_recipe_model(grpo_recipe.model, last), Path(run_dir))
+    else:
+        console.print(f"GRPO from the SFT model: {names[1]} -> {run_dir}")
+        grpo = train(recipe, run_dir=run_dir, overwrite=True, init_from=lineage, callbacks=callbacks, kind="demo")
     return sft, recipe, lineage, grpo, seconds_sft
 
 
@@ -259,6 +300,38 @@ def results_table(rows: list[tuple[str, ...]], columns: tuple[str, ...] = ("befo
     return table
 
 
+def verdict(sample: dict, metric: str | None) -> str:
+    """A printed sample's verdict by the task's correctness reward (evaluation's `correct`: 1 right, 0 wrong)."""
+    ok = sample.get("correct")
+    if ok is None:
+        return "not judged: the task has no correctness reward"
+    if ok >= 1:
+        return f"right by {metric or 'the correctness reward'}"
+    if ok <= 0:
+        return f"wrong by {metric or 'the correctness reward'}; the answer is {sample.get('answer')}"
+    return f"{metric} {ok:.2f}"
+
+
+def sample_lines(samples: list[dict], label: str, metric: str | None, n: int = 2) -> list[str]:
+    """The samples a demo prints, each with its verdict (a wrong `18 + 40 = 68` says so)."""
+    return [f"sample {label} ({verdict(s, metric)}) Q: {s['question']}\n  {s['completion']!r}" for s in samples[:n]]
+
+
+def show(rows: list[tuple[str, ...]], columns: tuple[str, ...], lines: list[str], end: dict | None = None,
+         title: str = "held-out evaluation (greedy)") -> dict:
+    """Print a demo's table and the lines under it, and return them as demo.json keeps them (`shown`): the run's
+    report shows the same table and lines (grpokit.report.sections.demo_section), so the page says what the
+    terminal said."""
+    from grpokit.console import console, print_table
+
+    table = results_table(rows, columns=columns, title=title, end=end)
+    print_table(table)
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+    return {"title": str(table.title), "columns": ["metric", *columns], "rows": [list(r) for r in rows],
+            "lines": list(lines)}
+
+
 def write_demo_json(run_dir: Path, result: dict) -> None:
     write_file(RunDir(run_dir).demo_file, json.dumps(result, indent=2, ensure_ascii=False), within=run_dir)
 
@@ -268,9 +341,9 @@ def metric_rows(*evals) -> list[tuple[str, ...]]:
     correctness metric of the task (accuracy; field accuracy and valid rate), the format rate where a format reward
     exists, length, cut-off."""
     first = evals[0]
-    rows = [(m, *(pct(e.metrics.get(m)) for e in evals)) for m in first.metrics]
+    rows = [(m, *(pct(e.metrics.get(m), e.rows) for e in evals)) for m in first.metrics]  # with its interval
     if not rows:  # a task without a correctness reward: its table still says so
-        rows = [("accuracy", *(pct(e.accuracy) for e in evals))]
+        rows = [("accuracy", *(pct(e.accuracy, e.rows) for e in evals))]
     if any(e.format_rate is not None for e in evals):
         rows.append(("format rate", *(pct(e.format_rate) for e in evals)))
     return rows + [("mean completion length (tokens)", *(f"{e.mean_length:.1f}" for e in evals)),
@@ -311,10 +384,9 @@ def grpo_before_after(recipe_path: Path, output_dir: str, overrides: list[str] |
         console.print(f"[yellow]note:[/] {end['note']}")
     console.print(f"evaluating the trained model (greedy, in {dtype_name(trained)}) ...")
     after = evaluate(trained, tokenizer, recipe, eval_rows)
-    console.print(results_table(metric_rows(before, after), end=end))
-    for s in after.samples[:2]:
-        console.print(f"[dim]sample after training[/] Q: {s['question']}\n  {s['completion']!r}")
-    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end}
+    shown = show(metric_rows(before, after), ("before", "after"),
+                 sample_lines(after.samples, "after training", after.metric), end=end)
+    result = {"before": before.as_dict(), "after": after.as_dict(), "train": summary, "run_end": end, "shown": shown}
     return finish(run_dir, result, recipe, eval_rows, before, after, t0)
 
 
@@ -334,17 +406,21 @@ def finish(run_dir: Path, result: dict, recipe, eval_rows, before, after, t0: fl
     return result
 
 
-def stopped(run_dir: Path, result: dict, end: dict, t0: float) -> dict:
+def stopped(run_dir: Path, result: dict, end: dict, t0: float, again: str | None = None) -> dict:
     """The demo stopped by the user during training (`result`: what it has so far): the checkpoint is saved,
-    demo.json written, nothing more is evaluated."""
+    demo.json written, nothing more is evaluated. `again`: the demo's command, where `--resume` goes on with it."""
     from grpokit.console import console
 
     result["seconds_total"] = round(time.time() - t0, 1)
     write_demo_json(run_dir, result)
     console.print(f"demo stopped at step {end['step']} of {end['max_steps']} after "
                   f"{result['seconds_total'] / 60:.1f} min: the trained model was not evaluated")
-    console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint with: "
-                  f"grpokit eval {run_dir}")
+    if again:
+        console.print(f"go on with: {again} --resume (the finished SFT warm start is kept, GRPO continues from its "
+                      "last checkpoint, then every model is evaluated)")
+    else:
+        console.print(f"continue training with: grpokit train --resume {run_dir}; then evaluate every checkpoint "
+                      f"with: grpokit eval {run_dir}")
     return result
 
 

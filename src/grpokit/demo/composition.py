@@ -94,7 +94,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     """The demo (module docstring) of `recipes` (the one-step SFT, two-step SFT and GRPO recipes: the family's demo
     row gives them); `callbacks`: further TrainerCallbacks for its GRPO training (tests); `samples`: RFT's per row;
     `resume`: go on with the stopped demo in `output_dir` (grpokit.demo.common.Progress); `again`: its command."""
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.data import load_train_rows
     from grpokit.evaluation.rft import sample_solutions
     from grpokit.recipe import load_recipe
@@ -166,7 +166,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         models[name]["stage_minutes"] = seconds.get(name, 0.0) / 60
         models[name]["minutes"] = (seconds["atomic"] + (seconds.get(name, 0.0) if name != "atomic" else 0.0)) / 60
     lines = verdict(models, mined) + retention_verdict(matched, retention)
-    console.print(_table(models))
+    print_table(_table(models))
     for line in lines:
         console.print(f"[bold]verdict:[/] {line}", highlight=False)
     result = {"title": "Composition from answer-only rows", "pipelines": list(ARMS), "models": models,

@@ -53,7 +53,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     """The demo (module docstring). `callbacks`: further TrainerCallbacks for its training; `rm_base`, `rankings`,
     `rm_options`: the reward model's base, ranking file and `train_reward_model` options (tests use tiny ones)."""
     from grpokit import models
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.data import load_datasets, resolve_data_path
     from grpokit.evaluation import evaluate
     from grpokit.recipe import load_recipe
@@ -97,7 +97,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipe_path: Path |
     console.print("evaluating the trained model ...")
     after = evaluate(trained, tokenizer, task, eval_rows, n_samples=len(eval_rows))
     judged = judge(task, before, after)
-    console.print(results_table(table_rows(task, before, after, judged["win_rates"]), end=end))
+    print_table(results_table(table_rows(task, before, after, judged["win_rates"]), end=end))
     console.print(judged["verdict"])
     for b, a in list(zip(before.samples, after.samples))[:2]:
         console.print(f"[dim]Q:[/] {b['question']}\n  [dim]base:[/]    {b['completion']!r}\n"

@@ -305,7 +305,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     """The comparison (module docstring) of `recipes` (the SFT recipe, the GRPO recipe: a family's demo row gives
     them); `callbacks`: further TrainerCallbacks for its GRPO trainings (tests); `resume`: go on with the stopped
     comparison in `output_dir` (`Progress`); `again`: the command that runs it (grpokit.demo.run_demo's)."""
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.run.writer import write_file
     from grpokit.training import apply_init_from, train, train_sft
 
@@ -356,7 +356,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         models[name]["minutes"] = s / 60
         models[name]["stage_minutes"] = seconds[name] / 60
     models["base"]["minutes"] = None
-    console.print(models_table(models))
+    print_table(models_table(models))
     lines = verdict(models) + retention_verdict(matched, retention)
     for line in lines:
         console.print(f"[bold]verdict:[/] {line}", highlight=False)

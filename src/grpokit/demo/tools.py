@@ -49,7 +49,7 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
         grpo_recipe_path: Path | None = None, callbacks: list | None = None) -> dict:
     """The demo (module docstring); `callbacks`: further TrainerCallbacks for its GRPO training (benchmarks, tests)."""
     from grpokit import models
-    from grpokit.console import console
+    from grpokit.console import console, print_table
     from grpokit.data import load_datasets
     from grpokit.evaluation import evaluate_tools
     from grpokit.run import RunDir
@@ -83,7 +83,7 @@ def run(output_dir: str, overrides: list[str] | None = None, sft_recipe_path: Pa
     doc = evaluate_tools(grpo_recipe, targets, eval_rows, 1, RunDir(run_dir).tool_results_file,
                          log=lambda m: console.print(m, markup=False))
     entries = doc["checkpoints"]
-    console.print(results_table(table_rows(entries), columns=COLUMNS[:len(entries)],
+    print_table(results_table(table_rows(entries), columns=COLUMNS[:len(entries)],
                                 title="held-out tool episodes (greedy)", end=end))
     for column, e in zip(COLUMNS, entries):
         for s in e["samples"][:1]:  # one held-out episode per model, as TRL's rollout played it

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from grpokit.report.comparison import set_title
-from grpokit.demo.common import (claim_warm_start, evaluate_sets, finish, metric_rows, paired_difference, results_table, said,
-                                 sft_then_grpo, stopped)
+from grpokit.demo.common import (claim_warm_start, evaluate_sets, finish, metric_rows, paired_difference, said,
+                                 sample_lines, sft_then_grpo, show, stopped)
 
 COLUMNS = ("base", "after SFT", "after GRPO")
 
@@ -38,7 +38,7 @@ def table_rows(evals: list[dict]) -> list[tuple[str, ...]]:
 
     rows = metric_rows(*(e["heldout"] for e in evals))
     metric = evals[0]["heldout"].metric or "accuracy"
-    copies = [(f"{metric}, {set_title(kind)}", *(pct(e[kind].accuracy) for e in evals))
+    copies = [(f"{metric}, {set_title(kind)}", *(pct(e[kind].accuracy, e[kind].rows) for e in evals))
               for kind in evals[0] if kind != "heldout"]
     return rows[:1] + copies + rows[1:]
 
@@ -51,9 +51,10 @@ def grpo_share(after_sft: dict, after_grpo: dict) -> str:
 
 
 def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path, Path] | None = None,
-        callbacks: list | None = None) -> dict:
+        callbacks: list | None = None, resume: bool = False, again: str | None = None) -> dict:
     """The demo (module docstring) of `recipes` (the SFT recipe, the GRPO recipe: the family's demo row gives
-    them); `callbacks`: further TrainerCallbacks for its GRPO training (tests)."""
+    them); `callbacks`: further TrainerCallbacks for its GRPO training (tests). `resume` (`grpokit demo --resume`;
+    `again`: the demo's command): a finished SFT run is kept and a stopped GRPO run continues (`sft_then_grpo`)."""
     from grpokit import models
     from grpokit.console import console
     from grpokit.evaluation import eval_sets
@@ -70,26 +71,25 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
     del base
 
     sft, recipe, lineage, grpo, seconds_sft = sft_then_grpo(sft_recipe, grpo_recipe, sft_dir, run_dir,
-                                                            (sft_path.name, grpo_path.name), callbacks, t0, overrides)
+                                                            (sft_path.name, grpo_path.name), callbacks, t0, overrides,
+                                                            resume=resume, again=again or "grpokit demo")
     summary, trained = grpo.summary, grpo.model
     end = run_end(summary, recipe.train.max_steps)
     result = {"columns": list(COLUMNS), "sft": sft, "train": summary, "run_end": end, "sft_run": str(sft_dir),
               "seconds_to_sft_end": round(seconds_sft, 1), "seconds_to_grpo_end": round(time.time() - t0, 1)}
     if summary.get("status") == "interrupted":  # Ctrl-C / SIGTERM: the user asked to stop, not to evaluate
-        return stopped(run_dir, {**result, "before": None, "after": None}, end, t0)
+        return stopped(run_dir, {**result, "before": None, "after": None}, end, t0, again=again or "grpokit demo")
     if end["note"]:
         console.print(f"[yellow]note:[/] {end['note']}")
     console.print("evaluating the SFT and GRPO models the same way ...")
     evals.append(evaluate_sets(models.load_recipe_model(grpo_recipe.model, Path(lineage["path"])), tokenizer, grpo_recipe,
                            sets))
     evals.append(evaluate_sets(trained, tokenizer, grpo_recipe, sets))
-    console.print(results_table(table_rows(evals), columns=COLUMNS, end=end))
     share = grpo_share(evals[1], evals[2])
-    console.print(f"[bold]{share}[/]", highlight=False)
-    for s in evals[2]["heldout"].samples[:2]:
-        console.print(f"[dim]sample after GRPO[/] Q: {s['question']}\n  {s['completion']!r}")
+    after = evals[2]["heldout"]
+    shown = show(table_rows(evals), COLUMNS, [share, *sample_lines(after.samples, "after GRPO", after.metric)], end=end)
     result.update({"evaluation": {c: {k: r.as_dict() for k, r in e.items()} for c, e in zip(COLUMNS, evals)},
-                   "grpo_share": share, "before": evals[1]["heldout"].as_dict(),
+                   "grpo_share": share, "shown": shown, "before": evals[1]["heldout"].as_dict(),
                    "after": evals[2]["heldout"].as_dict()})
     return finish(run_dir, result, recipe, sets.heldout, evals[1]["heldout"], evals[2]["heldout"], t0,
                   also=f"; the SFT run: {sft_dir}")

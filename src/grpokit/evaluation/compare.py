@@ -13,8 +13,9 @@ them is named (or run, with `--evaluate`).
 Rewritten sets: `grpokit data perturb` redraws the numbers of generated
 arithmetic rows; for GSM8K, write questions with changed numbers and
 wording and recomputed answers into a JSONL file (docs/evaluation.md "Comparing two runs").
-Not covered: significance tests (the table shows the row counts; 64 rows
-carry about ±6 points of noise).
+Every accuracy carries its 95% Wilson interval over its rows
+(grpokit.evaluation.intervals). Not covered: a paired test of the two runs on
+the same rows (two intervals that overlap do not mean "no difference").
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from rich.table import Table
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.evaluation.metrics import pct  # one percentage format for every terminal table
+from grpokit.evaluation.metrics import pct, rows_of  # one percentage format for every terminal table
 from grpokit.run import RunDir, read_json
 
 
@@ -86,14 +87,15 @@ def _rows(runs: list[dict], data: str | None) -> list[list[str]]:
     rows = [["kind", a["kind"], b["kind"]],
             ["checkpoint", *[f"step {r['entry']['step']}" + (" (best)" if (r["results"].get("best") or {}).get("step")
                                                               == r["entry"]["step"] else "") for r in runs]],
-            ["held-out accuracy", *[pct(r["entry"]["heldout"]["accuracy"]) for r in runs]],
+            ["held-out accuracy", *[pct(r["entry"]["heldout"]["accuracy"], rows_of(r["entry"]["heldout"])) for r in runs]],
             ["held-out format", *[pct(r["entry"]["heldout"]["format_rate"]) for r in runs]]]
     for kind, label in (("perturbed", "perturbed-numbers accuracy"), ("rewritten", "rewritten-phrasing accuracy")):
         if any(r["entry"].get(kind) for r in runs):
-            rows.append([label, *[pct((r["entry"].get(kind) or {}).get("accuracy")) for r in runs]])
+            rows.append([label, *[pct((r["entry"].get(kind) or {}).get("accuracy"), rows_of(r["entry"].get(kind)))
+                                  for r in runs]])
     if data is not None:
         rows.append([f"rewritten set accuracy ({Path(data).name})",
-                     *[pct(r["rewritten"]["heldout"]["accuracy"]) for r in runs]])
+                     *[pct(r["rewritten"]["heldout"]["accuracy"], rows_of(r["rewritten"]["heldout"])) for r in runs]])
         rows.append(["drop on the rewritten set", *[
             "-" if None in (r["entry"]["heldout"]["accuracy"], r["rewritten"]["heldout"]["accuracy"]) else
             f"{100 * (r['entry']['heldout']['accuracy'] - r['rewritten']['heldout']['accuracy']):+.1f} pts"

@@ -8,6 +8,7 @@ import math
 
 from rich.table import Table
 
+from grpokit.evaluation.intervals import pct_interval
 from grpokit.evaluation.preference import win_names
 from grpokit.families import column, variant, variant_names
 
@@ -96,8 +97,16 @@ def choose_best(entries: list[dict]) -> dict | None:
 
 
 # ---------------------------------------------------------------- terminal table
-def pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+def pct(x, n: int | None = None) -> str:
+    """A share as a percentage; with `n` (the rows it is a share of) its 95% Wilson interval beside it, "83.3%
+    (55–95)" (grpokit.evaluation.intervals: every accuracy eval, report and compare print carries it)."""
+    return "-" if x is None else pct_interval(x, n) if n else f"{100 * x:.1f}%"
+
+
+def rows_of(x) -> int | None:
+    """The row count an evaluated set (heldout, a variant, train: a dict with `rows`) was scored on."""
+    n = x.get("rows") if isinstance(x, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def results_legend(results: dict) -> list[str]:
@@ -111,7 +120,9 @@ def results_legend(results: dict) -> list[str]:
         "step": "step: the checkpoint's training step (0 base: the model before training; ★best: the highest "
                 "held-out greedy score)",
         metric or "": f"{metric}: greedy (temperature 0) pass rate of the task's correctness reward on the held-out "
-                      "rows (a graded reward, json_fields: its mean score, the share of the fields right)",
+                      "rows (a graded reward, json_fields: its mean score, the share of the fields right); in "
+                      "brackets beside every accuracy, its 95% Wilson interval over the rows it was scored on (the "
+                      "noise of that many rows: 12 rows at 50% span 25-75)",
         **{kind: f"{kind}: {(said.get(kind) or {}).get('what') or v.what}" for kind in kinds
            if (v := variant(kind)) is not None},
         "probe": "probe: what the held-out probe measured during training at this step (the first "
@@ -190,13 +201,15 @@ def results_table(results: dict):
         h, gap = e["heldout"], e.get("gap")
         gap_s = "-" if not gap else f"{100 * gap['value']:+.1f}" + (" [red]large[/]" if gap["flagged"] else "")
         step = f"{e['step']}" + (" base" if e["step"] == 0 else "") + (" [green]★best[/]" if e["step"] == best else "")
-        head = [pct(h["accuracy"])] if metric else [
+        n = rows_of(h)
+        head = [pct(h["accuracy"], n)] if metric else [
             "-" if h.get("reward_means", {}).get(n) is None else f"{h['reward_means'][n]:.3f}" for n in means]
         won = [pct(((e.get("vs_base") or {}).get(n) or {}).get("win_rate")) for n in wins]
-        table.add_row(step, *head, *[pct((e.get("probe") or {}).get("accuracy")) for _ in probe],
-                      *[pct((h.get("metrics") or {}).get(m)) for m in further], *won,
-                      *[pct((e.get(kind) or {}).get("accuracy")) for kind in extra],
-                      *([gap_s] if extra else []), *[pct(h["pass_at_k"].get(str(x))) for x in ks],
+        probe_of = e.get("probe") or {}
+        table.add_row(step, *head, *[pct(probe_of.get("accuracy"), rows_of(probe_of)) for _ in probe],
+                      *[pct((h.get("metrics") or {}).get(m), n) for m in further], *won,
+                      *[pct((e.get(kind) or {}).get("accuracy"), rows_of(e.get(kind))) for kind in extra],
+                      *([gap_s] if extra else []), *[pct(h["pass_at_k"].get(str(x)), n) for x in ks],
                       *([pct(h["format_rate"])] if has["format_rate"] else []),
                       *([pct(h.get("refusal_rate"))] if has["refusal_rate"] else []),
                       f"{h['mean_length']:.1f}", pct(h["truncated_rate"]))

@@ -51,6 +51,10 @@ class AuditRow:
             return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
         return f"{self.reasoning}\n{self.answer(value)}"
 
+    def wrong(self) -> str:
+        """The honest wrong answer's value: the gold + 1."""
+        return self.num(1)
+
     def num(self, delta: int = 0, scale: int = 1) -> str:
         return _fmt(self.value * scale + delta)
 

@@ -17,6 +17,7 @@ from typing import Callable
 from grpokit.health.findings import (NON_FINITE_KEYS, PLATEAU_CONFIDENCE, Context, Finding, is_finite,
                                      latest_window, metric_series, rolling_peak, rounded, trend, values_of)
 from grpokit.health.completions import detect_empty, detect_repetition
+from grpokit.health.early import detect_correctness_never_moved
 from grpokit.health.learning import (detect_correctness_collapse, detect_format_collapse,
                                      detect_format_never_learned, detect_probe_drop, detect_reward_hacking)
 from grpokit.recipe import HEALTH_CODES, HealthConfig
@@ -279,5 +280,6 @@ DETECTORS: dict[str, Detector] = {
     "nothing_learned": detect_nothing_learned,
     "sampler_mismatch": detect_sampler_mismatch,
     "format_never_learned": detect_format_never_learned,
+    "correctness_never_moved": detect_correctness_never_moved,  # grpokit.health.early
 }
 assert set(DETECTORS) == set(HEALTH_CODES), "every health code needs a detector, and every detector a code"

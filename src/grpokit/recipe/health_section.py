@@ -159,6 +159,14 @@ HEALTH_CODES: dict[str, HealthCode] = {
             "(1.0 for the built-in format rewards; an own one's best score seen): format_never_learned. Rewards "
             "at weight 0 are logged, not trained on, and never judged.", gt=0, le=1),
     }, action_note=" (a warm start or a larger format weight is a new run: warn)"),
+    # A new user's own task trained 5 steps with correctness 0 on each (the model never wrote the answer line) while
+    # format and length moved, and only truncation was reported (issue 68); `grpokit preflight` found it in 56 s.
+    # 3 steps: early enough to stop a CPU run, and three flat steps of several groups each are the setup, not chance.
+    "correctness_never_moved": HealthCode("warning", {
+        "correctness_never_steps": threshold(
+            3, "Logging steps from the start over which every correctness reward trained on scored the same, its "
+            "lowest (no sample earned more), while another trained reward moved: correctness_never_moved.", ge=1),
+    }, action_note=" (a prompt, a length or a warm start is a new run: warn)"),
 }
 
 HealthActions = create_model(

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.evaluation import pct
+from grpokit.evaluation import pct, rows_of
 from grpokit.report.plots import DPI, FIGSIZE, save_figure
 from grpokit.families import variant
 from grpokit.report.sections import escape, html_table
@@ -65,11 +65,13 @@ def comparison_table(models: dict[str, dict]) -> tuple[list[str], list[tuple[str
 
     def score(m: dict, key: str) -> str:
         s = m["sets"].get(key)
-        return pct(s["accuracy"]) if s else "-"
+        return pct(s["accuracy"], rows_of(s)) if s else "-"
 
     rows = [(name, *(score(m, k) for k in sets),
-             *(pct((m["sets"].get("heldout") or {}).get("pass_at_k", {}).get(k)) for k in ks),
-             *(pct((m["sets"].get("heldout") or {}).get("metrics", {}).get(o)) for o in others),
+             *(pct((m["sets"].get("heldout") or {}).get("pass_at_k", {}).get(k), rows_of(m["sets"].get("heldout")))
+               for k in ks),
+             *(pct((m["sets"].get("heldout") or {}).get("metrics", {}).get(o), rows_of(m["sets"].get("heldout")))
+               for o in others),
              pct((m["sets"].get("heldout") or {}).get("format_rate")),
              *([pct((m.get("retention") or {}).get("accuracy"))] if kept else []),
              "-" if m.get("minutes") is None else f"{m['minutes']:.1f}") for name, m in models.items()]

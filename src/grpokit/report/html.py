@@ -35,7 +35,8 @@ from pathlib import Path
 from grpokit.errors import GrpokitError, Problem
 from grpokit.report import inputs
 from grpokit.report.plots import CURVES, number
-from grpokit.report.sections import curves_section, escape, eval_section, health_section, html_table, samples_section
+from grpokit.report.sections import (curves_section, demo_section, escape, eval_section, health_section, html_table,
+                                     samples_section)
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
 from grpokit.run import RunDir, describe_lineage, read_json, run_end, writable_problem
@@ -115,6 +116,7 @@ def _write_page(run: RunDir, run_dir: Path, out: Path) -> Path:
     curves, images = curves_section(metrics, recipe, out)
     start = "the model it started from, --init-from" if status.get("init_from") else "base model"
     evals, eval_images = eval_section(results, run_dir, out, start)
+    evals = demo_section(inputs.demo_doc(read_json(run.demo_file))) + evals  # a demo: its terminal's table first
     tools, tool_images = tools_section(metrics, inputs.eval_doc(read_json(run.tool_results_file)), run_dir, out)
     eval_images += tool_images
     recipe = recipe if isinstance((recipe or {}).get("model", {}), dict) else None

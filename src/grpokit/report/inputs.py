@@ -67,3 +67,8 @@ def run_facts(status: dict) -> dict:
     """run.json's fields the report shows, each of the type it expects (else left out)."""
     kinds = {"status": str, "model": str, "step": int, "seconds": (int, float), "init_from": dict}
     return {k: v for k, v in status.items() if k not in kinds or (isinstance(v, kinds[k]) and not isinstance(v, bool))}
+
+
+def demo_doc(doc: dict | None) -> dict | None:
+    """demo.json as the report reads it: a dict, else None (no demo, or a file of another shape)."""
+    return doc if isinstance(doc, dict) else None

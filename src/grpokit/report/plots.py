@@ -148,7 +148,9 @@ def plot_curve(metrics: list[dict], keys: list[str], title: str, ylabel: str, pa
     return [k for k, _, _ in drawn], n
 
 
-def plot_eval(results: dict, path: Path) -> None:
+def plot_eval(results: dict, path: Path, start: str = "base model") -> None:
+    """Each set's greedy metric per checkpoint; `start`: what step 0 is (the base model, or the model a run started
+    from with --init-from: the demo's SFT model is not its base)."""
     plt, fig, ax = _figure()
     entries = results["checkpoints"]
     drawn = False
@@ -175,7 +177,7 @@ def plot_eval(results: dict, path: Path) -> None:
         ax.plot([best["step"]], [100 * best["accuracy"]], marker="*", markersize=16, color="gold",
                 markeredgecolor="black", linestyle="none", label=f"best (step {best['step']})")
     metric = results.get("metric") or ("win rate / pass rate" if not drawn else "accuracy")  # stored as `accuracy`
-    _title(ax, f"greedy {metric} per checkpoint (step 0 = base model)")
+    _title(ax, f"greedy {metric} per checkpoint (step 0 = {start})")
     ax.set(xlabel="step", ylabel=f"{metric} (%)", ylim=(-2, 102))
     ax.legend(fontsize=9)
     save_figure(plt, fig, path)

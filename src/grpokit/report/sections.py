@@ -8,7 +8,7 @@ import html
 import json
 from pathlib import Path
 
-from grpokit.evaluation.metrics import extra_kinds, further_metrics
+from grpokit.evaluation.metrics import extra_kinds, further_metrics, pct, rows_of
 from grpokit.evaluation.preference import win_names
 from grpokit.report.plots import CURVES, number, plot_curve, plot_eval, smoothing_note
 from grpokit.run import PROBE_ACCURACY
@@ -29,9 +29,10 @@ def escape(x) -> str:
     return html.escape(str(x))
 
 
-def _pct(x) -> str:
+def _pct(x, n=None) -> str:
+    """A share as a percentage; with `n` rows, its 95% Wilson interval beside it (grpokit.evaluation's `pct`)."""
     x = number(x)
-    return "–" if x is None else f"{100 * x:.1f}%"
+    return "–" if x is None else pct(x, rows_of({"rows": n}))
 
 
 def _num(x, digits=3) -> str:
@@ -96,10 +97,24 @@ def _eval_row(label: str, e: dict, k: int, further: list[str] = (), wins: list[s
     gap_s = "–" if number(gap.get("value")) is None else (
         f"{100 * gap['value']:+.1f} pts" + (' <b class="bad">large</b>' if gap.get("flagged") is True else ""))
     won = [_pct(_sub(_sub(e, "vs_base"), n).get("win_rate")) for n in wins]
-    return [label, _pct(h.get("accuracy")), *[_pct(_sub(h, "metrics").get(m)) for m in further], *won,
-            *[_pct(_sub(e, kind).get("accuracy")) for kind in extra_kinds()], gap_s,
-            *([_pct(_sub(h, "pass_at_k").get(str(k)))] if k else []), _pct(h.get("format_rate")),
+    n = h.get("rows")
+    return [label, _pct(h.get("accuracy"), n), *[_pct(_sub(h, "metrics").get(m), n) for m in further], *won,
+            *[_pct(_sub(e, kind).get("accuracy"), _sub(e, kind).get("rows")) for kind in extra_kinds()], gap_s,
+            *([_pct(_sub(h, "pass_at_k").get(str(k)), n)] if k else []), _pct(h.get("format_rate")),
             _pct(h.get("refusal_rate")), _num(h.get("mean_length"), 1), _pct(h.get("truncated_rate"))]
+
+
+def demo_section(demo: dict | None) -> str:
+    """What a demo printed (demo.json's `shown`: its table and the lines under it, GRPO's own share and the samples
+    with their verdicts), the same words on the page; "" for a run that is no demo."""
+    shown = (demo or {}).get("shown") if isinstance(demo, dict) else None
+    if not isinstance(shown, dict) or not isinstance(shown.get("rows"), list):
+        return ""
+    columns = [escape(c) for c in shown.get("columns") or []]
+    rows = [[escape(c) for c in r] for r in shown["rows"] if isinstance(r, list)]
+    lines = "".join(f"<pre>{escape(line)}</pre>" for line in shown.get("lines") or [])
+    return (f"<h3>What the demo printed: {escape(shown.get('title', ''))}</h3>"
+            + html_table(columns or None, rows) + lines)
 
 
 def eval_section(results: dict | None, run_dir: Path, out: Path, start: str = "base model") -> tuple[str, list[str]]:
@@ -107,7 +122,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path, start: str = "b
     if not results or not results.get("checkpoints"):
         return (f"<p>No evaluation yet: run <code>grpokit eval {escape(run_dir)}</code> to evaluate the base model "
                 "and every checkpoint, then this report again.</p>"), []
-    plot_eval(results, out / "eval_accuracy.png")
+    plot_eval(results, out / "eval_accuracy.png", start)
     k = results.get("samples_per_problem") if type(results.get("samples_per_problem")) is int else 0
     metric = results.get("metric", "accuracy") or "accuracy"  # the task's primary metric, stored as `accuracy`
     further = further_metrics(results)  # the task's other correctness rewards (a JSON task's valid rate)
@@ -142,7 +157,7 @@ def eval_section(results: dict | None, run_dir: Path, out: Path, start: str = "b
              (f'<figure><img src="eval_accuracy.png" alt="{escape(plotted)} per checkpoint"><figcaption>{escape(plotted)} per '
               "checkpoint</figcaption></figure>")]
     if best is not None:
-        html_.append(f"<p><b>Best checkpoint: step {escape(best)}</b> ({_pct(results['best']['accuracy'])} held-out; "
+        html_.append(f"<p><b>Best checkpoint: step {escape(best)}</b> ({_pct(results['best']['accuracy'], results.get('rows'))} held-out; "
                      f"chosen by held-out greedy {escape(metric)}, ties to the earlier step).</p>")
     if ba:
         html_.append("<h3>before / after</h3>" + html_table(header, [_eval_row(lbl, e, k, further, wins) for lbl, e in ba]))
