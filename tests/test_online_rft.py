@@ -119,3 +119,13 @@ def test_the_recipe_check_refuses_what_online_rft_cannot_do(tmp_path, tiny_model
     with pytest.raises(GrpokitError) as e:
         load_recipe(recipe, use="check")
     assert f"train.{field}" in str(e.value) and words in str(e.value)
+
+
+def test_the_dry_run_names_the_loss(tmp_path, tiny_model_dir, capsys):
+    from grpokit.cli import main
+
+    recipe = make_recipe(tmp_path, tiny_model_dir, [{"name": "math_correctness"}], algorithm="rft")
+    assert main(["train", str(recipe), "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert "online RFT (train.algorithm: rft)" in out and "loss        dapo" not in out

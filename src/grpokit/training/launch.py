@@ -201,9 +201,11 @@ def resolved_settings(recipe, num_processes: int = 1, strategy: str | None = Non
         f"  optimiser   learning_rate {a.learning_rate:g}, {getattr(a.lr_scheduler_type, 'value', a.lr_scheduler_type)} "
         f"schedule, warmup {a.warmup_steps:g}, weight_decay {a.weight_decay:g}, max_grad_norm {a.max_grad_norm:g}, "
         f"seed {a.seed}",
-        f"  loss        {a.loss_type}, beta {a.beta:g}" + (" (no reference model)" if a.beta == 0 else
-                                                          " (a reference model: one more copy of the weights)")
-        + f", epsilon {a.epsilon:g}, scale_rewards {a.scale_rewards}, num_iterations {a.num_iterations}",
+        ("  loss        online RFT (train.algorithm: rft): the SFT loss on the completions the correctness reward "
+         "gives full marks, the rest dropped" if t.algorithm == "rft" else
+         f"  loss        {a.loss_type}, beta {a.beta:g}" + (" (no reference model)" if a.beta == 0 else
+                                                           " (a reference model: one more copy of the weights)")
+         + f", epsilon {a.epsilon:g}, scale_rewards {a.scale_rewards}, num_iterations {a.num_iterations}"),
         f"  sampling    temperature {a.temperature:g}, top_p {a.top_p:g}",
         f"  lengths     prompt {'<= ' + str(t.max_prompt_length) if t.max_prompt_length else 'not cut'} tokens, "
         f"completion <= {a.max_completion_length}",
