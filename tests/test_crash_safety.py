@@ -393,3 +393,59 @@ def test_the_state_readers_take_a_deep_file_as_not_json(tmp_path, capsys):
     assert read_jsonl(tmp_path / "m.jsonl") == [{"step": 1}]
     with pytest.raises(ValueError):
         parse_json(DEEP)
+
+
+# ---------------------------------------------------------------- a model folder loaded whole, or refused by name
+def _config(**changes):
+    def change(ck: Path) -> None:
+        import json as _json
+
+        cfg = _json.loads((ck / "config.json").read_text())
+        (ck / "config.json").write_text(_json.dumps({**cfg, **changes}))
+    return change
+
+
+def _drop_tensor(ck: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(ck / "model.safetensors")
+    tensors.pop(next(k for k in tensors if "mlp.up_proj" in k))
+    save_file(tensors, ck / "model.safetensors", metadata={"format": "pt"})
+
+
+WHOLE = {  # what transformers loaded with random weights in place (exit 0), or a traceback
+    "a truncated model.safetensors": (DAMAGE["truncated weights"], "model.safetensors", "cut short"),
+    "a config with other sizes": (_config(intermediate_size=256), "config.json", "other sizes"),
+    "a config naming more layers": (_config(num_hidden_layers=4), "config.json", "weights lack"),
+    "another model type": (_config(model_type="qwen3", architectures=["Qwen3ForCausalLM"], head_dim=16),
+                           "config.json", "weights lack"),
+    "a missing tensor": (_drop_tensor, "config.json", "weights lack"),
+    "NaN weights": (_nan_weights, "checkpoint-2", "NaN or inf"),
+}
+
+
+@pytest.mark.parametrize("how", list(WHOLE))
+def test_a_model_folder_is_loaded_whole_or_refused_naming_the_file(trained, tmp_path, how):
+    from grpokit.models import load_model
+
+    run = _copy(trained, tmp_path)
+    ck = run / "checkpoints" / "checkpoint-2"
+    load_model(str(ck))  # whole: loads
+    damage, file, words = WHOLE[how]
+    damage(ck)
+    with pytest.raises(GrpokitError) as e:
+        load_model(str(ck))
+    (problem,) = e.value.problems
+    assert problem.where.endswith(file) and words in problem.message and problem.fix, problem
+
+
+@pytest.mark.parametrize("how", ["a config naming more layers", "NaN weights"])
+def test_init_from_refuses_a_checkpoint_it_cannot_load_whole(trained, tmp_path, tiny_model_dir, capsys, how):
+    """It trained with exit 0 on random weights (or on NaN, to fail later with "lower train.learning_rate")."""
+    run = _copy(trained, tmp_path)
+    WHOLE[how][0](run / "checkpoints" / "checkpoint-2")
+    recipe = make_recipe(tmp_path, tiny_model_dir, FORMAT)
+    argv = ["train", str(recipe), "--init-from", str(run), "--output-dir", str(tmp_path / "new"), "--skip-audit"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and WHOLE[how][2] in err and "learning_rate" not in err, err
