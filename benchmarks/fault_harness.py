@@ -6,8 +6,14 @@
     o.broken                                # [] when every invariant held (benchmarks/fault_injection.py says which)
 
 benchmarks/fault_injection.py runs it over every point and prints the table; tests/test_fault_injection.py runs a
-sample. `python benchmarks/fault_harness.py AT -- ARGV` is the killed child: `grpokit ARGV` with SIGKILL at its
-point AT.
+sample. `python benchmarks/fault_harness.py AT FIRED -- ARGV` is the killed child: `grpokit ARGV` with SIGKILL at its
+point AT, where it fired written to the file FIRED first.
+
+A point cannot pass without its fault: each records the operation and path its fault fired at, which must be the
+counted one (`did not fire`, `fired at ...` are broken); a command that completes after its fault fired swallowed
+a failed write, broken unless its point is on `BEST_EFFORT` (with the reason); and grpokit's own files from the
+commands before (a run, its eval/results.json, its report) are hashed first and must be unchanged or replaced
+whole, never deleted nor cut.
 
 Points are the calls that put bytes or names on disk through grpokit.run.writer (the file handles it gives out,
 os.write, os.replace, os.rename, os.fsync) and the run lock's write (grpokit.run.checkpoints), seen by putting a
@@ -22,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,17 +53,31 @@ LOGS = ("metrics.jsonl", "samples.jsonl", "health.jsonl")  # appended a line at 
 
 # ---------------------------------------------------------------- counting and failing the writer's I/O
 class Points:
-    """Every write, rename and fsync of the writer, in order; `at` (1-based) fails with `fault`, or kills."""
+    """Every write, rename and fsync of the writer, in order; `at` (1-based) fails with `fault`, or kills. `fired`:
+    (number, kind, path) of the operation the fault fired at (a kill writes it to `fired_file` first)."""
 
-    def __init__(self, at: int | None = None, fault: str | None = None):
-        self.at, self.fault, self.seen = at, fault, []
+    def __init__(self, at: int | None = None, fault: str | None = None, fired_file: str | None = None):
+        self.at, self.fault, self.seen, self.fired, self.fired_file = at, fault, [], None, fired_file
 
     def hit(self, kind: str, path) -> None:
         self.seen.append((kind, str(path)))
         if len(self.seen) == self.at:
+            self.fired = (self.at, kind, str(path))
             if self.fault == "kill":
+                if self.fired_file:
+                    with open(self.fired_file, "w") as f:  # the real open: nothing of the writer's counted
+                        json.dump(self.fired, f)
                 os.kill(os.getpid(), signal.SIGKILL)
             raise FAULTS[self.fault](path)
+
+
+_TEMPORARY = re.compile(r"\.\d+-[A-Za-z0-9_]{8}\.tmp$")  # `.NAME.PID-` + mkstemp's random part (grpokit.run.temporaries)
+
+
+def same_point(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    """Whether two (kind, path) name one operation of two runs of a command: a temporary's PID and random part
+    differ from run to run."""
+    return a[0] == b[0] and _TEMPORARY.sub(".*.tmp", a[1]) == _TEMPORARY.sub(".*.tmp", b[1])
 
 
 def _fd_path(fd: int) -> str:
@@ -135,6 +156,7 @@ class Result:
     code: int | None  # None: killed, or an exception escaped main()
     out: str = ""
     points: list = field(default_factory=list)
+    fired: tuple | None = None  # (number, kind, path) where the injected fault fired; None: it never did
 
     @property
     def fix(self) -> str | None:
@@ -192,6 +214,7 @@ class Pipeline:
             ("rm import-csv", ["rm", "import-csv", str(work / "ranked.csv"), str(work / "rankings.jsonl")]),
         ]
         self.snapshots = Path(snapshots or work.parent / f"{work.name}-snapshots")
+        self.at = 0  # the command whose copy the folder holds (restore)
 
     def user_files(self, after: int) -> dict[str, str]:
         """sha256 of every user file before command `after` runs (the generated rows are the user's from then on)."""
@@ -241,20 +264,24 @@ def run_here(argv: list[str], points: Points) -> Result:
         except BaseException:  # noqa: BLE001 - an exception out of main() is a traceback the user would see
             buf.write(traceback.format_exc())
             code = None
-    return Result(code, buf.getvalue(), points.seen)
+    return Result(code, buf.getvalue(), points.seen, points.fired)
 
 
 def run_killed(pipe: Pipeline, argv: list[str], at: int) -> Result:
     """`grpokit ARGV` in a process of its own, killed with SIGKILL at its point `at`."""
-    proc = subprocess.run([sys.executable, __file__, str(at), "--", *argv], cwd=pipe.work,
+    fired_file = pipe.snapshots / "fired.json"  # outside the folder the checks read
+    fired_file.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, __file__, str(at), str(fired_file), "--", *argv], cwd=pipe.work,
                           capture_output=True, text=True, timeout=600)
-    return Result(None if proc.returncode == -signal.SIGKILL else proc.returncode, proc.stdout + proc.stderr)
+    fired = tuple(json.loads(fired_file.read_text())) if fired_file.is_file() else None
+    return Result(None if proc.returncode == -signal.SIGKILL else proc.returncode, proc.stdout + proc.stderr,
+                  fired=fired)
 
 
-def _child(at: int, argv: list[str]) -> None:
+def _child(at: int, fired_file: str, argv: list[str]) -> None:
     from grpokit.cli import main
 
-    with counted(Points(at, "kill")):
+    with counted(Points(at, "kill", fired_file)):
         code = main(argv)
     sys.exit(code)
 
@@ -320,6 +347,7 @@ class Outcome:
     said: str  # "error+fix", "completed", "killed"
     recovered_by: str | None  # the command that completed after it
     broken: list[str]
+    fired: bool = False  # the fault fired at the counted operation and path
 
     @property
     def cls(self) -> str:
@@ -328,13 +356,69 @@ class Outcome:
         return f"{self.said}, then {self.recovered_by or 'nothing needed'}"
 
 
+# Points where a command may complete after its fault fired, each with why that loses nothing: (command, kind,
+# a part of the path) -> the reason. Any other point that completes swallowed a failed write: broken.
+BEST_EFFORT: dict[tuple[str, str, str], str] = {}
+
+
+def best_effort(o: Outcome) -> str | None:
+    """Why point `o` may complete after its fault (BEST_EFFORT), or None."""
+    return next((why for (cmd, kind, part), why in BEST_EFFORT.items()
+                 if cmd == o.command and kind in (o.kind, "*") and part in o.path), None)
+
+
+def own_files(pipe: Pipeline, before: dict[str, str]) -> dict[str, str]:
+    """sha256 of grpokit's own files in the folder from the commands before (every file but the user's and the
+    writer's temporaries): a failing command must leave each unchanged or replaced whole, never deleted or cut."""
+    out = {}
+    for f in sorted(pipe.work.rglob("*")):
+        rel = str(f.relative_to(pipe.work))
+        if f.is_file() and not f.is_symlink() and rel not in before and not f.name.endswith(".tmp") \
+                and pipe.model not in f.parents:
+            out[rel] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+def own_problems(pipe: Pipeline, own: dict[str, str], killed: bool) -> list[str]:
+    """grpokit's earlier files a failed command deleted, cut, or shortened (an appended log with fewer bytes)."""
+    out = []
+    for rel, digest in own.items():
+        f = pipe.work / rel
+        if not f.is_file():
+            out.append(f"grpokit's earlier file gone: {rel}")
+        elif hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+            snapshot = pipe.snapshots / str(pipe.at) / rel
+            why = _whole(f, killed)
+            if why:
+                out.append(f"grpokit's earlier file cut: {rel}: {why}")
+            elif f.name in LOGS and snapshot.is_file() and not f.read_bytes().startswith(snapshot.read_bytes()):
+                out.append(f"grpokit's earlier log shortened or rewritten: {rel}")
+    return out
+
+
 def one_point(pipe: Pipeline, i: int, local: int, kind: str, path: str, fault: str) -> Outcome:
-    """Command `i` from its copy with its point `local` failing with `fault` (or killed there), then recovered."""
+    """Command `i` from its copy with its point `local` failing with `fault` (or killed there), then recovered.
+    Broken besides `judge`'s checks: the fault did not fire at the counted operation and path; the command
+    completed after it fired (off BEST_EFFORT); an earlier file of grpokit's deleted or cut."""
     pipe.restore(i)
+    pipe.at = i
     before = pipe.user_files(after=i)
+    own = own_files(pipe, before)
     argv = pipe.commands[i][1]
     result = run_killed(pipe, argv, local) if fault == "kill" else run_here(argv, Points(local, fault))
-    return judge(pipe, i, before, result, Outcome(pipe.commands[i][0], local, kind, path, fault, "", None, []))
+    o = Outcome(pipe.commands[i][0], local, kind, path, fault, "", None, [])
+    o.fired = result.fired is not None and same_point(result.fired[1:], (kind, path))
+    if result.fired is None:
+        o.broken.append(f"the fault did not fire: point #{local} ({kind} {path}) was not reached")
+    elif not o.fired:
+        o.broken.append(f"the fault fired at #{local} {result.fired[1]} {result.fired[2]}, not at the counted "
+                        f"{kind} {path}")
+    o.broken += own_problems(pipe, own, killed=fault == "kill")
+    o = judge(pipe, i, before, result, o)
+    if o.said == "completed" and result.fired is not None and best_effort(o) is None:
+        o.broken.append(f"completed after its {fault} fired at {kind} {path}: the failed write was swallowed "
+                        "(or add the point to BEST_EFFORT with why that loses nothing)")
+    return o
 
 
 def judge(pipe: Pipeline, i: int, before: dict, result: Result, o: Outcome, fix=None) -> Outcome:
@@ -387,4 +471,4 @@ def recover(pipe: Pipeline, i: int, first: Result) -> tuple[str | None, list[str
 
 
 if __name__ == "__main__":  # the killed child: AT -- ARGV
-    _child(int(sys.argv[1]), sys.argv[3:])
+    _child(int(sys.argv[1]), sys.argv[2], sys.argv[4:])

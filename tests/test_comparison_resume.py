@@ -99,3 +99,39 @@ def test_a_part_edited_into_another_shape_is_done_again_not_a_traceback(tmp_path
     again = Progress(tmp_path, identity, resume=True, again="grpokit demo")
     assert again.once("training sft", lambda: {"end": {}}, lambda v: v["end"]["status"] == "completed") == {"end": {}}
     assert again.once("evaluation of sft", lambda: {"sets": {}}) == {"sets": {}} and again.kept == []
+
+
+@pytest.mark.parametrize("value, where, words", [
+    ({"seconds": "abc", "end": {"status": "completed"}}, "parts['training sft'].seconds", "valid number"),
+    ({"seconds": 1.0}, "parts['training sft'].end", "Field required"),
+    ({"path": "m", "sets": {"heldout": {"rows": "6"}}}, "parts['evaluation of sft'].sets.heldout.rows",
+     "valid integer"),
+    ({"path": "m"}, "parts['evaluation of sft'].sets", "Field required"),
+    ({"mined": {"rows": 2}, "seconds": 1}, "parts['RFT mining'].mined.solutions", "Field required"),
+])
+def test_a_hand_edited_progress_part_is_said_with_its_field_and_done_again(tmp_path, capsys, value, where, words):
+    """A progress.json part edited into another shape (`"seconds": "abc"`, a part's `sets` missing) was a
+    TypeError's or KeyError's traceback once the comparison used it: now read against its kind's schema, said
+    with file, part and field, and done again like any part that does not hold."""
+    key = where.split("'")[1]
+    identity = {"recipes": "x", "overrides": []}
+    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"identity": identity, "parts": {key: value}}))
+    again = Progress(tmp_path, identity, resume=True, again="grpokit demo")
+    assert again.once(key, lambda: {"fresh": 1}, lambda v: True) == {"fresh": 1} and again.kept == []
+    err = capsys.readouterr().err
+    assert f"{tmp_path / PROGRESS_FILE} {where}" in err and words in err and "done again" in err, err
+
+
+def test_a_whole_progress_part_is_kept(tmp_path):
+    identity = {"recipes": "x", "overrides": []}
+    part = {"seconds": 2.5, "end": {"status": "completed"}}
+    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"identity": identity, "parts": {"training sft": part}}))
+    again = Progress(tmp_path, identity, resume=True, again="grpokit demo")
+    assert again.once("training sft", lambda: {}, lambda v: True) == part and again.kept == ["training sft"]
+
+
+def test_a_progress_record_nested_past_the_parser_is_refused_in_one_line(tmp_path):
+    (tmp_path / PROGRESS_FILE).write_text("[" * 100000)
+    with pytest.raises(GrpokitError, match="no readable progress record") as e:
+        Progress(tmp_path, {"recipes": "x", "overrides": []}, resume=True, again="grpokit demo")
+    assert str(tmp_path / PROGRESS_FILE) in str(e.value)

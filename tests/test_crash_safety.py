@@ -306,3 +306,146 @@ def test_resume_falls_back_past_a_damaged_checkpoint(trained, tmp_path, capsys):
     assert "checkpoint-2 is damaged" in out and "resuming from checkpoint-1" in out, out
     assert RunDir(run).resume_checkpoint(note=pytest.fail).name == "checkpoint-2"  # saved again, whole
     assert _steps(run / "metrics.jsonl") == [1, 2]
+
+
+# ---------------------------------------------------------------- resume states of another kind
+def _foreign_states():
+    import json as _json
+    import zipfile
+
+    import torch
+
+    def callbacks(ck):
+        state = _json.loads((ck / "trainer_state.json").read_text())
+        state["stateful_callbacks"] = 5
+        (ck / "trainer_state.json").write_text(_json.dumps(state))
+
+    return [
+        ("stateful_callbacks: 5", callbacks, "trainer_state.json's stateful_callbacks"),
+        ("an empty zip as rng_state.pth", lambda ck: zipfile.ZipFile(ck / "rng_state.pth", "w").close(),
+         "rng_state.pth is not a state torch saved"),
+        ("a pickled module as rng_state.pth", lambda ck: torch.save(torch.nn.Linear(2, 2), ck / "rng_state.pth"),
+         "rng_state.pth is not a state torch saved"),
+        ("a list as scheduler.pt", lambda ck: torch.save([1, 2, 3], ck / "scheduler.pt"),
+         "scheduler.pt holds a list"),
+        ("another dict as optimizer.pt", lambda ck: torch.save({"a": 1}, ck / "optimizer.pt"),
+         "optimizer.pt has no param_groups"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5), ids=[c[0] for c in _foreign_states()])
+def test_a_resume_state_of_another_kind_is_named_before_resuming(trained, tmp_path, case):
+    """Such a state failed the resume at its first step (a TypeError, or torch's weights_only text, which tells a
+    user to turn a safety check off), marked a completed run failed, and its printed fix failed the same way."""
+    from grpokit.run import checkpoint_damage, torch_state_damage
+
+    run = _copy(trained, tmp_path)
+    ck = run / "checkpoints" / "checkpoint-2"
+    assert checkpoint_damage(ck, for_resume=True) is None and torch_state_damage(ck) is None
+    _, damage, words = _foreign_states()[case]
+    damage(ck)
+    why = checkpoint_damage(ck, for_resume=True)
+    assert why is not None and words in why and "weights_only" not in why, why
+    assert checkpoint_damage(ck) is None  # eval and export read the weights only: they still use it
+
+
+def test_a_resume_passes_over_a_foreign_optimizer_state_and_completes(trained, tmp_path, capsys):
+    import torch
+
+    run = _copy(trained, tmp_path, max_steps=3)
+    torch.save({"a": 1}, run / "checkpoints" / "checkpoint-2" / "optimizer.pt")
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr()
+    assert "resuming from checkpoint-1" in out.out and "Traceback" not in out.err
+    assert "checkpoint-2 is damaged (optimizer.pt has no param_groups" in out.out + out.err
+    assert RunDir(run).read_status()["status"] == "completed"
+    assert list((run / "set-aside").iterdir())  # the passed-over checkpoint is kept, set aside, never deleted
+
+
+# ---------------------------------------------------------------- state files nested past the JSON parser
+DEEP = "[" * 100000  # json.loads raises RecursionError on it: a traceback in every command that read one
+
+
+@pytest.mark.parametrize("rel, argv", [
+    ("eval/best.json", ["export", "{run}", "--out", "{tmp}/x"]),
+    ("eval/best.json", ["eval", "{run}", "--checkpoints", "last", "--max-rows", "2", "--max-new-tokens", "2"]),
+    ("run.json", ["doctor", "{run}"]),
+    ("metrics.jsonl", ["report", "{run}"]),
+    ("checkpoints/checkpoint-2/trainer_state.json", ["train", "--resume", "{run}"]),
+])
+def test_a_state_file_nested_past_the_parser_is_read_as_not_json(trained, tmp_path, capsys, rel, argv):
+    run = _copy(trained, tmp_path, max_steps=3)
+    path = run / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((path.read_text() if rel.endswith(".jsonl") else "") + DEEP + "\n")
+    assert main([a.format(run=run, tmp=tmp_path) for a in argv]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err, err
+
+
+def test_the_state_readers_take_a_deep_file_as_not_json(tmp_path, capsys):
+    from grpokit.run.files import parse_json, read_json
+
+    (tmp_path / "best.json").write_text(DEEP)
+    assert read_json(tmp_path / "best.json") is None
+    assert f"{tmp_path / 'best.json'}: not valid JSON (nested deeper" in capsys.readouterr().err
+    (tmp_path / "m.jsonl").write_text('{"step": 1}\n' + DEEP + "\n")
+    assert read_jsonl(tmp_path / "m.jsonl") == [{"step": 1}]
+    with pytest.raises(ValueError):
+        parse_json(DEEP)
+
+
+# ---------------------------------------------------------------- a model folder loaded whole, or refused by name
+def _config(**changes):
+    def change(ck: Path) -> None:
+        import json as _json
+
+        cfg = _json.loads((ck / "config.json").read_text())
+        (ck / "config.json").write_text(_json.dumps({**cfg, **changes}))
+    return change
+
+
+def _drop_tensor(ck: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(ck / "model.safetensors")
+    tensors.pop(next(k for k in tensors if "mlp.up_proj" in k))
+    save_file(tensors, ck / "model.safetensors", metadata={"format": "pt"})
+
+
+WHOLE = {  # what transformers loaded with random weights in place (exit 0), or a traceback
+    "a truncated model.safetensors": (DAMAGE["truncated weights"], "model.safetensors", "cut short"),
+    "a config with other sizes": (_config(intermediate_size=256), "config.json", "other sizes"),
+    "a config naming more layers": (_config(num_hidden_layers=4), "config.json", "weights lack"),
+    "another model type": (_config(model_type="qwen3", architectures=["Qwen3ForCausalLM"], head_dim=16),
+                           "config.json", "weights lack"),
+    "a missing tensor": (_drop_tensor, "config.json", "weights lack"),
+    "NaN weights": (_nan_weights, "checkpoint-2", "NaN or inf"),
+}
+
+
+@pytest.mark.parametrize("how", list(WHOLE))
+def test_a_model_folder_is_loaded_whole_or_refused_naming_the_file(trained, tmp_path, how):
+    from grpokit.models import load_model
+
+    run = _copy(trained, tmp_path)
+    ck = run / "checkpoints" / "checkpoint-2"
+    load_model(str(ck))  # whole: loads
+    damage, file, words = WHOLE[how]
+    damage(ck)
+    with pytest.raises(GrpokitError) as e:
+        load_model(str(ck))
+    (problem,) = e.value.problems
+    assert problem.where.endswith(file) and words in problem.message and problem.fix, problem
+
+
+@pytest.mark.parametrize("how", ["a config naming more layers", "NaN weights"])
+def test_init_from_refuses_a_checkpoint_it_cannot_load_whole(trained, tmp_path, tiny_model_dir, capsys, how):
+    """It trained with exit 0 on random weights (or on NaN, to fail later with "lower train.learning_rate")."""
+    run = _copy(trained, tmp_path)
+    WHOLE[how][0](run / "checkpoints" / "checkpoint-2")
+    recipe = make_recipe(tmp_path, tiny_model_dir, FORMAT)
+    argv = ["train", str(recipe), "--init-from", str(run), "--output-dir", str(tmp_path / "new"), "--skip-audit"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and WHOLE[how][2] in err and "learning_rate" not in err, err

@@ -105,6 +105,11 @@ def test_absurd_numbers_are_refused_with_the_allowed_range(tmp_path, capsys, ove
     ({"output_dir": "  "}, "output_dir", "an empty one would be the current folder"),
     ({"data": {"train": "/etc/hostname"}}, "data.train", "unknown data format '(no extension)'"),  # data check refuses it
     ({"data": {"train": "rows.txt"}}, "data.train", "unknown data format '.txt'"),
+    # passed, then train hung in step 1 generating 99999999 tokens, deaf to SIGTERM, run.json left `running`
+    ({"trl": {"generation_kwargs": {"max_new_tokens": 99999999}}}, "trl.generation_kwargs.max_new_tokens",
+     "set train.max_completion_length instead"),
+    ({"trl": {"generation_kwargs": {"max_length": 5}}}, "trl.generation_kwargs.max_length",
+     "train.max_completion_length's"),
 ])
 def test_recipe_check_refuses_what_training_would(tmp_path, capsys, change, where, words):
     path = tmp_path / "recipe.yaml"

@@ -11,6 +11,7 @@ from conftest import make_recipe
 
 from grpokit.cli import main
 from grpokit.evaluation import mine_solutions
+from grpokit.errors import GrpokitError
 from grpokit.evaluation.rft import distinct_right
 
 
@@ -30,13 +31,17 @@ REWARDS = [
 def test_only_distinct_right_samples_are_kept(tmp_path, tiny_model_dir, rewards, any_right):
     recipe = make_recipe(tmp_path, tiny_model_dir, rewards)
     out = tmp_path / "rft.jsonl"
+    if not any_right:  # refused, and the file at --out kept: an empty one replaced it, and `grpokit sft` failed on it
+        out.write_text('{"question": "mine", "solution": "kept"}\n')
+        with pytest.raises(GrpokitError, match=r"no right solution: none of 36 samples .*rft.jsonl was left as it") \
+                as e:
+            mine_solutions(tiny_model_dir, out, recipe, samples=2, overwrite=True, log=lambda _: None)
+        assert e.value.exit_code == 1 and out.read_text() == '{"question": "mine", "solution": "kept"}\n'
+        return
     r = mine_solutions(tiny_model_dir, out, recipe, samples=2, log=lambda _: None)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert r["rows"] == 18 and r["samples"] == 2 and r["solutions"] == len(rows)  # 24 rows, a quarter held out
     assert r["rows_solved"] == len({row["question"] for row in rows})
-    if not any_right:
-        assert rows == [] and r["right_samples"] == 0
-        return
     assert 0 < r["rows_solved"] < r["rows"] and r["solutions"] <= r["right_samples"] < r["rows"] * 2
     assert all(_right(row["solution"]) for row in rows)  # kept only when the correctness reward passed it
     by_question: dict[str, list[str]] = {}
@@ -80,7 +85,10 @@ REFUSED = [
      "neither a grpokit run directory (config.yaml) nor a model folder (config.json)"),
     ("a model folder without a recipe", ["{model}", "--out", "{tmp}/o.jsonl"], 2, "pass --recipe RECIPE.yaml"),
     ("no samples", ["{model}", "--recipe", "{recipe}", "--out", "{tmp}/o.jsonl", "--samples", "0"], 2,
-     "--samples: must be at least 1"),
+     "--samples: must be 1 to 1024"),
+    # accepted, it sampled for ever
+    ("samples without end", ["{model}", "--recipe", "{recipe}", "--out", "{tmp}/o.jsonl", "--samples", "99999999"], 2,
+     "--samples: must be 1 to 1024, got 99999999"),
     ("no rows", ["{model}", "--recipe", "{recipe}", "--out", "{tmp}/o.jsonl", "--max-rows", "0"], 2,
      "--max-rows: must be at least 1"),
     ("a recipe with nothing to judge by", ["{model}", "--recipe", "{format_only}", "--out", "{tmp}/o.jsonl"], 2,

@@ -96,3 +96,15 @@ def test_rollback_compares_probe_readings_on_as_many_rows_only():
     tied = metrics + [{"step": 15, PROBE_ACCURACY: 0.6, PROBE_ROWS: 48}]
     assert best_probed(tied, [5, 10, 15])[0] == 15  # ties: the newer weights, fewer steps lost
     assert best_probed([{"step": 3, "loss": 1.0}], [0]) is None
+
+
+def test_a_rollback_passes_over_a_checkpoint_whose_optimizer_state_cannot_be_restored(tmp_path):
+    """Restoring it failed the continued run at its first step with torch's weights_only text."""
+    import torch
+
+    run = _run(tmp_path, (5, 10, 15))
+    torch.save(torch.nn.Linear(2, 2), run.checkpoint_path(10) / "optimizer.pt")
+    plan, said = _plan(run, Finding("probe_drop", 15, "m", since=11, restore=10))
+    assert plan["checkpoint"] == "checkpoint-5", plan
+    assert said.startswith("rollback: restore checkpoint-5") and "checkpoint-10 passed over: optimizer.pt" in said
+    assert "weights_only" not in said

@@ -234,17 +234,77 @@ def from_pretrained_kwargs(init_kwargs: dict | None) -> dict:
     return kwargs
 
 
+_WHOLE_FIX = ("use the folder as grpokit or save_pretrained wrote it (its config.json and weights from one save), "
+              "another checkpoint, or the base model")
+
+
+def weights_file_problem(folder: str | Path) -> tuple[str, str] | None:
+    """(the file, what is wrong) for the first *.safetensors of a model folder whose header is damaged or that
+    does not cover every tensor it lists (cut short); None. Reads headers only."""
+    from safetensors import safe_open
+
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with safe_open(str(f), "np") as fh:
+                fh.keys()
+        except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: truncated, header corrupt
+            return str(f), f"cut short or damaged ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__})"
+    return None
+
+
+def _loading_problem(path: str, info: dict) -> str | None:
+    """What transformers' loading info says was not loaded as the config says: tensors the config names that the
+    weights lack (randomly initialised), tensors of other sizes, tensors no part of the model takes."""
+    said = {"missing": "the config names tensors the weights lack (they would be randomly initialised)",
+            "mismatched": "tensors of other sizes than the config says",
+            "unexpected": "tensors the model the config describes has no place for"}
+    for kind, words in said.items():
+        keys = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get(f"{kind}_keys") or [])
+        if keys:
+            return f"{words}: {len(keys)}, {', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''}"
+    return None
+
+
 def load_model(name_or_path: str, dtype: str = "auto", init_kwargs: dict | None = None, where: str = "model.name"):
+    """A causal LM loaded whole, as its config says, or a GrpokitError naming the file: a cut or damaged weights
+    file, a config whose layers, sizes or model type disagree with the weights (transformers would initialise the
+    rest at random and say so only in its log), weights holding NaN or inf. The one loading check of every model
+    folder a command reads (base model, checkpoint, `--init-from`, export)."""
+    import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
     bad = _source_problem(name_or_path, "model")
     if bad:
         raise GrpokitError([Problem(where, *bad)])
+    local = Path(name_or_path).is_dir()
+    damaged = weights_file_problem(name_or_path) if local else None
+    if damaged:
+        raise GrpokitError([Problem(damaged[0], f"the model weights are {damaged[1]}", _WHOLE_FIX)])
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report is said below as one line, or not at all
     try:
-        return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype(dtype),
-                                                    **from_pretrained_kwargs(init_kwargs))
+        model, info = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype(dtype),
+                                                           output_loading_info=True, ignore_mismatched_sizes=True,
+                                                           **from_pretrained_kwargs(init_kwargs))
     except (OSError, ValueError, KeyError, ImportError) as e:
         raise _load_failed(name_or_path, "model", where, e) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    config = str(Path(name_or_path) / "config.json") if local else where
+    why = _loading_problem(name_or_path, info)
+    if why:
+        raise GrpokitError([Problem(config, f"the weights do not match this config ({getattr(model.config, 'model_type', '?')}, "
+                                            f"{getattr(model.config, 'num_hidden_layers', '?')} layers): {why}",
+                                    _WHOLE_FIX)])
+    nonfinite = [n for n, p in model.named_parameters() if not torch.isfinite(p.detach()).all()]
+    if nonfinite:
+        raise GrpokitError([Problem(name_or_path if local else where, f"the model is damaged: {len(nonfinite)} "
+                                    f"weight tensor(s) hold NaN or inf ({', '.join(nonfinite[:3])}"
+                                    f"{', ...' if len(nonfinite) > 3 else ''})",
+                                    "use another checkpoint or model folder: an earlier checkpoint of the run "
+                                    "(`grpokit doctor RUN_DIR` shows where training diverged)")])
+    return model
 
 
 # ---------------------------------------------------------------- a recipe's model, one way for every command

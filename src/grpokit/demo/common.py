@@ -143,6 +143,69 @@ def recipes_identity(recipes, overrides) -> dict:
     return {"recipes": hashlib.sha256(dumped.encode()).hexdigest()[:16], "overrides": list(overrides or [])}
 
 
+def _part_schemas() -> list[tuple[str, type]]:
+    """(key prefix, pydantic model) of each kind of part a comparison records: what its resumed use reads, strictly
+    (a number is a number, not "abc" nor "12"); extra keys are allowed."""
+    import dataclasses
+    import typing
+
+    from pydantic import BaseModel, ConfigDict, Field, create_model
+
+    from grpokit.evaluation.evaluate import EvalResult
+
+    strict = ConfigDict(strict=True, extra="allow")
+    hints = typing.get_type_hints(EvalResult)
+    eval_set = create_model("EvalSet", __config__=strict, **{
+        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                 else None) for f in dataclasses.fields(EvalResult)})
+
+    class End(BaseModel):
+        model_config = strict
+        status: str
+
+    class Training(BaseModel):
+        model_config = strict
+        seconds: float = Field(ge=0)
+        end: End
+
+    class Evaluation(BaseModel):
+        model_config = strict
+        path: str
+        sets: dict[str, eval_set]  # type: ignore[valid-type]
+        retention: eval_set | None = None  # type: ignore[valid-type]
+
+    class Mined(BaseModel):
+        model_config = strict
+        rows: int
+        solutions: int
+        right_samples: int
+        rows_solved: int
+
+    class Mining(BaseModel):
+        model_config = strict
+        mined: Mined
+        seconds: float = Field(ge=0)
+
+    return [("training ", Training), ("evaluation of ", Evaluation), ("RFT mining", Mining)]
+
+
+def _part_problem(key: str, value) -> str | None:
+    """Why a recorded part cannot be read as its kind is (a value edited by hand: `"seconds": "abc"`, a part's
+    `sets` missing): "parts['training sft'].seconds: Input should be a valid number (found 'abc')"; None."""
+    from pydantic import ValidationError
+
+    schema = next((m for prefix, m in _part_schemas() if str(key).startswith(prefix)), None)
+    if schema is None:  # another part: its `still_there` decides (by default: a JSON object, else done again)
+        return None
+    try:
+        schema.model_validate(value)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = "".join(f".{x}" for x in err["loc"])
+        return f"parts[{str(key)!r}]{field}: {err['msg']} (found {str(err.get('input'))[:60]!r})"
+    return None
+
+
 class Progress:
     """The parts of a comparison finished so far (each training, the RFT mining, each model's figures, the matched
     retention), kept in `progress.json` in its folder as each ends, so that `grpokit demo --task ... --resume` goes
@@ -183,10 +246,15 @@ class Progress:
         write_file(self.path, json.dumps({"identity": self.identity, "parts": self.parts}, indent=1),
                    within=self.path.parent, replace=True)
 
-    @staticmethod
-    def _holds(still_there, value) -> bool:
+    def _holds(self, key: str, still_there) -> bool:
+        why = _part_problem(key, self.parts[key])
+        if why is not None:  # not the shape grpokit recorded: said, file and field, and done again
+            from grpokit.run.files import note
+
+            note(f"{self.path} {why}: not what grpokit recorded for this part, so it is done again")
+            return False
         try:
-            return bool(still_there(value))
+            return bool(still_there(self.parts[key]))
         except (KeyError, TypeError, AttributeError):  # a record edited by hand into another shape: done again
             return False
 
@@ -196,7 +264,7 @@ class Progress:
         `fn()`, recorded before it is returned."""
         from grpokit.console import console
 
-        if not self._diverged and key in self.parts and self._holds(still_there, self.parts[key]):
+        if not self._diverged and key in self.parts and self._holds(key, still_there):
             self._used += 1
             self.kept.append(key)
             console.print(f"{key}: kept from the stopped comparison ({self.path.name})", markup=False)

@@ -53,6 +53,9 @@ def distinct_right(texts: list[str], passes: list[bool]) -> list[str]:
     return list(out)
 
 
+MAX_SAMPLES = 1024  # completions a row: a bound that refuses a typo (99999999 sampled for ever), past any RFT use
+
+
 def sample_solutions(model_path: str | Path | None, recipe, samples: int, rows: list[dict],
                      log=print) -> tuple[list[dict], dict]:
     """(the rows with their distinct right solutions, the counts) of `samples` completions per row of `rows` drawn
@@ -94,8 +97,10 @@ def mine_solutions(model: str | Path, out: str | Path, recipe: str | Path | None
     from grpokit.run.writer import check_target, write_rows
     from grpokit.task import Task
 
-    if samples < 1:
-        raise GrpokitError([Problem("--samples", f"must be at least 1, got {samples}", "e.g. --samples 8")])
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise GrpokitError([Problem("--samples", f"must be 1 to {MAX_SAMPLES}, got {samples}",
+                                    "e.g. --samples 8 (a row no right sample in a few hundred solves is better "
+                                    "dropped than sampled for hours)")])
     if max_rows is not None and max_rows < 1:
         raise GrpokitError([Problem("--max-rows", f"must be at least 1, got {max_rows}", "leave it out for every row")])
     source = Path(model).expanduser()
@@ -111,5 +116,12 @@ def mine_solutions(model: str | Path, out: str | Path, recipe: str | Path | None
                                     "by", "use a recipe whose rewards include one (math_correctness, code_tests, ...)")])
     rows = load_train_rows(chosen)
     kept, counts = sample_solutions(path, chosen, samples, rows[:max_rows] if max_rows else rows, log)
+    if not kept:  # an empty file would replace the user's and its `grpokit sft` next command would fail on it
+        kept_note = f"{out} was left as it was" if Path(out).exists() else "nothing was written"
+        raise GrpokitError([Problem(str(source), f"no right solution: none of {counts['rows'] * samples} samples "
+                                    f"({samples} of each of {counts['rows']} rows) scored 1.0 on the correctness "
+                                    f"reward; {kept_note}",
+                                    "sample more (--samples), from a stronger model or checkpoint, or on easier "
+                                    "rows")], exit_code=1)
     write_rows(out, kept, replace=overwrite)
     return {**counts, "out": str(out)}

@@ -59,6 +59,9 @@ TRL_BOUNDS = {
 GENERATION_BOUNDS = {"temperature": (0, None), "top_p": (0, 1), "min_p": (0, 1), "typical_p": (0, 1),
                      "repetition_penalty": (0, None), "top_k": (0, None)}
 ABOVE = frozenset({"repetition_penalty", "temperature", "top_p", "typical_p"})  # 0 is refused by transformers
+# Lengths of a completion in trl.generation_kwargs: train.max_completion_length owns it (its bound, the memory plan,
+# the truncation finding); a max_new_tokens of 99999999 here passed, then step 1 generated for ever.
+GENERATION_LENGTHS = ("max_new_tokens", "max_length")
 ATTENTION_PACKAGES = {"flash_attention_2": "is_flash_attn_2_available", "flash_attention_3": "is_flash_attn_3_available"}
 
 
@@ -263,7 +266,11 @@ def check_trl(trl: dict, train_fields: list[str]) -> Found:
             out += _out_of_bounds(loc, key, value, TRL_BOUNDS[key])
         elif key == "generation_kwargs" and isinstance(value, dict):
             for k, v in value.items():
-                if k in GENERATION_BOUNDS and (type(v) is bool or not isinstance(v, (int, float))
+                if k in GENERATION_LENGTHS:
+                    out.append(((*loc, k), "the generation length is train.max_completion_length's (it is bounded, "
+                                "and the memory plan and the truncation finding read it)",
+                                f"remove trl.generation_kwargs.{k}; set train.max_completion_length instead"))
+                elif k in GENERATION_BOUNDS and (type(v) is bool or not isinstance(v, (int, float))
                                                or (k == "top_k" and type(v) is not int)):
                     out.append(((*loc, k), f"{k} must be {'a whole number' if k == 'top_k' else 'a number'} (got "
                                 f"{v!r})", f"give trl.generation_kwargs.{k} {'a whole number' if k == 'top_k' else 'a number'}"))

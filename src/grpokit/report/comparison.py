@@ -15,7 +15,6 @@ kept of a skill it was not trained on) and minutes. Each pipeline's folder is a 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
@@ -23,6 +22,7 @@ from grpokit.evaluation import pct, rows_of
 from grpokit.report.plots import DPI, FIGSIZE, save_figure
 from grpokit.families import variant
 from grpokit.report.sections import escape, html_table
+from grpokit.run.files import parse_json
 from grpokit.run.writer import claim, write_file
 
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
@@ -109,7 +109,7 @@ def _plot(models: dict[str, dict], path: Path) -> None:
 def read_comparison(folder: Path) -> dict:
     path = folder / RESULT_FILE
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
+        result = parse_json(path.read_text(encoding="utf-8"))
         if not isinstance(result, dict) or not isinstance(result.get("models"), dict):
             raise ValueError("no `models`")
     except (OSError, ValueError) as e:

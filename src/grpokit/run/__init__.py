@@ -10,7 +10,8 @@ layout (the names of a run's files and folders), ownership (which folders a run 
 (whether a run reached its end, and which step a partial one holds).
 """
 from grpokit.run.ending import run_end
-from grpokit.run.checkpoints import RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of
+from grpokit.run.checkpoints import (RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of,
+                                     torch_state_damage)
 from grpokit.run.files import (MEMORY_KEYS, POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, PROBE_ACCURACY, PROBE_ROWS,
                                PROBE_SECONDS, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN, SAMPLER_KEYS, jsonable,
                                read_json, read_jsonl)
@@ -24,5 +25,5 @@ __all__ = ["CHECKPOINT_SPECS", "CONFIG_FILE", "EVAL_DIR", "MEMORY_KEYS", "REPORT
            "POSITIONS_COMPUTED", "POSITIONS_RATIO", "POSITIONS_TRL", "PROBE_ACCURACY", "PROBE_ROWS", "PROBE_SECONDS",
            "SAMPLER_GAP_MAX", "SAMPLER_GAP_MEAN", "SAMPLER_KEYS", "STATUSES",
            "TOOL_RESULTS_FILE", "RunDir", "RunLock", "checkpoint_damage", "describe_lineage", "disk_problem", "disk_space_guard",
-           "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "run_end", "select_steps",
+           "fail_run", "is_run_dir", "jsonable", "nonfinite_weights", "read_json", "read_jsonl", "refuse_nonfinite", "run_end", "select_steps", "torch_state_damage",
            "step_of", "writable_problem"]

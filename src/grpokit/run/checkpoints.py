@@ -2,6 +2,7 @@
 
     step_of(path)                          # checkpoint-N -> N (the one place steps are parsed)
     checkpoint_damage(ck)                  # "config.json is missing", "model.safetensors is unreadable (...)"
+    torch_state_damage(ck)                 # "optimizer.pt has no param_groups (list): ..." (resume, rollback)
     refuse_nonfinite(model, ck)            # NaN/inf weights -> GrpokitError
     with RunLock(run / ".lock"): ...       # a second writer is refused, naming the holder
     with FolderLock(run / "eval", "evaluation"): ...   # eval, export, rm: one at a time per folder, nothing written
@@ -61,9 +62,44 @@ def checkpoint_damage(ck: Path, for_resume: bool = False) -> str | None:
         why = _trainer_state_damage(state)
         if why:
             return why
-        for f in sorted([*ck.glob("*.pt"), *ck.glob("*.pth")]):  # optimizer, scheduler, rng states: torch.save zips
-            if not zipfile.is_zipfile(f):  # a cut or foreign one lacks the zip's end record
-                return f"{f.name} is truncated or not a file torch wrote"
+        return torch_state_damage(ck)
+    return None
+
+
+def torch_state_damage(ck: Path) -> str | None:
+    """Why the trainer could not restore a checkpoint's optimizer, scheduler or rng states (those present), or None:
+    checked before a resume or a rollback starts, so that neither fails on them at its first step."""
+    for f in sorted([*ck.glob("*.pt"), *ck.glob("*.pth")]):  # optimizer, scheduler, rng states: torch.save zips
+        if not zipfile.is_zipfile(f):  # a cut or foreign one lacks the zip's end record
+            return f"{f.name} is truncated or not a file torch wrote"
+        why = _torch_state_damage(f)
+        if why:
+            return why
+    return None
+
+
+def _torch_state_damage(f: Path) -> str | None:
+    """Why the Trainer could not restore `f` (optimizer.pt, scheduler.pt, rng_state*.pth): not loadable as plain
+    tensors and containers (an empty zip, a pickled object), or another state than its name says; None. Loaded as
+    transformers loads it (weights_only, numpy's rng types allowed), its tensors mapped, not read."""
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    try:
+        with safe_globals():
+            state = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # noqa: BLE001 - whatever torch says of a foreign file, the verdict is the same
+        # torch's text for a refused object suggests turning the safety check off: never repeated to a user
+        return f"{f.name} is not a state torch saved for this trainer (it does not load as plain tensors: " \
+               f"{type(e).__name__})"
+    need = ({"param_groups": list, "state": dict} if f.name == "optimizer.pt" else
+            {"last_epoch": int} if f.name == "scheduler.pt" else
+            {"python": tuple, "cpu": torch.Tensor} if f.name.startswith("rng_state") else {})
+    if need and not isinstance(state, dict):
+        return f"{f.name} holds a {type(state).__name__}, not the {f.stem} state the trainer saves"
+    for key, kind in need.items():
+        if not isinstance(state.get(key), kind):
+            return f"{f.name} has no {key} ({kind.__name__}): not the {f.stem} state the trainer saves"
     return None
 
 
@@ -89,6 +125,11 @@ def _trainer_state_damage(state: dict) -> str | None:
     unknown = sorted(set(state) - {f.name for f in fields(TrainerState)})
     if unknown:
         return f"trainer_state.json holds keys transformers does not read ({', '.join(unknown[:3])})"
+    callbacks = state.get("stateful_callbacks")  # {name: {"args", "attributes"} or a list of them}, read on resume
+    if callbacks is not None and not (isinstance(callbacks, dict) and all(
+            all(isinstance(s, dict) and isinstance(s.get("args", {}), dict) and isinstance(s.get("attributes", {}), dict)
+                for s in (v if isinstance(v, list) else [v])) for v in callbacks.values())):
+        return "trainer_state.json's stateful_callbacks is not the callbacks' states transformers wrote"
     return None
 
 

@@ -4,6 +4,11 @@ metrics grpokit itself records.
     read_jsonl(path)                   # every whole record; a cut or corrupt line is skipped with one note
     split_jsonl(path, step)            # keep records up to `step` (atomically), return the later lines
     read_json(path)                    # None for a missing or unreadable file, with a note
+    parse_json(text)                   # json.loads, a file nested past the parser's depth a ValueError too
+
+Every JSON state file grpokit reads (run.json, best.json, trainer_state.json, a metrics.jsonl line, a demo's
+progress.json, ...) is parsed by `parse_json`: a hand-made `[[[[...` 100,000 deep is refused as not valid JSON
+(named, with the note or error of its reader), never a RecursionError's traceback.
 
 JSONL files are appended one record per line while training runs, so a crash can leave half a line at the
 end: every reader goes through `read_jsonl`, which skips such lines with one note per file instead of failing.
@@ -39,6 +44,19 @@ def note(line: str) -> None:
     print(f"note: {line}", file=sys.stderr)
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than the parser goes (a hostile `[[[[...`): not valid JSON for grpokit's state files."""
+
+
+def parse_json(text: str | bytes):
+    """`json.loads`, with a document nested past the parser's recursion limit a ValueError (`TooDeep`) like any
+    other text that is not JSON: callers catch ValueError alone."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeep("nested deeper than grpokit reads (a hand-made file?)") from None
+
+
 # ---------------------------------------------------------------- crash-tolerant JSONL
 def _parse_lines(path: Path) -> tuple[list[tuple[bytes, dict]], list[int]]:
     """(raw line, record) for each whole record, and the 1-based numbers of partial or corrupt lines."""
@@ -48,7 +66,7 @@ def _parse_lines(path: Path) -> tuple[list[tuple[bytes, dict]], list[int]]:
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw.decode("utf-8"))
+            rec = parse_json(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             rec = None
         if isinstance(rec, dict):
@@ -96,7 +114,10 @@ def read_json(path: str | Path, note: Callable[[str], None] = note) -> dict | No
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
+    except TooDeep as e:
+        note(f"{path}: not valid JSON ({e}); ignored")
+        return None
     except (UnicodeDecodeError, ValueError):
         note(f"{path}: not valid JSON (cut by a crash?); ignored")
         return None

@@ -37,7 +37,7 @@ from grpokit.distributed import broadcast, is_main_process
 from grpokit.errors import GrpokitError, Problem
 from grpokit.health import Finding, HealthMonitor, best_probed, reward_weights
 from grpokit.recipe import Recipe
-from grpokit.run import RunDir, step_of
+from grpokit.run import RunDir, step_of, torch_state_damage
 from grpokit.run.writer import make_folder, move, remove
 
 
@@ -89,12 +89,17 @@ def plan_rollback(recipe: Recipe, run: RunDir, finding: Finding, plan: dict) -> 
     # the finding measured the weights themselves (the probe's best step).
     limit = finding.restore if finding.restore is not None else since - 2
     clean = [c for c in run.complete_checkpoints() if step_of(c) <= limit]
+    # A checkpoint the trainer could not resume from (an optimizer.pt or rng_state.pth of another kind: torch's
+    # refusal, which tells a user to turn its safety check off) is passed over, said in the action's line.
+    damage = {c.name: torch_state_damage(c) for c in clean}
+    passed = "".join(f"; {name} passed over: {why}" for name, why in damage.items() if why)
+    clean = [c for c in clean if not damage[c.name]]
     if finding.restore is None:
         clean, why = probe_prefers(run, clean)
     else:
         why = ""
     where = (f"restore {clean[-1].name}" if clean else "restart from the initial model") + (
-        why or ("" if clean else " (no checkpoint before the problem)"))
+        why or ("" if clean else " (no checkpoint before the problem)")) + passed
     t = recipe.train
     beta = t.beta * 2 if t.beta > 0 else recipe.health.rollback_min_beta
     plan.update(checkpoint=clean[-1].name if clean else None, step=step_of(clean[-1]) if clean else 0,

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.recipe import SelectionConfig
+from grpokit.run.files import note, parse_json
 from grpokit.run.writer import write_file
 
 BANDS = ("unseen", "never_solved", "mixed", "always_solved")
@@ -206,7 +207,13 @@ class Selector:
         path = Path(folder) / STATE_FILE
         if not path.is_file():
             return False
-        state = json.loads(path.read_text())
+        try:
+            state = parse_json(path.read_bytes().decode("utf-8"))
+            if not isinstance(state, dict):
+                raise ValueError("not a JSON object")
+        except (UnicodeDecodeError, ValueError) as e:  # a hand-made or cut file: the estimates start over, said
+            note(f"{path}: not the estimates grpokit saved ({str(e)[:80]}); the prompt estimates start over")
+            return False
         self.rates.load(state)
         self.best_total, self.worst_total = state.get("best_total"), state.get("worst_total")
         return True
