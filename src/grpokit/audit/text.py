@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpokit.families import AnswerLines
+from grpokit.families.answer_lines import HonestLayout
 from grpokit.families.base import Trick, registrar
 from grpokit.rewards import parse_gold
 
@@ -38,7 +39,7 @@ _FILLER = (
 
 
 @dataclass(frozen=True)
-class TextRow:
+class TextRow(HonestLayout):
     """One training row prepared for the text tricks: its gold and two wrong candidates from other rows."""
 
     row: dict
@@ -48,14 +49,6 @@ class TextRow:
     reasoning: str
     think: bool
     prompt: Any = None
-
-    def answer(self, value: str) -> str:
-        return f"{self.marker} {value}"
-
-    def honest(self, value: str) -> str:
-        if self.think:
-            return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
-        return f"{self.reasoning}\n{self.answer(value)}"
 
     def wrong(self) -> str:
         return self.others[0]

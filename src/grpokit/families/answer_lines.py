@@ -29,8 +29,26 @@ _FILLER_EN = (
 _FILLER_ZH = ("首先，把题目中给出的数量和要求的结果分别列出来。", "然后一步一步地计算，每一步都检查中间结果是否正确。")
 
 
+class HonestLayout:
+    """An answer as the recipe lays it out: the marker and the value (`answer`), after honest reasoning, in a
+    `<think>` block where the recipe wants one (`honest`). Needs `marker`, `reasoning` and `think`; the text audit
+    (grpokit.audit.text) lays its answers out the same way."""
+
+    marker: str
+    reasoning: str
+    think: bool
+
+    def answer(self, value: str) -> str:
+        return f"{self.marker} {value}"
+
+    def honest(self, value: str) -> str:
+        if self.think:
+            return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
+        return f"{self.reasoning}\n{self.answer(value)}"
+
+
 @dataclass(frozen=True)
-class AuditRow:
+class AuditRow(HonestLayout):
     """What the tricks are built from: one training row, prepared."""
 
     row: dict
@@ -42,14 +60,6 @@ class AuditRow:
     think: bool  # the recipe wants a <think> block
     prompt: Any = None  # the prompt training gives this row (text or chat messages); None when not known
     markers: tuple[str, ...] = ()  # the recipe's answer markers (finding the prompt's own example answer)
-
-    def answer(self, value: str) -> str:
-        return f"{self.marker} {value}"
-
-    def honest(self, value: str) -> str:
-        if self.think:
-            return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
-        return f"{self.reasoning}\n{self.answer(value)}"
 
     def wrong(self) -> str:
         """The honest wrong answer's value: the gold + 1."""
