@@ -71,7 +71,9 @@ class Points:
             raise FAULTS[self.fault](path)
 
 
-_TEMPORARY = re.compile(r"\.\d+-[A-Za-z0-9_]{8}\.tmp$")  # `.NAME.PID-` + mkstemp's random part (grpokit.run.temporaries)
+# `.NAME.PID-` + mkstemp's random part (grpokit.run.temporaries): a temporary file's, or a staging folder's (an
+# export's) in the middle of a path
+_TEMPORARY = re.compile(r"\.\d+-[A-Za-z0-9_]{8}\.tmp(?=/|$)")
 
 
 def same_point(a: tuple[str, str], b: tuple[str, str]) -> bool:

@@ -34,7 +34,8 @@ EXAMPLES = {"reward": "tests/test_exact_word.py", "task family": "tests/test_wor
             "health detector": "tests/test_grad_norm_spike.py", "generation backend": "tests/test_one_by_one.py",
             "demo": "tests/test_arithmetic_quick.py"}
 # What the copy holds: what the suite reads (the code, its tests, the docs and recipes they check, the config).
-COPIED = ("src", "tests", "docs", "recipes", "scripts", "benchmarks", ".ci", "pyproject.toml", "mkdocs.yml", "README.md")
+COPIED = ("src", "tests", "docs", "recipes", "scripts", "benchmarks", ".ci", "pyproject.toml", "mkdocs.yml", "README.md",
+          "LICENSE")
 
 
 def blocks() -> list[tuple[str, str]]:

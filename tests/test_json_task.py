@@ -207,7 +207,7 @@ def test_the_shipped_recipe_is_the_demos_and_reads_its_bundled_rows():
     from grpokit.recipe import load_recipe
 
     recipe = load_recipe(DEMO_RECIPE)
-    assert DEMO_RECIPE == REPO / "recipes" / "smollm2-json-extraction.yaml"
+    assert DEMO_RECIPE.resolve() == (REPO / "recipes" / "smollm2-json-extraction.yaml").resolve()  # the package's
     assert [r.name for r in recipe.rewards][:1] == ["json_fields"]  # the primary metric: field accuracy
     train, held, notes = Task.from_recipe(recipe).rows()
     assert (len(train), len(held), notes) == (1000, 100, [])

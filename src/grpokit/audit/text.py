@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpokit.families import AnswerLines
-from grpokit.families.answer_lines import HonestLayout
-from grpokit.families.base import Trick, registrar
+from grpokit.families.base import HonestLayout, Trick, registrar
 from grpokit.rewards import parse_gold
 
 _PADDING_CHARS = 100_000  # as the answer-line audit's long_padding: also exercises each reward's time bound

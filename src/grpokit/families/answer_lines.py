@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
-from grpokit.families.base import AnswerLines, Trick, registrar
+from grpokit.families.base import AnswerLines, HonestLayout, Trick, registrar
 from grpokit.rewards import extract_final_answer, parse_gold, parse_number, worked_example
 
 _PADDING_CHARS = 100_000  # the issue's "very long" case; also exercises each reward's time bound
@@ -27,24 +27,6 @@ _FILLER_EN = (
     "Then I combine them step by step, checking each intermediate result.",
 )
 _FILLER_ZH = ("首先，把题目中给出的数量和要求的结果分别列出来。", "然后一步一步地计算，每一步都检查中间结果是否正确。")
-
-
-class HonestLayout:
-    """An answer as the recipe lays it out: the marker and the value (`answer`), after honest reasoning, in a
-    `<think>` block where the recipe wants one (`honest`). Needs `marker`, `reasoning` and `think`; the text audit
-    (grpokit.audit.text) lays its answers out the same way."""
-
-    marker: str
-    reasoning: str
-    think: bool
-
-    def answer(self, value: str) -> str:
-        return f"{self.marker} {value}"
-
-    def honest(self, value: str) -> str:
-        if self.think:
-            return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
-        return f"{self.reasoning}\n{self.answer(value)}"
 
 
 @dataclass(frozen=True)

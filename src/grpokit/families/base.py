@@ -195,3 +195,21 @@ class Family:
     # (math's two-step problems: their operands, read from the question); ValueError naming the first row it cannot
     # work out. The composition demo's worked-SFT arm (grpokit.demo.composition) trains on it.
     worked_rows: Callable[[list[dict]], list[dict]] | None = None
+
+
+class HonestLayout:
+    """An answer as the recipe lays it out: the marker and the value (`answer`), after honest reasoning, in a
+    `<think>` block where the recipe wants one (`honest`). Needs `marker`, `reasoning` and `think`: the answer-line
+    audit's rows (grpokit.families.answer_lines.AuditRow) and the text audit's (grpokit.audit.text.TextRow)."""
+
+    marker: str
+    reasoning: str
+    think: bool
+
+    def answer(self, value: str) -> str:
+        return f"{self.marker} {value}"
+
+    def honest(self, value: str) -> str:
+        if self.think:
+            return f"<think>\n{self.reasoning}\n</think>\n{self.answer(value)}"
+        return f"{self.reasoning}\n{self.answer(value)}"
