@@ -74,7 +74,9 @@ def copy(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("extended")
     for name in COPIED:
         source = REPO / name
-        if source.is_dir():
+        if source.is_symlink():  # recipes/ links to the package's recipes: a link in the copy too
+            (root / name).symlink_to(os.readlink(source))
+        elif source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy(source, root / name)
