@@ -16,7 +16,7 @@ commands before (a run, its eval/results.json, its report) are hashed first and 
 whole, never deleted nor cut.
 
 Points are the calls that put bytes or names on disk through grpokit.run.writer (the file handles it gives out,
-os.write, os.replace, os.rename, os.fsync) and the run lock's write (grpokit.run.checkpoints), seen by putting a
+os.write, os.replace, os.rename, os.fsync) and the run lock's write (grpokit.run.locks), seen by putting a
 counting `os` in those two modules for the time of one command. Not covered: writes libraries make into folders
 grpokit made for them (transformers' save_pretrained, torch.save); a fault inside the recovery itself.
 """
@@ -142,14 +142,14 @@ class _Os:
 @contextlib.contextmanager
 def counted(points: Points):
     """The writer (and the run lock) doing their I/O through `points` while the block runs."""
-    from grpokit.run import checkpoints, writer
+    from grpokit.run import locks, writer
 
-    saved = writer.os, checkpoints.os
-    writer.os = checkpoints.os = _Os(points)
+    saved = writer.os, locks.os
+    writer.os = locks.os = _Os(points)
     try:
         yield points
     finally:
-        writer.os, checkpoints.os = saved
+        writer.os, locks.os = saved
 
 
 # ---------------------------------------------------------------- the pipeline

@@ -394,7 +394,7 @@ def grpokit_run(folder: Path, kind: str = "run") -> Path:
     hand writes it, as training does when it creates the folder; eval, report and export write only into such."""
     from grpokit.run.layout import own_entries
     from grpokit.run.record import new_record
-    from grpokit.run.writer import write_record
+    from grpokit.run.claims import write_record
 
     folder.mkdir(parents=True, exist_ok=True)
     write_record(folder, new_record(kind, own_entries(), lock_token="test"))

@@ -8,7 +8,7 @@ consistent view (issue 53). One command runs in a process of its own, the other 
 | report + report | the second is refused at once, naming the first's PID (FolderLock on the report folder) |
 | eval + train --overwrite | refused before any model loads (the overwrite takes eval/'s lock); a replaced run gets no results |
 | eval + a health rollback | the rollback is refused before it changes anything |
-| eval + eval | the second is refused at once, naming the first's PID (grpokit.run.checkpoints.FolderLock on eval/) |
+| eval + eval | the second is refused at once, naming the first's PID (grpokit.run.locks.FolderLock on eval/) |
 | export + eval | separate folders of the run (export/, eval/): both complete |
 | rm train + rm train / rm eval | one writer per reward model folder: refused naming the PID, then rm eval works |
 """
@@ -238,7 +238,7 @@ def test_an_evaluation_never_writes_into_the_run_that_replaced_its_run(trained, 
     # run's, so they are not written, and it says why.
     from grpokit.run.layout import own_entries
     from grpokit.run.record import new_record
-    from grpokit.run.writer import write_record
+    from grpokit.run.claims import write_record
 
     run = _copy(trained, tmp_path)
     evaluating = _started(["eval", str(run), *QUICK], "evaluating now", EVALUATING)

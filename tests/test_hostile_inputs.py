@@ -167,7 +167,7 @@ def test_a_lock_that_is_not_a_lock_file(tmp_path, case, make, refused, noted):
     from grpokit.errors import GrpokitError
     from grpokit.run import RunDir
     from grpokit.run.record import new_record
-    from grpokit.run.writer import write_record
+    from grpokit.run.claims import write_record
 
     thesis = tmp_path / "thesis.txt"
     thesis.write_text("years of work")

@@ -37,7 +37,7 @@ ALLOWED = [
     ("training/rollback.py", "os.link(f, tmp / f.name)", "reference.tmp/, a folder set_reference just made"),
     ("training/rollback.py", "shutil.copy2(f, tmp / f.name)", "reference.tmp/, a folder set_reference just made"),
     ("run/ownership.py", "os.unlink(name)", "writable_problem's probe: a mkstemp file of its own"),
-    ("run/checkpoints.py", "os.unlink(self.path)", "the run's lock file, created by this process with O_EXCL"),
+    ("run/locks.py", "os.unlink(self.path)", "the run's lock file, created by this process with O_EXCL"),
     ("run/temporaries.py", "path.unlink()", "the writer's own temporary file, left by a process that is gone"),
     ("run/temporaries.py", "shutil.rmtree(path", "a staging folder of the writer's, left by a process that is gone"),
     ("report/plots.py", "fig.savefig(png", "a plot drawn into memory; write_file puts it in place"),

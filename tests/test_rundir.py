@@ -16,7 +16,8 @@ import pytest
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.run.checkpoints import COMPLETE_MARKER, RunLock, checkpoint_damage, nonfinite_weights, step_of
+from grpokit.run.checkpoints import COMPLETE_MARKER, checkpoint_damage, nonfinite_weights, step_of
+from grpokit.run.locks import RunLock
 from grpokit.run.files import read_jsonl, split_jsonl
 from grpokit.run.rundir import RunDir
 from grpokit.run.steps import select_steps
@@ -194,7 +195,7 @@ def test_nonfinite_weights_are_found(tiny_model_dir):
 # ---------------------------------------------------------------- the lock
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     from grpokit.run.record import new_record
-    from grpokit.run.writer import write_record
+    from grpokit.run.claims import write_record
 
     write_record(tmp_path, new_record("run", {}, lock_token="t0"))  # a run's record: its lock token proves its lock
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
@@ -234,7 +235,7 @@ def test_the_lock_is_per_open_file_so_one_process_cannot_write_twice(tmp_path):
 
 def _recorded_run(folder: Path, token: str = "t0") -> Path:
     from grpokit.run.record import new_record
-    from grpokit.run.writer import write_record
+    from grpokit.run.claims import write_record
 
     write_record(folder, new_record("run", {}, lock_token=token))
     return folder
@@ -259,7 +260,7 @@ def test_a_lock_error_that_is_not_a_holder_names_the_file_system(tmp_path, monke
     # issue 67: every flock error read "another grpokit process is writing here"; NFS answers ENOLCK (no lock
     # service) or EBADF, and no local file system here does, so flock itself is made to answer so (the one stand-in)
 
-    from grpokit.run import checkpoints
+    from grpokit.run import locks
 
     _recorded_run(tmp_path)
     if which == "stale run lock":  # a killed run's lock: opened, then locked without blocking
@@ -268,10 +269,10 @@ def test_a_lock_error_that_is_not_a_holder_names_the_file_system(tmp_path, monke
     def flock(fd, op):
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(checkpoints.fcntl, "flock", flock)
+    monkeypatch.setattr(locks.fcntl, "flock", flock)
     with pytest.raises(GrpokitError) as e:
         if which == "folder lock":
-            checkpoints.FolderLock(tmp_path, "evaluation").acquire()
+            locks.FolderLock(tmp_path, "evaluation").acquire()
         else:
             RunDir(tmp_path).lock(note=pytest.fail).acquire()
     text = str(e.value)
@@ -285,7 +286,7 @@ def test_a_lock_released_while_it_is_looked_at_is_taken(tmp_path, monkeypatch):
     # before finds it locked. The file is gone by then: the writer looks again and takes a new lock, not "in use".
     import fcntl
 
-    from grpokit.run import checkpoints
+    from grpokit.run import locks
 
     _recorded_run(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpokit.run import RunDir\n"
@@ -301,7 +302,7 @@ def test_a_lock_released_while_it_is_looked_at_is_taken(tmp_path, monkeypatch):
                 (tmp_path / ".lock").unlink()
             return real(fd, op)
 
-        monkeypatch.setattr(checkpoints.fcntl, "flock", flock)
+        monkeypatch.setattr(locks.fcntl, "flock", flock)
         lock = RunDir(tmp_path).lock(note=pytest.fail).acquire()
         assert json.loads((tmp_path / ".lock").read_text())["pid"] == os.getpid()
         lock.release()

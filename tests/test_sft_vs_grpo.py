@@ -255,7 +255,8 @@ def test_sampled_pass_at_1_is_a_column_and_a_paired_share_in_the_verdict():
 
 
 def test_a_damaged_comparison_file_is_named_with_its_fix_not_a_traceback(tmp_path, capsys):
-    from grpokit.run.writer import claim, write_file
+    from grpokit.run.writer import write_file
+    from grpokit.run.claims import claim
 
     folder = tmp_path / "cmp"
     claim(folder, "comparison", {RESULT_FILE: "file"}, "a new folder")

@@ -78,7 +78,7 @@ def claim_comparison(output_dir: str, keep: list[str], identity: dict, resume: b
     name of `runs` (each new or an earlier demo run) and `files` of its own beside comparison.json, the page and the
     progress record; with that record (`Progress`: `resume` goes on with the one there, refused unless it was
     written with the same recipes and --set, `identity`). `again`: the command that runs this comparison."""
-    from grpokit.run.writer import claim
+    from grpokit.run.claims import claim
 
     if not str(output_dir).strip():
         raise GrpokitError([Problem("--output-dir", "is empty (it would mean the current folder)",

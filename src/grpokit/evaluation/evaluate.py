@@ -73,7 +73,7 @@ from grpokit.recipe import load_recipe, load_run_recipe, validate_raw
 from grpokit.rewards import DEFAULT_REWARDS
 from grpokit.run import PROBE_ACCURACY, PROBE_ROWS, PROBE_SECONDS, RunDir, refuse_nonfinite, select_steps
 from grpokit.task import Task, reward_roles
-from grpokit.run.checkpoints import FolderLock
+from grpokit.run.locks import FolderLock
 from grpokit.run.record import read_record
 from grpokit.run.writer import make_folder
 from grpokit.templates import PromptTemplate

@@ -30,7 +30,8 @@ from grpokit.evaluation.metrics import choose_best
 from grpokit.evaluation.preference import against_base
 from grpokit.run import EVAL_DIR, TOOL_RESULTS_FILE, RunDir, read_json, run_end
 from grpokit.run.ownership import refuse_unproven_run, writable_problem
-from grpokit.run.writer import check_target, claim, refuse_claim, write_file
+from grpokit.run.writer import check_target, write_file
+from grpokit.run.claims import claim, refuse_claim
 from grpokit.task import Task
 
 PARTIAL_SUFFIX = "-partial"  # results.json -> results-partial.json: a narrower comparison's own file

@@ -84,10 +84,10 @@ from grpokit.recipe import load_run_recipe
 from grpokit.run import RunDir, refuse_nonfinite, writable_problem
 from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import RECORD_FILE, read_record
-from grpokit.run.checkpoints import FolderLock
+from grpokit.run.locks import FolderLock
 from grpokit.run.temporaries import contents
-from grpokit.run.writer import (check_folder, claim, install, refuse_claim, remove, remove_made, staging_folder,
-                                write_file)
+from grpokit.run.writer import check_folder, remove, remove_made, staging_folder, write_file
+from grpokit.run.claims import claim, install, refuse_claim
 from grpokit.task import template_of
 from grpokit.templates import PLAIN_TEMPLATES, PromptTemplate
 
@@ -273,7 +273,7 @@ def _out_entries(to: str, quant: str) -> dict[str, str]:
 
 def _open_out(out: Path, entries: dict[str, str]) -> bool:
     """Create the export folder and its record (True: created here). Refused, with nothing written
-    (grpokit.run.writer.claim): a file or a link, an unwritable place, a folder with content but no export record of
+    (grpokit.run.claims.claim): a file or a link, an unwritable place, a folder with content but no export record of
     grpokit's (a `grpokit.json` proves nothing), and, in an earlier export, a name this export writes that grpokit
     did not (a link at hf/, a user's file)."""
     fix = "pass --out a new folder (or an earlier export's), or leave --out out for RUN_DIR/export/checkpoint-N"

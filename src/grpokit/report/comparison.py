@@ -23,7 +23,8 @@ from grpokit.report.plots import DPI, FIGSIZE, save_figure
 from grpokit.families import variant
 from grpokit.report.sections import escape, html_table
 from grpokit.run.files import parse_json
-from grpokit.run.writer import claim, write_file
+from grpokit.run.writer import write_file
+from grpokit.run.claims import claim
 
 RESULT_FILE = "comparison.json"  # every figure of a comparison, in its folder
 PAGE, PLOT = "report.html", "scores.png"

@@ -40,10 +40,11 @@ from grpokit.report.sections import (curves_section, demo_section, escape, eval_
 from grpokit.report.tools import tools_section
 from grpokit.rewards import reward_title
 from grpokit.run import RunDir, describe_lineage, read_json, run_end, writable_problem
-from grpokit.run.checkpoints import FolderLock
+from grpokit.run.locks import FolderLock
 from grpokit.run.ownership import refuse_unproven_run
 from grpokit.run.record import new_record, read_record, refuse_foreign
-from grpokit.run.writer import claim, make_folder, write_file, write_record
+from grpokit.run.writer import make_folder, write_file
+from grpokit.run.claims import claim, write_record
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 1em; color: #222; }

@@ -32,9 +32,9 @@ from grpokit.rewards import DEFAULT_MAX_LENGTH, RM_FILE, RewardModelScorer, read
 from grpokit.rm.rankings import pairs, read_rankings, split_prompts
 from grpokit.run.ownership import refuse_unproven
 from grpokit.run.reads import command, reading
-from grpokit.run.checkpoints import FolderLock
-from grpokit.run.writer import (check_target, install, make_folder, refuse_claim, remove_made, staging_folder,
-                                write_file, write_rows)
+from grpokit.run.locks import FolderLock
+from grpokit.run.writer import check_target, make_folder, remove_made, staging_folder, write_file, write_rows
+from grpokit.run.claims import install, refuse_claim
 from grpokit.task import template_of
 
 

@@ -4,14 +4,15 @@
     run.read_metrics(); run.complete_checkpoints(); run.resolve_checkpoint("best")
 
 rundir (RunDir: paths, config/run files, checkpoints, eval results), files (crash-tolerant JSON/JSONL,
-metric names), checkpoints (names, damage checks, the writer lock, FolderLock), temporaries (the writer's temporary
+metric names), checkpoints (names, damage checks), locks (the writer lock, FolderLock), writer (the one writer), claims
+(folders by their record), temporaries (the writer's temporary
 files, a killed writer's swept), safety (disk space, recording a failure),
 layout (the names of a run's files and folders), ownership (which folders a run may use, and what --overwrite may delete: grpokit's own files only), ending
 (whether a run reached its end, and which step a partial one holds).
 """
 from grpokit.run.ending import run_end
-from grpokit.run.checkpoints import (RunLock, checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of,
-                                     torch_state_damage)
+from grpokit.run.checkpoints import checkpoint_damage, nonfinite_weights, refuse_nonfinite, step_of, torch_state_damage
+from grpokit.run.locks import RunLock
 from grpokit.run.files import (MEMORY_KEYS, POSITIONS_COMPUTED, POSITIONS_RATIO, POSITIONS_TRL, PROBE_ACCURACY, PROBE_ROWS,
                                PROBE_SECONDS, SAMPLER_CLIPPED, SAMPLER_GAP_MAX, SAMPLER_GAP_MEAN, SAMPLER_KEYS, jsonable,
                                read_json, read_jsonl)

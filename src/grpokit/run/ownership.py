@@ -32,7 +32,7 @@ from grpokit.run import layout
 from grpokit.run.layout import LOCK_FILE
 from grpokit.run.record import RECORD_FILE, read_record, record_problem
 from grpokit.run.temporaries import contents
-from grpokit.run.writer import remove_entries
+from grpokit.run.claims import remove_entries
 
 _MAX_CONFIG_BYTES = 1 << 20  # a run's config.yaml is a few KB; a larger one is not grpokit's (and not worth parsing)
 _NEW_DIR_FIX = "pick a new --output-dir (a folder that does not exist yet, or an earlier grpokit run directory)"

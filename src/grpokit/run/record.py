@@ -6,7 +6,7 @@
 
 A folder is a grpokit run, demo, export, report, evaluation or reward model only by its record, `RECORD_FILE`
 (one JSON object: `kind`, `id`, `entries` as name -> "file" | "dir", and for a run the `lock_token` that proves
-its lock file), written by grpokit (grpokit.run.writer.claim) when it creates or claims the folder and before it
+its lock file), written by grpokit (grpokit.run.claims.claim) when it creates or claims the folder and before it
 writes any entry the record names. Nothing is guessed from the names of the files in a folder. An entry is a
 plain name (no separator, no `..`, not absolute; for a run or demo one of the layout's, `own_entries()`): a
 record naming anything else is not one of grpokit's, and its folder is refused. An entry whose kind on disk is

@@ -15,7 +15,7 @@ reference, grpokit.training.rollback), and `set-aside/` (checkpoints a resume or
 moved there, never deleted).
 
 Files are read through grpokit.run.files (crash-tolerant JSONL: a line cut by a crash is skipped with one
-note); checkpoint names, damage checks and the lock are grpokit.run.checkpoints.
+note); checkpoint names and damage checks are grpokit.run.checkpoints, the locks grpokit.run.locks.
 
 Not covered: what the records mean (training, health, evaluation, report).
 """
@@ -32,7 +32,8 @@ from typing import Callable
 
 from grpokit.distributed import is_main_process
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, FolderLock, RunLock, checkpoint_damage, damaged, step_of
+from grpokit.run.checkpoints import CHECKPOINT_PREFIX, COMPLETE_MARKER, checkpoint_damage, damaged, step_of
+from grpokit.run.locks import FolderLock, RunLock
 from grpokit.run.files import note, read_json, read_jsonl, split_jsonl
 from grpokit.run.files import note as files_note
 from grpokit.run.layout import (BEST_FILE, CHECKPOINTS_DIR, CONFIG_FILE, DEMO_FILE, EVAL_DIR, EXPORT_DIR, HEALTH_FILE,
@@ -42,8 +43,8 @@ from grpokit.run.layout import own_entries
 from grpokit.run.ownership import _NEW_DIR_FIX, RUN_KINDS, clear_run, refuse_output_dir
 from grpokit.run.record import RECORD_FILE, new_record, read_record, record_problem, refuse_foreign
 from grpokit.run.temporaries import sweep
-from grpokit.run.writer import (append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file,
-                                write_record)
+from grpokit.run.writer import append_file, make_folder, move, remove, remove_made, rewrite_in_place, write_file
+from grpokit.run.claims import write_record
 
 _SAID: set[tuple[str, int, int]] = set()  # (file, mtime, size) of a damaged best.json already said in this process
 

@@ -9,7 +9,7 @@ Every failure while training ends in `fail_run`, so run.json never says
 (the traceback goes to run.json for a bug report, not to the terminal).
 
 Not covered: Ctrl-C / SIGTERM (grpokit.training.callbacks.GracefulStop saves and stops cleanly); damaged
-checkpoints and the writer lock (grpokit.run.checkpoints).
+checkpoints (grpokit.run.checkpoints) and the writer lock (grpokit.run.locks).
 """
 from __future__ import annotations
 

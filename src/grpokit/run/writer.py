@@ -8,8 +8,7 @@
     check_folder(path, within=run.path)                # ... and a folder checked so, before anything is made
     check_library_target(path, within=run.path)        # where a library (TRL, transformers) is about to write
     remove(path)                                       # a file, or a folder with all it holds, never a link's target
-    claim(folder, "report", entries, fix)              # a folder by proof: its record (grpokit.run.record) first
-    install(staging, folder, "rm", fix)                # what a library saved elsewhere, moved in name by name
+    move(src, dest, within=run.path)                   # a file or folder of grpokit's to a new name, never over one
     with staging_folder(target) as tmp: ...            # where a library saves, beside its target; swept if killed
     rewrite_in_place(run.run_json, text, within=...)   # a full disk only: run.json over its own blocks
 
@@ -33,7 +32,8 @@ write, rename and fsync of a pipeline in turn, and kills it at each.
 Files libraries write into a run folder by name (TRL's model card in checkpoints/, transformers'
 checkpoint-N/) are checked by `check_library_target` just before the library writes (grpokit.training.trainer),
 or the library writes into a staging folder of grpokit's own (`staging_folder`), moved in by `install` or `move`
-(an export, a reward model, the model cache).
+(an export, a reward model, the model cache). Folders claimed by their record (`claim`, `install`):
+grpokit.run.claims.
 
 Not covered: another process that puts a link at the name between the check and the rename (the rename replaces
 the name itself, so that link is replaced, never followed), or into a library's folder while the library writes; a temporary left by a process on
@@ -50,15 +50,15 @@ from pathlib import Path
 
 from grpokit.errors import GrpokitError, Problem
 from grpokit.run.reads import read_by_this_command
-from grpokit.run.record import RECORD_FILE, describe, foreign, kind_on_disk, new_record, read_record, record_problem
-from grpokit.run.temporaries import contents, sweep, temporary_prefix
+from grpokit.run.record import RECORD_FILE, read_record
+from grpokit.run.temporaries import sweep, temporary_prefix
 
 _NEW_NAME_FIX = "name a new file for the output (one that is not a link and that this command does not read)"
 _EXISTS_FIX = "name a new file, or pass --overwrite to replace it"
 
 
 # ---------------------------------------------------------------- the checks
-def _refused(path, what: str, fix: str) -> GrpokitError:
+def refused(path, what: str, fix: str) -> GrpokitError:
     return GrpokitError([Problem(str(path), what, fix)], title="nothing was written")
 
 
@@ -97,7 +97,7 @@ def _inside(path: Path, within: str | Path, fix: str) -> tuple[Path, Path]:
     for base in (w_abs, w_real):
         if path == base or base in path.parents:
             return w_real, w_real / path.relative_to(base)
-    raise _refused(path, f"is outside {w_abs}, the folder grpokit made for it", fix)
+    raise refused(path, f"is outside {w_abs}, the folder grpokit made for it", fix)
 
 
 def _check_folders(path: Path, within: Path, fix: str) -> None:
@@ -110,10 +110,10 @@ def _check_folders(path: Path, within: Path, fix: str) -> None:
         except FileNotFoundError:
             return
         if stat.S_ISLNK(st.st_mode):
-            raise _refused(here, "is a symbolic link where grpokit made a folder: nothing is written through it",
+            raise refused(here, "is a symbolic link where grpokit made a folder: nothing is written through it",
                            f"move it out of {within} (it is not grpokit's), then run the command again")
         if not stat.S_ISDIR(st.st_mode):
-            raise _refused(here, "is a file where grpokit writes a folder",
+            raise refused(here, "is a file where grpokit writes a folder",
                            f"move it out of {within} (it is not grpokit's), then run the command again")
 
 
@@ -131,7 +131,7 @@ def check_target(path: str | Path, *, replace: bool = False, within: str | Path 
     Nothing is created or changed."""
     raw = str(path)
     if not raw.strip():
-        raise _refused("''", "an empty path (it would mean the current folder)", fix)
+        raise refused("''", "an empty path (it would mean the current folder)", fix)
     path = Path(os.path.abspath(os.path.expanduser(raw)))
     if within is not None:
         folder, path = _inside(path, within, fix)
@@ -141,28 +141,28 @@ def check_target(path: str | Path, *, replace: bool = False, within: str | Path 
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise _refused(path, f"cannot be looked at: {e.strerror or e}", fix) from None
+        raise refused(path, f"cannot be looked at: {e.strerror or e}", fix) from None
     if st is not None:
         why = _kind(st)
         if why:
-            raise _refused(path, why, fix)
+            raise refused(path, why, fix)
     source = read_by_this_command(path)
     if source is not None:
         same = "" if source == path else f" ({source})"
-        raise _refused(path, f"is a file this command reads{same}: writing it would replace its own input", fix)
+        raise refused(path, f"is a file this command reads{same}: writing it would replace its own input", fix)
     if within is None:
         owner = _owner(path)
         if owner is not None:
             folder, entry, record = owner
-            raise _refused(path, f"is inside {folder}, a grpokit {record['kind']} folder ({entry} is grpokit's, "
+            raise refused(path, f"is inside {folder}, a grpokit {record['kind']} folder ({entry} is grpokit's, "
                                  f"by its {RECORD_FILE}): its files are written by grpokit alone", fix)
         parent = path.parent
         while not parent.exists() and parent.parent != parent:
             parent = parent.parent
         if not parent.is_dir():
-            raise _refused(path, f"{parent} is not a folder", fix)
+            raise refused(path, f"{parent} is not a folder", fix)
     if st is not None and not replace:
-        raise _refused(path, "already exists: grpokit replaces a file only when told to",
+        raise refused(path, "already exists: grpokit replaces a file only when told to",
                        _EXISTS_FIX if fix == _NEW_NAME_FIX else fix)
     return path
 
@@ -182,13 +182,13 @@ def check_library_target(path: str | Path, *, within: str | Path, fix: str | Non
     if not stat.S_ISDIR(st.st_mode):
         why = _kind(st)
         if why:
-            raise _refused(path, why, fix)
+            raise refused(path, why, fix)
         return path
     for top, dirs, files in os.walk(path):  # never follows a link: each is refused by name
         for name in dirs + files:
             why = _kind(os.lstat(os.path.join(top, name)))
             if why and why != "is a folder":
-                raise _refused(os.path.join(top, name), why, fix)
+                raise refused(os.path.join(top, name), why, fix)
     return path
 
 
@@ -208,7 +208,7 @@ def make_folder(path: str | Path, *, within: str | Path | None = None) -> Path:
     try:
         os.makedirs(path, exist_ok=True)
     except FileExistsError:
-        raise _refused(path, "is a file, not a folder", "name a folder, or move that file away") from None
+        raise refused(path, "is a file, not a folder", "name a folder, or move that file away") from None
     return path
 
 
@@ -268,12 +268,12 @@ def append_file(path: str | Path, *, within: str | Path | None = None):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError:
         if os.path.islink(path):
-            raise _refused(path, _kind(os.lstat(path)), f"move it out of {path.parent} (it is not grpokit's)") from None
+            raise refused(path, _kind(os.lstat(path)), f"move it out of {path.parent} (it is not grpokit's)") from None
         raise
     try:
         why = _kind(os.fstat(fd))
         if why:
-            raise _refused(path, why, f"move it out of {path.parent} (it is not grpokit's)")
+            raise refused(path, why, f"move it out of {path.parent} (it is not grpokit's)")
     except BaseException:
         os.close(fd)
         raise
@@ -292,7 +292,7 @@ def rewrite_in_place(path: str | Path, data: str, *, within: str | Path) -> None
     try:
         why = _kind(os.fstat(fd))
         if why:
-            raise _refused(path, why, f"move it out of {path.parent} (it is not grpokit's)")
+            raise refused(path, why, f"move it out of {path.parent} (it is not grpokit's)")
         os.ftruncate(fd, 0)
         os.write(fd, data.encode("utf-8"))
         os.fsync(fd)
@@ -309,7 +309,7 @@ def remove(path: str | Path) -> bool:
     except FileNotFoundError:
         return False
     if stat.S_ISLNK(st.st_mode):
-        raise _refused(path, "is a symbolic link: grpokit removes only what it made", f"move it out of {path.parent}")
+        raise refused(path, "is a symbolic link: grpokit removes only what it made", f"move it out of {path.parent}")
     if stat.S_ISDIR(st.st_mode):
         shutil.rmtree(path)  # rmtree removes links inside a folder, never what they point at
     else:
@@ -344,82 +344,7 @@ def move(src: str | Path, dest: str | Path, *, within: str | Path) -> Path:
     """Move a file or folder of grpokit's to a new name in a folder of its own (never over anything)."""
     dest = Path(dest)
     if os.path.lexists(dest):
-        raise _refused(dest, "already exists", "move it away, then run the command again")
+        raise refused(dest, "already exists", "move it away, then run the command again")
     make_folder(dest.parent, within=within)
     os.rename(src, dest)
     return dest
-
-
-# ---------------------------------------------------------------- folders by proof
-def write_record(folder: str | Path, record: dict) -> None:
-    import json
-
-    write_file(Path(folder) / RECORD_FILE, json.dumps(record, indent=1), within=folder)
-
-
-def refuse_claim(folder: str | Path, kind: str, entries: dict[str, str], fix: str) -> dict | None:
-    """What `claim` refuses, checked without writing anything (before any model loads); the folder's record (None:
-    a new or empty folder)."""
-    folder = Path(os.path.abspath(folder))
-    if os.path.islink(folder) or (folder.exists() and not folder.is_dir()):
-        raise _refused(folder, "is not a folder grpokit made (a symbolic link or a file)", fix)
-    if read_by_this_command(folder) is not None:
-        raise _refused(folder, "is a file this command reads", fix)
-    record = read_record(folder) if folder.is_dir() else None
-    if record is not None and record["kind"] != kind:
-        raise _refused(folder, f"is a grpokit {record['kind']} folder (its {RECORD_FILE} says so), not a {kind} "
-                               "folder", fix)
-    bad = foreign(folder, record, entries)
-    if bad:  # the names it would replace first: the most telling reason
-        raise GrpokitError([Problem(str(folder / n), f"is {describe(folder / n)} grpokit did not write (it is not "
-                                    f"in {folder / RECORD_FILE}): grpokit would replace it, so nothing was written",
-                                    fix) for n in bad], title="nothing was written")
-    if folder.is_dir() and record is None and contents(folder):
-        why = record_problem(folder) or f"has content but no {RECORD_FILE} of grpokit's"
-        raise _refused(folder, f"{why}: grpokit writes only into a folder it made, so nothing was written", fix)
-    return record
-
-
-def claim(folder: str | Path, kind: str, entries: dict[str, str], fix: str, **extra) -> dict:
-    """The record of `folder`, a folder of `kind` about to get `entries`: an existing record of that kind gains
-    them; an empty (or new) folder gets a new record. Refused, with nothing written (`refuse_claim`): `folder` a
-    link or a file, a folder with content but no record (or a record that is damaged or names something that is
-    no plain name), another kind's record, a name of `entries` that grpokit did not write there."""
-    record = refuse_claim(folder, kind, entries, fix)
-    if record is None:
-        record = new_record(kind, entries, **extra)
-    else:
-        record = {**record, "entries": dict(sorted({**record["entries"], **entries}.items())), **extra}
-    make_folder(folder)
-    write_record(folder, record)
-    return record
-
-
-def install(staging: str | Path, folder: str | Path, kind: str, fix: str, also: dict[str, str] | None = None,
-            **extra) -> dict:
-    """Move what a library wrote into `staging` (a folder of grpokit's own, e.g. transformers' save_pretrained) into
-    `folder`, a folder of `kind` by proof: each name is claimed first (refused if a user's file is there), an older
-    entry of grpokit's at that name is replaced, and `staging` is removed. `also`: names grpokit writes there
-    itself afterwards (recorded with the rest). The record."""
-    staging, folder = Path(staging), Path(folder)
-    entries = {p.name: kind_on_disk(p) for p in staging.iterdir()}
-    record = claim(folder, kind, {**(also or {}), **entries}, fix, **extra)
-    for name in entries:
-        remove(folder / name)
-        os.rename(staging / name, folder / name)
-    remove(staging)
-    return record
-
-
-def remove_entries(folder: str | Path, record: dict, keep=()) -> list[str]:
-    """Delete the entries of `record` that are in `folder` (a file, or a folder with all it holds; never through a
-    link); their names. An entry whose kind changed since grpokit wrote it is refused before anything goes."""
-    folder = Path(folder)
-    names = [n for n in record["entries"] if n not in keep]
-    changed = [n for n in names if kind_on_disk(folder / n) not in (None, record["entries"][n])]
-    if changed:
-        raise GrpokitError([Problem(str(folder / n), f"is {describe(folder / n)}, not the {record['entries'][n]} "
-                                    "grpokit wrote there: nothing was deleted",
-                                    f"move it out of {folder} (it is not grpokit's), then run the command again")
-                            for n in changed])
-    return [n for n in names if remove(folder / n)]
