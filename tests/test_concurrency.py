@@ -47,14 +47,13 @@ sys.exit(main(sys.argv[1:]))
 # An evaluation that holds its folder a few seconds before it evaluates (its lock taken): another command runs then.
 EVALUATING = """
 import sys, time
-import grpokit.evaluation.evaluate
-evaluate = sys.modules["grpokit.evaluation.evaluate"]  # the package's `evaluate` is a function of that name
-steps = evaluate.evaluate_steps
+import grpokit.evaluation.runs as runs
+steps = runs.evaluate_steps
 def lingering(*args, **kwargs):
     print("evaluating now", flush=True)
     time.sleep(4)
     return steps(*args, **kwargs)
-evaluate.evaluate_steps = lingering
+runs.evaluate_steps = lingering
 from grpokit.cli import main
 sys.exit(main(sys.argv[1:]))
 """

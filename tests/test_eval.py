@@ -12,7 +12,7 @@ from conftest import CHARS, make_recipe
 from grpokit.cli import main
 from grpokit.families.math import PHRASINGS, generate, is_generated, make_row, perturb_rows
 from grpokit.errors import GrpokitError
-from grpokit.evaluation.evaluate import read_best, resolve_checkpoint
+from grpokit.evaluation.runs import read_best, resolve_checkpoint
 from grpokit.evaluation.metrics import accuracy_gap, choose_best, k_values, pass_at_k, pct
 from grpokit.rewards.math import check_math
 from grpokit.run.steps import select_steps
@@ -291,7 +291,7 @@ GSM8K_TEST = REPO / ".." / "shared" / "data" / "gsm8k" / "test.jsonl"
 
 @pytest.mark.skipif(not GSM8K_TEST.is_file(), reason="GSM8K is not in ../shared/data/gsm8k")
 def test_gsm8k_test_set_loads_as_eval_data(tmp_path, tiny_model_dir):
-    from grpokit.evaluation.evaluate import eval_sets, recipe_for_model
+    from grpokit.evaluation.runs import eval_sets, recipe_for_model
 
     recipe = recipe_for_model(str(tiny_model_dir), str(GSM8K_TEST), None, "plain_en", None, 16)
     sets = eval_sets(recipe, str(GSM8K_TEST), max_rows=5, train_rows=generate(10, seed=1))

@@ -50,7 +50,7 @@ def _chosen(results: dict) -> dict:
 
 
 def compare_runs(run_a: str, run_b: str, data: str | None = None, evaluate: bool = False, log=print) -> dict:
-    from grpokit.evaluation.evaluate import evaluate_run
+    from grpokit.evaluation.runs import evaluate_run
 
     runs, missing = [], []
     for spec in (run_a, run_b):
