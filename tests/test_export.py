@@ -4,7 +4,7 @@ Two tiny runs (2 steps each): a LoRA adapter on the tiny llama with the plain
 template, exported at f32 (every comparison exact), and a full fine-tune of
 the tiny Qwen3 with its chat template, a system prompt and
 enable_thinking=false, exported at q8_0 (weights and generations close). The
-GGUF parts skip when the converter is not installed (see export.find_converter).
+GGUF parts skip when the converter is not installed (see grpokit.export.gguf.find_converter).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from conftest import make_recipe
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
 from grpokit.export.checks import check_prompt_ids
-from grpokit.export.export import convert_gguf, find_converter, select_checkpoint
+from grpokit.export.export import select_checkpoint
+from grpokit.export.gguf import convert_gguf, find_converter
 from grpokit.export.quantize import QUANTIZER_ENV, find_quantizer, quantize_gguf
 from grpokit.export.serving import ollama_template, render_go_template, serving_chat_template
 from grpokit.models import load_tokenizer

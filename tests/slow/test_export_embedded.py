@@ -15,7 +15,7 @@ import pytest
 
 from grpokit.cli import main
 from grpokit.errors import GrpokitError
-from grpokit.export.export import find_converter
+from grpokit.export.gguf import find_converter
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

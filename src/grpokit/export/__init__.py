@@ -2,11 +2,12 @@
 
     export("runs/smollm2-arithmetic", checkpoint="best", to="ollama", quant="q4_k_m")
 
-export (the pipeline and GGUF), checks (prompt ids, generations, loadability), quantize (llama.cpp),
+export (the pipeline), gguf (conversion and loading back), checks (prompt ids, generations, loadability), quantize (llama.cpp),
 serving / serving_tools / gotemplate (the served chat template), hub (push to the Hugging Face hub).
 """
 from grpokit.export.checks import agreement, greedy
-from grpokit.export.export import CHECK_PROMPTS, TARGETS, convert_gguf, export, load_gguf
+from grpokit.export.export import CHECK_PROMPTS, TARGETS, export
+from grpokit.export.gguf import convert_gguf, load_gguf
 from grpokit.export.hub import check_repo_id, hub_token, push_to_hub
 from grpokit.export.quantize import LLAMA_QUANTS, QUANTS, quantize_gguf
 
