@@ -5,7 +5,7 @@
 
 `load_recipe(path, overrides)` reads the YAML (grpokit.recipe.yaml_io: UTF-8, duplicate keys, `--set`),
 applies the overrides and validates everything at once: the schema (grpokit.recipe.schema), then what
-training will build (grpokit.recipe.checks: reward factories, scheduler, GRPOConfig, model folder). Every
+training will build (grpokit.recipe.checks: reward factories, model folder; .train_checks: scheduler, GRPOConfig). Every
 problem is reported together, each with `file:line field`, what is wrong and the fix (unknown keys get a
 "did you mean"), then `GrpokitError` (exit code 2) is raised.
 """
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from grpokit.data.formats import FORMATS
 from grpokit.envs import training_tools
 from grpokit.errors import GrpokitError, Problem
-from grpokit.recipe import checks, data_checks
+from grpokit.recipe import checks, data_checks, train_checks
 from grpokit.recipe.generation_section import GenerationConfig, check_generation
 from grpokit.recipe.health_section import HealthConfig
 from grpokit.recipe.machine import check_generation_machine, sampler_machine_notes
@@ -185,11 +185,11 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
         except ValidationError:
             pass
     if trl is not None:
-        out += checks.check_trl(trl, list(TrainConfig.model_fields))
+        out += train_checks.check_trl(trl, list(TrainConfig.model_fields))
     if train is not None:
-        out += checks.check_train(train, trl or {})
+        out += train_checks.check_train(train, trl or {})
     elif isinstance(raw.get("train"), dict) and isinstance(raw["train"].get("lr_scheduler_type"), str):
-        out += checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
+        out += train_checks.check_scheduler_name(raw["train"]["lr_scheduler_type"])  # still reported when train is broken
     train_rows = None  # data.train's rows, read as training reads them (check and train only: others read none)
     if data is not None:
         found = data_checks.check_data(data, base, rewards) + _data_formats(data)
@@ -218,7 +218,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
     if rewards is not None:
         out += checks.check_rewards(rewards, base, data, notes, train_rows)
     if train is not None:
-        out += checks.check_algorithm(train, rewards, raw.get("env"))
+        out += train_checks.check_algorithm(train, rewards, raw.get("env"))
     if use in ("check", "train") and not out:  # what training would drop, counted as training counts it
         found, length_notes = data_checks.check_prompt_lengths(data, model, train, trl, _tools(raw), train_rows)
         out, notes = out + found, notes + length_notes
@@ -229,7 +229,7 @@ def _semantic_problems(raw: dict, base: Path, broken: set[str],
             model=model or ModelConfig(), data=data or DataConfig.model_construct(train="-"), train=train, trl=trl,
             rewards=rewards or [], health=HealthConfig(), preflight=PreflightConfig(),
             generation=generation or GenerationConfig(), output_dir="-")
-        out += checks.check_grpo_config(stand_in)
+        out += train_checks.check_grpo_config(stand_in)
     return out, notes
 
 def validate_raw(raw: Any, source: str | None = None, text: str = "", use: Use = "run",

@@ -5,7 +5,7 @@
     g = batch_geometry(recipe.train, recipe.trl, processes)  # prompts and completions a step and a round take
 
 The recipe owns this translation: training builds its trainer from it, and `recipe check`
-(grpokit.recipe.checks) builds the same GRPOConfig, so a value TRL refuses is reported before any model
+(grpokit.recipe.train_checks) builds the same GRPOConfig, so a value TRL refuses is reported before any model
 loads. TRL and torch are imported inside the functions: reading a recipe stays light.
 """
 from __future__ import annotations
@@ -118,7 +118,7 @@ def bf16_of(recipe) -> bool:
 def grpo_args(recipe, run_dir: Path):
     """The GRPOConfig for a recipe: grpokit's settings, then the recipe's `trl:` fields on top.
 
-    Also what `recipe check` builds (grpokit.recipe.checks), so a value TRL refuses is reported before any
+    Also what `recipe check` builds (grpokit.recipe.train_checks), so a value TRL refuses is reported before any
     model loads. Trackers are off unless trl.report_to names them; the run directory stays the record."""
     import torch
     from trl import GRPOConfig
