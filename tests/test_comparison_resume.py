@@ -1,4 +1,4 @@
-"""`grpokit demo --task sft-vs-grpo* --resume` (grpokit.demo.common.Progress): a comparison killed part way goes on
+"""`grpokit demo --task sft-vs-grpo* --resume` (grpokit.demo.progress.Progress): a comparison killed part way goes on
 from its last finished part, on a tiny model: the trainings before the crash are not trained again, every figure is
 measured once, and a resume that does not fit the folder is refused before anything is written."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from transformers import TrainerCallback
 
 from grpokit.cli import main
 from grpokit.demo import sft_vs_grpo
-from grpokit.demo.common import PROGRESS_FILE, Progress
+from grpokit.demo.progress import PROGRESS_FILE, Progress
 from grpokit.errors import GrpokitError
 
 

@@ -178,7 +178,7 @@ def test_the_command_refuses_bad_input_in_words(tmp_path, capsys, argv, message)
 
 
 def test_a_finished_demo_resumed_keeps_every_part_the_rft_mining_included(demo, tmp_path):
-    """`--resume` on the composition demo (grpokit.demo.common.Progress): nothing is trained, mined or measured
+    """`--resume` on the composition demo (grpokit.demo.progress.Progress): nothing is trained, mined or measured
     again, the mined rows included; a copy of the folder, so the module's demo stays as it ran."""
     import shutil
 

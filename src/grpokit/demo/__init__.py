@@ -23,7 +23,7 @@ def run_demo(output_dir: str | None = None, overrides: list[str] | None = None, 
              resume: bool = False, **options) -> dict:
     """The demo of `task` (a key of TASKS) into `output_dir` (default: the task's); `options` go to its run().
     `resume` goes on with a stopped comparison there: a demo whose run() takes `resume` (the comparisons: hours of
-    stages, grpokit.demo.common.Progress); any other demo is one training and refuses it."""
+    stages, grpokit.demo.progress.Progress); any other demo is one training and refuses it."""
     import inspect
     import shlex
 

@@ -40,8 +40,8 @@ import json
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (Stages, paired_difference, paired_recipes, recipes_identity, results_table,
-                                 said)
+from grpokit.demo.common import paired_difference, paired_recipes, results_table, said
+from grpokit.demo.progress import Stages, recipes_identity
 from grpokit.evaluation.paired import SIGMAS, as_paired
 from grpokit.demo.sft_vs_grpo import (claim_comparison, evaluate_models, matched_retention, retention_recipe,
                                       retention_verdict, sampled_set)
@@ -93,7 +93,7 @@ def run(output_dir: str, overrides: list[str] | None = None, recipes: tuple[Path
         again: str | None = None) -> dict:
     """The demo (module docstring) of `recipes` (the one-step SFT, two-step SFT and GRPO recipes: the family's demo
     row gives them); `callbacks`: further TrainerCallbacks for its GRPO training (tests); `samples`: RFT's per row;
-    `resume`: go on with the stopped demo in `output_dir` (grpokit.demo.common.Progress); `again`: its command."""
+    `resume`: go on with the stopped demo in `output_dir` (grpokit.demo.progress.Progress); `again`: its command."""
     from grpokit.console import console, print_table
     from grpokit.data import load_train_rows
     from grpokit.evaluation.rft import sample_solutions

@@ -28,7 +28,7 @@ beyond noise (grpokit.evaluation.paired: the exact sign test on the rows where t
 is larger than GRPO's (the article's claim), each said from these numbers alone. `comparison.json` in the output
 folder holds every figure; the four runs are its sub-folders (each a demo run: `grpokit eval`, `report`, `export`
 work on them). docs/workflows.md "SFT or GRPO: the comparison" explains how to read it. A comparison stopped or
-killed part way goes on with `--resume` (grpokit.demo.common.Progress: its finished trainings and figures kept).
+killed part way goes on with `--resume` (grpokit.demo.progress.Progress: its finished trainings and figures kept).
 """
 from __future__ import annotations
 
@@ -37,9 +37,8 @@ import math
 import time
 from pathlib import Path
 
-from grpokit.demo.common import (PROGRESS_FILE, RECIPES, Progress, Stages, claim_run_dir,
-                                 evaluate_sets, paired_difference, paired_recipes, recipes_identity, results_table,
-                                 said)
+from grpokit.demo.common import RECIPES, claim_run_dir, evaluate_sets, paired_difference, paired_recipes, results_table, said
+from grpokit.demo.progress import PROGRESS_FILE, Progress, Stages, recipes_identity
 from grpokit.errors import GrpokitError, Problem
 from grpokit.evaluation.paired import SIGMAS, share_stderr
 from grpokit.evaluation import pct
