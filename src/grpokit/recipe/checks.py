@@ -138,7 +138,7 @@ def check_model(m, d) -> tuple[Found, list[str]]:
     problems, notes = check_model_source(m.name)
     out += [(("model", "name"), what, fix) for what, fix in problems]
     if m.lora is not None and not problems:
-        from grpokit.models import lora_target_problem
+        from grpokit.lora import lora_target_problem
 
         found = lora_target_problem(m.name, m.lora.target_modules)
         if found:

@@ -19,7 +19,8 @@ from typing import Callable
 import torch
 from trl import SFTConfig
 
-from grpokit import hf_internals, models
+from grpokit import hf_internals
+from grpokit.lora import peft_config
 from grpokit.distributed import processes
 from grpokit.health import HealthMonitor
 from grpokit.recipe import Recipe, bf16_of, grpo_args
@@ -74,7 +75,7 @@ def grpo_trainer(recipe: Recipe, model, tokenizer, dataset, reward_funcs: list, 
                   rft=online_rft(recipe), probe=probe, health=health, samples=SamplesSink(run.samples, recipe.train.num_samples_logged),
                   progress=progress, reference=run, trackers=run.path, log=log)
     return GrpokitTrainer(parts, model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=models.peft_config(recipe.model.lora),
+                          processing_class=tokenizer, peft_config=peft_config(recipe.model.lora),
                           callbacks=list(callbacks), **(tool_kwargs or {}))
 
 
@@ -124,4 +125,4 @@ def sft_trainer(recipe: Recipe, run: RunDir, model, tokenizer, dataset, callback
     args = sft_args(recipe, run)
     return GrpokitSFTTrainer(TreeLogps(recipe.train.shared_prefix, args.max_length or 0, "SFT loss"), log,
                              model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                             peft_config=models.peft_config(recipe.model.lora), callbacks=list(callbacks))
+                             peft_config=peft_config(recipe.model.lora), callbacks=list(callbacks))
