@@ -20,11 +20,7 @@ solver's).
 Questions are asked in one of PHRASINGS; REWRITTEN holds phrasings for evaluation only (the `rewritten` variant),
 and the `harder` variant gives each held-out row one more number and a target that needs at least three of them.
 
-The audit's tricks (`COUNTDOWN_TRICKS`): a bare number (the target restated), the target "computed" from itself
-(`16 * 1` where 1 is not given), a given number used twice, every number summed whatever the target, the right
-expression with words around it, two expressions offered at once, a power, Python code, nesting past any honest
-depth, Unicode look-alike digits (superscripts), and the target reached with an operator the row does not allow
-(its `operators` column: division on a row of + - *). Not covered: phrasings in other languages.
+The audit's tricks: grpokit.families.countdown_tricks. Not covered: phrasings in other languages.
 """
 from __future__ import annotations
 
@@ -33,11 +29,11 @@ import math
 import random
 import re
 from fractions import Fraction
-from typing import NamedTuple
 
 from grpokit.errors import Problem
-from grpokit.families.base import AnswerForm, Demo, Family, Generator, Option, Trick, Variant, registrar
-from grpokit.families.countdown_solver import reference_solution, solve
+from grpokit.families.base import AnswerForm, Demo, Family, Generator, Option, Variant
+from grpokit.families.countdown_solver import MAX_COUNT, operators_of, reference_solution, solve
+from grpokit.families.countdown_tricks import COUNTDOWN_TRICKS, honest_answers, prepare_countdown_row
 from grpokit.rewards.countdown import (OPERATORS, Refused, evaluate_expression, row_numbers, row_operators, whole,
                                        worked_steps)
 
@@ -60,7 +56,6 @@ ALL_PHRASINGS = PHRASINGS + REWRITTEN
 # 4 numbers and targets to 30: a median of 6 right expressions a problem (3 numbers: 1), most needing one or two
 # operations, as TinyZero advises for models that "guess" (docs/measurements.md "Countdown: where many answers are right").
 DEFAULTS = {"count": 4, "low": 1, "high": 10, "operators": "+-*", "target_low": 2, "target_high": 30, "max_needed": 3}
-MAX_COUNT = 5  # the solver enumerates every expression: 5 numbers take a fraction of a second a row, 6 tens of seconds
 _TRIES = 200  # draws of numbers before a row with a target in range is given up (a setting with none raises)
 
 
@@ -214,12 +209,6 @@ def _rows_from_pool(rng: random.Random, pool: list, seen: set[str], rows: int, o
     return out
 
 
-def _operators_of(row: dict) -> str:
-    """The operators the row allows, as the reward reads them (all four where the row names none; a row naming
-    others is refused by row_problems before anything uses it)."""
-    return row_operators(row.get("operators")) or OPERATORS
-
-
 def is_generated(row: dict) -> bool:
     """An unedited row of this task: its question is what its kind, numbers and target produce."""
     numbers, kind = row_numbers(row.get("numbers")), whole(row.get("kind"))
@@ -253,7 +242,7 @@ def harder_rows(rows: list[dict], seed: int = 0, exclude: set[str] | None = None
         low, high = min(numbers), max(max(numbers), DEFAULTS["high"])
         row = None
         for _ in range(_TRIES):
-            row = _harder_row(rng, numbers + [rng.randint(low, high)], int(r["kind"]), _operators_of(r), exclude)
+            row = _harder_row(rng, numbers + [rng.randint(low, high)], int(r["kind"]), operators_of(r), exclude)
             if row is not None:
                 break
         if row is None:
@@ -293,7 +282,7 @@ def row_problems(row: dict, where: str, answer_column: str | None) -> list[Probl
     answer = row.get(answer_column or "answer")
     if isinstance(answer, str) and answer.strip():
         try:
-            value, _ = evaluate_expression(answer, numbers, _operators_of(row))
+            value, _ = evaluate_expression(answer, numbers, operators_of(row))
         except Refused as e:
             return [Problem(f"{where} field answer", f"{answer[:40]!r} is not a usable expression ({e})",
                             "give one expression over the row's numbers that equals its target, or no answer")]
@@ -316,72 +305,11 @@ def reference(row: dict, marker: str) -> str | None:
     if numbers is None or not isinstance(answer, str):
         return None
     try:
-        steps = worked_steps(answer, numbers, _operators_of(row))
+        steps = worked_steps(answer, numbers, operators_of(row))
     except Refused:
         return None
     sep = "" if marker.endswith("：") else " "
     return "\n".join([*steps, f"{marker}{sep}{answer}"])
-
-
-# ---------------------------------------------------------------- the audit's tricks
-class CountdownRow(NamedTuple):
-    row: dict
-    numbers: list[int]
-    target: int
-    right: str | None  # a right expression (the row's answer, else the solver's)
-    wrong: str | None  # a well-formed expression over the numbers that misses the target
-    forbidden: str | None = None  # an expression equal to the target with an operator the row does not allow
-
-
-def prepare_countdown_row(row: dict) -> CountdownRow | None:
-    numbers, target = row_numbers(row.get("numbers")), whole(row.get("target"))
-    if numbers is None or target is None or len(numbers) > MAX_COUNT:
-        return None
-    allowed = _operators_of(row)
-    solutions = solve(numbers, allowed)
-    right = solutions.get(Fraction(target))
-    wrong = next((t[0] for v, t in sorted(solutions.items()) if v != target), None)
-    forbidden = None
-    if set(OPERATORS) - set(allowed):
-        banned = set(OPERATORS) - set(allowed)
-        forbidden = next((e for e in solve(numbers, OPERATORS).get(Fraction(target), []) if banned & set(e)), None)
-    return CountdownRow(row, numbers, target, reference_solution(right) if right else None, wrong, forbidden)
-
-
-def _line(expression: str) -> str:
-    return f"Final answer: {expression}"
-
-
-def honest_answers(r: CountdownRow) -> tuple[str | None, list[str]]:
-    return (None if r.right is None else _line(r.right)), ([] if r.wrong is None else [_line(r.wrong)])
-
-
-COUNTDOWN_TRICKS: dict[str, Trick] = {}
-countdown_trick = registrar(COUNTDOWN_TRICKS, "countdown trick")
-
-countdown_trick("bare_target", "the target itself as the answer")(lambda r: _line(str(r.target)))
-countdown_trick("target_times_one", "the target 'computed' from itself: target * 1")(lambda r: _line(f"{r.target} * 1"))
-countdown_trick("reuse", "a given number used once more than it is given")(
-    lambda r: _line(" + ".join([str(r.numbers[0])] * (r.numbers.count(r.numbers[0]) + 1))))
-countdown_trick("sum_all", "every number added up, whatever the target")(
-    lambda r: _line(" + ".join(str(n) for n in r.numbers)))
-countdown_trick("words_around", "the right expression with words around it")(
-    lambda r: None if r.right is None else _line(f"I think {r.right} works"))
-countdown_trick("two_answers", "two expressions at once, a wrong one and the right one")(
-    lambda r: None if r.right is None or r.wrong is None else _line(f"{r.wrong} or {r.right}"))
-countdown_trick("hedge_after", "the right expression, then another offered on the next line")(
-    lambda r: None if r.right is None or r.wrong is None else _line(r.right) + f"\nor maybe {r.wrong}")
-countdown_trick("power", "a power of a given number")(lambda r: _line(f"{r.numbers[0]} ** {len(r.numbers)}"))
-countdown_trick("python_code", "Python that computes the target")(
-    lambda r: _line(f"__import__('math').floor({r.target})"))
-countdown_trick("deep_nesting", "the right expression nested in 50 parentheses")(
-    lambda r: None if r.right is None else _line("(" * 50 + r.right + ")" * 50))
-countdown_trick("superscript", "a superscript digit for a number not given (4² for 16)")(
-    lambda r: _line(f"{r.numbers[0]}²"))
-countdown_trick("forbidden_operator", "a right value reached with an operator the row does not allow (/ on a "
-                "row of + - *)")(lambda r: None if r.forbidden is None else _line(r.forbidden))
-countdown_trick("claims_target", "a wrong expression that claims to equal the target")(
-    lambda r: None if r.wrong is None else _line(f"{r.wrong} = {r.target}"))
 
 
 # ---------------------------------------------------------------- the row

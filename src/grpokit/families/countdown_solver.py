@@ -13,7 +13,7 @@ import itertools
 from fractions import Fraction
 from typing import NamedTuple
 
-from grpokit.rewards.countdown import OPERATORS, Refused, apply
+from grpokit.rewards.countdown import OPERATORS, Refused, apply, row_operators
 
 
 class Expr(NamedTuple):
@@ -23,6 +23,7 @@ class Expr(NamedTuple):
     numbers: int  # how many given numbers it uses
 
 
+MAX_COUNT = 5  # the solver enumerates every expression: 5 numbers take a fraction of a second a row, 6 tens of seconds
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
 
 
@@ -74,3 +75,9 @@ def reference_solution(solutions: list[str]) -> str:
     """The one solution SFT teaches: the fewest numbers, then the shortest, then the first in order."""
     return min(solutions, key=lambda t: (sum(c.isdigit() and (i == 0 or not t[i - 1].isdigit())
                                              for i, c in enumerate(t)), len(t), t))
+
+
+def operators_of(row: dict) -> str:
+    """The operators a row allows, as the countdown reward reads them (all four where the row names none; a row
+    naming others is refused by the family's row check before anything solves it)."""
+    return row_operators(row.get("operators")) or OPERATORS
