@@ -1,20 +1,28 @@
-"""Checkpoints of a run: their names and whether their files are whole (the locks: grpokit.run.locks).
+"""Checkpoints of a run: their names, whether their files are whole, and the run's checkpoint folders (the locks:
+grpokit.run.locks).
 
     step_of(path)                          # checkpoint-N -> N (the one place steps are parsed)
     checkpoint_damage(ck)                  # "config.json is missing", "model.safetensors is unreadable (...)"
     torch_state_damage(ck)                 # "optimizer.pt has no param_groups (list): ..." (resume, rollback)
     refuse_nonfinite(model, ck)            # NaN/inf weights -> GrpokitError
+    RunCheckpoints                         # RunDir's checkpoints: listed, resumed from, set aside
 
 Damage checks read file headers only (safetensors, zip end records), never the weights.
 """
 from __future__ import annotations
 
+import json
 import re
+import time
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 from grpokit.errors import GrpokitError, Problem
-from grpokit.run.files import read_json
+from grpokit.run.files import note, read_json
+from grpokit.run.files import note as files_note
+from grpokit.run.layout import SET_ASIDE_DIR
+from grpokit.run.writer import move, remove, write_file
 
 CHECKPOINT_PREFIX, COMPLETE_MARKER = "checkpoint-", "COMPLETE"
 _STEP = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
@@ -140,3 +148,126 @@ def refuse_nonfinite(model, ck: Path | str) -> None:
 def damaged(ck: Path, why: str) -> GrpokitError:
     return GrpokitError([Problem(str(ck), f"checkpoint {step_of(ck)} is damaged: {why}",
                                  "use another checkpoint (last, best or a step), or delete this folder")])
+
+
+class RunCheckpoints:
+    """A run's checkpoint folders: listed, resumed from, set aside, resolved from a spec. The part of
+    grpokit.run.rundir.RunDir that reads and moves checkpoints/ (it needs RunDir's `path`, `checkpoints_dir`,
+    `read_status` and `read_best`)."""
+
+    def checkpoint_path(self, step: int) -> Path:
+        return self.checkpoints_dir / f"{CHECKPOINT_PREFIX}{step}"
+
+    def _all_checkpoints(self) -> list[Path]:
+        if not self.checkpoints_dir.is_dir():
+            return []
+        return sorted((p for p in self.checkpoints_dir.iterdir() if step_of(p) is not None and p.is_dir()), key=step_of)
+
+    def complete_checkpoints(self) -> list[Path]:
+        """Checkpoints fully written (COMPLETE marker present), oldest first."""
+        return [p for p in self._all_checkpoints() if (p / COMPLETE_MARKER).is_file()]
+
+    def by_step(self) -> dict[int, Path]:
+        return {step_of(p): p for p in self.complete_checkpoints()}
+
+    def latest_checkpoint(self) -> Path | None:
+        done = self.complete_checkpoints()
+        return done[-1] if done else None
+
+    def checkpoint_progress(self, ck: Path | None = ...) -> tuple[int, int | None]:
+        """(global step of a checkpoint (default: the newest complete one), 0 without one; the max_steps its
+        trainer was set to)."""
+        ck = self.latest_checkpoint() if ck is ... else ck
+        if ck is None:
+            return 0, None
+        state = read_json(ck / "trainer_state.json", note=lambda _: None) or {}
+        step, target = state.get("global_step"), state.get("max_steps")
+        step = step if type(step) is int else step_of(ck)
+        return step, target if type(target) is int and target > 0 else None
+
+    def mark_complete(self, step: int) -> None:
+        ck = self.checkpoint_path(step)
+        if ck.is_dir():
+            write_file(ck / COMPLETE_MARKER, json.dumps({"step": step, "time": time.time()}), within=self.path)
+
+    def _contradiction(self, ck: Path) -> None:
+        """Stop when a checkpoint's trainer_state.json names another step than its folder: resuming from it would
+        train from that step (-5: steps -4, -3, ... written as checkpoint--4)."""
+        state = read_json(ck / "trainer_state.json", note=lambda _: None)
+        step = state.get("global_step") if state else None
+        if type(step) is not int or step == step_of(ck):  # none at all: damage, passed over (checkpoint_damage)
+            return
+        recorded = self.read_status().get("step")
+        record = f"; run.json records step {recorded}" if type(recorded) is int else ""
+        raise GrpokitError([Problem(str(ck / "trainer_state.json"), f"global_step is {str(step)[:40]}, but the folder "
+                                    f"is {ck.name} (step {step_of(ck)}){record}: resuming would train from the wrong "
+                                    "step, so nothing was resumed",
+                                    f"restore this checkpoint's trainer_state.json (its global_step is {step_of(ck)}), "
+                                    f"or move {ck.name} out of {self.checkpoints_dir} to resume from the one before")],
+                           title="a checkpoint contradicts its own name")
+
+    def resume_checkpoint(self, note: Callable[[str], None] = note) -> Path | None:
+        """The newest checkpoint a resume can start from: complete and whole. Damaged newer ones are passed over
+        with a note (a resume sets them aside). One without its COMPLETE marker whose files are whole and whose
+        trainer_state.json names its own step cannot be proven incomplete: it is kept, its marker written again
+        (always said, on stderr: a change on disk). A trainer state naming another step stops the resume."""
+        for ck in reversed(self._all_checkpoints()):
+            self._contradiction(ck)
+            why = checkpoint_damage(ck, for_resume=True)
+            marked = (ck / COMPLETE_MARKER).is_file()
+            if why is None:
+                if not marked:
+                    self.mark_complete(step_of(ck))
+                    files_note(f"{ck}: no {COMPLETE_MARKER} marker, but its files are whole and its trainer state is "
+                               f"at step {step_of(ck)}: kept, and marked complete again")
+                return ck
+            if marked:
+                note(f"{ck.name} is damaged ({why}); falling back to the previous complete checkpoint")
+            else:
+                note(f"{ck.name} is incomplete (no {COMPLETE_MARKER} marker; {why}); falling back to the one before")
+        return None
+
+    def set_aside(self, ck: Path, why: str, note: Callable[[str], None] = note) -> Path:
+        """Move a checkpoint out of checkpoints/ into set-aside/<name>-<UTC time> (never deleted); where it went."""
+        base = self.path / SET_ASIDE_DIR / f"{ck.name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+        dest, n = base, 1
+        while dest.exists():
+            dest, n = base.with_name(f"{base.name}-{n}"), n + 1
+        move(ck, dest, within=self.path)
+        note(f"set aside {ck} ({why}) -> {dest}: delete it yourself once you no longer need it")
+        return dest
+
+    def set_aside_incomplete(self, note: Callable[[str], None] = note) -> list[str]:
+        """Set aside the checkpoint folders proven incomplete (no COMPLETE marker, and a file missing, cut or
+        unreadable); one whose files look whole is kept. The names set aside."""
+        gone = []
+        for p in self._all_checkpoints():
+            if (p / COMPLETE_MARKER).is_file():
+                continue
+            why = checkpoint_damage(p, for_resume=True)
+            if why is not None:
+                self.set_aside(p, f"incomplete: no {COMPLETE_MARKER} marker, {why}", note)
+                gone.append(p.name)
+        return gone
+
+    def set_aside_after(self, step: int, note: Callable[[str], None] = note) -> list[str]:
+        """Set aside the checkpoints after `step` (a resume redoes those steps; they were passed over as damaged)."""
+        later = [p for p in self._all_checkpoints() if step_of(p) > step]
+        for p in later:
+            self.set_aside(p, f"after {CHECKPOINT_PREFIX}{step}, where this resume starts", note)
+        return [p.name for p in later]
+
+    def remove_after(self, step: int) -> None:
+        """Delete the checkpoints after `step`: a health rollback's decision (grpokit.training.rollback), on the
+        evidence of its finding, not a guess."""
+        for p in self._all_checkpoints():
+            if step_of(p) > step:
+                remove(p)
+
+    def checked(self, ck: Path | None) -> Path | None:
+        """`ck` if its files look whole, else a GrpokitError naming what is damaged (None passes: the base model)."""
+        if ck is not None:
+            why = checkpoint_damage(ck)
+            if why:
+                raise damaged(ck, why)
+        return ck
