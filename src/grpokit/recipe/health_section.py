@@ -160,7 +160,7 @@ HEALTH_CODES: dict[str, HealthCode] = {
             "at weight 0 are logged, not trained on, and never judged.", gt=0, le=1),
     }, action_note=" (a warm start or a larger format weight is a new run: warn)"),
     # A new user's own task trained 5 steps with correctness 0 on each (the model never wrote the answer line) while
-    # format and length moved, and only truncation was reported (issue 68); `grpokit preflight` found it in 56 s.
+    # format and length moved, and only truncation was reported; `grpokit preflight` found it in 56 s.
     # 3 steps: early enough to stop a CPU run, and three flat steps of several groups each are the setup, not chance.
     "correctness_never_moved": HealthCode("warning", {
         "correctness_never_steps": threshold(
