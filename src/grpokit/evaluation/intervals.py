@@ -11,8 +11,8 @@ small n, where the exact Clopper-Pearson interval is wider than it needs to be. 
 
 A graded metric (json_fields: the mean share of fields right) is not a count of successes; its interval here
 treats the mean as a share of `n` rows, an approximation (its spread is at most that of a pass/fail score of the
-same mean, so the interval is not too narrow). Not covered: a paired test between two checkpoints on the same rows
-(the two intervals overlapping does not mean "no difference"; the paired test belongs beside the comparison).
+same mean, so the interval is not too narrow). Two models on the same rows are compared by the paired test
+(grpokit.evaluation.paired), never by whether their intervals overlap.
 """
 
 from __future__ import annotations
