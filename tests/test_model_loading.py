@@ -146,6 +146,6 @@ def test_no_command_loads_a_model_another_way():
     others = [str(p.relative_to(src)) for p in src.rglob("*.py") if p.name != "models.py"
               and ("AutoModelForCausalLM.from_pretrained" in p.read_text() or "load_model(" in p.read_text())]
     # export reads a GGUF file (llama.cpp's output, not a recipe's model) to compare it with the HF export
-    assert others == ["export/export.py"], others
-    text = (src / "export" / "export.py").read_text()
+    assert others == ["export/gguf.py"], others
+    text = (src / "export" / "gguf.py").read_text()
     assert text.count("AutoModelForCausalLM.from_pretrained") == 1 and "load_model(" not in text
