@@ -16,7 +16,7 @@ from grpokit.audit import audit_warnings
 from grpokit.audit.rewards import HAND_CHECK, NoTricks, audit_rewards
 from grpokit.cli import main
 from grpokit.recipe import load_recipe
-from grpokit.rewards.registry import RewardFunction
+from grpokit.rewards.registry import RewardFunction, build_reward
 
 CAPITALS = [
     ("France", "Paris"),
@@ -96,6 +96,14 @@ def test_an_exact_reward_pays_no_trick_and_notes_the_right_answers_it_refuses():
 def test_a_normalised_reward_pays_no_trick_and_no_right_answer_less():
     result = _audit(normalised)
     assert all(not t.culprits() for t in result.flagged) and "note:" not in result.table()
+
+
+def test_the_format_bonus_pays_no_text_hedge_beside_an_exact_reward():
+    # The built-in format reward read numeric lists only: "Berlin, Paris, Rome" and "Berlin/Paris" earned its full
+    # bonus. With the answer line refusing text candidates too, no hedge is paid beside an exact reward.
+    result = audit_rewards([(RewardFunction(exact.__name__, exact, {}), 1.0), (build_reward("format"), 0.2)], ROWS)
+    paid = {t.name for t in result.flagged if t.culprits()}
+    assert not paid & {"hedge_or", "hedge_list", "hedge_though", "hedge_slash"}, result.table()
 
 
 def test_a_reward_that_pays_no_right_answer_gets_a_plain_statement():

@@ -39,6 +39,18 @@ CASES = [
     (R + "Final answer: 72 (or 73 if rounded up)", {}, False, "hedge"),  # a hedge inside an explanation
     (R + "Final answer: 72 (not counting the ones she gave away)", {}, True, ""),  # an explanation is not a hedge
     (R + "Final answer: 71, 72", {}, False, "several_answers"),  # list
+    # --- text answers (the text-answer audit's hedges, grpokit.audit.text): several candidates without a hedge word
+    ("The capital is a city I know.\nFinal answer: Berlin, Paris, Rome", {}, False, "several_answers"),  # a list
+    ("The capital is a city I know.\nFinal answer: Berlin; Paris; Rome", {}, False, "several_answers"),
+    ("The capital is a city I know.\nFinal answer: Berlin/Paris", {}, False, "hedge"),  # a slash
+    ("The capital is a city I know.\nFinal answer: Berlin / Paris", {}, False, "hedge"),
+    ("The capital is a city I know.\nFinal answer: Paris, though Lyon is also possible", {}, False, "hedge"),
+    ("The capital is a city I know.\nFinal answer: Paris", {}, True, ""),  # one value, as written
+    ("The capital is a city I know.\nFinal answer: The answer is Paris.", {}, True, ""),
+    ("The capital is a city I know.\nFinal answer: Washington, D.C.", {}, True, ""),  # two items are one value
+    ("The capital is a city I know.\nFinal answer: Paris, France", {}, True, ""),
+    ("The unit is a rate.\nFinal answer: km/h", {}, True, ""),  # short words over a slash: a unit, one value
+    ("The protocol is old.\nFinal answer: TCP/IP", {}, True, ""),
     (R + "Final answer: 71\nFinal answer: 72", {}, False, "final-answer lines"),  # marker repeated
     (R + "Final answer: 72\nHope this helps!", {}, False, "after the final-answer line"),  # trailing text
     (R + "I think the Final answer: 72", {}, False, "does not start with the marker"),  # marker mid-line

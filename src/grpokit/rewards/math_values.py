@@ -45,6 +45,15 @@ _UNCERTAIN = (
 # stand in an explanation after a lone number ("18 (not counting the eggs she eats)").
 _QUALIFYING = r"不是|如果|若|以上|以下|\b(?:not|if|unless)\b"
 _HEDGE = re.compile(f"{_UNCERTAIN}|{_QUALIFYING}")
+# Text answers (no digit in the line: "Paris", "Reykjavík"): the hedges the text-answer audit writes
+# (grpokit.audit.text) that hold no hedge word. A slash between two words of four letters or more ("Berlin/Paris";
+# "km/h", "and/or", "TCP/IP" are one value), a list of three or more short items ("Berlin, Paris, Rome"; two items
+# stay one value: "Paris, France", "Washington, D.C."), or another candidate called possible too. A unit in words
+# over a slash ("miles/hour") reads as two candidates: as a whole answer line it is rare, and then costs the bonus.
+_TEXT_SLASH = re.compile(r"[^\W\d_]{4,}\s*/\s*[^\W\d_]{4,}")
+_TEXT_ALSO = re.compile(r"\b(?:also|equally|just\s+as)\s+(?:possible|plausible|likely|right|correct|valid)\b")
+_TEXT_ITEMS = re.compile(r"\s*[,;、]\s*(?:and\s+|or\s+)?")
+_TEXT_ITEM = re.compile(r"[^\W\d_][\w'’.-]*(?:\s+[^\W\d_][\w'’.-]*){0,2}")
 # After the value, a second candidate is judged by shape (math_clauses.offers_another), not by words: "or",
 # "more than", "between" may explain ("12 hours, or 720 minutes"; "3 more than 9"). Only words of doubt about the
 # value itself stay, for the explanations that name no number ("18, maybe less", "18 (approximately)").
@@ -305,8 +314,23 @@ def classify_answer(value: str) -> str:
         return "hedge"
     if _several_numbers(_numeric_form(value)):
         return "several_answers"
+    if not _DIGIT.search(whole):
+        text = _text_problem(whole, value)
+        if text:
+            return text
     if after and _clause_hedges(unit_head, after):
         return "hedge"  # "Final answer: 12" then "Though 13 is also possible."
+    return ""
+
+
+def _text_problem(t: str, raw: str) -> str:
+    """'hedge' or 'several_answers' for a text answer line (no digit) that offers several candidates, else ''.
+    `t` is the cleaned line, `raw` the line as written (cleaning reads a slash as "per", for units)."""
+    if _TEXT_SLASH.search(raw) or _TEXT_ALSO.search(t.lower()):
+        return "hedge"
+    items = _TEXT_ITEMS.split(t.strip(TRAILING_PUNCT))
+    if len(items) >= 3 and all(_TEXT_ITEM.fullmatch(i) for i in items):
+        return "several_answers"
     return ""
 
 
