@@ -1,0 +1,142 @@
+"""The budget curve on countdown: GRPO against online rejection-sampling fine-tuning (RFT) from the same SFT model, at
+equal completions, two seeds, every model on the same held-out rows with the exact paired test.
+
+    python experiments/budget_curve.py --out experiments/runs/curve                       # 10^3 completions, seeds 0 1
+    python experiments/budget_curve.py --out experiments/runs/curve --completions 10000   # the next point, same start
+
+Stages, each a grpokit command on the shipped countdown recipes (one process each, so a stage's memory goes with it):
+
+  sft            grpokit sft recipes/smollm2-countdown-sft.yaml --set train.max_steps=SFT_STEPS   (the start)
+  grpo-N-sS      grpokit train recipes/smollm2-countdown.yaml --init-from sft --set train.seed=S
+                 --set train.max_steps=ceil(N / 16) --set selection.refill=false
+  rft-N-sS       the same with --set train.algorithm=rft (grpokit.training.online_rft: the SFT loss on the samples
+                 the countdown reward gives full marks, the rest dropped)
+  eval           grpokit eval RUN --checkpoints last --max-rows ROWS for the start and every arm
+
+Refill is off in both arms so that a step is exactly the recipe's per_device_train_batch_size x
+gradient_accumulation_steps completions (16 for countdown: 2 prompts x 8): N completions are ceil(N / 16) optimizer
+steps whatever the algorithm. `--set` overrides every stage (tests/test_experiments.py runs it on a tiny model). Everything else is the recipe as shipped (selection, skipping of tied groups,
+the health monitor and its rollbacks, the held-out probe), and `--init-from` gives both arms the learning rate it
+gives a trained model. The start is evaluated with `--checkpoints last`, which records it as the run's best, the
+checkpoint `--init-from` then continues.
+
+Output: each stage's run folder under --out, and `curve.json` there (one record per model: completions, seed,
+minutes, held-out solve rate with its per-row scores' summary, the paired differences) written after every stage; a
+stage whose record is there is not run again, so a stopped curve resumes by running the same command. The table it
+prints says, for each seed, each arm minus the start and GRPO minus online RFT, with the exact sign test on the
+rows where the two models disagree (grpokit.evaluation.paired).
+
+What it leaves out (the issue's item 3 in full): SFT continued for the same minutes, GRPO from the base model
+(which solves no countdown row, so its groups tie), sampled pass@1 / pass@8 and retention, and the 10^5 point at the
+large step. Minutes are wall time of each command on whatever else the machine ran: name the host and say whether
+it was quiet before quoting them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grpokit.evaluation.paired import paired
+from grpokit.run.files import read_json, write_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SFT_RECIPE = ROOT / "recipes" / "smollm2-countdown-sft.yaml"
+RL_RECIPE = ROOT / "recipes" / "smollm2-countdown.yaml"
+ARMS = ("grpo", "rft")
+CURVE = "curve.json"
+
+
+def grpokit(*args: str) -> float:
+    """Run one grpokit command (its output shown as it goes); its wall seconds. A failed command stops the curve
+    with the command's own message above."""
+    t0 = time.time()
+    subprocess.run([sys.executable, "-m", "grpokit", *args], check=True)
+    return time.time() - t0
+
+
+def last_scores(run_dir: Path, rows: int) -> tuple[float, list]:
+    """Evaluate the run's last checkpoint on the first `rows` held-out rows: (solve rate, per-row scores)."""
+    from grpokit.evaluation.runs import evaluate_run
+
+    results = evaluate_run(run_dir, checkpoints="last", max_rows=rows)
+    held = results["checkpoints"][-1]["heldout"]
+    return held["accuracy"], held["scores"]
+
+
+def stage(curve: dict, out: Path, name: str, command: list[str], rows: int, overrides: list[str], **record) -> dict:
+    """`name`'s record, from curve.json or by running `command` with the curve's overrides and evaluating."""
+    if name in curve["models"]:
+        return curve["models"][name]
+    run_dir = out / name
+    sets = [a for o in overrides for a in ("--set", o)]
+    seconds = grpokit(*command, *sets, "--output-dir", str(run_dir), "--overwrite")
+    t0 = time.time()
+    accuracy, scores = last_scores(run_dir, rows)
+    curve["models"][name] = {**record, "run_dir": str(run_dir), "train_minutes": round(seconds / 60, 1),
+                             "eval_minutes": round((time.time() - t0) / 60, 1), "rows": len(scores),
+                             "solved": accuracy, "scores": scores}
+    write_file(out / CURVE, json.dumps(curve, indent=1), replace=True)
+    return curve["models"][name]
+
+
+def difference(a: dict, b: dict) -> dict:
+    d = paired(a["scores"], b["scores"])
+    return {"points": round(100 * d.difference, 1), "only_first": d.only_x, "only_second": d.only_y,
+            "beyond_noise": d.beyond, "said": d.said()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for the runs and curve.json (kept: a second call resumes)")
+    ap.add_argument("--completions", type=int, nargs="+", default=[1000], help="budgets, each arm's completions")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--sft-steps", type=int, default=80, help="the SFT start's steps (8 rows each)")
+    ap.add_argument("--eval-rows", type=int, default=500, help="held-out rows every model is scored on")
+    ap.add_argument("--sft-recipe", default=str(SFT_RECIPE), help="the start's recipe (default: countdown's SFT)")
+    ap.add_argument("--rl-recipe", default=str(RL_RECIPE), help="both arms' recipe (default: countdown's GRPO)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="an override for every stage (repeatable), e.g. model.name=FOLDER")
+    args = ap.parse_args(argv)
+    from grpokit.recipe import load_recipe
+
+    t = load_recipe(args.rl_recipe, args.overrides).train
+    per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps  # completions a step, refill off
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {"sft_steps": args.sft_steps, "eval_rows": args.eval_rows, "sft_recipe": args.sft_recipe,
+                "rl_recipe": args.rl_recipe, "overrides": args.overrides}
+    curve = read_json(out / CURVE) or {"settings": settings, "models": {}}
+    if curve["settings"] != settings:
+        sys.exit(f"{out / CURVE} holds a curve with {curve['settings']}, not {settings}: give another --out")
+    start = stage(curve, out, "sft", ["sft", args.sft_recipe, "--set", f"train.max_steps={args.sft_steps}"],
+                  args.eval_rows, args.overrides, completions=0, seed=0, algorithm="sft")
+    print(f"start (SFT, {args.sft_steps} steps): {100 * start['solved']:.1f}% of {start['rows']} held-out rows")
+    for n in args.completions:
+        steps = math.ceil(n / per_step)
+        for seed in args.seeds:
+            got = {}
+            for arm in ARMS:
+                command = ["train", args.rl_recipe, "--init-from", str(out / "sft"), "--set", f"train.seed={seed}",
+                           "--set", f"train.max_steps={steps}", "--set", "selection.refill=false",
+                           "--set", f"train.algorithm={arm}"]
+                got[arm] = stage(curve, out, f"{arm}-{n}-s{seed}", command, args.eval_rows, args.overrides,
+                                 completions=steps * per_step, seed=seed, algorithm=arm)
+            lines = [f"{arm} {100 * got[arm]['solved']:.1f}% ({got[arm]['completions']} completions, "
+                     f"{got[arm]['train_minutes']} min): minus the start {difference(got[arm], start)['said']}"
+                     for arm in ARMS]
+            lines.append(f"grpo minus rft: {difference(got['grpo'], got['rft'])['said']}")
+            curve.setdefault("differences", {})[f"{n}-s{seed}"] = {
+                **{f"{arm}-sft": difference(got[arm], start) for arm in ARMS},
+                "grpo-rft": difference(got["grpo"], got["rft"])}
+            write_file(out / CURVE, json.dumps(curve, indent=1), replace=True)
+            print(f"-- {n} completions, seed {seed}\n  " + "\n  ".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
