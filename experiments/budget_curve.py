@@ -11,19 +11,21 @@ Stages, each a grpokit command on the shipped countdown recipes (one process eac
                  --set train.max_steps=ceil(N / 16) --set selection.refill=false
   rft-N-sS       the same with --set train.algorithm=rft (grpokit.training.online_rft: the SFT loss on the samples
                  the countdown reward gives full marks, the rest dropped)
-  eval           grpokit eval RUN --checkpoints last --max-rows ROWS for the start and every arm
+  scores         each model greedy on the first ROWS held-out rows (grpokit.evaluation.runs.evaluate_steps, what
+                 `grpokit eval` runs) and, unless --no-variants, on the family's rewritten and harder copies
 
 Refill is off in both arms so that a step is exactly the recipe's per_device_train_batch_size x
 gradient_accumulation_steps completions (16 for countdown: 2 prompts x 8): N completions are ceil(N / 16) optimizer
-steps whatever the algorithm. `--set` overrides every stage (tests/test_experiments.py runs it on a tiny model). Everything else is the recipe as shipped (selection, skipping of tied groups,
-the health monitor and its rollbacks, the held-out probe), and `--init-from` gives both arms the learning rate it
-gives a trained model. The start is evaluated with `--checkpoints last`, which records it as the run's best, the
-checkpoint `--init-from` then continues.
+steps whatever the algorithm. Everything else is the recipe as shipped (selection, skipping of tied groups, the
+health monitor and its rollbacks, the held-out probe), and `--init-from` gives both arms the learning rate it gives
+a trained model. `--set` overrides every stage (tests/test_experiments.py runs the curve on a tiny model). The start is scored at the checkpoint `--init-from` continues (the SFT run's best, else
+its last), each arm at its last checkpoint.
 
 Output: each stage's run folder under --out, and `curve.json` there (one record per model: completions, seed,
-minutes, held-out solve rate with its per-row scores' summary, the paired differences) written after every stage; a
-stage whose record is there is not run again, so a stopped curve resumes by running the same command. The table it
-prints says, for each seed, each arm minus the start and GRPO minus online RFT, with the exact sign test on the
+minutes, held-out solve rate with its per-row scores, the copies' solve rates, the paired differences) written after
+every stage; a stage whose record is there is not run again, and a run folder holding a completed run is scored
+without training again, so a stopped curve resumes by running the same command. The lines it
+prints say, for each seed, each arm minus the start and GRPO minus online RFT, with the exact sign test on the
 rows where the two models disagree (grpokit.evaluation.paired).
 
 What it leaves out (the issue's item 3 in full): SFT continued for the same minutes, GRPO from the base model
@@ -59,27 +61,52 @@ def grpokit(*args: str) -> float:
     return time.time() - t0
 
 
-def last_scores(run_dir: Path, rows: int) -> tuple[float, list]:
-    """Evaluate the run's last checkpoint on the first `rows` held-out rows: (solve rate, per-row scores)."""
-    from grpokit.evaluation.runs import evaluate_run
+def scores_of(run_dir: Path, rows: int, variants: bool, model_dir: str | None = None) -> dict:
+    """Evaluate greedily the run's last checkpoint (or `model_dir`: what `--init-from` continues) on the first
+    `rows` held-out rows, and with `variants` on the family's rewritten and harder copies of them: the held-out
+    solve rate, its per-row scores, each copy's solve rate."""
+    from grpokit.evaluation.runs import EvalSets, eval_sets, evaluate_steps
+    from grpokit.recipe import load_run_recipe
+    from grpokit.run import RunDir
 
-    results = evaluate_run(run_dir, checkpoints="last", max_rows=rows)
-    held = results["checkpoints"][-1]["heldout"]
-    return held["accuracy"], held["scores"]
+    run = RunDir(run_dir)
+    recipe = load_run_recipe(run)
+    steps = run.by_step()
+    path = Path(model_dir) if model_dir else steps[max(steps)]
+    sets = eval_sets(recipe, None, rows)
+    sets = EvalSets(sets.name, sets.heldout, sets.variants if variants else {}, None, sets.what)
+    entry = evaluate_steps(recipe, sets, {1: path})[0]
+    return {"model": str(path), "solved": entry["heldout"]["accuracy"], "scores": entry["heldout"]["scores"],
+            **{f"solved_{kind}": entry[kind]["accuracy"] for kind in sets.variants}}
 
 
-def stage(curve: dict, out: Path, name: str, command: list[str], rows: int, overrides: list[str], **record) -> dict:
-    """`name`'s record, from curve.json or by running `command` with the curve's overrides and evaluating."""
+def finished(run_dir: Path) -> bool:
+    status = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else None
+    return bool(status) and status.get("status") == "completed"
+
+
+def stage(curve: dict, out: Path, name: str, command: list[str], overrides: list[str], start: bool = False,
+          **record) -> dict:
+    """`name`'s record, from curve.json, or by running `command` with the curve's overrides (unless its run folder
+    holds a completed run already: a curve stopped during an evaluation does not train again) and evaluating."""
     if name in curve["models"]:
         return curve["models"][name]
     run_dir = out / name
-    sets = [a for o in overrides for a in ("--set", o)]
-    seconds = grpokit(*command, *sets, "--output-dir", str(run_dir), "--overwrite")
+    seconds = None
+    if not finished(run_dir):
+        sets = [a for o in overrides for a in ("--set", o)]
+        seconds = grpokit(*command, *sets, "--output-dir", str(run_dir), "--overwrite")
     t0 = time.time()
-    accuracy, scores = last_scores(run_dir, rows)
-    curve["models"][name] = {**record, "run_dir": str(run_dir), "train_minutes": round(seconds / 60, 1),
-                             "eval_minutes": round((time.time() - t0) / 60, 1), "rows": len(scores),
-                             "solved": accuracy, "scores": scores}
+    model_dir = None
+    if start:  # the checkpoint --init-from continues (the run's best, else its last)
+        from grpokit.training.lineage import resolve_init_from
+
+        model_dir = resolve_init_from(str(run_dir))[0]
+    settings = curve["settings"]
+    got = scores_of(run_dir, settings["eval_rows"], settings["variants"], model_dir)
+    curve["models"][name] = {**record, "run_dir": str(run_dir), **got, "rows": len(got["scores"]),
+                             "train_minutes": None if seconds is None else round(seconds / 60, 1),
+                             "eval_minutes": round((time.time() - t0) / 60, 1)}
     write_file(out / CURVE, json.dumps(curve, indent=1), replace=True)
     return curve["models"][name]
 
@@ -97,6 +124,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--sft-steps", type=int, default=80, help="the SFT start's steps (8 rows each)")
     ap.add_argument("--eval-rows", type=int, default=500, help="held-out rows every model is scored on")
+    ap.add_argument("--no-variants", dest="variants", action="store_false",
+                    help="score the held-out rows only, not the family's rewritten and harder copies (a third of the time)")
     ap.add_argument("--sft-recipe", default=str(SFT_RECIPE), help="the start's recipe (default: countdown's SFT)")
     ap.add_argument("--rl-recipe", default=str(RL_RECIPE), help="both arms' recipe (default: countdown's GRPO)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -108,13 +137,14 @@ def main(argv=None) -> int:
     per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps  # completions a step, refill off
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    settings = {"sft_steps": args.sft_steps, "eval_rows": args.eval_rows, "sft_recipe": args.sft_recipe,
+    settings = {"sft_steps": args.sft_steps, "eval_rows": args.eval_rows, "variants": args.variants,
+                "sft_recipe": args.sft_recipe,
                 "rl_recipe": args.rl_recipe, "overrides": args.overrides}
     curve = read_json(out / CURVE) or {"settings": settings, "models": {}}
     if curve["settings"] != settings:
         sys.exit(f"{out / CURVE} holds a curve with {curve['settings']}, not {settings}: give another --out")
     start = stage(curve, out, "sft", ["sft", args.sft_recipe, "--set", f"train.max_steps={args.sft_steps}"],
-                  args.eval_rows, args.overrides, completions=0, seed=0, algorithm="sft")
+                  args.overrides, start=True, completions=0, seed=0, algorithm="sft")
     print(f"start (SFT, {args.sft_steps} steps): {100 * start['solved']:.1f}% of {start['rows']} held-out rows")
     for n in args.completions:
         steps = math.ceil(n / per_step)
@@ -124,7 +154,7 @@ def main(argv=None) -> int:
                 command = ["train", args.rl_recipe, "--init-from", str(out / "sft"), "--set", f"train.seed={seed}",
                            "--set", f"train.max_steps={steps}", "--set", "selection.refill=false",
                            "--set", f"train.algorithm={arm}"]
-                got[arm] = stage(curve, out, f"{arm}-{n}-s{seed}", command, args.eval_rows, args.overrides,
+                got[arm] = stage(curve, out, f"{arm}-{n}-s{seed}", command, args.overrides,
                                  completions=steps * per_step, seed=seed, algorithm=arm)
             lines = [f"{arm} {100 * got[arm]['solved']:.1f}% ({got[arm]['completions']} completions, "
                      f"{got[arm]['train_minutes']} min): minus the start {difference(got[arm], start)['said']}"
