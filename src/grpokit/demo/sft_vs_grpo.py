@@ -25,8 +25,8 @@ sft run, grpo-then-sft from the grpo run), so the four pipelines cost three trai
 It prints one table (a pipeline per row: held-out, perturbed, rewritten, format, minutes) and a verdict: which final
 model is best on held-out plus rewritten questions, GRPO's own share (sft-then-grpo minus sft) and whether it is
 beyond noise (grpokit.evaluation.paired: the exact sign test on the rows where two models disagree), and whether SFT's drop from held-out to rewritten questions
-is larger than GRPO's (the article's claim), each said from these numbers alone. `comparison.json` in the output
-folder holds every figure; the four runs are its sub-folders (each a demo run: `grpokit eval`, `report`, `export`
+is larger than GRPO's (the question the article raises), each said from these numbers alone, never as an
+article's verdict. `comparison.json` in the output folder holds every figure; the four runs are its sub-folders (each a demo run: `grpokit eval`, `report`, `export`
 work on them). docs/workflows.md "SFT or GRPO: the comparison" explains how to read it. A comparison stopped or
 killed part way goes on with `--resume` (grpokit.demo.progress.Progress: its finished trainings and figures kept).
 """
@@ -118,7 +118,8 @@ def at_floor(result: dict) -> bool:
 
 def verdict(models: dict[str, dict]) -> list[str]:
     """What these numbers show, in sentences (the module docstring): the best final model, GRPO's own share, and
-    the article's claim about rewritten questions."""
+    whether SFT loses more than GRPO on new wording (the question the 0.6B-Base article raises; the lines say only
+    what the numbers show, never an article's verdict)."""
     lines = []
     scored = {n: m for n, m in models.items() if n != "base" and m["sets"].get("heldout")}
     key = "rewritten" if all(m["sets"].get("rewritten") for m in scored.values()) else None
@@ -150,7 +151,8 @@ def verdict(models: dict[str, dict]) -> list[str]:
         if floor:  # a model that solves (next to) nothing has no drop to measure: 0% on both is no robustness
             lines.append(f"held-out -> rewritten: {' and '.join(floor)} at the floor on held-out rows "
                          f"({', '.join(pct(scored[n]['sets']['heldout']['accuracy']) for n in floor)}, not beyond "
-                         "noise of zero): no drop to compare, the 0.6B-Base article's claim is not tested here")
+                         "noise of zero): no drop to compare, so whether SFT loses more on new wording than GRPO is not "
+                         "tested here")
         elif drops["sft"] and drops["grpo"]:
             (sft_drop, sft_se), (grpo_drop, grpo_se) = drops["sft"][:2], drops["grpo"][:2]
             drops_more = sft_drop - grpo_drop > SIGMAS * math.hypot(sft_se, grpo_se)
@@ -158,19 +160,15 @@ def verdict(models: dict[str, dict]) -> list[str]:
             grpo_behind = ahead is not None and ahead.clearly_behind
             line = f"held-out -> rewritten: sft {100 * -sft_drop:+.1f} points, grpo {100 * -grpo_drop:+.1f}; "
             if drops_more and ahead is not None and ahead.clearly_ahead:
-                line += (f"SFT loses clearly more on new wording than GRPO and GRPO is ahead of it there "
-                         f"({said(ahead)}; the 0.6B-Base article's claim holds here)")
+                line += f"SFT loses clearly more on new wording than GRPO and GRPO is ahead of it there ({said(ahead)})"
             elif drops_more and not grpo_behind:
                 line += (f"SFT loses clearly more on new wording than GRPO, and GRPO is not clearly behind it there "
-                         f"({said(ahead)}): the drop the 0.6B-Base article describes is shown, its conclusion that "
-                         "GRPO answers new questions better is not")
+                         f"({said(ahead)}); that GRPO answers new wording better is not shown")
             elif drops_more:
                 line += (f"SFT loses clearly more on new wording than GRPO, yet stays {100 * -ahead[0]:.1f} points "
-                         "ahead of it there (the drop the 0.6B-Base article describes is shown, its conclusion that "
-                         "GRPO answers new questions better is not)")
+                         "ahead of it there: that GRPO answers new wording better is not shown")
             else:
-                line += ("SFT does not lose clearly more on new wording than GRPO here (the 0.6B-Base article's "
-                         "claim is not shown by these numbers)")
+                line += "SFT does not lose clearly more on new wording than GRPO here"
             lines.append(line)
     return lines
 
