@@ -55,9 +55,12 @@ CURVE = "curve.json"
 
 def grpokit(*args: str) -> float:
     """Run one grpokit command (its output shown as it goes); its wall seconds. A failed command stops the curve
-    with the command's own message above."""
+    with the command's own message above and one line on how to go on (the finished stages are kept)."""
     t0 = time.time()
-    subprocess.run([sys.executable, "-m", "grpokit", *args], check=True)
+    done = subprocess.run([sys.executable, "-m", "grpokit", *args])
+    if done.returncode != 0:
+        sys.exit(f"budget_curve: `grpokit {args[0]}` stopped (exit {done.returncode}; its message is above). Mend what "
+                 "it says, then run the same command again: the stages already scored are kept in curve.json.")
     return time.time() - t0
 
 
@@ -169,4 +172,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from grpokit.errors import GrpokitError
+
+    try:
+        raise SystemExit(main())
+    except GrpokitError as e:  # a recipe or an override that does not load: its file, field and fix, no traceback
+        print(e.render(), file=sys.stderr)
+        raise SystemExit(e.exit_code) from None

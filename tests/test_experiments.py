@@ -39,3 +39,20 @@ def test_the_budget_curve_runs_every_stage_pairs_the_arms_and_resumes(tmp_path, 
     other = subprocess.run([sys.executable, str(CURVE), "--out", str(out), "--eval-rows", "5"], cwd=REPO,
                            capture_output=True, text=True, timeout=300)
     assert other.returncode != 0 and "give another --out" in other.stderr
+
+
+def test_a_stage_that_fails_stops_the_curve_in_a_line_not_a_traceback(tmp_path, tiny_model_dir):
+    # A recipe value every stage refuses (train.num_generations must divide the batch): named by the recipe check,
+    # then one line on how to go on.
+    res = subprocess.run([sys.executable, str(CURVE), "--out", str(tmp_path / "c"), "--set", f"model.name={tiny_model_dir}",
+                          "--set", "train.num_generations=3"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "num_generations" in res.stderr
+    # ... and a command that fails once the curve runs: the SFT stage on a recipe cut mid-line.
+    cut = tmp_path / "cut.yaml"
+    cut.write_text("model:\n  name: [default\n")
+    res = subprocess.run([sys.executable, str(CURVE), "--out", str(tmp_path / "d"), "--sft-recipe", str(cut),
+                          "--set", f"model.name={tiny_model_dir}"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "run the same command again" in res.stderr
