@@ -30,8 +30,12 @@ rows where the two models disagree (grpokit.evaluation.paired).
 
 What it leaves out (the issue's item 3 in full): SFT continued for the same minutes, GRPO from the base model
 (which solves no countdown row, so its groups tie), sampled pass@1 / pass@8 and retention, and the 10^5 point at the
-large step. Minutes are wall time of each command on whatever else the machine ran: name the host and say whether
-it was quiet before quoting them.
+large step.
+
+Disk: each arm keeps the recipe's checkpoints (countdown: up to 7 of about 1.6 GB, model and optimizer), and
+`grpokit train` refuses to start where they would not fit; `--set train.save_total_limit=2` keeps fewer (and so
+fewer weights for a health rollback to return to). Minutes are wall time of each command on whatever else the
+machine ran: name the host and say whether it was quiet before quoting them.
 """
 from __future__ import annotations
 
