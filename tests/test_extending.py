@@ -34,8 +34,8 @@ EXAMPLES = {"reward": "tests/test_exact_word.py", "task family": "tests/test_wor
             "health detector": "tests/test_grad_norm_spike.py", "generation backend": "tests/test_one_by_one.py",
             "demo": "tests/test_arithmetic_quick.py"}
 # What the copy holds: what the suite reads (the code, its tests, the docs and recipes they check, the config).
-COPIED = ("src", "tests", "docs", "recipes", "scripts", "benchmarks", ".ci", "pyproject.toml", "mkdocs.yml", "README.md",
-          "LICENSE")
+COPIED = ("src", "tests", "docs", "recipes", "scripts", "benchmarks", "experiments", ".ci", "pyproject.toml", "mkdocs.yml",
+          "README.md", "LICENSE")
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -77,7 +77,8 @@ def copy(tmp_path_factory) -> Path:
         if source.is_symlink():  # recipes/ links to the package's recipes: a link in the copy too
             (root / name).symlink_to(os.readlink(source))
         elif source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            # runs/: run folders an experiment wrote (experiments/runs), outputs rather than the project
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "runs"))
         else:
             shutil.copy(source, root / name)
     for title, code in blocks():
