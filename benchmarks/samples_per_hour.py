@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -180,10 +179,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from grpokit.errors import GrpokitError
+    from grpokit.cli.output import run_script
 
-    try:
-        raise SystemExit(main())
-    except GrpokitError as e:  # a recipe or an override that does not load: its file, field and fix, no traceback
-        print(e.render(), file=sys.stderr)
-        raise SystemExit(e.exit_code) from None
+    run_script(main)

@@ -88,8 +88,10 @@ def scores_of(run_dir: Path, rows: int, variants: bool, model_dir: str | None = 
 
 
 def finished(run_dir: Path) -> bool:
-    status = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else None
-    return bool(status) and status.get("status") == "completed"
+    from grpokit.run import RunDir
+
+    run = RunDir(run_dir)
+    return run.run_json.is_file() and run.read_status().get("status") == "completed"
 
 
 def stage(curve: dict, out: Path, name: str, command: list[str], overrides: list[str], start: bool = False,
@@ -176,10 +178,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from grpokit.errors import GrpokitError
+    from grpokit.cli.output import run_script
 
-    try:
-        raise SystemExit(main())
-    except GrpokitError as e:  # a recipe or an override that does not load: its file, field and fix, no traceback
-        print(e.render(), file=sys.stderr)
-        raise SystemExit(e.exit_code) from None
+    run_script(main)

@@ -25,6 +25,16 @@ def print_error(e: GrpokitError) -> int:
     return e.exit_code
 
 
+def run_script(main) -> None:
+    """A benchmark's or an experiment's entry point: exit with `main()`'s status; a GrpokitError (a recipe or an
+    override that does not load) printed by `print_error` as every command prints it, never as a traceback."""
+    try:
+        code = main()
+    except GrpokitError as e:
+        code = print_error(e)
+    raise SystemExit(code)
+
+
 # What usually fixes an OSError a command meets on the disk (a full disk, an I/O error), by errno; the command is
 # then run again: the writer (grpokit.run.writer) leaves each file whole, old or new (benchmarks/fault_injection.py
 # fails each of its writes in turn to show it).
